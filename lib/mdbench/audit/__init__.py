@@ -1,0 +1,1 @@
+"""The ``audit`` room of mdbench."""

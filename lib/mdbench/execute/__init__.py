@@ -1,0 +1,1 @@
+"""The ``execute`` room: papermill orchestration per (run, system, stage)."""

@@ -1,0 +1,1 @@
+"""The ``inputs`` room of mdbench."""

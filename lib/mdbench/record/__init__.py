@@ -1,0 +1,1 @@
+"""The ``record`` room: the run-record contract (schema version 1.2)."""

@@ -1,0 +1,1 @@
+"""The ``report`` room of mdbench."""

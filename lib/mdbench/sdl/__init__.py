@@ -1,0 +1,1 @@
+"""The ``sdl`` room of mdbench."""
