@@ -1,0 +1,172 @@
+"""Run many (run, system, stage) jobs: stages of one system in order, systems in parallel.
+
+Executors are registered explicitly in :data:`EXECUTORS`: ``local`` (a process pool, default workers =
+cores) and ``dask`` (a running scheduler given by address, or a ``LocalCluster``; on a cluster,
+dask-jobqueue provides the scheduler). Both run the same function on the same chains, so results agree.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from collections import OrderedDict
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tqdm.auto import tqdm
+
+from mdbench.errors import InputError
+from mdbench.execute.stage import StageResult, prepare_parameters, run_stage
+from mdbench.yamlio import load_yaml
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One stage of one system of one run."""
+
+    run_dir: str
+    system: str
+    stage: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def _chains(jobs: list[Job]) -> list[list[Job]]:
+    grouped: "OrderedDict[tuple[str, str], list[Job]]" = OrderedDict()
+    for job in jobs:
+        grouped.setdefault((str(Path(job.run_dir).resolve()), job.system), []).append(job)
+    return list(grouped.values())
+
+
+def run_chain(chain: list[Job], force: bool = False) -> list[dict[str, Any]]:
+    """Run the stages of one system in order; after a failure the rest are ``not_reached``."""
+    results: list[dict[str, Any]] = []
+    failed = False
+    for job in chain:
+        if failed:
+            results.append(StageResult(job.run_dir, job.system, job.stage, "not_reached",
+                                       error="an earlier stage of this system failed").to_dict())
+            continue
+        result = run_stage(job.run_dir, job.system, job.stage, job.params, force=force)
+        failed = result.status == "failed"
+        results.append(result.to_dict())
+    return results
+
+
+def _local(chains: list[list[Job]], workers: int, force: bool, on_done: Callable[[list[dict]], None],
+           scheduler: str | None = None) -> None:
+    if workers <= 1 or len(chains) == 1:
+        for chain in chains:
+            on_done(run_chain(chain, force))
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(chains)), mp_context=context) as pool:
+        futures = [pool.submit(run_chain, chain, force) for chain in chains]
+        for future in as_completed(futures):
+            on_done(future.result())
+
+
+def _dask(chains: list[list[Job]], workers: int, force: bool, on_done: Callable[[list[dict]], None],
+          scheduler: str | None = None) -> None:
+    from dask.distributed import Client, LocalCluster
+    from dask.distributed import as_completed as dask_completed
+
+    cluster = None
+    if scheduler:
+        client = Client(scheduler)
+    else:
+        cluster = LocalCluster(n_workers=max(1, min(workers, len(chains))), threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        client = Client(cluster)
+    try:
+        futures = [client.submit(run_chain, chain, force, pure=False) for chain in chains]
+        for future in dask_completed(futures):
+            on_done(future.result())
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+#: executor name → function(chains, workers, force, on_done, scheduler)
+EXECUTORS: dict[str, Callable[..., None]] = {"local": _local, "dask": _dask}
+
+
+def run_jobs(jobs: list[Job], executor: str = "local", workers: int | None = None, scheduler: str | None = None,
+             force: bool = False, verbose: bool = True) -> list[StageResult]:
+    """Run jobs with the chosen executor; returns one :class:`StageResult` per job, in input order.
+
+    Every job's parameters are validated before any kernel starts. A failed stage stops only the later
+    stages of its own system.
+    """
+    if executor not in EXECUTORS:
+        raise InputError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+    for job in jobs:
+        prepare_parameters(job.stage, job.run_dir, job.system, job.params)
+    chains = _chains(jobs)
+    workers = workers or os.cpu_count() or 1
+    collected: dict[tuple[str, str, str], StageResult] = {}
+    with tqdm(total=len(jobs), disable=not verbose, unit="stage", desc="stages") as bar:
+        def on_done(results: list[dict]) -> None:
+            for item in results:
+                result = StageResult(**item)
+                collected[(str(Path(result.run_dir).resolve()), result.system, result.stage)] = result
+                bar.set_postfix_str(f"{result.system} {result.stage.rsplit('/', 1)[-1]}: {result.status}")
+                bar.update(1)
+
+        EXECUTORS[executor](chains, workers, force, on_done, scheduler)
+    return [collected[(str(Path(j.run_dir).resolve()), j.system, j.stage)] for j in jobs]
+
+
+def load_plan(path: str | Path) -> tuple[list[Job], dict[str, Any]]:
+    """Read a batch plan (YAML) into jobs and executor options.
+
+    Two forms are accepted::
+
+        jobs:                        # explicit list
+          - {run_dir: outputs/runs/a, system: DE, stage: study/10_setup, params: {preset: micro}}
+
+        run_dir: outputs/runs/a      # or a product: every system × every stage
+        systems: [DE, HCE]
+        stages: [study/10_setup, study/20_minimize]
+        params: {preset: micro}              # given to every stage that declares them
+        stage_params: {study/10_setup: {seed: 7}}
+
+    Top-level ``executor``, ``workers`` and ``scheduler`` set the defaults for ``mdbench batch``.
+    """
+    plan = load_yaml(path)
+    if not isinstance(plan, dict):
+        raise InputError("a batch plan must be a mapping with 'jobs' or 'systems' + 'stages'", str(path))
+    base = Path(path).resolve().parent
+    options = {k: plan[k] for k in ("executor", "workers", "scheduler") if k in plan}
+    jobs: list[Job] = []
+
+    def run_dir_of(value: Any) -> str:
+        run_dir = Path(str(value))
+        return str(run_dir if run_dir.is_absolute() else (base / run_dir))
+
+    if "jobs" in plan:
+        for index, item in enumerate(plan["jobs"] or []):
+            if not isinstance(item, dict) or not {"run_dir", "system", "stage"} <= set(item):
+                raise InputError(f"job {index} needs run_dir, system and stage", str(path))
+            jobs.append(Job(run_dir_of(item["run_dir"]), str(item["system"]), str(item["stage"]),
+                            dict(item.get("params") or {})))
+    elif {"run_dir", "systems", "stages"} <= set(plan):
+        from mdbench.execute.parameters import read_schema
+        from mdbench.execute.stage import template_path
+
+        shared = dict(plan.get("params") or {})
+        per_stage = dict(plan.get("stage_params") or {})
+        for system in plan["systems"]:
+            for stage in plan["stages"]:
+                declared = read_schema(template_path(stage))
+                params = {k: v for k, v in shared.items() if k in declared}
+                params.update(per_stage.get(stage) or {})
+                jobs.append(Job(run_dir_of(plan["run_dir"]), str(system), str(stage), params))
+    else:
+        raise InputError("a batch plan needs 'jobs', or 'run_dir' + 'systems' + 'stages'", str(path))
+    return jobs, options

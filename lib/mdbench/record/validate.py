@@ -1,0 +1,237 @@
+"""Check a run record against its JSON Schemas and its cross-references.
+
+Findings are printed as ``file:line: message`` (line 0 when a whole file is concerned). The checker only
+reads: it never repairs, never follows a symlink out of the run directory, and never executes anything.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+
+from mdbench.record.store import (
+    ARTIFACTS,
+    ATTEMPTS,
+    EVENTS,
+    OBSERVABLES,
+    REGISTRATIONS,
+    STAGE_STATES,
+    TERMINAL,
+    read_jsonl,
+    sha256_file,
+)
+
+JSONL_SCHEMAS = {EVENTS: "event", ATTEMPTS: "attempt", REGISTRATIONS: "registration"}
+JSON_SCHEMAS = {ARTIFACTS: "artifacts", STAGE_STATES: "stage_states", OBSERVABLES: "observables",
+                TERMINAL: "episode_terminal"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem found in a run record."""
+
+    file: str
+    line: int
+    message: str
+    severity: str = "error"  # error | warning
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.message}"
+
+
+@lru_cache(maxsize=None)
+def load_schema(name: str) -> dict:
+    """The JSON Schema ``<name>.schema.json`` shipped with the package."""
+    text = resources.files("mdbench.record").joinpath("schemas", f"{name}.schema.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def schema_paths() -> list[Path]:
+    """Paths of every shipped schema file (the input bundle copies them)."""
+    folder = resources.files("mdbench.record").joinpath("schemas")
+    return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".schema.json"))
+
+
+def _schema_errors(obj: object, schema_name: str) -> list[str]:
+    validator = jsonschema.Draft202012Validator(load_schema(schema_name))
+    return [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in validator.iter_errors(obj)]
+
+
+def _non_finite(obj: object, where: str = "") -> list[str]:
+    """Paths of NaN/inf values (also as the strings 'nan'/'inf' written by the record writer)."""
+    found: list[str] = []
+    if isinstance(obj, float) and not math.isfinite(obj):
+        found.append(where or "(root)")
+    elif isinstance(obj, str) and obj.lower() in {"nan", "inf", "-inf", "infinity", "-infinity"}:
+        found.append(where or "(root)")
+    elif isinstance(obj, dict):
+        for key, value in obj.items():
+            found += _non_finite(value, f"{where}/{key}")
+    elif isinstance(obj, list):
+        for index, value in enumerate(obj):
+            found += _non_finite(value, f"{where}/{index}")
+    return found
+
+
+def _inside(run_dir: Path, candidate: Path) -> bool:
+    try:
+        candidate.resolve().relative_to(run_dir.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Finding]:
+    """Validate ``RUN_DIR/run_record`` file by file and across files.
+
+    Checks: each JSON-lines row against its schema; a truncated last line (reported, never repaired);
+    event ids strictly increasing; ``corrects`` naming an earlier event; attempts whose parent exists and
+    whose ledger rows follow reserved → closed; events naming attempts that exist; artifacts that exist
+    inside the run directory with matching sha256; snapshot files against their schemas; the terminal
+    record referring to known cases; non-finite numbers.
+    """
+    run_dir = Path(run_dir)
+    record_dir = run_dir / "run_record"
+    findings: list[Finding] = []
+
+    def add(file: str, line: int, message: str, severity: str = "error") -> None:
+        findings.append(Finding(f"run_record/{file}", line, message, severity))
+
+    if not record_dir.is_dir():
+        return [Finding("run_record", 0, "missing: no run_record/ directory in the run directory")]
+
+    parsed: dict[str, list[tuple[int, dict]]] = {}
+    for name, schema in JSONL_SCHEMAS.items():
+        path = record_dir / name
+        if path.is_symlink() and not _inside(run_dir, path):
+            add(name, 0, "symlink leaving the run directory; not followed")
+            parsed[name] = []
+            continue
+        if not path.exists():
+            if name == EVENTS:
+                add(name, 0, "missing")
+            parsed[name] = []
+            continue
+        read = read_jsonl(path)
+        for line, message in read.malformed:
+            add(name, line, message)
+        if read.truncated_tail_line is not None:
+            add(name, read.truncated_tail_line,
+                "truncated last line (a writer stopped mid-write); record valid up to the line before")
+        for line, row in read.rows:
+            for error in _schema_errors(row, schema):
+                add(name, line, f"schema: {error}")
+            for where in _non_finite(row):
+                add(name, line, f"non-finite value at {where}")
+        parsed[name] = read.rows
+
+    # events: ids, corrections
+    seen_ids: set[int] = set()
+    last_id = 0
+    for line, event in parsed[EVENTS]:
+        event_id = event.get("id")
+        if not isinstance(event_id, int):
+            continue
+        if event_id <= last_id:
+            add(EVENTS, line, f"id {event_id} does not increase (previous {last_id})")
+        last_id = max(last_id, event_id)
+        corrects = event.get("corrects")
+        if corrects is not None and corrects not in seen_ids:
+            add(EVENTS, line, f"corrects event {corrects}, which does not precede it")
+        seen_ids.add(event_id)
+        if event.get("type") == "record_tail_truncated":
+            add(EVENTS, line, f"writer recorded a truncated line earlier: {event.get('payload')}", "warning")
+
+    # attempts: ledger order and parents
+    states: dict[str, str] = {}
+    for line, row in parsed[ATTEMPTS]:
+        attempt_id, status, parent = row.get("id"), row.get("status"), row.get("parent")
+        if not isinstance(attempt_id, str):
+            continue
+        if status == "reserved":
+            if attempt_id in states:
+                add(ATTEMPTS, line, f"attempt {attempt_id} reserved twice")
+            if parent is not None and parent not in states:
+                add(ATTEMPTS, line, f"attempt {attempt_id} names parent {parent}, which is not earlier in the ledger")
+        else:
+            if states.get(attempt_id) != "reserved":
+                add(ATTEMPTS, line, f"attempt {attempt_id} closed as {status} without an open reservation")
+            try:
+                expected = row["completed_steps"] * row["dt_ps"] / 1000.0
+                if abs(expected - row["ns_charged"]) > 1e-9 * max(1.0, expected):
+                    add(ATTEMPTS, line, f"ns_charged {row['ns_charged']} ≠ completed_steps·dt ({expected:.9g} ns)")
+            except (KeyError, TypeError):
+                pass
+        if isinstance(status, str):
+            states[attempt_id] = status
+    for line, event in parsed[EVENTS]:
+        payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+        attempt_id = payload.get("attempt_id")
+        if attempt_id is not None and attempt_id not in states:
+            add(EVENTS, line, f"event names attempt {attempt_id!r}, which is not in attempts.jsonl")
+
+    # registrations: revisions
+    reg_ids: set[str] = set()
+    for line, row in parsed[REGISTRATIONS]:
+        revises = row.get("revises")
+        if revises is not None and revises not in reg_ids:
+            add(REGISTRATIONS, line, f"revises {revises!r}, which is not an earlier registration")
+        if isinstance(row.get("id"), str):
+            reg_ids.add(row["id"])
+
+    # snapshot files
+    snapshots: dict[str, object] = {}
+    for name, schema in JSON_SCHEMAS.items():
+        path = record_dir / name
+        if not path.exists():
+            continue
+        if path.is_symlink() and not _inside(run_dir, path):
+            add(name, 0, "symlink leaving the run directory; not followed")
+            continue
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            add(name, 0, "not UTF-8 text")
+            continue
+        except json.JSONDecodeError as exc:
+            add(name, exc.lineno, f"not valid JSON ({exc.msg})")
+            continue
+        snapshots[name] = obj
+        for error in _schema_errors(obj, schema):
+            add(name, 0, f"schema: {error}")
+        for where in _non_finite(obj):
+            add(name, 0, f"non-finite value at {where}")
+
+    inventory = snapshots.get(ARTIFACTS)
+    if isinstance(inventory, dict):
+        for rel, entry in inventory.items():
+            target = run_dir / rel
+            if not _inside(run_dir, target) or (target.is_symlink() and not _inside(run_dir, target)):
+                add(ARTIFACTS, 0, f"{rel}: path leaves the run directory; not followed")
+                continue
+            if not target.is_file():
+                add(ARTIFACTS, 0, f"{rel}: listed but missing")
+                continue
+            if not isinstance(entry, dict):
+                continue
+            producer = entry.get("producer_event")
+            if isinstance(producer, int) and producer not in seen_ids:
+                add(ARTIFACTS, 0, f"{rel}: producer event {producer} does not exist")
+            if check_hashes and isinstance(entry.get("sha256"), str):
+                digest = sha256_file(target)
+                if digest != entry["sha256"]:
+                    add(ARTIFACTS, 0, f"{rel}: sha256 mismatch (recorded {entry['sha256'][:12]}…, file {digest[:12]}…)")
+
+    terminal = snapshots.get(TERMINAL)
+    observables = snapshots.get(OBSERVABLES)
+    if isinstance(terminal, dict) and isinstance(terminal.get("observables"), dict) and isinstance(observables, dict):
+        for case in terminal["observables"]:
+            if case not in observables:
+                add(TERMINAL, 0, f"refers to case {case!r}, which has no entry in observables.json")
+    return findings
