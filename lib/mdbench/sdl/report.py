@@ -1,0 +1,49 @@
+"""HTML leaderboard report: execute ``notebooks/sdl_leaderboard.ipynb`` with papermill, convert with nbconvert."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from pathlib import Path
+
+from mdbench.errors import MdbenchError
+from mdbench.paths import NOTEBOOKS_DIR
+
+log = logging.getLogger(__name__)
+
+LEADERBOARD_NOTEBOOK = NOTEBOOKS_DIR / "sdl_leaderboard.ipynb"
+
+
+class ReportError(MdbenchError):
+    """The leaderboard notebook failed; the partially executed notebook is kept beside the HTML path."""
+
+
+def render_leaderboard_html(results_dir: str | Path, html_out: str | Path, *, target_ratio: float = 1.05,
+                            kernel_name: str = "mdbench", timeout_s: int = 600) -> Path:
+    """Execute the leaderboard notebook on ``results_dir`` and write it as HTML (no input cells hidden).
+
+    The executed notebook is written next to the HTML (``<name>.ipynb``) first, so a failure leaves the
+    evidence on disk.
+    """
+    import nbformat
+    import papermill as pm
+    from nbconvert import HTMLExporter
+
+    html_out = Path(html_out).resolve()
+    html_out.parent.mkdir(parents=True, exist_ok=True)
+    executed = html_out.with_suffix(".ipynb")
+    try:
+        pm.execute_notebook(str(LEADERBOARD_NOTEBOOK), str(executed), kernel_name=kernel_name,
+                            parameters={"results_dir": str(Path(results_dir).resolve()),
+                                        "target_ratio": target_ratio},
+                            progress_bar=False, execution_timeout=timeout_s, cwd=str(html_out.parent))
+    except Exception as exc:  # papermill raises PapermillExecutionError and friends
+        raise ReportError(f"leaderboard notebook failed ({exc.__class__.__name__}); partial notebook: {executed}") \
+            from exc
+    nb = nbformat.read(str(executed), as_version=4)
+    with warnings.catch_warnings():
+        # scrapbook's glue outputs have no HTML representation; nbconvert warns once per scrap
+        warnings.filterwarnings("ignore", message=".*scrapbook.scrap.json.*")
+        body, _ = HTMLExporter().from_notebook_node(nb)
+    html_out.write_text(body, encoding="utf-8")
+    return html_out
