@@ -1,0 +1,183 @@
+#!/usr/bin/env python
+"""Derive the frozen DMC and TTE partial charges: CHELPG fit to a PySCF HF/6-31G* ESP.
+
+Run once (``pip install mdbench[derive]``), not at build time::
+
+    python scripts/derive_charges.py --out lib/mdbench/inputs/data/derived_charges.json
+
+Method (Breneman & Wiberg, J. Comput. Chem. 11 (1990) 361, doi:10.1002/jcc.540110311):
+
+* wave function: restricted Hartree-Fock, basis 6-31G*, single point on the frozen input geometry
+  (``lib/mdbench/inputs/data/geometries/<SPECIES>.pdb``; no re-optimisation, so the charges belong to
+  exactly the geometry shipped in the bundle);
+* grid: cubic, spacing 0.3 Angstrom, extending 2.8 Angstrom beyond the nuclei; a point is kept when it
+  lies outside every atomic radius (H 1.45, C 1.50, N 1.70, O 1.70 Angstrom from Breneman-Wiberg; F 1.47
+  Angstrom, Bondi, since that table has no F) and within 2.8 Angstrom of at least one nucleus;
+* ESP: :math:`V(r) = \\sum_A Z_A/|r-R_A| - \\sum_{\\mu\\nu} D_{\\mu\\nu} (\\mu|1/|r-r'||\\nu)` (atomic units);
+* fit: least squares :math:`\\min_q \\sum_k (V_k - \\sum_A q_A/|r_k-R_A|)^2` subject to
+  :math:`\\sum_A q_A = Q` (Lagrange multiplier), with topologically symmetry-equivalent atoms
+  constrained to one charge (classes from iterative neighbour refinement of the bond graph);
+* rounding: charges rounded to 4 decimals; the rounding residual is put on the atom class of size 1
+  with the largest |q| so that the total is exactly Q.
+
+The JSON written records method, basis, grid, radii, geometry sha256, PySCF version, RMS fit error and
+the charges, so the force-field manifest can cite the derivation with its inputs and checksum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ANGSTROM_TO_BOHR = 1.0 / 0.529177210903
+RADII_ANGSTROM = {"H": 1.45, "C": 1.50, "N": 1.70, "O": 1.70, "F": 1.47}
+SPACING_ANGSTROM = 0.3
+EXTENT_ANGSTROM = 2.8
+METHOD, BASIS = "RHF", "6-31G*"
+
+log = logging.getLogger("derive_charges")
+
+
+def read_pdb(path: Path) -> tuple[list[str], list[str], np.ndarray, list[tuple[int, int]]]:
+    """Atom names, elements, coordinates [Angstrom] and bonds (0-based) from a PDB with CONECT."""
+    names, elements, xyz, bonds = [], [], [], set()
+    for line in path.read_text().splitlines():
+        if line.startswith(("ATOM", "HETATM")):
+            names.append(line[12:16].strip())
+            xyz.append([float(line[30:38]), float(line[38:46]), float(line[46:54])])
+            elements.append(line[76:78].strip())
+        elif line.startswith("CONECT"):
+            ids = [int(x) for x in line[6:].split()]
+            for j in ids[1:]:
+                bonds.add(tuple(sorted((ids[0] - 1, j - 1))))
+    return names, elements, np.array(xyz), sorted(bonds)
+
+
+def equivalence_classes(elements: list[str], bonds: list[tuple[int, int]]) -> list[int]:
+    """Topological equivalence classes by iterative refinement of (element, sorted neighbour classes)."""
+    n = len(elements)
+    nbr = [[] for _ in range(n)]
+    for i, j in bonds:
+        nbr[i].append(j)
+        nbr[j].append(i)
+    labels = [hash(e) for e in elements]
+    for _ in range(n):
+        new = [hash((labels[i], tuple(sorted(labels[j] for j in nbr[i])))) for i in range(n)]
+        if len(set(new)) == len(set(labels)):
+            break
+        labels = new
+    order = {lab: k for k, lab in enumerate(dict.fromkeys(labels))}
+    return [order[lab] for lab in labels]
+
+
+def chelpg_grid(xyz_A: np.ndarray, elements: list[str]) -> np.ndarray:
+    """CHELPG grid points [Angstrom]."""
+    lo, hi = xyz_A.min(0) - EXTENT_ANGSTROM, xyz_A.max(0) + EXTENT_ANGSTROM
+    axes = [np.arange(lo[d], hi[d] + 1e-9, SPACING_ANGSTROM) for d in range(3)]
+    pts = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
+    d = np.linalg.norm(pts[:, None, :] - xyz_A[None, :, :], axis=-1)
+    radii = np.array([RADII_ANGSTROM[e] for e in elements])
+    keep = np.all(d > radii, axis=1) & np.any(d <= EXTENT_ANGSTROM, axis=1)
+    return pts[keep]
+
+
+def esp_at(mol, dm: np.ndarray, pts_bohr: np.ndarray, chunk: int = 400) -> np.ndarray:
+    """Electrostatic potential [hartree/e] of nuclei + electrons at points [bohr]."""
+    coords = mol.atom_coords()
+    charges = mol.atom_charges()
+    v_nuc = (charges[None, :] / np.linalg.norm(pts_bohr[:, None] - coords[None], axis=-1)).sum(1)
+    v_el = np.empty(len(pts_bohr))
+    for s in range(0, len(pts_bohr), chunk):
+        ints = mol.intor("int1e_grids", grids=pts_bohr[s : s + chunk])
+        v_el[s : s + chunk] = np.einsum("gij,ij->g", ints, dm)
+    return v_nuc - v_el
+
+
+def fit_charges(pts_bohr, coords_bohr, v, classes, total_charge):
+    """Constrained least squares; returns per-atom charges [e] and RMS error [hartree/e]."""
+    a = 1.0 / np.linalg.norm(pts_bohr[:, None] - coords_bohr[None], axis=-1)
+    ncls = max(classes) + 1
+    m = np.zeros((len(classes), ncls))
+    m[np.arange(len(classes)), classes] = 1.0
+    b = a @ m  # columns: summed over equivalent atoms
+    counts = m.sum(0)
+    lhs = np.zeros((ncls + 1, ncls + 1))
+    lhs[:ncls, :ncls] = b.T @ b
+    lhs[:ncls, ncls] = counts
+    lhs[ncls, :ncls] = counts
+    rhs = np.concatenate([b.T @ v, [total_charge]])
+    qc = np.linalg.solve(lhs, rhs)[:ncls]
+    q = m @ qc
+    rms = float(np.sqrt(np.mean((a @ q - v) ** 2)))
+    return q, rms
+
+
+def round_exact(q: np.ndarray, classes: list[int], total: float) -> np.ndarray:
+    """Round to 4 decimals keeping equivalent atoms equal and the sum exactly ``total``."""
+    qr = np.round(q, 4)
+    resid = round(total - qr.sum(), 4)
+    singles = [i for i in range(len(q)) if classes.count(classes[i]) == 1]
+    target = max(singles, key=lambda i: abs(q[i]))
+    qr[target] = round(qr[target] + resid, 4)
+    return qr
+
+
+def derive(species: str, pdb: Path) -> dict:
+    from pyscf import __version__ as pyscf_version
+    from pyscf import gto, scf
+
+    names, elements, xyz, bonds = read_pdb(pdb)
+    classes = equivalence_classes(elements, bonds)
+    mol = gto.M(atom=[(e, tuple(x)) for e, x in zip(elements, xyz)], basis=BASIS, unit="Angstrom",
+                charge=0, spin=0, verbose=0)
+    mf = scf.RHF(mol)
+    energy = mf.kernel()
+    if not mf.converged:
+        raise RuntimeError(f"{species}: SCF did not converge")
+    pts_A = chelpg_grid(xyz, elements)
+    pts_b = pts_A * ANGSTROM_TO_BOHR
+    v = esp_at(mol, mf.make_rdm1(), pts_b)
+    q, rms = fit_charges(pts_b, mol.atom_coords(), v, classes, 0.0)
+    qr = round_exact(q, classes, 0.0)
+    log.info("%s: E = %.6f Eh, %d grid points, RMS = %.2e", species, energy, len(pts_A), rms)
+    return {
+        "species": species,
+        "geometry_file": f"geometries/{pdb.name}",
+        "geometry_sha256": hashlib.sha256(pdb.read_bytes()).hexdigest(),
+        "method": METHOD, "basis": BASIS, "program": f"PySCF {pyscf_version}",
+        "scf_energy_hartree": round(float(energy), 8),
+        "grid": {"scheme": "CHELPG", "spacing_angstrom": SPACING_ANGSTROM,
+                 "extent_angstrom": EXTENT_ANGSTROM, "radii_angstrom": RADII_ANGSTROM,
+                 "n_points": int(len(pts_A))},
+        "fit": {"constraint_total_charge_e": 0.0, "symmetry_classes": classes,
+                "rms_error_hartree_per_e": round(rms, 8)},
+        "atoms": names,
+        "charges_unrounded_e": [round(float(x), 6) for x in q],
+        "charges_e": [float(x) for x in qr],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    root = Path(__file__).resolve().parents[1]
+    data = root / "lib" / "mdbench" / "inputs" / "data"
+    parser.add_argument("--geometries", type=Path, default=data / "geometries")
+    parser.add_argument("--out", type=Path, default=data / "derived_charges.json")
+    parser.add_argument("--species", nargs="+", default=["DMC", "TTE"])
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    result = {"script": "scripts/derive_charges.py",
+              "script_sha256": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
+              "species": {s: derive(s, args.geometries / f"{s}.pdb") for s in args.species}}
+    args.out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
