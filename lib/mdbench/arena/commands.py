@@ -1,5 +1,157 @@
-"""CLI commands of the ``arena`` room."""
+"""CLI commands of the ``arena`` room: ``mdbench arena validate | oracle | run | aggregate | list``."""
 
-from mdbench.cli import not_built
+from __future__ import annotations
 
-arena = not_built("arena", "issue 7")
+import json
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from mdbench.errors import InputError
+from mdbench.paths import OUTPUTS_DIR
+
+log = logging.getLogger(__name__)
+
+
+def _task_dirs(paths: tuple[str, ...]) -> list[Path]:
+    """Expand arguments: a task folder, or a folder of task folders (default: the built-in suite)."""
+    from mdbench.arena.task import TASKS_DIR, list_tasks
+
+    if not paths:
+        paths = (str(TASKS_DIR),)
+    out: list[Path] = []
+    for p in paths:
+        tasks = list_tasks(p)
+        if not tasks:
+            raise InputError("no task.toml here or in its sub-folders; pass a Harbor task folder", p)
+        out.extend(t.path for t in tasks)
+    return out
+
+
+@click.group(name="arena")
+def arena() -> None:
+    """Harbor-format MD task suite: validate tasks, run oracle/agents locally, aggregate job folders."""
+
+
+@arena.command(name="list")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False))
+def list_cmd(paths: tuple[str, ...]) -> None:
+    """List tasks with difficulty, category and kind (default: the built-in suite)."""
+    from mdbench.arena.task import load_task
+
+    for d in _task_dirs(paths):
+        t = load_task(d)
+        m = t.metadata
+        click.echo(f"{t.name:45s} {m.get('difficulty', '?'):7s} {m.get('category', '?'):20s} {m.get('kind', 'standard')}")
+
+
+@arena.command()
+@click.argument("task_dirs", nargs=-1, type=click.Path(exists=True, file_okay=False))
+def validate(task_dirs: tuple[str, ...]) -> None:
+    """Check TASK_DIR(s) (or folders of tasks) against the Harbor task schema; exit 1 on problems."""
+    from mdbench.arena.task import validate_task
+
+    bad = 0
+    for d in _task_dirs(task_dirs):
+        problems = validate_task(d)
+        if problems:
+            bad += 1
+            click.echo(f"INVALID {d}")
+            for p in problems:
+                click.echo(f"  - {p}")
+        else:
+            click.echo(f"ok      {d}")
+    if bad:
+        sys.exit(1)
+
+
+def _common_run_options(f):
+    f = click.option("--jobs-dir", type=click.Path(file_okay=False), default=str(OUTPUTS_DIR / "arena" / "jobs"),
+                     show_default=True, help="Folder that receives the job folder.")(f)
+    f = click.option("--job-name", default=None, help="Job folder name (default: timestamp).")(f)
+    f = click.option("--python", "python", default=None, help="Interpreter given to scripts as MDBENCH_PYTHON (default: this one).")(f)
+    f = click.option("--judge", "judge_cmd", default=None, help="External judge command scoring tests/process.toml (prints JSON {criterion: raw}).")(f)
+    f = click.option("--process-scores", type=click.Path(exists=True, dir_okay=False), default=None,
+                     help="Expert score file (JSON {task: {criterion: raw}}) for process criteria.")(f)
+    f = click.option("--timeout-multiplier", type=float, default=1.0, show_default=True, help="Scales agent and verifier timeouts.")(f)
+    f = click.option("--keep-workspace", is_flag=True, help="Keep the temporary workspace for inspection.")(f)
+    return f
+
+
+def _report(job_dir: Path, outcomes) -> None:
+    for o in outcomes:
+        rewards = json.dumps(o.rewards) if o.rewards is not None else "no reward"
+        err = f"  [{o.exception_type}]" if o.exception_type else ""
+        click.echo(f"{o.task_name:45s} {rewards}{err}")
+    click.echo(f"job folder: {job_dir}")
+
+
+@arena.command()
+@click.argument("task_dirs", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@_common_run_options
+@click.option("--strict/--no-strict", default=True, show_default=True, help="Exit 1 unless every oracle scores correctness 1.0.")
+@click.pass_context
+def oracle(ctx: click.Context, task_dirs: tuple[str, ...], strict: bool, **kw) -> None:
+    """Run each task's reference solution (solution/solve.sh) and its verifier, without Docker."""
+    from mdbench.arena.runner import AgentSpec, run_job
+
+    job_dir, outcomes = run_job(_task_dirs(task_dirs), AgentSpec(name="oracle"), kw.pop("jobs_dir"),
+                                job_name=kw.pop("job_name"), verbose=_verbose(ctx), **kw)
+    _report(job_dir, outcomes)
+    if strict and any(o.correctness < 1.0 or o.exception_type for o in outcomes):
+        click.echo("error: some oracle did not score correctness 1.0", err=True)
+        sys.exit(1)
+
+
+@arena.command()
+@click.argument("task_dirs", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@click.option("--agent", "command", required=True,
+              help="Shell command run in the task's /app (mapped); the instruction path is in $ARENA_INSTRUCTION.")
+@click.option("--agent-name", default="command", show_default=True, help="Agent name recorded in result.json.")
+@click.option("--model", "model_name", default=None, help="provider/model recorded in result.json.")
+@_common_run_options
+@click.pass_context
+def run(ctx: click.Context, task_dirs: tuple[str, ...], command: str, agent_name: str, model_name: str | None, **kw) -> None:
+    """Run an agent command on each task, then its verifier; write a Harbor job folder.
+
+    The agent may write /logs/agent/trajectory.json (ATIF) and /logs/agent/usage.json
+    ({n_input_tokens, n_output_tokens, n_cache_tokens, cost_usd}); both paths are mapped.
+    """
+    from mdbench.arena.runner import AgentSpec, run_job
+
+    job_dir, outcomes = run_job(_task_dirs(task_dirs), AgentSpec(name=agent_name, command=command, model_name=model_name),
+                                kw.pop("jobs_dir"), job_name=kw.pop("job_name"), verbose=_verbose(ctx), **kw)
+    _report(job_dir, outcomes)
+
+
+@arena.command()
+@click.argument("job_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "out_html", required=True, type=click.Path(dir_okay=False), help="HTML report to write.")
+@click.option("--tasks-dir", "tasks_dirs", multiple=True, type=click.Path(exists=True, file_okay=False),
+              help="Task suite(s) for difficulty/category metadata (default: the built-in suite).")
+@click.option("--require-process/--no-require-process", default=True, show_default=True,
+              help="Strict-Pass needs a scored process reward of 1.")
+@click.option("--json", "json_only", is_flag=True, help="Only print the summary JSON (no notebook, no HTML).")
+def aggregate(job_dirs: tuple[str, ...], out_html: str, tasks_dirs: tuple[str, ...], require_process: bool, json_only: bool) -> None:
+    """Aggregate Harbor JOB_DIRS into Strict-Pass@1, rewards, cost and error tables plus an HTML report."""
+    from mdbench.arena import aggregate as agg
+    from mdbench.arena.task import TASKS_DIR
+
+    tasks = list(tasks_dirs) or [TASKS_DIR]
+    if json_only:
+        trials = agg.load_trials(job_dirs, tasks, require_process=require_process)
+        click.echo(json.dumps(agg.summary_json(trials)["overall"], indent=2))
+        return
+    paths = agg.render_report(list(job_dirs), out_html, tasks_dirs=tasks, require_process=require_process)
+    summary = json.loads(paths["summary"].read_text(encoding="utf-8"))
+    for row in summary["overall"]:
+        click.echo(f"{row['agent']} / {row['model']} [{row['dataset']}]: Strict-Pass@1 {row['strict_pass']} "
+                   f"({row['strict_pass_pct']:.0f} %), correctness {row['mean_correctness']:.3f}")
+    click.echo(f"report: {paths['html']}")
+
+
+def _verbose(ctx: click.Context) -> bool:
+    root = ctx.find_root()
+    return bool(root.params.get("verbose")) if root is not None else False

@@ -1,0 +1,1 @@
+# the reference solution of this task is solve.sh (GROMACS command line)

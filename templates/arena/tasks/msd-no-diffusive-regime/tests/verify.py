@@ -1,0 +1,25 @@
+def loglog_slope(t, msd):
+    import numpy as np
+    m = (t > 0) & (msd > 0)
+    lt, lm = np.log(t[m]), np.log(msd[m])
+    s = np.gradient(lm, lt)
+    out = np.full(t.shape, np.nan); out[m] = s
+    return out
+
+import numpy as np
+from mdbench.arena.grading import Grader, app_dir, read_json, read_xvg
+g = Grader("mdbench/msd-no-diffusive-regime")
+app = app_dir()
+out = app / "output" / "diffusion.json"
+d = read_xvg(app / "msd_fsi.xvg"); t, msd = d[:, 0], d[:, 1]
+keep = t <= t[-1] / 2
+s = loglog_slope(t[keep], msd[keep])
+diffusive = bool((np.abs(s - 1) <= 0.1).any())
+smax = float(np.nanmax(s[t[keep] > 1.0]))
+g.check("output_exists", out.is_file, "output/diffusion.json exists")
+res = lambda: read_json(out)
+g.check("not_diffusive", lambda: res()["diffusive"] is diffusive, f"diffusive flag is {diffusive}")
+g.check("no_value", lambda: (res()["D_1e-5_cm2_s"] is None) == (not diffusive), "no D is reported when there is no diffusive window")
+g.check("max_slope", lambda: (abs(res()["max_loglog_slope"] - smax) <= 0.1, res()["max_loglog_slope"]), f"max log-log slope after 1 ps ~ {smax:.2f} (+/- 0.1)")
+g.check("reason_given", lambda: len(str(res().get("reason") or "")) >= 20, "a reason is stated")
+g.finish()
