@@ -1,6 +1,68 @@
-"""CLI commands of the ``analysis`` room."""
+"""CLI commands of the ``analysis`` room: ``mdbench analyze`` and ``mdbench analyze-files``."""
 
-from mdbench.cli import not_built
+from __future__ import annotations
 
-analyze = not_built("analyze", "issue 5")
-analyze_files = not_built("analyze-files", "issue 5")
+import logging
+from pathlib import Path
+
+import click
+
+
+def _quiet_libraries() -> None:
+    """MDAnalysis warns at import about optional readers we never use; keep the CLI output clean."""
+    logging.getLogger("MDAnalysis").setLevel(logging.ERROR)
+
+
+def _summary(doc: dict) -> str:
+    counts: dict[str, int] = {}
+    for ob in doc["observables"].values():
+        counts[ob["state"]] = counts.get(ob["state"], 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+
+
+@click.command(name="analyze")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--case", "cases", multiple=True, help="Case to analyse (repeatable); default: every cases/* dir.")
+@click.option("--guard-ps", type=float, default=None,
+              help="Excluded initial interval [ps]; default: the registered automatic rule.")
+@click.option("--no-progress", is_flag=True, help="Hide progress bars.")
+def analyze(run_dir: Path, cases: tuple[str, ...], guard_ps: float | None, no_progress: bool) -> None:
+    """Analyse the production runs of RUN_DIR into analysis/<CASE>/results.json and record states."""
+    _quiet_libraries()
+    from mdbench.analysis.pipeline import analyze_case
+    from mdbench.errors import InputError
+
+    if not cases:
+        root = run_dir / "cases"
+        cases = tuple(sorted(p.name for p in root.iterdir() if p.is_dir())) if root.is_dir() else ()
+        if not cases:
+            raise InputError("no cases found; expected cases/<CASE>/prod/ in the run directory, or pass --case",
+                             str(run_dir))
+    for case in cases:
+        doc = analyze_case(run_dir, case, guard_ps=guard_ps, verbose=not no_progress)
+        click.echo(f"{case}: analysis/{case}/results.json ({_summary(doc)})")
+
+
+@click.command(name="analyze-files")
+@click.option("--tpr", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="Run input (.tpr) of the production run.")
+@click.option("--xtc", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="Compressed trajectory (.xtc).")
+@click.option("--edr", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="Energy file (.edr) with the pressure tensor.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Output directory for results.json and figures.")
+@click.option("--guard-ps", type=float, default=None,
+              help="Excluded initial interval [ps]; default: the registered automatic rule.")
+@click.option("--case", default="case", show_default=True, help="Case label written into results.json.")
+@click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
+@click.option("--no-progress", is_flag=True, help="Hide progress bars.")
+def analyze_files(tpr: Path, xtc: Path, edr: Path, out_dir: Path, guard_ps: float | None, case: str,
+                  no_figures: bool, no_progress: bool) -> None:
+    """Analyse any GROMACS tpr/xtc/edr into OUT/results.json (no run record needed)."""
+    _quiet_libraries()
+    from mdbench.analysis.pipeline import analyze_files as run
+
+    doc = run(tpr, xtc, edr, out_dir, guard_ps=guard_ps, case=case, figures=not no_figures,
+              verbose=not no_progress)
+    click.echo(f"{out_dir / 'results.json'} ({_summary(doc)})")

@@ -1,0 +1,160 @@
+"""Ion association: CIP / SSIP(free) / AGG classes and clusters from cation–anion contact graphs.
+
+Definitions (registered; molecules, not atoms):
+
+* contact: a cation (centre, e.g. Li⁺) and an anion molecule are in contact when any registered anion
+  site (FSI: its O atoms) lies within ``r_c`` of the cation (FSI: 0.30 nm; other anions: the first
+  minimum of the cation–site g(r), by the registered rule);
+* anion-centred class, per anion and frame, from the number n of *distinct* cations in contact:
+  n = 0 → ``free_or_SSIP`` (no contact; a solvent-separated pair is not distinguished here), n = 1 →
+  ``CIP``, n ≥ 2 → ``AGG``. An FSI touching one Li through two O atoms has n = 1: CIP, not AGG;
+* cation-centred: mean number of distinct anions in contact per cation;
+* clusters: connected components of the bipartite cation–anion contact graph, size = number of ions in
+  the component (a free ion is a cluster of size 1); reported as the fraction of ions in clusters of each
+  size, and the fraction of all ions in the largest cluster (percolation indicator).
+
+Populations are frame averages; whole interval and four blocks. Contact lifetimes are not computed: the
+block spread of correlated frames understates the uncertainty when contacts live longer than a block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate
+from mdbench.analysis.reduce import ReducedTrajectory
+
+CLASSES = ("free_or_SSIP", "CIP", "AGG")
+#: Sampling check: 95 % block half-width of each class fraction must not exceed this (absolute).
+FRACTION_MAX_HALF_WIDTH = 0.10
+
+
+@dataclass
+class AssociationFrames:
+    """Per-frame association data (F frames)."""
+
+    class_fraction: dict[str, np.ndarray]
+    anions_per_cation: np.ndarray
+    largest_cluster_fraction: np.ndarray
+    size_counts: list[np.ndarray]  # per frame: number of ions in clusters of size s (index s)
+
+
+def association_frames(rd: ReducedTrajectory, anion: str, channels: list[str], cutoff_nm: float) -> AssociationFrames:
+    """Classify every anion and build the cluster graph in every frame."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    names = [c.name for c in rd.channels]
+    codes = np.array([names.index(c) for c in channels], dtype=np.int64)
+    ct = rd.contacts
+    keep = np.isin(ct["channel"], codes) & (ct["dmin_nm"] < cutoff_nm)
+    frame = ct["frame"][keep].astype(np.int64)
+    cation_mol = rd.centre_mol[ct["centre"][keep]]
+    anion_mol = ct["partner"][keep].astype(np.int64)
+    cations = np.unique(rd.centre_mol)
+    anions = np.flatnonzero(rd.mol_species == anion)
+    n_cat, n_an = cations.size, anions.size
+    cat_idx = np.searchsorted(cations, cation_mol)
+    an_idx = np.searchsorted(anions, anion_mol)
+    # distinct (frame, cation, anion) edges
+    key = np.unique((frame * n_cat + cat_idx) * max(n_an, 1) + an_idx)
+    e_frame = key // (n_cat * max(n_an, 1))
+    e_cat = (key // max(n_an, 1)) % n_cat
+    e_an = key % max(n_an, 1)
+    n_frames = rd.n_frames
+    cls = {c: np.zeros(n_frames) for c in CLASSES}
+    per_cat = np.zeros(n_frames)
+    largest = np.zeros(n_frames)
+    sizes: list[np.ndarray] = []
+    bounds = np.searchsorted(e_frame, np.arange(n_frames + 1))
+    n_ions = n_cat + n_an
+    for f in range(n_frames):
+        a, b = bounds[f], bounds[f + 1]
+        ec, ea = e_cat[a:b], e_an[a:b]
+        n_li_per_an = np.bincount(ea, minlength=n_an)
+        if n_an:
+            cls["free_or_SSIP"][f] = np.mean(n_li_per_an == 0)
+            cls["CIP"][f] = np.mean(n_li_per_an == 1)
+            cls["AGG"][f] = np.mean(n_li_per_an >= 2)
+        per_cat[f] = (b - a) / max(n_cat, 1)
+        graph = coo_matrix((np.ones(b - a), (ec, n_cat + ea)), shape=(n_ions, n_ions))
+        _, labels = connected_components(graph, directed=False)
+        csize = np.bincount(labels)
+        largest[f] = csize.max() / n_ions
+        sizes.append(np.bincount(csize, weights=csize, minlength=2))
+    return AssociationFrames(cls, per_cat, largest, sizes)
+
+
+@dataclass
+class AssociationResult:
+    """Association populations of one cation/anion pair: whole interval and blocks."""
+
+    cation: str
+    anion: str
+    channels: list[str]
+    cutoff_nm: float
+    cutoff_rule: str
+    fractions: dict[str, BlockEstimate]
+    anions_per_cation: BlockEstimate
+    largest_cluster_fraction: BlockEstimate
+    cluster_size_fraction: dict[int, float]
+    n_cations: int
+    n_anions: int
+    failures: list[str] = field(default_factory=list)
+
+    def sampling_checks(self) -> dict[str, bool]:
+        """Block stability of every class fraction (registered absolute threshold)."""
+        return {f"{c} fraction block half-width <= {FRACTION_MAX_HALF_WIDTH}":
+                bool(np.isfinite(e.half_width_95) and e.half_width_95 <= FRACTION_MAX_HALF_WIDTH)
+                for c, e in self.fractions.items()}
+
+    def state_inputs(self) -> dict[str, Any]:
+        """Inputs of :func:`mdbench.analysis.states.classify_observable`."""
+        fails = list(self.failures)
+        total = sum(e.whole for e in self.fractions.values())
+        if self.n_anions and abs(total - 1.0) > 1e-9:
+            fails.append(f"class fractions sum to {total}, not 1")
+        return {"values": {c: [e.whole, *e.blocks] for c, e in self.fractions.items()}, "failures": fails,
+                "sampling_checks": self.sampling_checks()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict."""
+        return {
+            "cation": self.cation, "anion": self.anion, "contact_channels": self.channels,
+            "cutoff_nm": self.cutoff_nm, "cutoff_rule": self.cutoff_rule,
+            "n_cations": self.n_cations, "n_anions": self.n_anions,
+            "class_definition": "per anion: distinct cations in contact 0 -> free_or_SSIP, 1 -> CIP, >=2 -> AGG",
+            "fractions": {c: e.to_dict() for c, e in self.fractions.items()},
+            "anions_per_cation": self.anions_per_cation.to_dict(),
+            "largest_cluster_fraction": self.largest_cluster_fraction.to_dict(),
+            "cluster_size_fraction_of_ions": {str(k): v for k, v in self.cluster_size_fraction.items()},
+        }
+
+
+def association(rd: ReducedTrajectory, windows: BlockWindows, anion: str, channels: list[str],
+                cutoff_nm: float, cutoff_rule: str) -> AssociationResult:
+    """Association populations and clusters for the centres of ``rd`` and ``anion`` (whole + blocks)."""
+    fr = association_frames(rd, anion, channels, cutoff_nm)
+
+    def est(x: np.ndarray, unit: str) -> BlockEstimate:
+        return block_estimate(float(x[windows.whole].mean()), [float(x[b].mean()) for b in windows.blocks],
+                              unit, block_ranges_ps=windows.block_ranges_ps)
+
+    whole_frames = range(*windows.whole.indices(rd.n_frames))
+    n_max = max(s.size for s in fr.size_counts)
+    tot = np.zeros(n_max)
+    for f in whole_frames:
+        tot[: fr.size_counts[f].size] += fr.size_counts[f]
+    tot /= max(tot.sum(), 1.0)
+    return AssociationResult(
+        cation="+".join(rd.centre_species), anion=anion, channels=list(channels), cutoff_nm=float(cutoff_nm),
+        cutoff_rule=cutoff_rule,
+        fractions={c: est(v, "fraction of anions") for c, v in fr.class_fraction.items()},
+        anions_per_cation=est(fr.anions_per_cation, "anions per cation"),
+        largest_cluster_fraction=est(fr.largest_cluster_fraction, "fraction of ions"),
+        cluster_size_fraction={int(s): float(v) for s, v in enumerate(tot) if v > 0},
+        n_cations=int(np.unique(rd.centre_mol).size), n_anions=int(np.sum(rd.mol_species == anion)),
+    )

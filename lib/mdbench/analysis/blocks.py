@@ -1,0 +1,333 @@
+"""Guard interval, four equal consecutive blocks, block spread and statistical inefficiency.
+
+Definition (registered for every observable):
+
+* the guard interval ``[t_first, t_first + guard_ps)`` is excluded;
+* the remaining frames are split into ``n_blocks`` (= 4) consecutive, equal, non-overlapping blocks of
+  ``m = n_kept // n_blocks`` frames each (trailing ``n_kept mod n_blocks`` frames are dropped so that
+  the whole interval is exactly the union of the blocks);
+* block spread: ``mean ± t(0.975, n-1) · s / sqrt(n)`` with ``s`` the sample standard deviation
+  (ddof = 1) of the block values and ``t(0.975, 3) = 3.182``.
+
+Blocks are diagnostic windows of one trajectory, not replicas; compare the block length with the
+property's correlation time (see :func:`statistical_inefficiency`).
+
+References
+----------
+Grossfield et al., Living J. Comp. Mol. Sci. 1, 5067 (2018), doi:10.33011/livecoms.1.1.5067
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from mdbench.analysis.units import as_float64
+from mdbench.errors import InputError
+
+logger = logging.getLogger(__name__)
+
+#: Number of analysis blocks (registered definition).
+N_BLOCKS: int = 4
+#: Student t quantile t(0.975, 3) used for four blocks.
+T_975_DOF3: float = 3.182
+
+BLOCK_DEFINITION = (
+    "half_width_95 = t(0.975, n-1) * s / sqrt(n) over n consecutive equal non-overlapping blocks "
+    "after the guard interval (n = 4, t = 3.182); s = sample std (ddof=1) of block values; "
+    "blocks are windows of one trajectory, not independent replicas"
+)
+
+
+def t_quantile_975(n_blocks: int) -> float:
+    """Two-sided 95 % Student-t quantile for ``n_blocks - 1`` degrees of freedom (3.182 for 4 blocks)."""
+    if n_blocks == 4:
+        return T_975_DOF3
+    from scipy.stats import t as student_t
+
+    return float(student_t.ppf(0.975, n_blocks - 1))
+
+
+@dataclass(frozen=True)
+class BlockWindows:
+    """Frame windows of the whole analysed interval and of each block.
+
+    Attributes
+    ----------
+    guard_ps : float
+        Excluded initial interval [ps], measured from the first frame.
+    whole : slice
+        Frame slice of the whole analysed interval (union of the blocks).
+    blocks : list of slice
+        Frame slices of the ``n_blocks`` consecutive blocks.
+    whole_range_ps : tuple of float
+        (first, last) frame time of the whole interval [ps].
+    block_ranges_ps : list of tuple of float
+        (first, last) frame time of each block [ps].
+    frames_per_block : int
+        Frames in each block.
+    dt_ps : float
+        Median frame spacing [ps].
+    """
+
+    guard_ps: float
+    whole: slice
+    blocks: list[slice]
+    whole_range_ps: tuple[float, float]
+    block_ranges_ps: list[tuple[float, float]]
+    frames_per_block: int
+    dt_ps: float
+
+    @property
+    def block_length_ps(self) -> float:
+        """Length of one block [ps] (frames_per_block × dt_ps)."""
+        return self.frames_per_block * self.dt_ps
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe description of the windows."""
+        return {
+            "guard_ps": self.guard_ps,
+            "whole_range_ps": list(self.whole_range_ps),
+            "block_ranges_ps": [list(r) for r in self.block_ranges_ps],
+            "frames_per_block": self.frames_per_block,
+            "dt_ps": self.dt_ps,
+            "n_blocks": len(self.blocks),
+        }
+
+
+def block_windows(time_ps: Any, guard_ps: float = 0.0, n_blocks: int = N_BLOCKS,
+                  min_frames_per_block: int = 2) -> BlockWindows:
+    """Split a time axis into the guard interval and ``n_blocks`` equal consecutive blocks.
+
+    Parameters
+    ----------
+    time_ps : array_like, shape (F,)
+        Frame times [ps], strictly increasing.
+    guard_ps : float
+        Excluded initial interval [ps] measured from ``time_ps[0]``.
+    n_blocks : int
+        Number of blocks (4 by registered definition).
+    min_frames_per_block : int
+        Fewer frames per block raise :class:`~mdbench.errors.InputError`.
+
+    Returns
+    -------
+    BlockWindows
+    """
+    t = as_float64(time_ps, "time_ps")
+    if t.ndim != 1 or t.size < 2:
+        raise InputError(f"time_ps must be a 1-D array with at least 2 frames, got shape {t.shape}")
+    if not np.all(np.isfinite(t)):
+        raise InputError("time_ps contains non-finite values; fix the time axis of the trajectory/energy file")
+    if np.any(np.diff(t) <= 0):
+        raise InputError("time_ps must be strictly increasing (concatenated or restarted trajectory?); "
+                         "remove duplicate frames first")
+    if guard_ps < 0:
+        raise InputError(f"guard_ps must be >= 0, got {guard_ps}")
+    start = int(np.searchsorted(t, t[0] + guard_ps - 1e-9 * max(1.0, abs(t[0]) + guard_ps), side="left"))
+    n_kept = t.size - start
+    m = n_kept // n_blocks
+    if m < min_frames_per_block:
+        raise InputError(
+            f"only {n_kept} frames after the guard interval of {guard_ps} ps: need at least "
+            f"{n_blocks * min_frames_per_block} for {n_blocks} blocks; shorten the guard or sample longer")
+    blocks = [slice(start + k * m, start + (k + 1) * m) for k in range(n_blocks)]
+    whole = slice(start, start + n_blocks * m)
+    dt = float(np.median(np.diff(t)))
+    return BlockWindows(
+        guard_ps=float(guard_ps),
+        whole=whole,
+        blocks=blocks,
+        whole_range_ps=(float(t[whole.start]), float(t[whole.stop - 1])),
+        block_ranges_ps=[(float(t[b.start]), float(t[b.stop - 1])) for b in blocks],
+        frames_per_block=m,
+        dt_ps=dt,
+    )
+
+
+@dataclass
+class BlockEstimate:
+    """Whole-interval value, per-block values and the block spread of one scalar observable.
+
+    Attributes
+    ----------
+    whole : float
+        Estimate over the whole analysed interval (the reported value).
+    blocks : list of float
+        Estimate in each of the consecutive blocks.
+    unit : str
+        Unit of ``whole`` and ``blocks``.
+    mean : float
+        Mean of the block values.
+    std : float
+        Sample standard deviation of the block values (ddof = 1).
+    half_width_95 : float
+        ``t(0.975, n-1) · std / sqrt(n)`` (t = 3.182 for 4 blocks).
+    definition : str
+        Definition of the uncertainty.
+    block_ranges_ps : list of tuple of float, optional
+        Time range of each block [ps].
+    """
+
+    whole: float
+    blocks: list[float]
+    unit: str
+    mean: float = float("nan")
+    std: float = float("nan")
+    half_width_95: float = float("nan")
+    definition: str = BLOCK_DEFINITION
+    block_ranges_ps: list[tuple[float, float]] | None = None
+
+    @property
+    def finite(self) -> bool:
+        """True when the whole value and every block value are finite."""
+        return bool(np.isfinite(self.whole) and all(np.isfinite(b) for b in self.blocks))
+
+    @property
+    def relative_half_width(self) -> float:
+        """``half_width_95 / |whole|`` (nan when whole is 0 or non-finite)."""
+        if not np.isfinite(self.whole) or self.whole == 0:
+            return float("nan")
+        return float(self.half_width_95 / abs(self.whole))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict: value, unit, uncertainty with its definition, blocks."""
+        return {
+            "value": _json_float(self.whole),
+            "unit": self.unit,
+            "uncertainty": {
+                "half_width_95": _json_float(self.half_width_95),
+                "block_mean": _json_float(self.mean),
+                "block_std": _json_float(self.std),
+                "definition": self.definition,
+            },
+            "blocks": [_json_float(b) for b in self.blocks],
+            "block_ranges_ps": None if self.block_ranges_ps is None else [list(r) for r in self.block_ranges_ps],
+        }
+
+
+def block_estimate(whole: float, blocks: Sequence[float], unit: str, *,
+                   block_ranges_ps: Sequence[tuple[float, float]] | None = None) -> BlockEstimate:
+    """Build a :class:`BlockEstimate` from a whole-interval value and per-block values.
+
+    Parameters
+    ----------
+    whole : float
+        Whole-interval estimate.
+    blocks : sequence of float
+        Per-block estimates (usually 4).
+    unit : str
+        Unit of the values.
+    block_ranges_ps : sequence of (float, float), optional
+        Time range of each block [ps].
+
+    Returns
+    -------
+    BlockEstimate
+        With ``mean``, ``std`` (ddof = 1) and ``half_width_95 = t·std/sqrt(n)``; nan when any block is
+        non-finite or fewer than 2 blocks are given.
+    """
+    b = [float(x) for x in blocks]
+    arr = np.asarray(b, dtype=np.float64)
+    n = arr.size
+    if n >= 2 and np.all(np.isfinite(arr)):
+        mean = float(arr.mean())
+        std = float(arr.std(ddof=1))
+        hw = t_quantile_975(n) * std / math.sqrt(n)
+    else:
+        mean = float(arr.mean()) if n and np.all(np.isfinite(arr)) else float("nan")
+        std = hw = float("nan")
+    return BlockEstimate(whole=float(whole), blocks=b, unit=unit, mean=mean, std=std, half_width_95=hw,
+                         block_ranges_ps=None if block_ranges_ps is None else [tuple(r) for r in block_ranges_ps])
+
+
+def blocked(estimator: Callable[[slice], float], windows: BlockWindows, unit: str) -> BlockEstimate:
+    """Apply ``estimator(frame_slice) -> float`` to the whole interval and to every block.
+
+    Parameters
+    ----------
+    estimator : callable
+        Maps a frame slice to a scalar estimate.
+    windows : BlockWindows
+        From :func:`block_windows`.
+    unit : str
+        Unit of the estimate.
+    """
+    return block_estimate(estimator(windows.whole), [estimator(s) for s in windows.blocks], unit,
+                          block_ranges_ps=windows.block_ranges_ps)
+
+
+def statistical_inefficiency(values: Any, *, mintime: int = 3) -> float:
+    r"""Statistical inefficiency g = 1 + 2τ of a time series (pymbar's estimator, computed by FFT).
+
+    Same definition as ``pymbar.timeseries.statistical_inefficiency(A, fast=False, mintime=3)``
+    (checked against it in the tests), with the normalised autocorrelation obtained in O(N log N):
+
+    .. math:: g = 1 + 2\sum_{t=1}^{t_c - 1} C(t)\left(1 - \frac{t}{N}\right),\qquad
+              C(t) = \frac{\sum_{n=0}^{N-t-1}\delta A_n\,\delta A_{n+t}}{(N-t)\,\sigma^2}
+
+    summing until the first ``t > mintime`` with ``C(t) <= 0`` (``t_c``). ``g`` is the number of
+    correlated samples per independent sample; the effective sample size is ``N / g`` and the correlation
+    time is ``τ = (g - 1)/2`` frames.
+
+    Parameters
+    ----------
+    values : array_like, shape (N,)
+        Time series sampled at constant spacing.
+    mintime : int
+        Minimum lag summed before the zero-crossing stop applies (pymbar default 3).
+
+    Returns
+    -------
+    float
+        ``g >= 1``; 1.0 for a constant series (zero variance: every sample is the mean);
+        nan when the series contains non-finite values or has fewer than 3 samples.
+
+    References
+    ----------
+    Chodera, J. Chem. Theory Comput. 12, 1799 (2016), doi:10.1021/acs.jctc.5b00784
+    """
+    x = as_float64(values, "values").ravel()
+    n = x.size
+    if n < 3 or not np.all(np.isfinite(x)):
+        return float("nan")
+    dx = x - x.mean()
+    sigma2 = float(np.mean(dx * dx))
+    if np.ptp(x) == 0 or sigma2 <= 0.0:
+        return 1.0
+    nfft = 1 << int(2 * n - 1).bit_length()
+    X = np.fft.rfft(dx, n=nfft)
+    acov = np.fft.irfft(X.real ** 2 + X.imag ** 2, n=nfft)[:n]
+    t = np.arange(1, n - 1)
+    C = acov[1:n - 1] / ((n - t) * sigma2)
+    stop = np.nonzero((C <= 0.0) & (t > mintime))[0]
+    end = int(stop[0]) if stop.size else C.size
+    g = 1.0 + 2.0 * float(np.sum(C[:end] * (1.0 - t[:end] / n)))
+    return float(max(1.0, g))
+
+
+def _pymbar_timeseries():
+    """Import pymbar.timeseries lazily, swallowing its import-time banner."""
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        logging.getLogger("pymbar").setLevel(logging.ERROR)
+        from pymbar import timeseries  # noqa: PLC0415
+    return timeseries
+
+
+def _json_float(x: Any) -> float | None:
+    """float for finite values, None for nan/inf (JSON has no nan)."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+#: Alias of :func:`block_estimate` (name used in the analysis brief).
+block_analysis = block_estimate

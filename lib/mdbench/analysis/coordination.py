@@ -1,0 +1,148 @@
+"""Coordination numbers counted as distinct partner molecules, and first-shell species abundance.
+
+Definition (registered): for a centre (a Li⁺) and a partner species P with site channels S (e.g. FSI with
+its O sites), ``CN_P(r_c)`` is the number of distinct P molecules having at least one site of S within
+``r_c`` of the centre, averaged over centres and frames. Molecules, not atoms: an FSI bound through two O
+atoms counts once. The cross-check ``ρ∫_0^{r_c} 4πr²g(r)dr`` counts sites (atoms) and is ≥ CN; the two
+agree exactly for one-site-per-molecule channels (DMC carbonyl O, a single-atom ion).
+
+First-shell abundance: with a cutoff per channel (first minimum by the registered rule, or the fixed
+cutoff when no minimum is found), the mean number of distinct molecules of each species in the shell and
+its fraction of the shell total.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate
+from mdbench.analysis.reduce import ReducedTrajectory
+
+#: Fixed cutoff of the LHCE coordination integral (retrospective v2 R1) [nm].
+FIXED_CUTOFF_NM = 0.40
+#: Sampling check: 95 % block half-width relative to the CN must not exceed this.
+CN_MAX_REL_HALF_WIDTH = 0.25
+#: ... unless the half-width is below this absolute value (CNs near 0).
+CN_ABS_HALF_WIDTH_OK = 0.05
+
+
+def cn_per_frame(rd: ReducedTrajectory, channels: list[str], cutoff_nm: float | dict[str, float]) -> np.ndarray:
+    """Mean number of distinct partner molecules per centre, frame by frame.
+
+    Parameters
+    ----------
+    rd : ReducedTrajectory
+    channels : list of str
+        Channel names whose sites count (their union).
+    cutoff_nm : float or dict
+        One cutoff [nm] or a cutoff per channel name.
+
+    Returns
+    -------
+    ndarray (F,)
+    """
+    names = [c.name for c in rd.channels]
+    codes = [names.index(c) for c in channels]
+    cut = np.full(len(names), -1.0)
+    for c, k in zip(channels, codes):
+        cut[k] = cutoff_nm[c] if isinstance(cutoff_nm, dict) else cutoff_nm
+    if np.any(cut[codes] > rd.r_store_nm + 1e-9):
+        raise ValueError(f"cutoff above the stored neighbour range {rd.r_store_nm} nm")
+    ct = rd.contacts
+    ch = ct["channel"].astype(np.int64)
+    keep = (cut[ch] > 0) & (ct["dmin_nm"] < cut[ch])
+    n_mol = rd.mol_species.size
+    n_c = rd.centre_mol.size
+    key = (ct["frame"][keep].astype(np.int64) * n_c + ct["centre"][keep]) * n_mol + ct["partner"][keep]
+    ukey = np.unique(key)
+    frame = ukey // (n_c * n_mol)
+    return np.bincount(frame, minlength=rd.n_frames) / max(n_c, 1)
+
+
+@dataclass
+class CoordinationResult:
+    """CN of one partner (species or channel) around the centres at one cutoff, whole and blocks.
+
+    Attributes
+    ----------
+    partner : str
+        Species (all its site channels) or a single channel, e.g. ``"FSI"`` or ``"DMC:O_carbonyl"``.
+    channels : list of str
+        Site channels used.
+    cutoff_nm : float
+        r_c [nm]. cutoff_rule says where it came from.
+    cn : BlockEstimate
+        Distinct partner molecules per centre.
+    n_sites_integral : float or None
+        ρ∫4πr²g dr at r_c for a single channel (site count, cross-check), whole interval.
+    """
+
+    partner: str
+    channels: list[str]
+    cutoff_nm: float
+    cutoff_rule: str
+    cn: BlockEstimate
+    n_sites_integral: float | None = None
+    failures: list[str] = field(default_factory=list)
+
+    def sampling_checks(self) -> dict[str, bool]:
+        """Block stability of the CN (registered thresholds)."""
+        hw = self.cn.half_width_95
+        ok = bool(np.isfinite(hw) and (hw <= CN_ABS_HALF_WIDTH_OK or hw <= CN_MAX_REL_HALF_WIDTH * abs(self.cn.whole)))
+        return {f"CN block half-width <= {CN_MAX_REL_HALF_WIDTH:.0%} (or <= {CN_ABS_HALF_WIDTH_OK})": ok}
+
+    def state_inputs(self) -> dict[str, Any]:
+        """Inputs of :func:`mdbench.analysis.states.classify_observable`."""
+        fails = list(self.failures)
+        if self.n_sites_integral is not None and self.cn.whole > self.n_sites_integral + 1e-6:
+            fails.append("molecule CN exceeds the site integral (impossible: implementation error)")
+        return {"values": [self.cn.whole, *self.cn.blocks], "failures": fails,
+                "sampling_checks": self.sampling_checks()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict."""
+        d = self.cn.to_dict()
+        d.update(partner=self.partner, channels=self.channels, cutoff_nm=self.cutoff_nm,
+                 cutoff_rule=self.cutoff_rule,
+                 n_sites_integral=None if self.n_sites_integral is None else float(self.n_sites_integral),
+                 definition="distinct partner molecules with any listed site within cutoff_nm of the "
+                            "centre, averaged over centres and frames")
+        return d
+
+
+def coordination(rd: ReducedTrajectory, windows: BlockWindows, partner: str, channels: list[str],
+                 cutoff_nm: float, cutoff_rule: str, n_sites_integral: float | None = None) -> CoordinationResult:
+    """CN of ``partner`` (union of ``channels``) at ``cutoff_nm``: whole interval and blocks."""
+    per_frame = cn_per_frame(rd, channels, cutoff_nm)
+    est = block_estimate(float(per_frame[windows.whole].mean()),
+                         [float(per_frame[b].mean()) for b in windows.blocks], "molecules per centre",
+                         block_ranges_ps=windows.block_ranges_ps)
+    return CoordinationResult(partner, list(channels), float(cutoff_nm), cutoff_rule, est, n_sites_integral)
+
+
+def shell_abundance(rd: ReducedTrajectory, windows: BlockWindows,
+                    cutoffs_nm: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """First-shell composition: mean distinct molecules of each species within its channels' cutoffs.
+
+    Returns
+    -------
+    dict
+        species → {"molecules_per_centre": BlockEstimate dict, "fraction_of_shell": float (whole)}.
+    """
+    by_species: dict[str, list[str]] = {}
+    for c in rd.channels:
+        if c.name in cutoffs_nm:
+            by_species.setdefault(c.species, []).append(c.name)
+    counts = {sp: cn_per_frame(rd, chs, {c: cutoffs_nm[c] for c in chs}) for sp, chs in by_species.items()}
+    total = sum(float(v[windows.whole].mean()) for v in counts.values())
+    out = {}
+    for sp, v in counts.items():
+        est = block_estimate(float(v[windows.whole].mean()), [float(v[b].mean()) for b in windows.blocks],
+                             "molecules per centre", block_ranges_ps=windows.block_ranges_ps)
+        out[sp] = {"molecules_per_centre": est.to_dict(), "channels": by_species[sp],
+                   "cutoffs_nm": {c: cutoffs_nm[c] for c in by_species[sp]},
+                   "fraction_of_shell": (float(est.whole) / total) if total > 0 else None}
+    return out

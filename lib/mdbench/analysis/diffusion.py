@@ -1,0 +1,478 @@
+r"""Self-diffusion from molecular centres of mass: barycentric frame, FFT MSD, β(t), diffusive window.
+
+.. math::
+
+    D = \lim_{t\to\infty} \frac{1}{6}\frac{d\,\mathrm{MSD}(t)}{dt},\qquad
+    \mathrm{MSD}(t) = \langle |r_\alpha(t_0+t) - r_\alpha(t_0)|^2 \rangle_{\alpha, t_0},\qquad
+    \beta(t) = \frac{d \ln \mathrm{MSD}}{d \ln t}
+
+Coordinates must be centres of mass of whole molecules, **unwrapped** (correctly under NPT box changes;
+see :mod:`mdbench.analysis.reduce`), in nm. The barycentric frame subtracts the total-mass-weighted
+centre of the whole system (all atoms, solvent included) from every molecule.
+
+Fitting-window rule (registered): on a log-spaced lag grid (``points_per_decade`` points/decade), β is the
+central log–log difference; the window is the longest contiguous run of lags with
+``beta_range[0] <= β <= beta_range[1]`` and lag ≤ ``max_lag_fraction`` × block length; it is adequate
+when it spans at least ``min_window_decades`` decades. D is the least-squares slope/6 of MSD vs lag over
+every frame lag in that window; each block uses the same window. 1 nm²/ps = 1e-6 m²/s.
+
+References
+----------
+Maginn et al., Living J. Comp. Mol. Sci. 1, 6324 (2019), doi:10.33011/livecoms.1.1.6324
+Yeh & Hummer, J. Phys. Chem. B 108, 15873 (2004), doi:10.1021/jp0477147
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate, block_windows, _json_float
+from mdbench.analysis.units import KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM_M, PA_S_TO_MPA_S, as_float64
+from mdbench.errors import InputError
+
+logger = logging.getLogger(__name__)
+
+#: Yeh–Hummer constant ξ for a cubic box.
+YEH_HUMMER_XI: float = 2.837297
+
+
+@dataclass(frozen=True)
+class DiffusiveWindow:
+    """Fit window chosen by the β(t) rule.
+
+    Attributes
+    ----------
+    lo_ps, hi_ps : float
+        Window bounds [ps] (lag times).
+    decades : float
+        ``log10(hi_ps / lo_ps)``.
+    beta_min, beta_max : float
+        Extremes of β(t) on the log grid inside the window.
+    found : bool
+        True when the window spans at least the required number of decades.
+    rule : str
+        The selection rule with its parameters.
+    """
+
+    lo_ps: float
+    hi_ps: float
+    decades: float
+    beta_min: float
+    beta_max: float
+    found: bool
+    rule: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict."""
+        return {"lo_ps": _json_float(self.lo_ps), "hi_ps": _json_float(self.hi_ps),
+                "decades": _json_float(self.decades), "beta_min": _json_float(self.beta_min),
+                "beta_max": _json_float(self.beta_max), "found": self.found, "rule": self.rule}
+
+
+@dataclass
+class DiffusionResult:
+    """Self-diffusion coefficient of one species with its window, β diagnostics and blocks.
+
+    Attributes
+    ----------
+    species : str
+        Species label.
+    n_molecules : int
+        Number of molecules averaged.
+    D_m2_s : float
+        Whole-interval D [m^2/s].
+    D : BlockEstimate
+        Whole and per-block D [m^2/s] with the block half-width (95 %).
+    window : DiffusiveWindow
+        Fit window and β extremes inside it.
+    lag_ps : numpy.ndarray
+        Lag times of ``msd_nm2`` [ps] (whole interval, up to the maximum lag).
+    msd_nm2 : numpy.ndarray
+        Whole-interval MSD [nm^2].
+    beta_lag_ps, beta : numpy.ndarray
+        Log-spaced lag grid [ps] and β(t) on it (dimensionless).
+    frame : str
+        ``"barycentric"`` when ``system_com_nm`` was given, else ``"as given (lab)"``.
+    barycentre_drift_nm : float
+        Largest displacement of the system centre of mass from its first analysed position [nm].
+    windows : BlockWindows or None
+        Guard/block windows used.
+    failures : list of str
+        Definition/implementation/numerical failures (→ state F).
+    sampling_checks : dict of str to bool
+        ``diffusive_window`` (β inside the range over the required decades) and ``block_precision``
+        (relative block half-width ≤ threshold) (any False → SI).
+    """
+
+    species: str
+    n_molecules: int
+    D_m2_s: float
+    D: BlockEstimate
+    window: DiffusiveWindow
+    lag_ps: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    msd_nm2: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    beta_lag_ps: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    beta: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    frame: str = "barycentric"
+    barycentre_drift_nm: float = float("nan")
+    windows: BlockWindows | None = None
+    failures: list[str] = field(default_factory=list)
+    sampling_checks: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def D_uncertainty_m2_s(self) -> float:
+        """Block half-width (95 %) of D [m^2/s]."""
+        return self.D.half_width_95
+
+    def state_inputs(self) -> dict[str, Any]:
+        """Inputs for :func:`mdbench.analysis.states.classify_observable`."""
+        return {"values": [self.D.whole, *self.D.blocks], "failures": list(self.failures),
+                "sampling_checks": dict(self.sampling_checks)}
+
+    def to_dict(self, *, include_curves: bool = False) -> dict[str, Any]:
+        """JSON-safe dict: value, unit, uncertainty + definition, blocks, window, diagnostics."""
+        d = self.D.to_dict()
+        d.update({
+            "observable": f"self_diffusion/{self.species}",
+            "species": self.species,
+            "n_molecules": self.n_molecules,
+            "frame": self.frame,
+            "window": self.window.to_dict(),
+            "diagnostics": {
+                "barycentre_drift_nm": _json_float(self.barycentre_drift_nm),
+                "sampling_checks": dict(self.sampling_checks),
+                "failures": list(self.failures),
+                "analysis_windows": None if self.windows is None else self.windows.to_dict(),
+            },
+        })
+        if include_curves:
+            d["curves"] = {"lag_ps": [_json_float(x) for x in self.lag_ps],
+                           "msd_nm2": [_json_float(x) for x in self.msd_nm2],
+                           "beta_lag_ps": [_json_float(x) for x in self.beta_lag_ps],
+                           "beta": [_json_float(x) for x in self.beta]}
+        return d
+
+
+def msd_fft(positions_nm: Any, max_lag_frames: int | None = None, chunk_bytes: int = 64 * 2 ** 20) -> np.ndarray:
+    r"""Mean-squared displacement averaged over molecules and time origins (FFT, O(F log F)).
+
+    The fast correlation algorithm of ``tidynamics.msd`` (Calandrini et al. 2011), vectorised over
+    molecules with ``numpy.fft.rfft`` and checked against ``tidynamics.msd`` in the tests:
+
+    .. math:: \mathrm{MSD}(m) = \frac{1}{F-m}\sum_{t=0}^{F-1-m}\left(|x_t|^2 + |x_{t+m}|^2\right)
+              - \frac{2}{F-m}\sum_{t=0}^{F-1-m} x_t\cdot x_{t+m}
+
+    Parameters
+    ----------
+    positions_nm : array_like, shape (F, N, 3) or (F, 3)
+        Unwrapped positions [nm] (cast to float64; displacements from the first frame are used).
+    max_lag_frames : int, optional
+        Return lags 0..max_lag_frames (inclusive); default all.
+    chunk_bytes : int
+        Memory bound of one FFT chunk of molecules.
+
+    Returns
+    -------
+    numpy.ndarray, shape (L,)
+        MSD [nm^2] for lags 0, 1, ... frames; ``MSD[0] = 0``.
+    """
+    x = as_float64(positions_nm, "positions_nm")
+    if x.ndim == 2:
+        x = x[:, None, :]
+    n_frames, n_mol = x.shape[0], x.shape[1]
+    if n_frames == 0:
+        return np.zeros(0)
+    L = n_frames if max_lag_frames is None else min(n_frames, max_lag_frames + 1)
+    x = x - x[:1]  # displacements from t0 keep float64 precision (trap 5)
+    if L <= 32:  # few lags: the direct sum is cheaper than the FFT and exact
+        out = np.zeros(L)
+        for m in range(1, L):
+            d = x[m:] - x[:-m]
+            out[m] = np.einsum("fmk,fmk->", d, d) / (d.shape[0] * n_mol)
+        return out
+    nfft = 1 << int(2 * n_frames - 1).bit_length()
+    per_mol = (nfft // 2 + 1) * 3 * 16
+    step = max(1, int(chunk_bytes // max(per_mol, 1)))
+    power = np.zeros(nfft // 2 + 1)
+    for a in range(0, n_mol, step):
+        X = np.fft.rfft(x[:, a:a + step, :], n=nfft, axis=0)
+        power += np.sum(X.real ** 2 + X.imag ** 2, axis=(1, 2))
+    S2 = np.fft.irfft(power, n=nfft)[:L]
+    rsq = np.einsum("fmk,fmk->f", x, x)
+    cs = np.concatenate([[0.0], np.cumsum(rsq)])
+    m = np.arange(L)
+    counts = n_frames - m
+    head = cs[n_frames - m]              # sum_{t=0}^{F-1-m} rsq(t)
+    tail = cs[n_frames] - cs[m]          # sum_{t=m}^{F-1} rsq(t)
+    out = (head + tail - 2.0 * S2) / counts / n_mol
+    out[0] = 0.0  # exact by definition
+    return out
+
+
+def local_slope(lag_ps: np.ndarray, msd_nm2: np.ndarray, points_per_decade: int = 10
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """β(t) = d ln MSD / d ln t on a log-spaced lag grid (central differences).
+
+    Parameters
+    ----------
+    lag_ps : numpy.ndarray
+        Linear lag grid [ps]; ``lag_ps[0]`` = 0 is skipped.
+    msd_nm2 : numpy.ndarray
+        MSD on that grid [nm^2].
+    points_per_decade : int
+        Density of the log grid.
+
+    Returns
+    -------
+    grid_lag_ps, beta : numpy.ndarray
+        Interior points of the log grid [ps] and β there.
+    """
+    lag = np.asarray(lag_ps, dtype=np.float64)
+    msd = np.asarray(msd_nm2, dtype=np.float64)
+    if lag.size < 4:
+        return np.zeros(0), np.zeros(0)
+    lo, hi = lag[1], lag[-1]
+    n = max(3, int(math.ceil(math.log10(hi / lo) * points_per_decade)) + 1)
+    idx = np.unique(np.clip(np.round(np.geomspace(1, lag.size - 1, n)).astype(int), 1, lag.size - 1))
+    if idx.size < 3:
+        return np.zeros(0), np.zeros(0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lnm = np.log(msd[idx])
+        lnt = np.log(lag[idx])
+        beta = (lnm[2:] - lnm[:-2]) / (lnt[2:] - lnt[:-2])
+    return lag[idx[1:-1]], beta
+
+
+def select_diffusive_window(lag_ps: np.ndarray, msd_nm2: np.ndarray, *,
+                            beta_range: tuple[float, float] = (0.9, 1.1), min_window_decades: float = 0.9,
+                            max_lag_ps: float | None = None, points_per_decade: int = 10) -> DiffusiveWindow:
+    """Choose the fit window by the registered β rule (longest contiguous run with β in range).
+
+    Parameters
+    ----------
+    lag_ps, msd_nm2 : numpy.ndarray
+        MSD curve (linear lag grid starting at 0) [ps], [nm^2].
+    beta_range : tuple of float
+        Accepted β interval (≈ [0.9, 1.1]).
+    min_window_decades : float
+        Minimum span ``log10(hi/lo)`` for the window to count as diffusive ("close to a decade").
+    max_lag_ps : float, optional
+        Longest lag eligible [ps].
+    points_per_decade : int
+        Log grid density for β.
+
+    Returns
+    -------
+    DiffusiveWindow
+        ``found`` False when no run spans ``min_window_decades`` (the longest run is still returned;
+        an empty run gives nan bounds).
+    """
+    rule = (f"longest contiguous run of log-grid lags ({points_per_decade}/decade) with "
+            f"{beta_range[0]} <= beta <= {beta_range[1]}, lag <= {max_lag_ps} ps; adequate if >= "
+            f"{min_window_decades} decades")
+    lag = np.asarray(lag_ps, dtype=np.float64)
+    msd = np.asarray(msd_nm2, dtype=np.float64)
+    if max_lag_ps is not None:
+        keep = lag <= max_lag_ps * (1 + 1e-12)
+        lag, msd = lag[keep], msd[keep]
+    g, beta = local_slope(lag, msd, points_per_decade)
+    ok = np.isfinite(beta) & (beta >= beta_range[0]) & (beta <= beta_range[1])
+    best = (0, -1)  # (start, end) inclusive indices into g
+    best_dec = -1.0
+    i = 0
+    while i < ok.size:
+        if ok[i]:
+            j = i
+            while j + 1 < ok.size and ok[j + 1]:
+                j += 1
+            dec = math.log10(g[j] / g[i]) if g[i] > 0 else 0.0
+            if dec > best_dec:
+                best, best_dec = (i, j), dec
+            i = j + 1
+        else:
+            i += 1
+    if best_dec < 0:
+        # no lag with beta in range: report the fallback window (last half decade of lags) so that a value
+        # exists, flagged not found (the regime check fails -> SI, not a numerical failure)
+        if g.size == 0:
+            return DiffusiveWindow(float("nan"), float("nan"), 0.0, float("nan"), float("nan"), False, rule)
+        hi = float(lag[-1])
+        lo = max(float(lag[1]), hi / math.sqrt(10.0))
+        inside = (g >= lo) & (g <= hi)
+        b = beta[inside] if inside.any() else beta
+        return DiffusiveWindow(lo, hi, math.log10(hi / lo), float(np.nanmin(b)), float(np.nanmax(b)), False,
+                               rule + "; no lag qualified: fallback window = last half decade of lags")
+    i, j = best
+    b = beta[i:j + 1]
+    return DiffusiveWindow(float(g[i]), float(g[j]), float(best_dec), float(b.min()), float(b.max()),
+                           bool(best_dec >= min_window_decades), rule)
+
+
+def fit_slope(lag_ps: np.ndarray, y: np.ndarray, lo_ps: float, hi_ps: float) -> float:
+    """Least-squares slope of ``y`` vs ``lag_ps`` over ``lo_ps <= lag <= hi_ps`` (linear; cross terms may be
+    negative). Returns nan when fewer than 2 points are in the window."""
+    lag = np.asarray(lag_ps, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    sel = (lag >= lo_ps * (1 - 1e-12)) & (lag <= hi_ps * (1 + 1e-12))
+    if sel.sum() < 2 or not np.all(np.isfinite(y[sel])):
+        return float("nan")
+    return float(np.polyfit(lag[sel], y[sel], 1)[0])
+
+
+def _nan_result(species: str, n: int, failures: list[str], frame: str) -> DiffusionResult:
+    nan = float("nan")
+    return DiffusionResult(species=species, n_molecules=n, D_m2_s=nan,
+                           D=block_estimate(nan, [nan] * 4, "m^2/s"),
+                           window=DiffusiveWindow(nan, nan, 0.0, nan, nan, False, "not evaluated"),
+                           frame=frame, failures=failures, sampling_checks={})
+
+
+def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = None, species: str = "",
+                   guard_ps: float = 0.0, n_blocks: int = 4, beta_range: tuple[float, float] = (0.9, 1.1),
+                   min_window_decades: float = 0.9, max_lag_fraction: float = 0.5,
+                   fit_window_ps: tuple[float, float] | None = None, points_per_decade: int = 10,
+                   max_relative_half_width: float = 0.5) -> DiffusionResult:
+    r"""Self-diffusion coefficient of one species from molecular centres of mass.
+
+    .. math:: D = \frac{1}{6}\,\frac{d\,\mathrm{MSD}}{dt}\quad\text{(slope over the diffusive window)}
+
+    Parameters
+    ----------
+    com_nm : array_like, shape (F, N, 3)
+        Unwrapped molecular centres of mass [nm] (any float dtype; computed in float64).
+    time_ps : array_like, shape (F,)
+        Frame times [ps], evenly spaced.
+    system_com_nm : array_like, shape (F, 3), optional
+        Total-mass-weighted centre of the whole system [nm]; subtracted (barycentric frame).
+    species : str
+        Species label for the report.
+    guard_ps : float
+        Excluded initial interval [ps].
+    n_blocks : int
+        Number of blocks (4).
+    beta_range : tuple of float
+        Accepted β(t) interval.
+    min_window_decades : float
+        Required window span in decades.
+    max_lag_fraction : float
+        Longest lag used, as a fraction of the block length (the same window serves every block).
+    fit_window_ps : tuple of float, optional
+        Registered fixed window [ps] (skips the β selection; β is still reported for it).
+    points_per_decade : int
+        Log grid density for β.
+    max_relative_half_width : float
+        Sampling threshold: block half-width / |D| above it fails ``block_precision``.
+
+    Returns
+    -------
+    DiffusionResult
+        Non-finite input gives a result with nan values and a failure (state F), not an exception.
+
+    Raises
+    ------
+    InputError
+        Wrong shapes or an unusable time axis.
+    """
+    x = as_float64(com_nm, "com_nm")
+    if x.ndim == 2:
+        x = x[:, None, :]
+    if x.ndim != 3 or x.shape[2] != 3:
+        raise InputError(f"com_nm must have shape (n_frames, n_molecules, 3), got {x.shape}")
+    t = as_float64(time_ps, "time_ps")
+    if t.shape != (x.shape[0],):
+        raise InputError(f"time_ps has shape {t.shape}, expected ({x.shape[0]},) to match com_nm")
+    frame = "barycentric" if system_com_nm is not None else "as given (lab)"
+    failures: list[str] = []
+    n_bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
+    if n_bad:
+        failures.append(f"com_nm contains {n_bad} non-finite values")
+    sys_com = None
+    if system_com_nm is not None:
+        sys_com = as_float64(system_com_nm, "system_com_nm")
+        if sys_com.shape != (x.shape[0], 3):
+            raise InputError(f"system_com_nm has shape {sys_com.shape}, expected ({x.shape[0]}, 3)")
+        nb = int(sys_com.size - np.count_nonzero(np.isfinite(sys_com)))
+        if nb:
+            failures.append(f"system_com_nm contains {nb} non-finite values")
+    if failures:
+        return _nan_result(species, x.shape[1], failures, frame)
+    win = block_windows(t, guard_ps, n_blocks)
+    dt = win.dt_ps
+    if np.max(np.abs(np.diff(t) - dt)) > 1e-6 * max(dt, 1e-12) + 1e-9:
+        raise InputError("time_ps must be evenly spaced for the FFT MSD; resample the trajectory")
+    if sys_com is not None:
+        x = x - sys_com[:, None, :]
+        drift = float(np.max(np.linalg.norm(sys_com[win.whole] - sys_com[win.whole.start], axis=1)))
+    else:
+        drift = float("nan")
+    max_lag_frames = max(3, int(max_lag_fraction * win.frames_per_block))
+    max_lag_ps = max_lag_frames * dt
+    msd_whole = msd_fft(x[win.whole], max_lag_frames)
+    lag = np.arange(msd_whole.size) * dt
+    g, beta = local_slope(lag, msd_whole, points_per_decade)
+    if fit_window_ps is None:
+        window = select_diffusive_window(lag, msd_whole, beta_range=beta_range,
+                                         min_window_decades=min_window_decades, max_lag_ps=max_lag_ps,
+                                         points_per_decade=points_per_decade)
+    else:
+        lo, hi = map(float, fit_window_ps)
+        inside = (g >= lo) & (g <= hi)
+        bmin = float(np.min(beta[inside])) if inside.any() else float("nan")
+        bmax = float(np.max(beta[inside])) if inside.any() else float("nan")
+        ok = bool(inside.any() and bmin >= beta_range[0] and bmax <= beta_range[1] and hi <= max_lag_ps)
+        window = DiffusiveWindow(lo, hi, math.log10(hi / lo) if lo > 0 else float("inf"), bmin, bmax, ok,
+                                 f"registered fixed window [{lo}, {hi}] ps; beta must stay in {beta_range}")
+
+    def estimate(sl: slice) -> float:
+        if not np.isfinite(window.lo_ps):
+            return float("nan")
+        m = msd_fft(x[sl], max_lag_frames)
+        slope = fit_slope(np.arange(m.size) * dt, m, window.lo_ps, window.hi_ps)
+        return slope / 6.0 * NM2_PER_PS_TO_M2_PER_S
+
+    D_whole = estimate(win.whole)
+    D_blocks = [estimate(s) for s in win.blocks]
+    est = block_estimate(D_whole, D_blocks, "m^2/s", block_ranges_ps=win.block_ranges_ps)
+    if not np.isfinite(window.lo_ps):
+        failures.append("MSD too short to define any fit window (fewer than 4 lags)")
+    checks = {
+        "diffusive_window": bool(window.found),
+        "block_precision": bool(np.isfinite(est.relative_half_width)
+                                and est.relative_half_width <= max_relative_half_width),
+    }
+    logger.debug("D(%s) = %.4g m2/s window %s", species, D_whole, window)
+    return DiffusionResult(species=species, n_molecules=int(x.shape[1]), D_m2_s=D_whole, D=est, window=window,
+                           lag_ps=lag, msd_nm2=msd_whole, beta_lag_ps=g, beta=beta, frame=frame,
+                           barycentre_drift_nm=drift, windows=win, failures=failures, sampling_checks=checks)
+
+
+def yeh_hummer_correction(D_pbc_m2_s: float, temperature_K: float, viscosity_mPa_s: float,
+                          box_length_nm: float) -> float:
+    r"""Finite-size corrected diffusion coefficient for a cubic box (Yeh & Hummer 2004).
+
+    .. math:: D_\infty = D_{PBC} + \frac{\xi\,k_B T}{6 \pi \eta L},\qquad \xi = 2.837297
+
+    Parameters
+    ----------
+    D_pbc_m2_s : float
+        D measured in the periodic box [m^2/s].
+    temperature_K : float
+        Temperature [K].
+    viscosity_mPa_s : float
+        Shear viscosity [mPa s].
+    box_length_nm : float
+        Cubic box edge [nm].
+
+    Returns
+    -------
+    float
+        D_∞ [m^2/s].
+    """
+    eta = float(viscosity_mPa_s) / PA_S_TO_MPA_S
+    L = float(box_length_nm) * NM_M
+    return float(D_pbc_m2_s) + YEH_HUMMER_XI * KB_J_PER_K * float(temperature_K) / (6.0 * math.pi * eta * L)

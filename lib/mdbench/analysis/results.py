@@ -1,0 +1,335 @@
+"""results.json: schema validation, writing, and the figures of one case.
+
+The schema (``schemas/results.schema.json``) requires, for every observable: value, unit, uncertainty with
+its definition, block values, window, diagnostics, definition, state (C/SI/F/M/invalid_upstream/
+not_reached), reason and registration id. An accepted (C) observable must carry a finite value and an
+uncertainty (RDF minima excepted: a channel without first-shell structure has no minimum).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mdbench.errors import InputError
+
+log = logging.getLogger(__name__)
+
+SCHEMA_PATH = Path(__file__).with_name("schemas") / "results.schema.json"
+
+
+def load_schema() -> dict[str, Any]:
+    """The JSON Schema of results.json."""
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def _clean(obj: Any) -> Any:
+    """JSON-safe copy: numpy scalars → Python, non-finite floats → None, tuples → lists."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [_clean(v) for v in obj.tolist()]
+    if isinstance(obj, (np.bool_,)):
+        return bool(obj)
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        v = float(obj)
+        return v if math.isfinite(v) else None
+    return obj
+
+
+def validate_results(doc: dict[str, Any], path: str | None = None) -> None:
+    """Validate a results document against the schema.
+
+    Raises
+    ------
+    InputError
+        Naming the first offending JSON path and what the schema expected.
+    """
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(load_schema())
+    errors = sorted(validator.iter_errors(_clean(doc)), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
+        raise InputError(f"results do not match results.schema.json at {where}: {e.message} "
+                         f"({len(errors)} error(s))", path)
+
+
+def write_results(path: str | Path, doc: dict[str, Any]) -> Path:
+    """Write ``doc`` as pretty JSON (non-finite → null) and return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_clean(doc), indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    return path
+
+
+def read_results(path: str | Path) -> dict[str, Any]:
+    """Read and validate a results.json (errors name the file)."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read results ({exc.strerror}); run `mdbench analyze` first", str(p)) from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"malformed JSON: {exc.msg}", str(p), exc.lineno) from exc
+    validate_results(doc, str(p))
+    return doc
+
+
+def write_figures(out_dir: Path, *, rdfs: dict[str, Any], cutoffs: dict[str, float], diffusion: dict[str, Any],
+                  viscosity: Any, association: dict[str, Any], observables: dict[str, Any]) -> dict[str, str]:
+    """PNG figures: RDFs with minima, MSD with fit window and β, GK running integral with plateau, cluster
+    histogram, block bars. Returns name → file name (relative to ``out_dir``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figs: dict[str, str] = {}
+
+    def save(fig: Any, name: str) -> None:
+        fname = f"{name}.png"
+        fig.tight_layout()
+        fig.savefig(out_dir / fname, dpi=110)
+        plt.close(fig)
+        figs[name] = fname
+
+    if rdfs:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for ch, res in rdfs.items():
+            line, = ax.plot(res.whole.r_nm, res.whole.g, label=ch, lw=1.2)
+            if np.isfinite(res.whole.first_min_nm):
+                ax.axvline(res.whole.first_min_nm, color=line.get_color(), ls=":", lw=1)
+        ax.axvline(0.60, color="0.6", ls="--", lw=0.8, label="first-minimum search limit")
+        ax.set_xlabel("r [nm]")
+        ax.set_ylabel("g(r)")
+        ax.legend(fontsize=7)
+        save(fig, "rdf")
+    if diffusion:
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+        for sp, dr in diffusion.items():
+            if dr.msd_nm2.size < 2:
+                continue
+            line, = a1.loglog(dr.lag_ps[1:], dr.msd_nm2[1:], label=sp)
+            if np.isfinite(dr.window.lo_ps):
+                a1.axvspan(dr.window.lo_ps, dr.window.hi_ps, color=line.get_color(), alpha=0.08)
+            a2.semilogx(dr.beta_lag_ps, dr.beta, color=line.get_color(), label=sp)
+        a2.axhspan(0.9, 1.1, color="0.85", label="accepted β")
+        a1.set_xlabel("lag [ps]")
+        a1.set_ylabel("MSD [nm²] (barycentric)")
+        a2.set_xlabel("lag [ps]")
+        a2.set_ylabel("β = dlnMSD/dlnt")
+        a1.legend(fontsize=7)
+        a2.legend(fontsize=7)
+        save(fig, "msd")
+    if viscosity is not None and getattr(viscosity, "running_integral_mPa_s", np.zeros(0)).size:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot(viscosity.lag_ps[: viscosity.running_integral_mPa_s.size], viscosity.running_integral_mPa_s,
+                label="GK running integral")
+        lo, hi = viscosity.plateau_window_ps
+        if np.isfinite(lo) and np.isfinite(hi):
+            ax.axvspan(lo, hi, color="C1", alpha=0.15, label="plateau window")
+        if np.isfinite(viscosity.viscosity_mPa_s):
+            ax.axhline(viscosity.viscosity_mPa_s, color="C1", ls="--", label="η")
+        ax.set_xlabel("lag [ps]")
+        ax.set_ylabel("η(t) [mPa·s]")
+        ax.legend(fontsize=7)
+        save(fig, "viscosity_gk")
+    if association:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for an, d in association.items():
+            sizes = {int(k): v for k, v in d["cluster_size_fraction_of_ions"].items()}
+            ax.bar(list(sizes), list(sizes.values()), alpha=0.6, label=f"{d['cation']}–{an}")
+        ax.set_xlabel("cluster size [ions]")
+        ax.set_ylabel("fraction of ions")
+        ax.legend(fontsize=7)
+        save(fig, "clusters")
+    bars = [(k, v) for k, v in observables.items() if v.get("blocks") and v.get("value") is not None
+            and any(b is not None for b in v["blocks"]) and not k.startswith("rdf/")
+            and (k.startswith("self_diffusion/") or k.startswith("conductivity/sigma") or k == "viscosity"
+                 or k.startswith("thermo/density") or "@first_min" in k or k.endswith("/CIP"))]
+    if bars:
+        n = len(bars)
+        ncol = min(4, n)
+        nrow = int(math.ceil(n / ncol))
+        fig, axes = plt.subplots(nrow, ncol, figsize=(3 * ncol, 2.4 * nrow), squeeze=False)
+        for ax, (k, v) in zip(axes.flat, bars):
+            blocks = [np.nan if b is None else b for b in v["blocks"]]
+            ax.bar(range(1, len(blocks) + 1), blocks, color="C0", alpha=0.7)
+            ax.axhline(v["value"], color="k", lw=1)
+            hw = (v.get("uncertainty") or {}).get("half_width_95")
+            if hw is not None:
+                ax.axhspan(v["value"] - hw, v["value"] + hw, color="0.8", alpha=0.5)
+            ax.set_title(f"{k} [{v['state']}]", fontsize=7)
+            ax.set_xlabel("block", fontsize=7)
+            ax.tick_params(labelsize=6)
+        for ax in list(axes.flat)[n:]:
+            ax.axis("off")
+        save(fig, "blocks")
+    return figs
+
+
+# ----------------------------------------------------------------------------- tables and comparison
+def observables_frame(doc: dict[str, Any], categories: tuple[str, ...] | None = None) -> Any:
+    """A pandas DataFrame of the observables of one results document (optionally some categories)."""
+    import pandas as pd
+
+    rows = []
+    for name, ob in doc["observables"].items():
+        if categories is not None and ob["category"] not in categories:
+            continue
+        unc = ob.get("uncertainty") or {}
+        rows.append({"observable": name, "value": ob["value"], "unit": ob["unit"],
+                     "half_width_95": unc.get("half_width_95"),
+                     "blocks": [None if b is None else float(f"{b:.6g}") for b in ob.get("blocks") or []],
+                     "state": ob["state"], "reason": ob["reason"], "registration": ob["registration_id"]})
+    return pd.DataFrame(rows, columns=["observable", "value", "unit", "half_width_95", "blocks", "state",
+                                       "reason", "registration"])
+
+
+def load_case_results(run_dir: str | Path, cases: list[str]) -> dict[str, dict[str, Any] | None]:
+    """results.json of each case (None where it does not exist)."""
+    out: dict[str, dict[str, Any] | None] = {}
+    for case in cases:
+        p = Path(run_dir) / "analysis" / case / "results.json"
+        out[case] = read_results(p) if p.is_file() else None
+    return out
+
+
+def comparable_results(run_dir: str | Path, cases: list[str]) -> Any:
+    """Side-by-side table of observables that are comparable across ``cases``.
+
+    Comparable (rule): present in every case with state C, the same unit and the same definition text.
+    Anything else is left out of this table (it appears, with its state, in the state table).
+    """
+    import pandas as pd
+
+    docs = load_case_results(run_dir, cases)
+    names = None
+    for d in docs.values():
+        keys = set(d["observables"]) if d else set()
+        names = keys if names is None else names & keys
+    rows = []
+    for name in sorted(names or []):
+        obs = [docs[c]["observables"][name] for c in cases]
+        if not all(o["state"] == "C" and o["value"] is not None for o in obs):
+            continue
+        if len({o["unit"] for o in obs}) != 1 or len({o["definition"] for o in obs}) != 1:
+            continue
+        row = {"observable": name, "unit": obs[0]["unit"]}
+        for c, o in zip(cases, obs):
+            hw = (o.get("uncertainty") or {}).get("half_width_95")
+            row[c] = o["value"]
+            row[f"{c} ±95%"] = hw
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def state_table(run_dir: str | Path, cases: list[str]) -> Any:
+    """Stage and observable states of every case from the run record (deliverable 11)."""
+    import pandas as pd
+
+    from mdbench.record import RunRecord
+
+    rec = RunRecord(run_dir)
+    stages = rec.stage_states()
+    observables = rec.observable_states()
+    rows = []
+    for case in cases:
+        for stage, st in (stages.get(case) or {}).items():
+            rows.append({"case": case, "kind": "stage", "name": stage, "state": st["state"], "reason": st["reason"]})
+        for name, st in sorted((observables.get(case) or {}).items()):
+            rows.append({"case": case, "kind": "observable", "name": name, "state": st["state"],
+                         "reason": st["reason"], "registration": st.get("registration_id")})
+        if not stages.get(case) and not observables.get(case):
+            rows.append({"case": case, "kind": "case", "name": "(no record)", "state": "not_reached",
+                         "reason": "no stage or observable state recorded for this case"})
+    return pd.DataFrame(rows, columns=["case", "kind", "name", "state", "reason", "registration"])
+
+
+def _markdown(df: Any) -> str:
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, row in df.iterrows():
+        cells = ["" if (v is None or (isinstance(v, float) and not math.isfinite(v))) else
+                 (f"{v:.6g}" if isinstance(v, float) else str(v)).replace("|", "/") for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_state_table(run_dir: str | Path, cases: list[str]) -> dict[str, str]:
+    """Write ``analysis/state_table.{csv,md}`` and return their paths relative to the run directory."""
+    df = state_table(run_dir, cases)
+    out = Path(run_dir) / "analysis"
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / "state_table.csv", index=False)
+    (out / "state_table.md").write_text("# Stage and observable states\n\n" + _markdown(df), encoding="utf-8")
+    return {"csv": "analysis/state_table.csv", "md": "analysis/state_table.md"}
+
+
+#: The rule by which the terminal claim follows from the recorded states (registered with the claim).
+CLAIM_RULE = (
+    "candidate_failure if no case has a valid production stage; clean_valid if every case has valid "
+    "production and every recorded observable is C and no attempt failed/was interrupted/discarded; "
+    "recovered_valid if the same holds except that some attempts failed and were recovered; otherwise partial. "
+    "Every non-C observable and every non-valid production is listed as unresolved."
+)
+
+
+def terminal_claim(run_dir: str | Path, cases: list[str]) -> tuple[str, list[dict[str, Any]]]:
+    """(claimed outcome, unresolved items) from the record's states by :data:`CLAIM_RULE`."""
+    from mdbench.record import RunRecord
+
+    rec = RunRecord(run_dir)
+    stages = rec.stage_states()
+    observables = rec.observable_states()
+    unresolved: list[dict[str, Any]] = []
+    valid_cases = 0
+    for case in cases:
+        st = stages.get(case) or {}
+        prod = st.get("production") or st.get("prod")
+        if prod is None or prod["state"] != "valid":
+            unresolved.append({"case": case, "item": "stage/production",
+                               "state": prod["state"] if prod else "not_reached",
+                               "reason": prod["reason"] if prod else "no production stage recorded"})
+        else:
+            valid_cases += 1
+        obs = observables.get(case) or {}
+        if not obs:
+            unresolved.append({"case": case, "item": "observables", "state": "M", "reason": "no observable states"})
+        for name, o in sorted(obs.items()):
+            if o["state"] != "C":
+                unresolved.append({"case": case, "item": f"observable/{name}", "state": o["state"],
+                                   "reason": o["reason"]})
+    if valid_cases == 0:
+        return "candidate_failure", unresolved
+    if unresolved:
+        return "partial", unresolved
+    recovered = any(a.get("status") in ("failed", "interrupted", "discarded") for a in rec.attempts()
+                    if a.get("case") in cases)
+    return ("recovered_valid" if recovered else "clean_valid"), unresolved
+
+
+def write_terminal_claim(run_dir: str | Path, cases: list[str]) -> dict[str, Any]:
+    """Register the claim rule, then write ``episode_terminal.json`` from the recorded states."""
+    from mdbench.record import RunRecord
+
+    rec = RunRecord(run_dir)
+    if not any(r.get("kind") == "terminal_claim_rule" and (r.get("definition") or {}).get("rule") == CLAIM_RULE
+               for r in rec.registrations()):
+        rec.register("terminal_claim_rule", {"rule": CLAIM_RULE, "cases": list(cases)})
+    outcome, unresolved = terminal_claim(run_dir, cases)
+    stages = rec.stage_states()
+    observables = rec.observable_states()
+    return rec.write_terminal(outcome, final_stages={c: stages.get(c, {}) for c in cases},
+                              observables={c: observables.get(c, {}) for c in cases}, unresolved=unresolved)

@@ -1,0 +1,178 @@
+"""Per-observable state classifier: C / SI / F / M / invalid_upstream / not_reached.
+
+Explicit rules, applied in this order (the first that matches wins); the text of :data:`STATE_RULES` is
+what gets registered:
+
+1. upstream stage ``not_reached`` or ``running`` → **not_reached** (no data yet; never SI, never zero).
+2. upstream stage ``invalid`` or ``invalid_upstream`` → **invalid_upstream** (never reclassified as SI).
+3. the observable was not delivered (no result, no value) → **M**.
+4. a definition / implementation / numerical failure was recorded (``failures`` not empty), or any
+   reported value (whole or block) is non-finite → **F** (longer sampling cannot repair it).
+5. the estimator is valid but at least one sampling diagnostic failed → **SI**, with the failing
+   diagnostics named.
+6. otherwise → **C**.
+
+SI is only reachable when no failure was recorded; F is never produced by a sampling diagnostic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+C = "C"
+SI = "SI"
+F = "F"
+M = "M"
+INVALID_UPSTREAM = "invalid_upstream"
+NOT_REACHED = "not_reached"
+#: Every state the classifier can return.
+OBSERVABLE_STATES: tuple[str, ...] = (C, SI, F, M, INVALID_UPSTREAM, NOT_REACHED)
+
+#: Upstream (stage) states understood by :func:`classify_observable`.
+UPSTREAM_VALID = "valid"
+_UPSTREAM_NOT_REACHED = {"not_reached", "running"}
+_UPSTREAM_INVALID = {"invalid", "invalid_upstream"}
+
+STATE_RULES = (
+    "1 upstream stage not_reached/running -> not_reached; "
+    "2 upstream stage invalid/invalid_upstream -> invalid_upstream; "
+    "3 observable not delivered -> M; "
+    "4 definition/implementation/numerical failure or any non-finite whole/block value -> F; "
+    "5 valid estimator with a failing sampling diagnostic -> SI; "
+    "6 otherwise -> C"
+)
+
+
+@dataclass(frozen=True)
+class StateDecision:
+    """The state of one observable with the reason and the rule that produced it.
+
+    Attributes
+    ----------
+    state : str
+        One of :data:`OBSERVABLE_STATES`.
+    reason : str
+        Human-readable reason (names failing diagnostics / failures).
+    rule : int
+        Number of the rule in :data:`STATE_RULES` that decided.
+    failed_checks : tuple of str
+        Names of failing sampling diagnostics (SI) or failures (F).
+    """
+
+    state: str
+    reason: str
+    rule: int
+    failed_checks: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict."""
+        return {"state": self.state, "reason": self.reason, "rule": self.rule,
+                "failed_checks": list(self.failed_checks)}
+
+
+def _non_finite(values: Any) -> list[str]:
+    """Names/positions of non-finite entries in a scalar, a sequence or a mapping of them."""
+    bad: list[str] = []
+    if values is None:
+        return bad
+    if isinstance(values, Mapping):
+        for k, v in values.items():
+            bad += [f"{k}{'' if s == '' else '.' + s}" for s in _non_finite_scalar_or_seq(v)]
+        return bad
+    return [f"value{s if s == '' else '[' + s + ']'}" for s in _non_finite_scalar_or_seq(values)]
+
+
+def _non_finite_scalar_or_seq(v: Any) -> list[str]:
+    if v is None:
+        return [""]
+    if isinstance(v, (int, float)):
+        return [] if math.isfinite(float(v)) else [""]
+    try:
+        seq = list(v)
+    except TypeError:
+        try:
+            return [] if math.isfinite(float(v)) else [""]
+        except (TypeError, ValueError):
+            return [""]
+    out = []
+    for i, x in enumerate(seq):
+        try:
+            ok = x is not None and math.isfinite(float(x))
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            out.append(str(i))
+    return out
+
+
+def classify_observable(*, upstream_state: str = UPSTREAM_VALID, delivered: bool = True,
+                        values: float | Sequence[float] | Mapping[str, Any] | None = None,
+                        failures: Iterable[str] = (),
+                        sampling_checks: Mapping[str, bool] | None = None) -> StateDecision:
+    """Classify one observable of one case by the explicit rules of :data:`STATE_RULES`.
+
+    Parameters
+    ----------
+    upstream_state : str
+        State of the stage the observable depends on (``valid``, ``invalid``, ``invalid_upstream``,
+        ``running`` or ``not_reached``).
+    delivered : bool
+        False when the required result is missing or incomplete.
+    values : float, sequence of float or mapping, optional
+        Reported numbers (e.g. whole value and the four block values). Any non-finite entry → F.
+    failures : iterable of str
+        Definition / implementation / numerical failures recorded by the estimator.
+    sampling_checks : mapping of str to bool, optional
+        Sampling diagnostics (True = passed). Any False → SI (when no failure applies).
+
+    Returns
+    -------
+    StateDecision
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``upstream_state`` (a programming error, not a data problem).
+    """
+    up = str(upstream_state)
+    if up in _UPSTREAM_NOT_REACHED:
+        return StateDecision(NOT_REACHED, f"upstream stage is {up}: no data to analyse", 1)
+    if up in _UPSTREAM_INVALID:
+        return StateDecision(INVALID_UPSTREAM, f"upstream stage is {up}: result cannot be valid", 2)
+    if up != UPSTREAM_VALID:
+        raise ValueError(f"unknown upstream_state {up!r}; expected valid, invalid, invalid_upstream, "
+                         "running or not_reached")
+    if not delivered:
+        return StateDecision(M, "required observable was not delivered", 3)
+    fails = [str(f) for f in failures]
+    bad = _non_finite(values)
+    if bad:
+        fails.append("non-finite value(s): " + ", ".join(bad))
+    if fails:
+        return StateDecision(F, "; ".join(fails), 4, tuple(fails))
+    failed = tuple(k for k, ok in (sampling_checks or {}).items() if not bool(ok))
+    if failed:
+        return StateDecision(SI, "valid estimator, sampling diagnostic(s) failed: " + ", ".join(failed), 5,
+                             failed)
+    return StateDecision(C, "valid estimator; all sampling diagnostics passed", 6)
+
+
+def classify_result(result: Any, *, upstream_state: str = UPSTREAM_VALID) -> StateDecision:
+    """Classify an estimator result object (DiffusionResult, OnsagerResult, ViscosityResult, ...).
+
+    The result must provide ``state_inputs() -> dict`` with keys ``values``, ``failures`` and
+    ``sampling_checks`` (all estimator results of this package do). ``None`` → M.
+
+    Parameters
+    ----------
+    result : object or None
+        Estimator result.
+    upstream_state : str
+        See :func:`classify_observable`.
+    """
+    if result is None:
+        return classify_observable(upstream_state=upstream_state, delivered=False)
+    inputs = result.state_inputs()
+    return classify_observable(upstream_state=upstream_state, delivered=True, **inputs)

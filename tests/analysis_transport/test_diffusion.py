@@ -1,0 +1,156 @@
+"""Self-diffusion against Brownian walkers with known D (fixed and fluctuating box), rest, precision."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mdbench.analysis.diffusion import (local_slope, msd_fft, select_diffusive_window, self_diffusion,
+                                        yeh_hummer_correction)
+from mdbench.analysis.states import classify_result
+
+from .conftest import brownian
+
+D_TRUE = 2.0e-3  # nm^2/ps = 2e-9 m^2/s
+
+
+def test_brownian_fixed_box_D_within_5_percent(rng):
+    x = brownian(rng, 4000, 100, D_TRUE, 1.0)
+    sys_com = x.mean(axis=1)  # equal masses: barycentre of the walkers
+    r = self_diffusion(x, np.arange(4000) * 1.0, system_com_nm=sys_com, species="W", guard_ps=100.0)
+    # barycentric frame of N independent equal-mass walkers: D (1 - 1/N)
+    assert r.D_m2_s == pytest.approx(D_TRUE * 1e-6 * (1 - 1 / 100), rel=0.05)
+    assert r.frame == "barycentric"
+    assert r.window.found and 0.9 <= r.window.beta_min and r.window.beta_max <= 1.1
+    assert r.window.decades >= 0.9
+    assert len(r.D.blocks) == 4 and all(b == pytest.approx(D_TRUE * 1e-6, rel=0.15) for b in r.D.blocks)
+    assert classify_result(r).state == "C"
+    d = r.to_dict(include_curves=True)
+    assert d["unit"] == "m^2/s" and d["window"]["found"] and len(d["blocks"]) == 4
+    import json
+
+    json.dumps(d, allow_nan=False)
+    assert r.msd_nm2.dtype == np.float64
+
+
+def test_msd_known_constant_velocity():
+    # constant velocity v: MSD(t) = |v|^2 t^2 exactly, beta = 2 (ballistic)
+    t = np.arange(200) * 0.5
+    v = np.array([0.1, -0.2, 0.05])
+    x = t[:, None, None] * v[None, None, :] + np.zeros((1, 3, 1))
+    m = msd_fft(x)
+    np.testing.assert_allclose(m, (v @ v) * t ** 2, rtol=1e-9, atol=1e-12)
+    g, beta = local_slope(t, m)
+    np.testing.assert_allclose(beta, 2.0, rtol=1e-6)
+    w = select_diffusive_window(t, m)
+    assert not w.found  # ballistic everywhere: no diffusive window
+
+
+def test_ballistic_trajectory_is_SI_not_F():
+    t = np.arange(400) * 1.0
+    x = t[:, None, None] * np.array([0.01, 0.0, 0.0]) + np.zeros((1, 5, 1))
+    r = self_diffusion(x, t)
+    assert not r.sampling_checks["diffusive_window"]
+    assert np.isfinite(r.D_m2_s)
+    assert classify_result(r).state == "SI"
+
+
+def test_particle_at_rest_msd_zero(rng):
+    x = np.broadcast_to(rng.uniform(0, 3, (1, 10, 3)), (500, 10, 3)).copy()
+    m = msd_fft(x)
+    assert np.max(np.abs(m)) < 1e-20
+
+
+def test_float32_input_gives_float64(rng):
+    x = brownian(rng, 2000, 50, D_TRUE, 1.0) + 1000.0  # far from the origin: float32 loses digits
+    r64 = self_diffusion(x, np.arange(2000.0))
+    r32 = self_diffusion(x.astype(np.float32), np.arange(2000, dtype=np.float32))
+    assert isinstance(r32.D_m2_s, float) and r32.msd_nm2.dtype == np.float64
+    assert r32.D_m2_s == pytest.approx(r64.D_m2_s, rel=0.05)
+
+
+def test_non_finite_input_is_F_with_reason(rng):
+    x = brownian(rng, 400, 5, D_TRUE, 1.0)
+    x[10, 2, 1] = np.nan
+    r = self_diffusion(x, np.arange(400.0))
+    st = classify_result(r)
+    assert st.state == "F" and "non-finite" in st.reason
+    assert r.to_dict()["value"] is None
+
+
+def test_yeh_hummer_correction():
+    # D_inf - D_pbc = 2.837297 kB T / (6 pi eta L)
+    d = yeh_hummer_correction(1e-9, 300.0, 1.0, 5.0)
+    assert d - 1e-9 == pytest.approx(2.837297 * 1.380649e-23 * 300 / (6 * math.pi * 1e-3 * 5e-9), rel=1e-12)
+
+
+# ---------------------------------------------------------------- fluctuating box (NPT) via reduce
+def _npt_universe(rng, n_frames, n_part, D_nm2_ps, dt_ps, at_rest=False):
+    """Single-atom molecules in a cubic box whose edge fluctuates (±3 %). Each step the barostat scales the
+    wrapped coordinates with the box (as GROMACS does), then a Brownian displacement is added and the
+    coordinates are wrapped. Returns the Universe and the accumulated Brownian displacements (truth)."""
+    import MDAnalysis as mda
+    from MDAnalysis.coordinates.memory import MemoryReader
+
+    L = 3.0 * (1 + 0.03 * np.sin(np.arange(n_frames) * 2 * np.pi / 97.0)
+               + 0.01 * rng.standard_normal(n_frames))
+    w = np.empty((n_frames, n_part, 3))
+    w[0] = rng.uniform(0, L[0], (n_part, 3))
+    for f in range(1, n_frames):
+        y = w[f - 1] * (L[f] / L[f - 1])
+        if not at_rest:
+            y = y + rng.normal(0, math.sqrt(2 * D_nm2_ps * dt_ps), (n_part, 3))
+        w[f] = y - L[f] * np.floor(y / L[f])
+    if at_rest:  # at rest: no barostat scaling of this particle, wrapped coordinates constant
+        w[:] = w[0]
+    u = mda.Universe.empty(n_part, n_residues=n_part, atom_resindex=np.arange(n_part), trajectory=False)
+    u.add_TopologyAttr("masses", np.full(n_part, 18.0))
+    u.add_TopologyAttr("charges", np.zeros(n_part))
+    u.add_TopologyAttr("resnames", ["W"] * n_part)
+    u.add_TopologyAttr("names", ["OW"] * n_part)
+    u.add_TopologyAttr("elements", ["O"] * n_part)
+    dims = np.zeros((n_frames, 6), dtype=np.float32)
+    dims[:, :3] = (L * 10.0)[:, None]
+    dims[:, 3:] = 90.0
+    u.load_new((w * 10.0).astype(np.float32), format=MemoryReader, order="fac", dimensions=dims, dt=dt_ps)
+    return u
+
+
+def test_brownian_in_fluctuating_box_through_reduce(rng):
+    reduce = pytest.importorskip("mdbench.analysis.reduce")
+    n_frames, dt = 3000, 1.0
+    u = _npt_universe(rng, n_frames, 60, D_TRUE, dt)
+    red = reduce.reduce_universe(u, centre_species=[])
+    assert np.ptp(red.volume_nm3) > 0.05 * red.volume_nm3.mean()  # the box really fluctuates
+    r = self_diffusion(red.com_nm, red.time_ps, system_com_nm=red.system_com_nm, species="W")
+    assert r.D_m2_s == pytest.approx(D_TRUE * 1e-6 * (1 - 1 / 60), rel=0.05)
+    assert r.window.found
+
+
+def test_particle_at_rest_in_fluctuating_box_through_reduce(rng):
+    reduce = pytest.importorskip("mdbench.analysis.reduce")
+    u = _npt_universe(rng, 400, 8, D_TRUE, 1.0, at_rest=True)
+    red = reduce.reduce_universe(u, centre_species=[])
+    assert np.ptp(red.volume_nm3) > 0.05 * red.volume_nm3.mean()
+    m = msd_fft(red.com_nm)
+    assert np.max(m) < 1e-10  # nm^2 (float32 input rounding only)
+
+
+def test_msd_fft_matches_tidynamics_reference(rng):
+    import tidynamics
+
+    x = brownian(rng, 1500, 7, D_TRUE, 1.0) + 500.0
+    ref = np.mean([tidynamics.msd(x[:, a] - x[0, a]) for a in range(7)], axis=0)
+    np.testing.assert_allclose(msd_fft(x, chunk_bytes=1)[1:], ref[1:], rtol=1e-9)  # chunked FFT path
+    np.testing.assert_allclose(msd_fft(x, max_lag_frames=20)[1:], ref[1:21], rtol=1e-9)  # direct path
+
+
+def test_registered_fixed_window(rng):
+    x = brownian(rng, 3000, 40, D_TRUE, 1.0)
+    r = self_diffusion(x, np.arange(3000.0), fit_window_ps=(10.0, 100.0))
+    assert (r.window.lo_ps, r.window.hi_ps) == (10.0, 100.0) and r.window.found
+    assert r.D_m2_s == pytest.approx(D_TRUE * 1e-6, rel=0.05)
+    far = self_diffusion(x, np.arange(3000.0), fit_window_ps=(10.0, 5000.0))  # beyond the max lag
+    assert not far.window.found

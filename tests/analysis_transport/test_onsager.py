@@ -1,0 +1,161 @@
+"""Onsager L_ij, σ, σ_NE and t+ against independent and bound ions; conventions; frames; precision."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mdbench.analysis.onsager import (identify_transference_convention, onsager_transport, solvent_frame,
+                                      transference_conventions, transference_number)
+from mdbench.analysis.states import classify_observable, classify_result
+from mdbench.analysis.units import E_CHARGE_C, KB_J_PER_K
+
+from .conftest import brownian
+
+F, N, DT = 20000, 50, 1.0
+DP, DM = 2.0e-3, 1.0e-3  # nm^2/ps: cation diffuses twice as fast as the anion (L++ != L--)
+Z = {"Li": 0.72, "FSI": -0.72}
+V_NM3, T_K = 27.0, 300.0
+WINDOW = (1.0, 5.0)
+
+
+@pytest.fixture(scope="module")
+def ions():
+    rng = np.random.default_rng(7)
+    return {"Li": brownian(rng, F, N, DP, DT), "FSI": brownian(rng, F, N, DM, DT)}
+
+
+@pytest.fixture(scope="module")
+def independent(ions):
+    # a fixed barycentre (ions moving through a stationary background): lab = barycentric
+    return onsager_transport(ions, Z, np.arange(F) * DT, V_NM3, T_K, system_com_nm=np.zeros((F, 3)),
+                             fit_window_ps=WINDOW, reference_species=None)
+
+
+def test_independent_ions_sigma_equals_sigma_NE(independent):
+    r = independent
+    kTV = KB_J_PER_K * T_K * V_NM3 * 1e-27
+    sigma_true = E_CHARGE_C ** 2 * 0.72 ** 2 * N * (DP + DM) * 1e-6 / kTV  # S/m
+    assert r.sigma_NE_S_m == pytest.approx(sigma_true, rel=0.05)
+    assert r.sigma_S_m == pytest.approx(r.sigma_NE_S_m, rel=0.05)
+    assert r.sigma_S_m == pytest.approx(sigma_true, rel=0.05)
+    assert r.ionicity.whole == pytest.approx(1.0, abs=0.05)
+    assert r.sigma.unit == "S/m" and len(r.sigma.blocks) == 4
+
+
+def test_independent_ions_t_plus_both_conventions(independent):
+    expected = N * DP / (N * DP + N * DM)  # 2/3
+    assert independent.t_plus_unweighted_L == pytest.approx(expected, rel=0.05)
+    assert independent.t_plus_charge_weighted == pytest.approx(independent.t_plus_unweighted_L, rel=1e-9)
+    te = independent.t_plus("unweighted_L")
+    assert te.frame == "barycentric" and te.cation == "Li" and len(te.t_plus.blocks) == 4
+    assert all(b == pytest.approx(expected, rel=0.15) for b in te.t_plus.blocks)
+
+
+def test_labels_not_swapped(independent):
+    r = independent
+    kTV = KB_J_PER_K * T_K * V_NM3 * 1e-27
+    assert r.L("Li", "Li") == pytest.approx(N * DP * 1e-6 / kTV, rel=0.05)
+    assert r.L("FSI", "FSI") == pytest.approx(N * DM * 1e-6 / kTV, rel=0.05)
+    assert r.L("Li", "Li") > 1.5 * r.L("FSI", "FSI")
+    assert abs(r.L("Li", "FSI")) < 0.1 * r.L("FSI", "FSI")
+    assert r.self_diffusion_m2_s["Li"] == pytest.approx(DP * 1e-6, rel=0.05)
+
+
+def test_rigidly_bound_pairs_sigma_zero(ions):
+    li = ions["Li"]
+    fsi = li + np.array([0.25, 0.0, 0.0])  # each anion rigidly bound to one cation
+    r = onsager_transport({"Li": li, "FSI": fsi}, Z, np.arange(F) * DT, V_NM3, T_K,
+                          mass_by_species_amu={"Li": 6.94, "FSI": 180.1}, fit_window_ps=WINDOW)
+    assert abs(r.sigma_S_m) < 1e-9 * r.sigma_NE_S_m
+    assert r.ionicity.whole == pytest.approx(0.0, abs=1e-9)
+
+
+def test_uniform_drift_leaves_sigma_and_barycentric_L_unchanged(ions):
+    n = 6000
+    t = np.arange(n) * DT
+    ions = {k: v[:n] for k, v in ions.items()}
+    solvent = brownian(np.random.default_rng(11), n, 100, 1.5e-3, DT)
+    masses = {"Li": 6.94, "FSI": 180.1, "DMC": 90.08}
+    charges = {**Z, "DMC": 0.0}
+    base = {**ions, "DMC": solvent}
+    drift = t[:, None, None] * np.array([0.003, -0.002, 0.001])
+    moved = {k: v + drift for k, v in base.items()}
+    a = onsager_transport(base, charges, t, V_NM3, T_K, mass_by_species_amu=masses, fit_window_ps=WINDOW)
+    b = onsager_transport(moved, charges, t, V_NM3, T_K, mass_by_species_amu=masses, fit_window_ps=WINDOW)
+    np.testing.assert_allclose(b.L_matrix, a.L_matrix, rtol=1e-6, atol=1e-9 * np.abs(a.L_matrix).max())
+    assert b.sigma_S_m == pytest.approx(a.sigma_S_m, rel=1e-6)
+    assert b.barycentre_drift_nm > a.barycentre_drift_nm + 1.0  # the drift is reported
+    # without the barycentre (lab frame), the drift corrupts the self terms: the test can fail
+    c = onsager_transport(moved, charges, t, V_NM3, T_K, fit_window_ps=WINDOW)
+    assert c.frame.startswith("as given")
+    assert c.L("DMC", "DMC") > 2 * a.L("DMC", "DMC")
+
+
+def test_transference_conventions_and_mixups():
+    species = ["Li", "FSI", "DMC"]
+    L = np.array([[4.0, -1.0, 0.3], [-1.0, 3.0, 0.2], [0.3, 0.2, 9.0]])
+    chk = transference_conventions(L, species, {"Li": 0.72, "FSI": -0.72, "DMC": 0.0})
+    expected = (4.0 + 1.0) / (4.0 + 3.0 + 2.0)  # (L++ - L+-)/(L++ + L-- - 2L+-)
+    assert chk.t_plus_unweighted_L == pytest.approx(expected)
+    assert chk.t_plus_charge_weighted == pytest.approx(expected) and chk.consistent
+    assert chk.t_plus_mixed_L_in_weighted == pytest.approx((4.0 - 1.0) / (4.0 + 3.0 - 2.0))
+    assert abs(chk.t_plus_mixed_L_in_weighted - expected) > 0.01
+    assert abs(chk.t_plus_mixed_sigma_in_unweighted - expected) > 0.01
+    z = {"Li": 0.72, "FSI": -0.72, "DMC": 0.0}
+    assert identify_transference_convention(expected, L, species, z) == ["unweighted_L", "charge_weighted_sigma"]
+    # for |z+| = |z-| both mix-ups give (L++ + L+-)/(L++ + L-- + 2L+-) = 0.6
+    assert identify_transference_convention(0.6, L, species, z) == ["mixed_L_in_weighted",
+                                                                    "mixed_sigma_in_unweighted"]
+    z2 = {"Li": 2.0, "FSI": -1.0, "DMC": 0.0}  # 2:1 salt: the two mix-ups differ from each other too
+    chk2 = transference_conventions(L, species, z2)
+    assert chk2.consistent
+    assert len({round(v, 6) for v in chk2.as_dict().values()}) == 3
+    sig = E_CHARGE_C ** 2 * np.outer([0.72, -0.72, 0], [0.72, -0.72, 0]) * L
+    assert transference_number(sig, species, z, convention="charge_weighted_sigma") == pytest.approx(expected)
+
+
+def test_solvent_frame_reference_species():
+    species = ["Li", "FSI", "DMC"]
+    L = np.array([[4.0, -1.0, 0.3], [-1.0, 3.0, 0.2], [0.3, 0.2, 9.0]])
+    n = {"Li": 10, "FSI": 10, "DMC": 40}
+    L0 = solvent_frame(L, species, n, "DMC")
+    np.testing.assert_allclose(L0[2], 0.0, atol=1e-12)
+    np.testing.assert_allclose(L0[:, 2], 0.0, atol=1e-12)
+    r = 10 / 40
+    assert L0[0, 1] == pytest.approx(-1.0 - r * 0.3 - r * 0.2 + r * r * 9.0)
+    np.testing.assert_allclose(L0, L0.T)
+
+
+def test_onsager_result_solvent_frame_reported(ions):
+    t = np.arange(4000) * DT
+    small = {k: v[:4000, :10] for k, v in ions.items()}
+    small["DMC"] = brownian(np.random.default_rng(3), 4000, 20, 1.5e-3, DT)
+    r = onsager_transport(small, {**Z, "DMC": 0.0}, t, np.full(4000, V_NM3, np.float32), T_K,
+                          mass_by_species_amu={"Li": 6.94, "FSI": 180.1, "DMC": 90.08}, reference_species="DMC")
+    keys = {te.key for te in r.transference}
+    assert keys == {"barycentric/unweighted_L", "barycentric/charge_weighted_sigma",
+                    "solvent:DMC/unweighted_L", "solvent:DMC/charge_weighted_sigma"}
+    sol = r.t_plus("unweighted_L", frame="solvent")
+    assert sol.reference_species == "DMC"
+    assert sol.t_plus.whole == pytest.approx(r.t_plus("charge_weighted_sigma", frame="solvent").t_plus.whole)
+    d = r.to_dict()
+    assert d["L_solvent"]["reference_species"] == "DMC" and "Nernst" in d["sigma_NE"]["label"]
+    import json
+
+    json.dumps(d, allow_nan=False)  # JSON-safe
+
+
+def test_float32_volume_and_nan_input():
+    rng = np.random.default_rng(5)
+    t = np.arange(2000, dtype=np.float32)
+    ions32 = {"Li": brownian(rng, 2000, 10, DP, 1).astype(np.float32),
+              "FSI": brownian(rng, 2000, 10, DM, 1).astype(np.float32)}
+    r = onsager_transport(ions32, Z, t, np.float32(1.0e3), np.float32(T_K), system_com_nm=np.zeros((2000, 3)),
+                          fit_window_ps=WINDOW)
+    assert r.L_matrix.dtype == np.float64 and np.all(np.isfinite(r.L_matrix)) and np.isfinite(r.sigma_S_m)
+    ions32["FSI"][5, 0, 0] = np.inf
+    bad = onsager_transport(ions32, Z, t, 1.0e3, T_K, system_com_nm=np.zeros((2000, 3)), fit_window_ps=WINDOW)
+    st = classify_observable(**bad.state_inputs("sigma"))
+    assert st.state == "F" and "non-finite" in st.reason
+    assert classify_observable(**bad.state_inputs("t_plus")).state == "F"
