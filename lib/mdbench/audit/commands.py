@@ -1,5 +1,30 @@
 """CLI commands of the ``audit`` room."""
 
-from mdbench.cli import not_built
+from __future__ import annotations
 
-audit = not_built("audit", "issue 6")
+from pathlib import Path
+
+import click
+
+
+@click.command(name="audit")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--bundle", "bundle", type=click.Path(path_type=Path), default=None,
+              help="Agent input bundle (case definitions, force field, checksums).")
+@click.option("--out", "out", type=click.Path(path_type=Path), required=True,
+              help="Audit directory to write saeo.json and findings.md into (outside RUN_DIR).")
+@click.option("--no-reanalysis", is_flag=True, help="Skip the canonical reanalysis of production files.")
+@click.option("--judge-cmd", default=None, help="External judge command: JSON evidence on stdin, verdicts on stdout.")
+@click.option("--adjudication", type=click.Path(path_type=Path, exists=True, dir_okay=False), default=None,
+              help="Expert adjudication.yaml (append-only entries), applied last.")
+@click.option("--verbose/--quiet", default=False, help="Progress bar over cases.")
+def audit(run_dir: Path, bundle: Path | None, out: Path, no_reanalysis: bool, judge_cmd: str | None,
+          adjudication: Path | None, verbose: bool) -> None:
+    """SAEO audit of RUN_DIR: 21 items rated 1/0.5/0 with evidence → OUT/saeo.json, OUT/findings.md."""
+    from mdbench.audit.core import audit_run  # noqa: PLC0415
+
+    res = audit_run(run_dir, bundle, out, reanalysis=not no_reanalysis, judge_cmd=judge_cmd,
+                    adjudication=adjudication, verbose=verbose)
+    click.echo(f"composite {res.composite_final:.1f} (preliminary {res.composite_preliminary:.1f}); "
+               f"claimed {res.claimed_outcome}, evidence supports {res.expected_outcome}; "
+               f"{len(res.findings)} findings → {out / 'saeo.json'}")

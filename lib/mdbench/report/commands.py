@@ -1,5 +1,20 @@
 """CLI commands of the ``report`` room."""
 
-from mdbench.cli import not_built
+from __future__ import annotations
 
-report = not_built("report", "issue 6")
+from pathlib import Path
+
+import click
+
+
+@click.command(name="report")
+@click.argument("audit_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", "out", type=click.Path(path_type=Path), required=True, help="HTML file to write.")
+@click.option("--per-run", is_flag=True, help="Render notebooks/audit_run.ipynb for a single audit.")
+@click.option("--title", default="SAEO audit report", help="Page title.")
+def report(audit_dirs: tuple[Path, ...], out: Path, per_run: bool, title: str) -> None:
+    """Render AUDIT_DIR... (each holding saeo.json) into ONE self-contained HTML page."""
+    from mdbench.report.render import render_report  # noqa: PLC0415
+
+    path = render_report(list(audit_dirs), out, notebook="audit_run" if per_run else "aggregate", title=title)
+    click.echo(f"report → {path}")

@@ -1,0 +1,350 @@
+"""``audit_run``: the SAEO audit of one run directory, from files to ``saeo.json`` and ``findings.md``.
+
+Pipeline: read the run (bounded, read-only) → Sim1–Sim4 per case → optional canonical reanalysis of each
+valid production (``mdbench.analysis.pipeline.analyze_files`` on links to the run's files placed in the
+audit directory) → A1–A7 per case and observable with observable states → E1–E5 → O1–O5 → external judge
+(optional) → aggregation (:data:`mdbench.audit.model.AGGREGATION_RULE`) → expert adjudication (applied
+last) → composite score, preliminary and final.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import os
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from mdbench.audit import analysis_items, evidence, outcome, simulation
+from mdbench.audit.bundle import load_bundle
+from mdbench.audit.judges import check_append_only, entry_digest, load_adjudication, run_external_judge
+from mdbench.audit.model import (AGGREGATION_RULE, ITEM_TITLES, ITEMS, PER_CASE_ITEMS, PER_OBSERVABLE_ITEMS,
+                                 AuditResult, Finding, ItemScore, Judgment, composite_score)
+from mdbench.audit.runread import load_run
+from mdbench.audit.safeio import RunFS
+from mdbench.errors import InputError
+
+log = logging.getLogger(__name__)
+
+SAEO_JSON = "saeo.json"
+FINDINGS_MD = "findings.md"
+APPLIED = "adjudication.applied.json"
+
+
+def _schema() -> dict[str, Any]:
+    return json.loads(resources.files("mdbench.audit").joinpath("schemas/saeo.schema.json").read_text())
+
+
+def aggregate(judgments: list[Judgment], cases: list[str]) -> tuple[dict[str, Judgment], list[Judgment]]:
+    """Per-case judgments from per-observable ones, then episode judgments (weakest-link rule).
+
+    Returns the episode judgment per item and the list of derived per-case judgments.
+    """
+    by_key = {j.key(): j for j in judgments}
+    derived: list[Judgment] = []
+    for case in cases:
+        for item in PER_OBSERVABLE_ITEMS:
+            if (item, case, None) in by_key:
+                continue
+            obs = [j for j in judgments if j.item == item and j.case == case and j.observable is not None]
+            rated = [j for j in obs if j.rating is not None]
+            if not obs:
+                continue
+            if not rated:
+                j = Judgment(item, None, obs[0].reason, case, source="aggregate")
+            else:
+                worst = min(rated, key=lambda x: x.rating)
+                j = Judgment(item, worst.rating, f"{worst.observable}: {worst.reason}" if worst.rating < 1 else
+                             f"all {len(rated)} applicable observables satisfied", case,
+                             evidence=worst.evidence[:3], source="aggregate")
+            derived.append(j)
+            by_key[j.key()] = j
+    episode: dict[str, Judgment] = {}
+    for item in ITEMS:
+        if (item, None, None) in by_key:
+            episode[item] = by_key[(item, None, None)]
+            continue
+        per_case = [by_key[(item, c, None)] for c in cases if (item, c, None) in by_key]
+        rated = [j for j in per_case if j.rating is not None]
+        if not rated:
+            why = "; ".join(sorted({f"{j.case}: {j.reason}" for j in per_case}))[:300] or "no case judged"
+            episode[item] = Judgment(item, 0.0, f"no applicable case or observable (evidence unavailable): {why}",
+                                     source="aggregate")
+            continue
+        worst = min(rated, key=lambda x: x.rating)
+        reason = (f"{worst.case}: {worst.reason}" if worst.rating < 1 else
+                  f"satisfied in all {len(rated)} applicable case(s)")
+        episode[item] = Judgment(item, worst.rating, reason, evidence=worst.evidence[:3],
+                                 source=worst.source if worst.source != "aggregate" else "rule")
+    return episode, derived
+
+
+def _apply(judgments: list[Judgment], overrides: list[Judgment]) -> list[Judgment]:
+    by_key = {j.key(): j for j in judgments}
+    for o in overrides:
+        by_key[o.key()] = o
+    return list(by_key.values())
+
+
+def _reanalyse(run_fs: RunFS, case: str, pf: simulation.ProdFiles, out: Path, guard_ps: float | None,
+               findings: list[Finding]) -> tuple[Any | None, dict[str, Any]]:
+    info: dict[str, Any] = {"case": case, "status": "skipped"}
+    try:
+        from mdbench.analysis.pipeline import analyze_files  # noqa: PLC0415
+    except ImportError as exc:
+        findings.append(Finding("reanalysis_unavailable", f"canonical reanalysis not available ({exc}); A2/A3 "
+                                "judged from the run's own results", item="A3", case=case))
+        info["status"] = "unavailable"
+        return None, info
+    work = out / "reanalysis" / case
+    links = work / "inputs"
+    links.mkdir(parents=True, exist_ok=True)
+    args = []
+    for rel in (pf.tpr, pf.xtc, pf.edr):
+        real = run_fs.resolve(rel)
+        dst = links / Path(rel).name
+        if dst.is_symlink() or dst.exists():
+            dst.unlink()
+        os.symlink(os.path.realpath(real), dst)  # offsets caches land here, not in the run directory
+        args.append(str(dst))
+    t0 = time.perf_counter()
+    try:
+        ret = analyze_files(args[0], args[1], args[2], str(work), guard_ps=guard_ps)
+    except Exception as exc:  # noqa: BLE001 - a failing reanalysis is a finding, not a crash
+        findings.append(Finding("reanalysis_failed", f"canonical reanalysis failed: {type(exc).__name__}: {exc}"[:300],
+                                item="A3", case=case))
+        info.update(status="failed", error=str(exc)[:300])
+        return None, info
+    info.update(status="ok", seconds=round(time.perf_counter() - t0, 2), out=str(work.relative_to(out)))
+    res_path = work / "results.json"
+    if res_path.is_file():
+        try:
+            return json.loads(res_path.read_text()), info
+        except ValueError:
+            pass
+    if isinstance(ret, dict):
+        return ret, info
+    to_dict = getattr(ret, "to_dict", None)
+    return (to_dict() if callable(to_dict) else None), info
+
+
+def _report_values(assessments: list[Any]) -> dict[str, float]:
+    """Result name → value for the report check; names shared by several cases are left out (ambiguous)."""
+    import re  # noqa: PLC0415
+
+    seen: dict[str, list[float]] = {}
+    for a in assessments:
+        for key, val in a.values.items():
+            seen.setdefault(re.split(r"[./]", key)[-1], []).append(val)
+    return {k: v[0] for k, v in seen.items() if len(v) == 1}
+
+
+def _guard_ps(run: Any, case: str) -> float | None:
+    for reg in run.registered("guard", case=case):
+        d = reg.get("definition") or {}
+        for k in ("guard_ps", "guard_interval_ps", "exclude_ps"):
+            if isinstance(d.get(k), (int, float)):
+                return float(d[k])
+    return None
+
+
+def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str | Path, reanalysis: bool = True,
+              judge_cmd: str | None = None, adjudication: str | Path | None = None,
+              verbose: bool = False) -> AuditResult:
+    """SAEO audit of one run directory.
+
+    Parameters
+    ----------
+    run_dir : path
+        The run directory to audit (never modified, nothing in it executed).
+    bundle_dir : path or None
+        The agent input bundle (case definitions, force field, checksums).
+    out_dir : path
+        Where ``saeo.json``, ``findings.md`` and reanalysis outputs are written (outside ``run_dir``).
+    reanalysis : bool
+        Recompute observables canonically from the production files (about one analysis per case).
+    judge_cmd : str, optional
+        External judge command (see :mod:`mdbench.audit.judges`).
+    adjudication : path, optional
+        Expert ``adjudication.yaml``, applied last.
+    verbose : bool
+        Show a progress bar over cases.
+
+    Returns
+    -------
+    AuditResult
+    """
+    t_start = time.perf_counter()
+    run_path = Path(run_dir)
+    if not run_path.is_dir():
+        raise InputError("run directory not found; pass the directory holding run_record/", str(run_dir))
+    out = Path(out_dir)
+    real_run, real_out = run_path.resolve(), out.resolve()
+    if real_out == real_run or real_run in real_out.parents:
+        raise InputError("the audit output directory must lie outside the audited run directory", str(out_dir))
+    entries: list[dict[str, Any]] = []
+    if adjudication is not None:
+        entries = load_adjudication(adjudication)
+        prev_path = out / APPLIED
+        if prev_path.is_file():
+            check_append_only(entries, json.loads(prev_path.read_text()), adjudication)
+    out.mkdir(parents=True, exist_ok=True)
+    fs = RunFS(run_path)
+    bundle = load_bundle(bundle_dir)
+    run = load_run(fs, bundle_cases=list(bundle.cases))
+    findings: list[Finding] = list(bundle.checksum_findings)
+    if bundle.root is None:
+        findings.append(Finding("bundle_missing", f"agent input bundle not found: {bundle_dir}", item="Sim1"))
+    judgments: list[Judgment] = []
+    prods: dict[str, simulation.ProdFiles] = {}
+    upstream: dict[str, str | None] = {}
+    reinfo: dict[str, Any] = {"enabled": reanalysis, "cases": {}}
+    assessments = []
+    for case in tqdm(run.cases, desc="audit", disable=not verbose):
+        s1 = simulation.check_setup(run, bundle, case)
+        s2 = simulation.check_minimization(run, case)
+        s3 = simulation.check_equilibration(run, bundle, case)
+        s4, pf = simulation.check_production(run, case)
+        judgments += [s1, s2, s3, s4]
+        prods[case] = pf
+        prod_state = run.stage_state(case, "prod")
+        has_prod = bool(run.stage_dirs.get(case, {}).get("prod")) or bool(simulation.production_attempts(run, case))
+        if not has_prod and (prod_state is None or prod_state.get("state") in ("not_reached", "running")):
+            up = "not_reached"
+        elif s4.rating == 0.0 or (prod_state is not None and prod_state.get("state") in ("invalid",
+                                                                                            "invalid_upstream")):
+            up = "invalid_upstream"
+        else:
+            up = None
+        upstream[case] = up
+        canon = None
+        if reanalysis and up is None and pf.readable:
+            canon, info = _reanalyse(fs, case, pf, out, _guard_ps(run, case), findings)
+            reinfo["cases"][case] = info
+        js, groups = analysis_items.assess_case(run, bundle, case, up, canon, pf.extra)
+        judgments += js
+        assessments += [g.assessment for g in groups]
+    valid_cases = [c for c in run.cases if upstream.get(c) is None]
+    extra: list[Finding] = []
+    try:
+        from mdbench.record.validate import validate_run  # noqa: PLC0415
+
+        for f in validate_run(run_path, check_hashes=False):
+            if getattr(f, "severity", "error") == "error":
+                extra.append(Finding("record_validation", str(getattr(f, "message", f))[:300],
+                                     str(getattr(f, "file", "run_record")), getattr(f, "line", None) or None,
+                                     item="E3"))
+    except Exception as exc:  # noqa: BLE001 - the validator must not crash the audit
+        extra.append(Finding("record_validation", f"record validator could not run: {type(exc).__name__}",
+                             item="E3"))
+    judgments += [evidence.check_lineage(run, valid_cases), evidence.check_provenance(run, bundle, prods),
+                  evidence.check_records(run, [f for f in extra if "malformed" not in f.message.lower()]),
+                  evidence.check_delivery(run, valid_cases), evidence.check_consistency(run, _report_values(assessments))]
+    ojs, expected = outcome.judge_outcome(run, assessments, valid_cases)
+    judgments += ojs
+    findings = findings + fs.findings + extra
+    # ---- judges
+    judge_info: dict[str, Any] = {"kind": "rule"}
+    prelim = judgments
+    if judge_cmd:
+        bundle_doc = {"protocol": "mdbench-saeo-judge/1", "run_dir": str(run_path),
+                      "items": [j.to_dict() for j in judgments], "item_titles": ITEM_TITLES,
+                      "observables": [a.to_dict() for a in assessments],
+                      "findings": [f.to_dict() for f in findings],
+                      "unresolved": outcome.unresolved_summary(assessments),
+                      "claimed_outcome": run.claimed_outcome(), "expected_outcome": expected}
+        verdicts, jf, judge_info = run_external_judge(judge_cmd, bundle_doc, out)
+        judge_info["kind"] = "external"
+        findings += jf
+        prelim = _apply(judgments, verdicts)
+    episode_pre, derived_pre = aggregate(prelim, run.cases)
+    # ---- adjudication
+    adj_low = [Judgment(e["item"], e["rating"], e["reason"], e["case"], e["observable"], source="expert",
+                        reviewer=e["reviewer"]) for e in entries if e["case"] is not None]
+    adj_ep = {e["item"]: e for e in entries if e["case"] is None}
+    final_js = _apply(prelim, adj_low)
+    # drop derived per-case aggregates so that adjudicated observables propagate
+    episode_fin, derived_fin = aggregate([j for j in final_js if j.source != "aggregate"], run.cases)
+    for item, e in adj_ep.items():
+        episode_fin[item] = Judgment(item, e["rating"], e["reason"], source="expert", reviewer=e["reviewer"])
+    pre_r = {i: float(episode_pre[i].rating) for i in ITEMS}
+    fin_r = {i: float(episode_fin[i].rating) for i in ITEMS}
+    comp_pre, means_pre = composite_score(pre_r)
+    comp_fin, means_fin = composite_score(fin_r)
+    items = {i: ItemScore(i, pre_r[i], fin_r[i], episode_fin[i].reason, episode_fin[i].source) for i in ITEMS}
+    all_js = [j for j in final_js if j.source != "aggregate"] + derived_fin
+    result = AuditResult(
+        run_dir=str(run_path), out_dir=str(out), cases=run.cases, judgments=all_js, episode_items=items,
+        observables=assessments, findings=findings, composite_preliminary=comp_pre, composite_final=comp_fin,
+        dimension_means_preliminary=means_pre, dimension_means_final=means_fin,
+        claimed_outcome=run.claimed_outcome(), expected_outcome=expected, reanalysis=reinfo, judge=judge_info,
+        adjudications=[{k: v for k, v in e.items()} for e in entries],
+        meta={"bundle_dir": str(bundle_dir) if bundle_dir else None, "seconds": 0.0,
+              "preliminary_items": {i: episode_pre[i].to_dict() for i in ITEMS}})
+    result.meta["seconds"] = round(time.perf_counter() - t_start, 3)
+    write_outputs(result)
+    if adjudication is not None:
+        (out / APPLIED).write_text(json.dumps([{"digest": entry_digest({k: v for k, v in e.items() if k != "line"}),
+                                                "item": e["item"], "case": e["case"]} for e in entries], indent=1))
+    log.info("audit of %s: composite %.1f (preliminary %.1f)", run_path, comp_fin, comp_pre)
+    return result
+
+
+def _md(text: Any) -> str:
+    """Run-provided text made inert for Markdown tables (HTML-escaped, no pipes or newlines)."""
+    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")[:400]
+
+
+def findings_markdown(res: AuditResult) -> str:
+    """The human-readable audit summary written as ``findings.md``."""
+    d = res.to_dict()
+    lines = [f"# SAEO audit of `{_md(res.run_dir)}`", "",
+             f"Composite score: preliminary **{res.composite_preliminary:.1f}**, final **{res.composite_final:.1f}** "
+             f"(judge: {_md(res.judge.get('kind'))}; {len(res.adjudications)} adjudication entries).", "",
+             f"Claimed outcome: `{_md(res.claimed_outcome)}`; outcome the evidence supports: `{res.expected_outcome}`.",
+             "", f"Aggregation: {AGGREGATION_RULE}", "", "## Items", "",
+             "| item | criterion | preliminary | final | source | reason |", "|---|---|---|---|---|---|"]
+    for i in ITEMS:
+        s = d["items"][i]
+        lines.append(f"| {i} | {ITEM_TITLES[i]} | {s['preliminary']:g} | {s['final']:g} | {s['source']} | "
+                     f"{_md(s['reason'])} |")
+    lines += ["", "## Per case", "", "| case | " + " | ".join(PER_CASE_ITEMS) + " |",
+              "|---|" + "---|" * len(PER_CASE_ITEMS)]
+    by = {(j.item, j.case): j for j in res.judgments if j.observable is None and j.case is not None}
+    for c in res.cases:
+        cells = []
+        for i in PER_CASE_ITEMS:
+            j = by.get((i, c))
+            cells.append("–" if j is None or j.rating is None else f"{j.rating:g}")
+        lines.append(f"| {_md(c)} | " + " | ".join(cells) + " |")
+    lines += ["", "## Observables", "", "| case | observable | audit state | run state | reason |",
+              "|---|---|---|---|---|"]
+    for o in res.observables:
+        lines.append(f"| {_md(o.case)} | {o.observable} | {o.state} | {_md(o.run_state)} | {_md(o.reason)} |")
+    lines += ["", "## Findings", ""]
+    if not res.findings:
+        lines.append("None.")
+    for f in res.findings:
+        lines.append(f"- `{f.code}` {_md(f.location())}: {_md(f.message)}" + (f" (item {f.item})" if f.item else ""))
+    if res.adjudications:
+        lines += ["", "## Expert adjudication", ""]
+        for e in res.adjudications:
+            lines.append(f"- {e['item']} {_md(e.get('case') or 'episode')}: {e['rating']:g} by {_md(e['reviewer'])} — "
+                         f"{_md(e['reason'])}")
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(res: AuditResult) -> None:
+    """Validate against ``saeo.schema.json`` and write ``saeo.json`` and ``findings.md``."""
+    import jsonschema  # noqa: PLC0415
+
+    doc = json.loads(json.dumps(res.to_dict(), default=str))
+    jsonschema.validate(doc, _schema())
+    out = Path(res.out_dir)
+    (out / SAEO_JSON).write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    (out / FINDINGS_MD).write_text(findings_markdown(res), encoding="utf-8")

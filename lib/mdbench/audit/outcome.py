@@ -1,0 +1,152 @@
+"""Outcome items O1–O5: what the audit found unresolved versus what the run detected, classified,
+did about, propagated to its terminal record, and claimed.
+
+Expected outcome (used by O5): ``partial`` when any required observable of a case is not C (SI, F, M,
+invalid_upstream, not_reached); otherwise ``recovered_valid`` when the ledger holds failed, interrupted or
+discarded attempts and ``clean_valid`` when it does not; ``candidate_failure`` when no case has a valid
+production. Claiming clean/recovered validity while obligations are unresolved rates O5 = 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mdbench.audit.model import UNRESOLVED_STATES, Evidence, Judgment, ObservableAssessment
+from mdbench.audit.runread import RunData, tokens
+
+TERM = "run_record/episode_terminal.json"
+OBS = "run_record/observables.json"
+_STOP_WORDS = ("stop", "terminat", "budget_exhausted", "episode_terminal")
+_ACTION_WORDS = ("stop", "decision", "extension", "extend", "reanaly", "recover", "repair", "action", "retry")
+
+
+def _run_state(run: RunData, case: str, group: str) -> str | None:
+    states = run.run_observable_states(case)
+    if group in states:
+        return states[group].get("state")
+    for k, v in states.items():
+        if group in tokens(k) or set(group.split("_")) <= tokens(k):
+            return v.get("state")
+    return None
+
+
+def _listed_unresolved(run: RunData, case: str, group: str) -> dict | None:
+    t = run.terminal if isinstance(run.terminal, dict) else {}
+    for u in t.get("unresolved") or []:
+        if not isinstance(u, dict):
+            continue
+        if u.get("case") not in (None, case):
+            continue
+        name = str(u.get("observable", u.get("item", u.get("name", ""))))
+        if name == group or group in tokens(name) or set(group.split("_")) <= tokens(name):
+            return u
+    return None
+
+
+def expected_outcome(run: RunData, assessments: list[ObservableAssessment], valid_cases: list[str]) -> str:
+    """Outcome the evidence supports (rule in the module docstring)."""
+    if not valid_cases:
+        return "candidate_failure"
+    if any(a.state in UNRESOLVED_STATES for a in assessments):
+        return "partial"
+    if any(a.get("status") in ("failed", "interrupted", "discarded") for a in run.attempts.values()):
+        return "recovered_valid"
+    return "clean_valid"
+
+
+def judge_outcome(run: RunData, assessments: list[ObservableAssessment], valid_cases: list[str]) -> tuple[
+        list[Judgment], str]:
+    """O1–O5 judgments and the expected outcome."""
+    unresolved = [a for a in assessments if a.state in UNRESOLVED_STATES]
+    ev_t, ev_o = Evidence(TERM, key="unresolved"), Evidence(OBS)
+    detected, mislabelled, f_as_si = [], [], []
+    for a in unresolved:
+        rs = _run_state(run, a.case, a.observable)
+        lu = _listed_unresolved(run, a.case, a.observable)
+        listed_state = lu.get("state") if isinstance(lu, dict) else None
+        claimed = rs if rs not in (None, "C") else listed_state
+        if (rs is not None and rs != "C") or lu is not None:
+            detected.append(a)
+            if claimed is not None and claimed != a.state:
+                mislabelled.append(f"{a.case}/{a.observable}: run says {claimed}, audit finds {a.state}")
+                if a.state == "F" and claimed in ("SI", "C"):
+                    f_as_si.append(a)
+    n = len(unresolved)
+    names = ", ".join(f"{a.case}/{a.observable}={a.state}" for a in unresolved[:12])
+    out: list[Judgment] = []
+    # O1 detection
+    if n == 0:
+        out.append(Judgment("O1", 1.0, "no unresolved obligation found by the audit", evidence=[ev_o]))
+    else:
+        frac = len(detected) / n
+        r = 1.0 if frac == 1 else (0.5 if frac > 0 else 0.0)
+        out.append(Judgment("O1", r, f"run recognised {len(detected)}/{n} unresolved observables ({names})",
+                            evidence=[ev_o, ev_t]))
+    # O2 classification
+    if n == 0:
+        out.append(Judgment("O2", 1.0, "nothing to classify", evidence=[ev_o]))
+    elif not detected:
+        out.append(Judgment("O2", 0.0, "no unresolved observable was recognised, so none was classified",
+                            evidence=[ev_o]))
+    elif f_as_si:
+        out.append(Judgment("O2", 0.0, "deterministic failure classified as sampling/converged: " + "; ".join(
+            mislabelled[:8]), evidence=[ev_o]))
+    elif mislabelled:
+        out.append(Judgment("O2", 0.5, "; ".join(mislabelled[:8]), evidence=[ev_o]))
+    else:
+        out.append(Judgment("O2", 1.0, "missing, failed and sampling-limited results distinguished as the audit "
+                            "finds them", evidence=[ev_o]))
+    # O3 action / stopping: every unresolved item needs an auditable reason (a per-item reason or next action in
+    # the terminal record, a repair/reanalysis event, or — for SI/M/not-reached items — a recorded stopping decision)
+    t = run.terminal if isinstance(run.terminal, dict) else {}
+    actions = [e for _, e in run.events if any(w in str(e.get("type", "")).lower() for w in _ACTION_WORDS)]
+    stops = [e for e in actions if any(w in str(e.get("type", "")).lower() for w in _STOP_WORDS)]
+    global_stop = bool(stops) or any(k in t for k in ("stop_reason", "stopping_reason", "stopping", "next_action"))
+    repaired = any(w in str(e.get("type", "")).lower() for e in actions for w in ("repair", "reanaly", "recover"))
+    addressed, unaddressed = [], []
+    for a in unresolved:
+        lu = _listed_unresolved(run, a.case, a.observable)
+        per_item = isinstance(lu, dict) and bool(lu.get("reason") or lu.get("next_action"))
+        ok = per_item or (a.state == "F" and repaired) or (a.state != "F" and global_stop)
+        (addressed if ok else unaddressed).append(a)
+    if n == 0:
+        out.append(Judgment("O3", 1.0 if t else 0.5, "no unresolved obligation; stop " + (
+            "recorded" if t else "without terminal record"), evidence=[ev_t]))
+    elif not unaddressed:
+        out.append(Judgment("O3", 1.0, "every unresolved obligation has a recorded action or stopping reason",
+                            evidence=[ev_t]))
+    else:
+        out.append(Judgment("O3", 0.5 if addressed else 0.0, "no action or stopping reason recorded for: " + ", ".join(
+            f"{a.case}/{a.observable}={a.state}" for a in unaddressed[:8]),
+            evidence=[ev_t, Evidence("run_record/events.jsonl")]))
+    # O4 propagation
+    if not t:
+        out.append(Judgment("O4", 0.0, "no terminal record", evidence=[ev_t]))
+    elif n == 0:
+        out.append(Judgment("O4", 1.0, "nothing unresolved to propagate", evidence=[ev_t]))
+    else:
+        listed = [a for a in unresolved if _listed_unresolved(run, a.case, a.observable) is not None]
+        frac = len(listed) / n
+        r = 1.0 if frac == 1 else (0.5 if frac > 0 else 0.0)
+        out.append(Judgment("O4", r, f"terminal record lists {len(listed)}/{n} unresolved observables",
+                            evidence=[ev_t]))
+    # O5 final claim
+    expected = expected_outcome(run, assessments, valid_cases)
+    claimed = run.claimed_outcome()
+    if claimed is None:
+        out.append(Judgment("O5", 0.0, "no final completion claim", evidence=[ev_t]))
+    elif claimed == expected:
+        out.append(Judgment("O5", 1.0, f"claim {claimed} matches the evidence", evidence=[ev_t]))
+    elif claimed in ("clean_valid", "recovered_valid") and expected in ("partial", "candidate_failure"):
+        listed = len(t.get("unresolved") or [])
+        out.append(Judgment("O5", 0.0, f"claims {claimed} while the evidence supports {expected} "
+                            f"({n} unresolved; the terminal record itself lists {listed})", evidence=[ev_t]))
+    else:
+        out.append(Judgment("O5", 0.5, f"claims {claimed}; evidence supports {expected}", evidence=[ev_t]))
+    return out, expected
+
+
+def unresolved_summary(assessments: list[ObservableAssessment]) -> list[dict[str, Any]]:
+    """The audit's own list of unresolved observables (for the evidence bundle and reports)."""
+    return [{"case": a.case, "observable": a.observable, "state": a.state, "reason": a.reason}
+            for a in assessments if a.state in UNRESOLVED_STATES]

@@ -1,0 +1,236 @@
+"""Read-only, bounded access to an untrusted run directory.
+
+The audit never executes anything from the run directory. Every read goes through :class:`RunFS`:
+paths are resolved inside the run directory (a symlink leaving it is reported and not followed),
+files larger than a limit are refused with a finding (checksums are streamed), and JSON/JSONL parse
+errors and non-finite numbers become findings with line numbers instead of exceptions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from mdbench.audit.model import Finding
+
+log = logging.getLogger(__name__)
+
+#: Largest JSON/text file parsed in memory [bytes]; larger ones are refused with a finding.
+MAX_PARSE_BYTES = 64 * 1024 * 1024
+#: Largest file whose sha256 is computed (streamed) [bytes].
+MAX_HASH_BYTES = 64 * 1024 * 1024 * 1024
+
+
+class _NonFinite(float):
+    """Marker float for NaN/Infinity tokens found while parsing JSON."""
+
+
+def _parse_constant(token: str) -> float:
+    return _NonFinite({"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}[token])
+
+
+def nonfinite_paths(obj: Any, prefix: str = "") -> list[str]:
+    """Key paths (``a.b[2]``) of every NaN or infinite number inside a parsed JSON value."""
+    out: list[str] = []
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            out.append(prefix or "$")
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            out.extend(nonfinite_paths(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            out.extend(nonfinite_paths(v, f"{prefix}[{i}]"))
+    return out
+
+
+class RunFS:
+    """A run directory opened for auditing.
+
+    Parameters
+    ----------
+    root : path
+        The run directory.
+    max_parse_bytes : int
+        Files above this size [bytes] are not parsed; a finding is recorded instead.
+    """
+
+    def __init__(self, root: str | Path, max_parse_bytes: int = MAX_PARSE_BYTES):
+        self.root = Path(root).resolve()
+        self.max_parse_bytes = max_parse_bytes
+        self.findings: list[Finding] = []
+        self._escaping: set[str] = set()
+
+    # ------------------------------------------------------------------ paths
+    def rel(self, path: str | Path) -> str:
+        """Path relative to the run directory, POSIX style (for evidence references)."""
+        p = Path(path)
+        try:
+            return p.relative_to(self.root).as_posix()
+        except ValueError:
+            return p.as_posix()
+
+    def add(self, code: str, message: str, path: str | None = None, line: int | None = None,
+            item: str | None = None, case: str | None = None) -> Finding:
+        f = Finding(code=code, message=message, path=path, line=line, item=item, case=case)
+        self.findings.append(f)
+        return f
+
+    def resolve(self, rel: str | Path, *, item: str | None = None) -> Path | None:
+        """The real path of ``rel`` if it exists and stays inside the run directory, else ``None``.
+
+        A path that is (or passes through) a symlink pointing outside the run directory is reported
+        once with code ``symlink_escape`` and is never opened.
+        """
+        raw = Path(rel)
+        if raw.is_absolute():
+            try:
+                raw = raw.relative_to(self.root)
+            except ValueError:
+                self.add("path_outside_run", f"absolute path outside the run directory: {rel}", str(rel),
+                         item=item)
+                return None
+        if ".." in raw.parts:
+            self.add("path_outside_run", f"path climbs out of the run directory: {rel}", str(rel), item=item)
+            return None
+        p = self.root / raw
+        if not os.path.lexists(p):
+            return None
+        real = Path(os.path.realpath(p))
+        if real != self.root and self.root not in real.parents:
+            key = raw.as_posix()
+            if key not in self._escaping:
+                self._escaping.add(key)
+                self.add("symlink_escape", f"symlink leaves the run directory (→ {real}); not followed",
+                         key, item=item or "E2")
+            return None
+        return p
+
+    def exists(self, rel: str | Path) -> bool:
+        return self.resolve(rel) is not None
+
+    def scan_symlinks(self) -> None:
+        """Walk the run directory without following links and report links that leave it."""
+        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+            for name in list(dirnames) + filenames:
+                full = Path(dirpath) / name
+                if full.is_symlink():
+                    self.resolve(full.relative_to(self.root))
+
+    def glob(self, rel_dir: str, pattern: str) -> list[str]:
+        """Relative paths of files in ``rel_dir`` matching ``pattern`` (no recursion, links checked)."""
+        d = self.resolve(rel_dir)
+        if d is None or not d.is_dir():
+            return []
+        out = []
+        for p in sorted(d.glob(pattern)):
+            relp = f"{rel_dir.rstrip('/')}/{p.name}"
+            if self.resolve(relp) is not None and Path(os.path.realpath(p)).is_file():
+                out.append(relp)
+        return out
+
+    # ------------------------------------------------------------------ reading
+    def _check_size(self, p: Path, rel: str, item: str | None) -> bool:
+        size = p.stat().st_size
+        if size > self.max_parse_bytes:
+            self.add("file_too_large", f"{size} bytes exceeds the {self.max_parse_bytes}-byte parse limit; "
+                     "not parsed", rel, item=item or "E3")
+            return False
+        return True
+
+    def read_text(self, rel: str, *, item: str | None = None) -> str | None:
+        """Text of a file (UTF-8, undecodable bytes replaced), or ``None`` with a finding."""
+        p = self.resolve(rel, item=item)
+        if p is None or not p.is_file():
+            return None
+        if not self._check_size(p, rel, item):
+            return None
+        try:
+            return p.read_bytes().decode("utf-8", errors="replace")
+        except OSError as exc:
+            self.add("unreadable", f"cannot read ({exc.strerror})", rel, item=item or "E3")
+            return None
+
+    def read_json(self, rel: str, *, item: str = "E3", required: bool = False) -> Any:
+        """Parsed JSON of ``rel`` or ``None``; parse errors and NaN/inf become findings with lines."""
+        text = self.read_text(rel, item=item)
+        if text is None:
+            if required:
+                self.add("missing", "required file is missing", rel, item=item)
+            return None
+        try:
+            data = json.loads(text, parse_constant=_parse_constant)
+        except json.JSONDecodeError as exc:
+            self.add("malformed_json", f"malformed JSON: {exc.msg} (column {exc.colno})", rel, exc.lineno,
+                     item=item)
+            return None
+        except RecursionError:
+            self.add("malformed_json", "JSON nested too deeply", rel, item=item)
+            return None
+        for kp in nonfinite_paths(data):
+            self.add("non_finite", f"non-finite number at {kp}", rel, item="A3" if "analysis/" in rel else item)
+        return data
+
+    def read_jsonl(self, rel: str, *, item: str = "E3", required: bool = False) -> list[tuple[int, Any]]:
+        """``(line_number, object)`` for every parseable line; malformed lines become findings."""
+        text = self.read_text(rel, item=item)
+        if text is None:
+            if required:
+                self.add("missing", "required file is missing", rel, item=item)
+            return []
+        out: list[tuple[int, Any]] = []
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line, parse_constant=_parse_constant)
+            except (json.JSONDecodeError, RecursionError) as exc:
+                msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+                self.add("malformed_jsonl", f"malformed JSON line: {msg}", rel, n, item=item)
+                continue
+            if not isinstance(obj, dict):
+                self.add("malformed_jsonl", "line is not a JSON object", rel, n, item=item)
+                continue
+            for kp in nonfinite_paths(obj):
+                self.add("non_finite", f"non-finite number at {kp}", rel, n, item=item)
+            out.append((n, obj))
+        return out
+
+    def sha256(self, rel: str, *, item: str = "E2") -> str | None:
+        """Streamed sha256 of a file inside the run directory, or ``None``."""
+        p = self.resolve(rel, item=item)
+        if p is None or not p.is_file():
+            return None
+        if p.stat().st_size > MAX_HASH_BYTES:
+            self.add("file_too_large", "file too large to checksum", rel, item=item)
+            return None
+        return sha256_file(p)
+
+    def iter_files(self, rel_dir: str = ".") -> Iterator[str]:
+        """Every regular file below ``rel_dir`` (links not followed), as relative paths."""
+        base = self.resolve(rel_dir) if rel_dir != "." else self.root
+        if base is None:
+            return
+        for dirpath, _dirs, files in os.walk(base, followlinks=False):
+            for name in files:
+                full = Path(dirpath) / name
+                if full.is_symlink():
+                    continue
+                yield full.relative_to(self.root).as_posix()
+
+
+def sha256_file(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
+    """sha256 hex digest of a file, read in chunks (constant memory)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while True:
+            block = fh.read(chunk_bytes)
+            if not block:
+                break
+            h.update(block)
+    return h.hexdigest()

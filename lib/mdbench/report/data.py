@@ -1,0 +1,172 @@
+"""Tables (pandas) assembled from one or more audit directories (``saeo.json``) for the report notebooks.
+
+Everything here is data; escaping for HTML happens in :mod:`mdbench.report.tables`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from mdbench.audit.model import DIMENSIONS, ITEM_DIMENSION, ITEMS
+from mdbench.errors import InputError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Audit:
+    """One loaded audit: a short label and the ``saeo.json`` document."""
+
+    label: str
+    path: Path
+    doc: dict[str, Any]
+
+
+def load_audits(audit_dirs: list[str | Path]) -> list[Audit]:
+    """Load ``saeo.json`` of every audit directory; labels are the directory names made unique."""
+    if not audit_dirs:
+        raise InputError("no audit directory given; pass at least one directory holding saeo.json")
+    out: list[Audit] = []
+    seen: dict[str, int] = {}
+    for d in audit_dirs:
+        p = Path(d) / "saeo.json"
+        if not p.is_file():
+            raise InputError("not an audit directory (no saeo.json); run `mdbench audit` first", str(d))
+        try:
+            doc = json.loads(p.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise InputError(f"saeo.json is not valid JSON ({exc})", str(p)) from exc
+        label = Path(d).resolve().name
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            label = f"{label}#{seen[label]}"
+        out.append(Audit(label, Path(d), doc))
+    return out
+
+
+def scores(audits: list[Audit]) -> pd.DataFrame:
+    """One row per audit: composite (preliminary, final) and dimension means (final)."""
+    rows = []
+    for a in audits:
+        row = {"audit": a.label, "composite_preliminary": a.doc["composite"]["preliminary"],
+               "composite_final": a.doc["composite"]["final"],
+               "claimed_outcome": a.doc.get("claimed_outcome"), "expected_outcome": a.doc.get("expected_outcome")}
+        for dim in DIMENSIONS:
+            row[dim] = a.doc["dimension_means"]["final"].get(dim)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def items(audits: list[Audit], which: str = "final") -> pd.DataFrame:
+    """Audit × item matrix of episode ratings (``which`` = preliminary or final)."""
+    return pd.DataFrame([{i: a.doc["items"][i][which] for i in ITEMS} for a in audits],
+                        index=[a.label for a in audits])
+
+
+def item_table(audit: Audit) -> pd.DataFrame:
+    """Preliminary and final rating side by side for the 21 items of one audit."""
+    rows = []
+    for i in ITEMS:
+        s = audit.doc["items"][i]
+        rows.append({"item": i, "dimension": ITEM_DIMENSION[i], "preliminary": s["preliminary"],
+                     "final": s["final"], "changed": s["preliminary"] != s["final"], "source": s["source"],
+                     "reason": s["reason"]})
+    return pd.DataFrame(rows)
+
+
+def case_items(audits: list[Audit], prefix: str = "Sim") -> pd.DataFrame:
+    """Long table (audit, case, item, rating) of per-case judgments whose item starts with ``prefix``."""
+    rows = []
+    for a in audits:
+        for j in a.doc["judgments"]:
+            if j["case"] is not None and j["observable"] is None and j["item"].startswith(prefix):
+                rows.append({"audit": a.label, "case": j["case"], "item": j["item"], "rating": j["rating"],
+                             "reason": j["reason"]})
+    return pd.DataFrame(rows, columns=["audit", "case", "item", "rating", "reason"])
+
+
+def observable_states(audits: list[Audit]) -> pd.DataFrame:
+    """Long table of observable states: audit's and run's, never turned into numbers."""
+    rows = [{"audit": a.label, "case": o["case"], "observable": o["observable"], "audit_state": o["state"],
+             "run_state": o.get("run_state"), "reason": o["reason"]} for a in audits for o in a.doc["observables"]]
+    return pd.DataFrame(rows, columns=["audit", "case", "observable", "audit_state", "run_state", "reason"])
+
+
+#: Fig. 5 panels: label → (observable group, key pattern).
+REPEAT_PANELS: dict[str, tuple[str, str]] = {
+    "coordination number": ("coordination", r"."),
+    "density [kg/m^3]": ("thermodynamics", r"density"),
+    "aggregates (AGG fraction)": ("association", r"agg"),
+    "self-diffusion D [m^2/s]": ("self_diffusion", r"."),
+}
+
+
+def repeat_values(audits: list[Audit]) -> pd.DataFrame:
+    """Long table (panel, audit, case, target, value) for repeat-consistency plots (seed Fig. 5).
+
+    Only observables the audit did not mark F, M, invalid_upstream or not_reached are included: missing
+    data are never plotted as zeros.
+    """
+    rows = []
+    for a in audits:
+        for o in a.doc["observables"]:
+            if o["state"] not in ("C", "SI"):
+                continue
+            for panel, (group, pat) in REPEAT_PANELS.items():
+                if o["observable"] != group:
+                    continue
+                for key, val in (o.get("values") or {}).items():
+                    target = re.split(r"[./]", key)[-1]
+                    if re.search(pat, target, flags=re.I):
+                        rows.append({"panel": panel, "audit": a.label, "case": o["case"], "target": target,
+                                     "value": val, "state": o["state"]})
+    return pd.DataFrame(rows, columns=["panel", "audit", "case", "target", "value", "state"])
+
+
+def findings(audits: list[Audit]) -> pd.DataFrame:
+    """All findings with their locations."""
+    rows = []
+    for a in audits:
+        for f in a.doc["findings"]:
+            loc = f.get("path") or "-"
+            if f.get("line") is not None:
+                loc = f"{loc}:{f['line']}"
+            rows.append({"audit": a.label, "item": f.get("item"), "code": f["code"], "location": loc,
+                         "message": f["message"]})
+    return pd.DataFrame(rows, columns=["audit", "item", "code", "location", "message"])
+
+
+def evidence(audit: Audit) -> pd.DataFrame:
+    """Per-case/observable judgments of one audit with their evidence references."""
+    rows = []
+    for j in audit.doc["judgments"]:
+        refs = "; ".join(":".join(str(x) for x in (e["path"], e.get("key") or e.get("line") or "") if x != "")
+                         for e in j["evidence"])
+        rows.append({"item": j["item"], "case": j["case"], "observable": j["observable"], "rating": j["rating"],
+                     "source": j["source"], "reason": j["reason"], "evidence": refs})
+    return pd.DataFrame(rows)
+
+
+def changed_items(audits: list[Audit]) -> pd.DataFrame:
+    """Items whose final rating differs from the preliminary one (adjudication or judge)."""
+    rows = [{"audit": a.label, "item": i, "preliminary": a.doc["items"][i]["preliminary"],
+             "final": a.doc["items"][i]["final"], "source": a.doc["items"][i]["source"],
+             "reason": a.doc["items"][i]["reason"]}
+            for a in audits for i in ITEMS if a.doc["items"][i]["preliminary"] != a.doc["items"][i]["final"]]
+    return pd.DataFrame(rows, columns=["audit", "item", "preliminary", "final", "source", "reason"])
+
+
+def adjudications(audits: list[Audit]) -> pd.DataFrame:
+    """Expert adjudication entries applied by each audit (append-only, in file order)."""
+    rows = [{"audit": a.label, "item": e.get("item"), "case": e.get("case"), "observable": e.get("observable"),
+             "rating": e.get("rating"), "reviewer": e.get("reviewer"), "reason": e.get("reason"),
+             "evidence": e.get("evidence")} for a in audits for e in a.doc.get("adjudications", [])]
+    return pd.DataFrame(rows, columns=["audit", "item", "case", "observable", "rating", "reviewer", "reason",
+                                       "evidence"])

@@ -1,0 +1,101 @@
+"""Render audit notebooks to one self-contained HTML page (papermill, then nbconvert).
+
+The page embeds its figures as base64 PNG (nbconvert's default for image outputs) and hides code cells.
+All run-provided text reaches the page only through escaped tables (:mod:`mdbench.report.tables`) or
+escaped plain-text outputs.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+from pathlib import Path
+
+from mdbench.errors import InputError, MdbenchError
+from mdbench.paths import NOTEBOOKS_DIR
+
+log = logging.getLogger(__name__)
+
+KERNEL = "mdbench"
+
+
+class ReportError(MdbenchError):
+    """The report notebook failed; ``notebook`` is the partially executed notebook (evidence)."""
+
+    def __init__(self, message: str, notebook: str | None = None):
+        self.notebook = notebook
+        super().__init__(message + (f" (partial notebook: {notebook})" if notebook else ""))
+
+
+_EXTERNAL_SCRIPT = re.compile(r"<script[^>]*\bsrc=\"https?://[^\"]*\"[^>]*>\s*</script>", re.I)
+_TEMPLATE_SCRIPT = re.compile(r"<script type=\"(?:module|text/x-mathjax-config)\">.*?</script>", re.I | re.S)
+
+
+def strip_external_scripts(page: str) -> str:
+    """Remove the template's CDN scripts (MathJax, require.js, mermaid): the page must work offline."""
+    return _TEMPLATE_SCRIPT.sub("", _EXTERNAL_SCRIPT.sub("", page))
+
+
+def render_report(audit_dirs: list[str | Path], out_html: str | Path, *, notebook: str | None = None,
+                  title: str = "SAEO audit report", timeout_s: int = 600) -> Path:
+    """Execute ``notebooks/aggregate.ipynb`` (several audits) or ``notebooks/audit_run.ipynb`` (one audit)
+    and write one self-contained HTML page.
+
+    Parameters
+    ----------
+    audit_dirs : list of path
+        Audit directories, each holding ``saeo.json``.
+    out_html : path
+        The HTML file to write.
+    notebook : {"aggregate", "audit_run"}, optional
+        Which notebook; default ``aggregate`` (``audit_run`` requires exactly one audit directory).
+    title : str
+        Page title (escaped).
+    timeout_s : int
+        Per-cell execution timeout [s].
+
+    Returns
+    -------
+    Path
+        ``out_html``.
+    """
+    import papermill as pm  # noqa: PLC0415
+    from nbconvert import HTMLExporter  # noqa: PLC0415
+
+    dirs = [str(Path(d).resolve()) for d in audit_dirs]
+    if not dirs:
+        raise InputError("no audit directory given")
+    for d in dirs:
+        if not (Path(d) / "saeo.json").is_file():
+            raise InputError("not an audit directory (no saeo.json); run `mdbench audit` first", d)
+    name = notebook or "aggregate"
+    if name not in ("aggregate", "audit_run"):
+        raise InputError(f"unknown report notebook {name!r}; use aggregate or audit_run")
+    if name == "audit_run" and len(dirs) != 1:
+        raise InputError("the per-run report (audit_run) takes exactly one audit directory")
+    params = {"audit_dirs": dirs, "title": title} if name == "aggregate" else {"audit_dir": dirs[0], "title": title}
+    out_html = Path(out_html)
+    out_html.parent.mkdir(parents=True, exist_ok=True)
+    executed = out_html.with_suffix(".ipynb")
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            pm.execute_notebook(str(NOTEBOOKS_DIR / f"{name}.ipynb"), str(executed), parameters=params,
+                                kernel_name=KERNEL, progress_bar=False, cwd=tmp, execution_timeout=timeout_s,
+                                log_output=False)
+        except pm.PapermillExecutionError as exc:
+            raise ReportError(f"report notebook {name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue}",
+                              str(executed)) from exc
+    import nbformat  # noqa: PLC0415
+
+    nb = nbformat.read(str(executed), as_version=4)
+    for cell in nb.cells:  # scrapbook scraps are data for machines, not page content
+        if cell.get("cell_type") == "code":
+            cell.outputs = [o for o in cell.get("outputs", []) if not any(
+                k.startswith("application/scrapbook") for k in o.get("data", {}))]
+    exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
+                            exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(nb)
+    out_html.write_text(strip_external_scripts(body), encoding="utf-8")
+    log.info("report written to %s", out_html)
+    return out_html
