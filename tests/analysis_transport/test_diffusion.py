@@ -154,3 +154,18 @@ def test_registered_fixed_window(rng):
     assert r.D_m2_s == pytest.approx(D_TRUE * 1e-6, rel=0.05)
     far = self_diffusion(x, np.arange(3000.0), fit_window_ps=(10.0, 5000.0))  # beyond the max lag
     assert not far.window.found
+
+
+def test_too_short_trajectory_is_sampling_insufficient_not_failure():
+    """A run too short for any MSD fit window is a sampling shortfall (SI), never F."""
+    import numpy as np
+
+    from mdbench.analysis.diffusion import self_diffusion
+    from mdbench.analysis.states import SI, classify_result
+
+    rng = np.random.default_rng(7)
+    com = np.cumsum(rng.normal(0.0, 0.05, size=(9, 20, 3)), axis=0)
+    result = self_diffusion(com, np.arange(9) * 0.5)
+    decision = classify_result(result)
+    assert result.too_short is not None and result.failures == []
+    assert decision.state == SI and "too short" in decision.reason

@@ -123,6 +123,7 @@ class DiffusionResult:
     windows: BlockWindows | None = None
     failures: list[str] = field(default_factory=list)
     sampling_checks: dict[str, bool] = field(default_factory=dict)
+    too_short: str | None = None
 
     @property
     def D_uncertainty_m2_s(self) -> float:
@@ -132,7 +133,7 @@ class DiffusionResult:
     def state_inputs(self) -> dict[str, Any]:
         """Inputs for :func:`mdbench.analysis.states.classify_observable`."""
         return {"values": [self.D.whole, *self.D.blocks], "failures": list(self.failures),
-                "sampling_checks": dict(self.sampling_checks)}
+                "sampling_checks": dict(self.sampling_checks), "too_short": self.too_short}
 
     def to_dict(self, *, include_curves: bool = False) -> dict[str, Any]:
         """JSON-safe dict: value, unit, uncertainty + definition, blocks, window, diagnostics."""
@@ -147,6 +148,7 @@ class DiffusionResult:
                 "barycentre_drift_nm": _json_float(self.barycentre_drift_nm),
                 "sampling_checks": dict(self.sampling_checks),
                 "failures": list(self.failures),
+                "too_short": self.too_short,
                 "analysis_windows": None if self.windows is None else self.windows.to_dict(),
             },
         })
@@ -438,8 +440,14 @@ def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = Non
     D_whole = estimate(win.whole)
     D_blocks = [estimate(s) for s in win.blocks]
     est = block_estimate(D_whole, D_blocks, "m^2/s", block_ranges_ps=win.block_ranges_ps)
+    # Input was finite (checked above), so a non-finite D here means too few MSD lags to fit: the
+    # trajectory (or a block of it) is too short — a sampling shortfall, not a numerical failure.
+    too_short = None
     if not np.isfinite(window.lo_ps):
-        failures.append("MSD too short to define any fit window (fewer than 4 lags)")
+        too_short = "MSD too short to define any fit window (fewer than 4 lags)"
+    elif not (np.isfinite(D_whole) and all(np.isfinite(D_blocks))):
+        too_short = (f"fewer than 2 MSD lags inside the fit window [{window.lo_ps:g}, {window.hi_ps:g}] ps "
+                     "in the whole interval or a block")
     checks = {
         "diffusive_window": bool(window.found),
         "block_precision": bool(np.isfinite(est.relative_half_width)
@@ -448,7 +456,8 @@ def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = Non
     logger.debug("D(%s) = %.4g m2/s window %s", species, D_whole, window)
     return DiffusionResult(species=species, n_molecules=int(x.shape[1]), D_m2_s=D_whole, D=est, window=window,
                            lag_ps=lag, msd_nm2=msd_whole, beta_lag_ps=g, beta=beta, frame=frame,
-                           barycentre_drift_nm=drift, windows=win, failures=failures, sampling_checks=checks)
+                           barycentre_drift_nm=drift, windows=win, failures=failures, sampling_checks=checks,
+                           too_short=too_short)
 
 
 def yeh_hummer_correction(D_pbc_m2_s: float, temperature_K: float, viscosity_mPa_s: float,

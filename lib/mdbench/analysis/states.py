@@ -7,9 +7,11 @@ what gets registered:
 2. upstream stage ``invalid`` or ``invalid_upstream`` → **invalid_upstream** (never reclassified as SI).
 3. the observable was not delivered (no result, no value) → **M**.
 4. a definition / implementation / numerical failure was recorded (``failures`` not empty), or any
-   reported value (whole or block) is non-finite → **F** (longer sampling cannot repair it).
-5. the estimator is valid but at least one sampling diagnostic failed → **SI**, with the failing
-   diagnostics named.
+   reported value (whole or block) is non-finite → **F** (longer sampling cannot repair it) — except
+   when the estimator states that the analysed window is shorter than its registered minimum length
+   (``too_short``) and records no failure: then the missing value is a sampling shortfall (rule 5).
+5. the estimator is valid but at least one sampling diagnostic failed, or the window is too short for
+   it to yield a value → **SI**, with the failing diagnostics named.
 6. otherwise → **C**.
 
 SI is only reachable when no failure was recorded; F is never produced by a sampling diagnostic.
@@ -39,8 +41,9 @@ STATE_RULES = (
     "1 upstream stage not_reached/running -> not_reached; "
     "2 upstream stage invalid/invalid_upstream -> invalid_upstream; "
     "3 observable not delivered -> M; "
-    "4 definition/implementation/numerical failure or any non-finite whole/block value -> F; "
-    "5 valid estimator with a failing sampling diagnostic -> SI; "
+    "4 definition/implementation/numerical failure or any non-finite whole/block value -> F "
+    "(unless the estimator reports a window shorter than its registered minimum and no failure); "
+    "5 valid estimator with a failing sampling diagnostic, or a window too short to yield a value -> SI; "
     "6 otherwise -> C"
 )
 
@@ -110,7 +113,8 @@ def _non_finite_scalar_or_seq(v: Any) -> list[str]:
 def classify_observable(*, upstream_state: str = UPSTREAM_VALID, delivered: bool = True,
                         values: float | Sequence[float] | Mapping[str, Any] | None = None,
                         failures: Iterable[str] = (),
-                        sampling_checks: Mapping[str, bool] | None = None) -> StateDecision:
+                        sampling_checks: Mapping[str, bool] | None = None,
+                        too_short: str | None = None) -> StateDecision:
     """Classify one observable of one case by the explicit rules of :data:`STATE_RULES`.
 
     Parameters
@@ -126,6 +130,9 @@ def classify_observable(*, upstream_state: str = UPSTREAM_VALID, delivered: bool
         Definition / implementation / numerical failures recorded by the estimator.
     sampling_checks : mapping of str to bool, optional
         Sampling diagnostics (True = passed). Any False → SI (when no failure applies).
+    too_short : str, optional
+        Set by an estimator when the analysed window is shorter than its registered minimum, so that it
+        cannot yield a (finite) value; with no recorded failure this is SI, not F.
 
     Returns
     -------
@@ -147,6 +154,8 @@ def classify_observable(*, upstream_state: str = UPSTREAM_VALID, delivered: bool
     if not delivered:
         return StateDecision(M, "required observable was not delivered", 3)
     fails = [str(f) for f in failures]
+    if too_short and not fails:
+        return StateDecision(SI, f"valid estimator, window too short: {too_short}", 5, (str(too_short),))
     bad = _non_finite(values)
     if bad:
         fails.append("non-finite value(s): " + ", ".join(bad))
