@@ -1,5 +1,85 @@
-"""CLI commands of the ``engine`` room."""
+"""CLI commands of the ``engine`` room: ``mdbench study run``."""
 
-from mdbench.cli import not_built
+from __future__ import annotations
 
-study = not_built("study", "issue 4")
+import sys
+from pathlib import Path
+
+import click
+
+#: The study's stages, in order, as executor stage names.
+STUDY_STAGES = ("study/10_setup", "study/20_minimize", "study/30_equilibrate", "study/40_production")
+
+
+@click.group()
+def study() -> None:
+    """Run the electrolyte study: setup, minimisation, equilibration and production per system."""
+
+
+def build_jobs(out: Path, systems: list[str], preset: str, engine: str, threads: int, seed: int,
+               stages: tuple[str, ...] = STUDY_STAGES) -> list:
+    """The executor jobs of a study: every stage for every system, with the parameters each template declares."""
+    from mdbench.execute import Job, read_schema, template_path  # noqa: PLC0415
+
+    offered = {"preset": preset, "engine": engine, "threads": threads, "seed": seed}
+    jobs = []
+    for system in systems:
+        for stage in stages:
+            declared = read_schema(template_path(stage))
+            jobs.append(Job(str(out), system, stage, {k: v for k, v in offered.items() if k in declared}))
+    return jobs
+
+
+@study.command("run")
+@click.option("--preset", type=click.Choice(["micro", "tiny", "small", "paper"]), default="micro", show_default=True,
+              help="System size and protocol lengths (params/presets/).")
+@click.option("--systems", multiple=True, default=("DE", "HCE", "LHCE"), show_default=True,
+              help="Cases to run; repeat the option or give several names (--systems DE HCE).")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run directory.")
+@click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True)
+@click.option("--engine", type=click.Choice(["auto", "cli", "gmxapi"]), default="auto", show_default=True,
+              help="GROMACS adapter: gmxapi when usable (auto), or the gmx command line.")
+@click.option("--threads", type=int, default=1, show_default=True, help="Threads per mdrun (all jobs together stay "
+              "within MDBENCH_THREAD_CAP, default the core count, at most 16).")
+@click.option("--workers", type=int, default=None, help="Systems run in parallel (default: cores // threads).")
+@click.option("--seed", type=int, default=2026, show_default=True, help="Packing and velocity seed.")
+@click.option("--force", is_flag=True, help="Rerun stages whose inputs did not change.")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+@click.argument("more_systems", nargs=-1)
+def run(preset: str, systems: tuple[str, ...], out: Path, executor: str, engine: str, threads: int,
+        workers: int | None, seed: int, force: bool, quiet: bool, more_systems: tuple[str, ...]) -> None:
+    """Run setup → production for each system; prints ns done / ns planned per system and stage."""
+    import os  # noqa: PLC0415
+
+    from mdbench.engine.progress import ProgressWatcher, planned_ns  # noqa: PLC0415
+    from mdbench.engine.runner import get_runner  # noqa: PLC0415
+    from mdbench.engine.stages import load_preset  # noqa: PLC0415
+    from mdbench.engine.threads import default_thread_cap  # noqa: PLC0415
+    from mdbench.errors import InputError  # noqa: PLC0415
+    from mdbench.execute import run_jobs  # noqa: PLC0415
+
+    names = [s for s in (*systems, *more_systems)]
+    bad = [s for s in names if s not in ("DE", "HCE", "LHCE")]
+    if bad:
+        raise InputError(f"unknown system(s) {bad}; choose from DE HCE LHCE")
+    get_runner(engine)  # fail now, with the reason, if the engine cannot be used here
+    cap = default_thread_cap()
+    if threads > cap:
+        raise InputError(f"--threads {threads} exceeds the thread cap {cap} (MDBENCH_THREAD_CAP, max 16)")
+    out = out.resolve()
+    jobs = build_jobs(out, names, preset, engine, threads, seed)
+    workers = workers or max(1, min(len(names), cap // threads, os.cpu_count() or 1))
+    planned = planned_ns(load_preset(preset))
+    with ProgressWatcher(out, names, planned, verbose=not quiet):
+        results = run_jobs(jobs, executor=executor, workers=workers, force=force, verbose=not quiet)
+    failed = 0
+    click.echo(f"{'system':6s} {'stage':24s} status")
+    for r in results:
+        click.echo(f"{r.system:6s} {r.stage:24s} {r.status}" + (f"  ({r.error})" if r.error else ""))
+        failed += r.status in ("failed", "not_reached")
+    from mdbench.engine.progress import system_progress  # noqa: PLC0415
+
+    for s in names:
+        p = system_progress(out, s, planned)
+        click.echo(f"{s:6s} {p.done_ns:.4f} / {p.planned_ns:.4f} ns charged/planned; last stage {p.stage}: {p.state}")
+    sys.exit(1 if failed else 0)

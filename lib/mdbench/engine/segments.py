@@ -1,0 +1,293 @@
+"""One MD segment under budget and lineage: reserve → mdrun → charge, resumable from checkpoints.
+
+A *segment* is one ``mdrun`` output set (``<deffnm>.tpr/.log/.edr/.xtc/.cpt``) in one directory, with a
+target final step. :func:`run_segment` is idempotent:
+
+* a segment already completed is not run again;
+* an attempt left open (its process died) or interrupted (mdrun killed) is closed as ``interrupted``,
+  charged with the steps its log shows it completed, and the segment resumes from ``<deffnm>.cpt``
+  (``-cpi … -append``) as a ``continuation`` whose reservation covers only the remaining steps;
+* an unreadable checkpoint falls back to ``<deffnm>_prev.cpt``; when neither is usable the old output
+  is moved to ``discarded/`` and the segment restarts (relation ``restart``), with the reason recorded.
+
+Every attempt is reserved in the run record *before* mdrun starts, so a
+:class:`~mdbench.record.BudgetExceeded` refuses the segment before anything runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from mdbench.engine.runner import EngineError, Runner
+
+log = logging.getLogger(__name__)
+
+_STEP_RE = re.compile(r"^\s+Step\s+Time\s*\n\s+(\d+)\s+[-+0-9.eE]+", re.M)
+_CPT_RE = re.compile(r"Writing checkpoint, step (\d+)")
+
+
+def log_last_step(log_path: str | Path) -> int | None:
+    """Last MD step whose energies the log printed (``Step Time`` blocks), or ``None``."""
+    path = Path(log_path)
+    if not path.is_file():
+        return None
+    steps = [int(s) for s in _STEP_RE.findall(path.read_text(errors="replace"))]
+    return max(steps) if steps else None
+
+
+def edr_last_step(edr_path: str | Path, dt_ps: float, tinit_ps: float = 0.0) -> int | None:
+    """Step of the last complete frame of an energy file, :math:`\\mathrm{round}((t - t_0)/\\Delta t)`.
+
+    Energy frames are denser than log blocks, so after a crash this bounds the computed steps more
+    tightly than the log. ``None`` if the file is missing or unreadable.
+    """
+    path = Path(edr_path)
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    try:
+        import pyedr  # noqa: PLC0415
+
+        times = pyedr.edr_to_dict(str(path)).get("Time")
+    except Exception:  # a torn last frame after SIGKILL: fall back to the log  # noqa: BLE001
+        return None
+    if times is None or len(times) == 0:
+        return None
+    return int(round((float(times[-1]) - tinit_ps) / dt_ps))
+
+
+def _steps_done(runner: Runner, seg_dir: Path, deffnm: str, dt_ps: float) -> tuple[int, dict]:
+    """Last step a segment's files show it reached: max over checkpoint, log and energy file."""
+    found = {"checkpoint": checkpoint_step(runner, seg_dir / f"{deffnm}.cpt"),
+             "log": log_last_step(seg_dir / f"{deffnm}.log"),
+             "edr": edr_last_step(seg_dir / f"{deffnm}.edr", dt_ps)}
+    return max(v for v in (*found.values(), 0) if v is not None), found
+
+
+def checkpoint_step(runner: Runner, cpt: str | Path) -> int | None:
+    """Step stored in a checkpoint (``gmx dump -cp``); ``None`` if the file is missing or unreadable."""
+    cpt = Path(cpt)
+    if not cpt.is_file() or cpt.stat().st_size == 0:
+        return None
+    res = runner.tool(["dump", "-cp", cpt.name], cwd=cpt.parent, name=cpt.stem + ".dump")
+    text = Path(res.console_path).read_text(errors="replace")
+    # the console log accumulates; read the block of the last command only
+    text = text[text.rfind("$ "):]
+    m = re.search(r"^step = (\d+)", text, re.M)
+    if res.returncode != 0 or m is None:
+        return None
+    return int(m.group(1))
+
+
+@dataclass
+class SegmentResult:
+    """Outcome of :func:`run_segment`.
+
+    Attributes
+    ----------
+    status : str
+        ``completed``, ``skipped`` (already complete), ``interrupted`` or ``failed``.
+    attempt_id : str
+        The last attempt of the segment.
+    final_step : int
+        Last step reached (from the checkpoint or log).
+    target_step : int
+    wall_s : float
+        mdrun wall time of this call [s].
+    reason : str
+    """
+
+    status: str
+    attempt_id: str
+    final_step: int
+    target_step: int
+    wall_s: float = 0.0
+    reason: str = ""
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("completed", "skipped")
+
+
+def _state_path(seg_dir: Path, deffnm: str) -> Path:
+    return seg_dir / f"{deffnm}.segment.json"
+
+
+def _load_state(seg_dir: Path, deffnm: str) -> dict:
+    path = _state_path(seg_dir, deffnm)
+    if path.is_file():
+        return json.loads(path.read_text())
+    return {"deffnm": deffnm, "attempts": []}
+
+
+def _save_state(seg_dir: Path, deffnm: str, state: dict) -> None:
+    path = _state_path(seg_dir, deffnm)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(path)
+
+
+def segment_files(seg_dir: Path, deffnm: str) -> dict[str, str]:
+    """Existing output files of a segment, by extension."""
+    out = {}
+    for ext in ("tpr", "log", "edr", "xtc", "cpt", "gro"):
+        p = seg_dir / f"{deffnm}.{ext}"
+        if p.is_file():
+            out[ext] = str(p)
+    return out
+
+
+def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *, target_step: int,
+                dt_ps: float, stage: str, kind: str, parent: str | None, relation: str | None,
+                threads: int = 1, cpt_min: float = 15.0,
+                on_start: Callable | None = None) -> SegmentResult:
+    """Run (or resume) the segment ``deffnm`` from ``tpr`` until step ``target_step``.
+
+    Parameters
+    ----------
+    rec : mdbench.record.RunRecord
+    runner : Runner
+    case : str
+        Case (system) name, charged in the ledger.
+    tpr : path
+        Run input; its directory holds the outputs.
+    deffnm : str
+        Output file stem.
+    target_step : int
+        Final step of the segment (the tpr's ``init-step + nsteps``).
+    dt_ps : float
+        Time step [ps].
+    stage, kind : str
+        Ledger labels (e.g. ``"equilibration"``, ``"npt"``).
+    parent, relation : str or None
+        Lineage of the first attempt (later attempts of the same segment name their predecessor).
+    threads : int
+        Threads for mdrun (held against the machine-wide cap).
+    cpt_min : float
+        Checkpoint wall interval [min].
+
+    Raises
+    ------
+    mdbench.record.BudgetExceeded
+        The reservation would exceed the case or study budget; nothing was run.
+    """
+    tpr = Path(tpr)
+    seg_dir = tpr.parent
+    state = _load_state(seg_dir, deffnm)
+    ledger = {a["id"]: a for a in rec.attempts()}
+    cpt = seg_dir / f"{deffnm}.cpt"
+    prev_cpt = seg_dir / f"{deffnm}_prev.cpt"
+    log_path = seg_dir / f"{deffnm}.log"
+
+    last = state["attempts"][-1] if state["attempts"] else None
+    last_status = None
+    if last is not None:
+        row = ledger.get(last["id"], {})
+        last_status = row.get("status")
+        if row.get("status") == "completed" and state.get("target_step") == target_step:
+            return SegmentResult("skipped", last["id"], target_step, target_step,
+                                 reason="segment already completed", files=segment_files(seg_dir, deffnm))
+        if row.get("status") == "reserved":
+            # the process running this attempt died without closing it: charge what its log shows
+            done, found = _steps_done(runner, seg_dir, deffnm, dt_ps)
+            steps = max(0, done - last["start_step"])
+            rec.complete(last["id"], completed_steps=steps, status="interrupted",
+                         reason=f"attempt left open (its process ended without closing it); files show step "
+                                f"{done} ({found}); charged {steps} steps")
+
+    cpi: Path | None = None
+    start_step = 0
+    if last is not None:
+        # a completed segment asked to go further is an extension; anything else continues it
+        parent, relation = last["id"], ("extension" if last_status == "completed" else "continuation")
+        step = checkpoint_step(runner, cpt)
+        if step is not None:
+            cpi, start_step = cpt, step
+        else:
+            pstep = checkpoint_step(runner, prev_cpt)
+            if pstep is not None:
+                cpi, start_step = prev_cpt, pstep
+                rec.append_event("checkpoint_fallback", {
+                    "case": case, "segment": str(seg_dir / deffnm), "unreadable": str(cpt),
+                    "used": str(prev_cpt), "step": pstep,
+                    "reason": f"{cpt.name} missing or unreadable (gmx dump -cp failed); resuming from "
+                              f"{prev_cpt.name} at step {pstep}"})
+            else:
+                relation = "restart"
+                dest = seg_dir / "discarded" / f"{deffnm}_{len(state['attempts']):02d}"
+                dest.mkdir(parents=True, exist_ok=True)
+                for p in seg_dir.glob(f"{deffnm}*"):
+                    if p.is_file() and p.suffix in (".log", ".edr", ".xtc", ".cpt", ".gro", ".trr"):
+                        shutil.move(str(p), dest / p.name)
+                rec.append_event("segment_restart", {
+                    "case": case, "segment": str(seg_dir / deffnm), "moved_to": str(dest),
+                    "reason": "no readable checkpoint (neither .cpt nor _prev.cpt); restarting the segment "
+                              "from its tpr"})
+    planned = max(0, target_step - start_step)
+    attempt_id = rec.reserve(case, planned_steps=planned, dt_ps=dt_ps, kind=kind, stage=stage,
+                             parent=parent, relation=relation)
+    state["target_step"] = target_step
+    state["attempts"].append({"id": attempt_id, "start_step": start_step, "cpi": cpi.name if cpi else None,
+                              "relation": relation, "parent": parent})
+    _save_state(seg_dir, deffnm, state)
+
+    try:
+        res = runner.mdrun(tpr, deffnm, threads=threads, cpi=cpi.name if cpi else None, cpt_min=cpt_min,
+                           on_start=on_start)
+    except BaseException as exc:
+        done, _ = _steps_done(runner, seg_dir, deffnm, dt_ps)
+        rec.complete(attempt_id, completed_steps=max(0, done - start_step), status="interrupted",
+                     reason=f"mdrun call aborted in the driver ({type(exc).__name__}: {exc})")
+        raise
+    rec.append_event("mdrun_finished", {"case": case, "attempt_id": attempt_id, "argv": res.argv,
+                                         "cwd": res.cwd, "returncode": res.returncode, "wall_s": res.wall_s,
+                                         "threads": res.threads, "engine": res.engine,
+                                         "console": res.console_path})
+    done, found = _steps_done(runner, seg_dir, deffnm, dt_ps)
+    cstep, lstep = found["checkpoint"], found["log"]
+    steps = max(0, done - start_step)
+    files = segment_files(seg_dir, deffnm)
+    if res.ok and done >= target_step:
+        rec.complete(attempt_id, completed_steps=steps, status="completed", artifacts=files,
+                     reason=f"reached step {done}")
+        return SegmentResult("completed", attempt_id, done, target_step, res.wall_s, f"reached step {done}", files)
+    if res.returncode < 0 or res.returncode in (128 + signal.SIGTERM, 128 + signal.SIGKILL, 128 + signal.SIGINT):
+        sig = -res.returncode if res.returncode < 0 else res.returncode - 128
+        status = "interrupted"
+        reason = (f"mdrun killed by signal {signal.Signals(sig).name} at step ~{done} (log {lstep}, "
+                  f"energy file {found['edr']}, checkpoint {cstep}); rerun the stage to resume from the checkpoint")
+    elif _received_signal(log_path, start_step):
+        status = "interrupted"
+        reason = (f"mdrun stopped on a {_received_signal(log_path, start_step)} signal at step {done} and wrote its "
+                  f"checkpoint (step {cstep}); rerun the stage to continue")
+    elif res.ok:
+        status = "interrupted"
+        reason = f"mdrun exited at step {done} before the target {target_step} without an error"
+    else:
+        status = "failed"
+        reason = f"mdrun exited with status {res.returncode} at step {done}; see {res.console_path}"
+    rec.complete(attempt_id, completed_steps=steps, status=status, artifacts=files, reason=reason)
+    return SegmentResult(status, attempt_id, done, target_step, res.wall_s, reason, files)
+
+
+def _received_signal(log_path: Path, start_step: int) -> str | None:
+    """Name of the signal (TERM, INT, …) GROMACS says it received in this attempt's part of the log."""
+    if not log_path.is_file():
+        return None
+    text = log_path.read_text(errors="replace")
+    text = text[text.rfind("Started mdrun"):]  # only the latest run appended to this log
+    found = re.findall(r"Received the (\w+) signal", text)
+    return found[-1] if found else None
+
+
+def require_ok(result: SegmentResult, what: str) -> None:
+    """Raise :class:`EngineError` naming the segment when ``result`` did not complete."""
+    if not result.ok:
+        raise EngineError(f"{what} {result.status}: {result.reason}")
