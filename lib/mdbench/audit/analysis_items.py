@@ -61,6 +61,13 @@ _DEFINITION_WORDS: dict[str, tuple[str, ...]] = {
 }
 
 
+
+def _too_short(e: Entry) -> str | None:
+    """The estimator's own statement that its window was too short to yield a value (SI, not F)."""
+    diag = e.raw.get("diagnostics") if isinstance(e.raw, dict) else None
+    short = diag.get("too_short") if isinstance(diag, dict) else None
+    return str(short) if short else None
+
 def r5_interval(canonical_value: float, canonical_blocks: list[float | None] | None) -> float:
     """Half-width of the R5 acceptance interval around a canonical value.
 
@@ -309,6 +316,11 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
                 definition_fail.append("conductivity omits ionic cross-correlations (Nernst–Einstein only)")
     # --- numerical checks
     for e in chosen:
+        short = _too_short(e)
+        if short and not (e.finite_value and not e.nonfinite_blocks()):
+            # the estimator says the window is shorter than it needs: a sampling shortfall, not a fault
+            si.append(f"{e.key}: no finite value, window too short ({short[:120]})")
+            continue
         if e.value is not None and not math.isfinite(e.value):
             impl_fail.append(f"{e.key}: non-finite whole-interval value")
         bad = e.nonfinite_blocks()
@@ -341,6 +353,8 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
         canon_value = ce.value if ce.finite_value else None
     extra_entries = [e for e in entries.values() if e not in chosen]
     for e in extra_entries:  # other delivered entries of the group: run-recorded failures and non-finite values
+        if _too_short(e):
+            continue
         if e.value is not None and not math.isfinite(e.value) or e.nonfinite_blocks():
             impl_fail.append(f"{e.key}: non-finite value(s)")
     for e in chosen + extra_entries:

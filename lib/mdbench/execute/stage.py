@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -185,7 +184,6 @@ def run_stage(run_dir: str | Path, system: str, stage: str, params: dict[str, An
     rec.append_event("stage_started", {"system": system, "stage": stage, "notebook": rel_nb,
                                        "input_hash": digest, "parameters": merged, "template": str(template.name),
                                        "template_sha256": sha256_file(template)})
-    os.environ.setdefault("MPLBACKEND", "Agg")
     started = time.monotonic()
     error: str | None = None
     try:
