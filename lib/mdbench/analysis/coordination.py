@@ -90,6 +90,7 @@ class CoordinationResult:
     cutoff_rule: str
     cn: BlockEstimate
     n_sites_integral: float | None = None
+    n_sites_upper_bound: float | None = None
     failures: list[str] = field(default_factory=list)
 
     def sampling_checks(self) -> dict[str, bool]:
@@ -104,8 +105,8 @@ class CoordinationResult:
         # Distinct molecules can never outnumber sites within the same r_c. The site integral is
         # interpolated inside a histogram bin and normalised by the mean volume, so allow that
         # discretisation (SITE_INTEGRAL_RTOL) before calling it an implementation error.
-        if (self.n_sites_integral is not None
-                and self.cn.whole > self.n_sites_integral * (1.0 + SITE_INTEGRAL_RTOL) + 1e-6):
+        bound = self.n_sites_upper_bound if self.n_sites_upper_bound is not None else self.n_sites_integral
+        if bound is not None and self.cn.whole > bound * (1.0 + SITE_INTEGRAL_RTOL) + 1e-6:
             fails.append("molecule CN exceeds the site integral beyond its discretisation tolerance "
                          "(impossible: implementation error)")
         return {"values": [self.cn.whole, *self.cn.blocks], "failures": fails,
@@ -123,13 +124,15 @@ class CoordinationResult:
 
 
 def coordination(rd: ReducedTrajectory, windows: BlockWindows, partner: str, channels: list[str],
-                 cutoff_nm: float, cutoff_rule: str, n_sites_integral: float | None = None) -> CoordinationResult:
+                 cutoff_nm: float, cutoff_rule: str, n_sites_integral: float | None = None,
+                 n_sites_upper_bound: float | None = None) -> CoordinationResult:
     """CN of ``partner`` (union of ``channels``) at ``cutoff_nm``: whole interval and blocks."""
     per_frame = cn_per_frame(rd, channels, cutoff_nm)
     est = block_estimate(float(per_frame[windows.whole].mean()),
                          [float(per_frame[b].mean()) for b in windows.blocks], "molecules per centre",
                          block_ranges_ps=windows.block_ranges_ps)
-    return CoordinationResult(partner, list(channels), float(cutoff_nm), cutoff_rule, est, n_sites_integral)
+    return CoordinationResult(partner, list(channels), float(cutoff_nm), cutoff_rule, est, n_sites_integral,
+                              n_sites_upper_bound)
 
 
 def shell_abundance(rd: ReducedTrajectory, windows: BlockWindows,

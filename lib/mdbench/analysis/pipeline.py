@@ -375,7 +375,8 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
         res = rdfs[c.name]
         for tag, rc, rule in (("first_min", cutoffs[c.name], cut_rule[c.name]),
                               (f"{settings.fixed_cn_cutoff_nm:.2f}nm", settings.fixed_cn_cutoff_nm, "fixed")):
-            cr = coo.coordination(rd, win, c.species, [c.name], rc, rule, res.whole.n_sites_within(rc))
+            cr = coo.coordination(rd, win, c.species, [c.name], rc, rule, res.whole.n_sites_within(rc),
+                                  res.whole.n_sites_upper_bound(rc))
             st = classify_result(cr, upstream_state=upstream_state)
             observables[f"coordination/{c.name}@{tag}"] = _obs(
                 "structure", cr.to_dict(), definition=cr.to_dict()["definition"],

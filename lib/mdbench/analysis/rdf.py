@@ -62,6 +62,14 @@ class RdfCurve:
     first_peak_nm: float
     first_min_nm: float
 
+    def n_sites_upper_bound(self, r_c_nm: float) -> float:
+        """ρ∫4πr²g dr up to the upper edge of the bin that holds r_c: an upper bound of the site count
+        within r_c that no within-bin interpolation can undercut."""
+        width = self.r_nm[1] - self.r_nm[0]
+        upper_edges = self.r_nm + 0.5 * width
+        index = int(np.searchsorted(upper_edges, r_c_nm - 1e-12))
+        return float(self.n_sites_cumulative[min(index, self.n_sites_cumulative.size - 1)])
+
     def n_sites_within(self, r_c_nm: float) -> float:
         """ρ∫_0^{r_c} 4πr²g dr (linear interpolation between bin edges)."""
         edges = np.concatenate([[0.0], self.r_nm + 0.5 * (self.r_nm[1] - self.r_nm[0])])

@@ -9,6 +9,10 @@ import click
 
 #: The study's stages, in order, as executor stage names.
 STUDY_STAGES = ("study/10_setup", "study/20_minimize", "study/30_equilibrate", "study/40_production")
+#: Per-system analysis stages that follow production (issue 5), and the cross-case comparison.
+ANALYSIS_STAGES = ("analysis/50_thermo", "analysis/51_structure", "analysis/52_association",
+                   "analysis/53_diffusion", "analysis/54_viscosity", "analysis/55_conductivity")
+COMPARE_STAGE = "study/60_compare"
 
 
 @click.group()
@@ -44,11 +48,14 @@ def build_jobs(out: Path, systems: list[str], preset: str, engine: str, threads:
 @click.option("--workers", type=int, default=None, help="Systems run in parallel (default: cores // threads).")
 @click.option("--seed", type=int, default=2026, show_default=True, help="Packing and velocity seed.")
 @click.option("--force", is_flag=True, help="Rerun stages whose inputs did not change.")
+@click.option("--analysis/--no-analysis", default=True, show_default=True,
+              help="Run the analysis templates per system and the cross-case comparison after production.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @click.argument("more_systems", nargs=-1)
 def run(preset: str, systems: tuple[str, ...], out: Path, executor: str, engine: str, threads: int,
-        workers: int | None, seed: int, force: bool, quiet: bool, more_systems: tuple[str, ...]) -> None:
-    """Run setup → production for each system; prints ns done / ns planned per system and stage."""
+        workers: int | None, seed: int, force: bool, analysis: bool, quiet: bool,
+        more_systems: tuple[str, ...]) -> None:
+    """Run setup → production (→ analysis → comparison) per system; prints ns done / ns planned."""
     import os  # noqa: PLC0415
 
     from mdbench.engine.progress import ProgressWatcher, planned_ns  # noqa: PLC0415
@@ -67,11 +74,17 @@ def run(preset: str, systems: tuple[str, ...], out: Path, executor: str, engine:
     if threads > cap:
         raise InputError(f"--threads {threads} exceeds the thread cap {cap} (MDBENCH_THREAD_CAP, max 16)")
     out = out.resolve()
-    jobs = build_jobs(out, names, preset, engine, threads, seed)
+    stages = STUDY_STAGES + (ANALYSIS_STAGES if analysis else ())
+    jobs = build_jobs(out, names, preset, engine, threads, seed, stages=stages)
     workers = workers or max(1, min(len(names), cap // threads, os.cpu_count() or 1))
     planned = planned_ns(load_preset(preset))
     with ProgressWatcher(out, names, planned, verbose=not quiet):
         results = run_jobs(jobs, executor=executor, workers=workers, force=force, verbose=not quiet)
+    if analysis:  # the comparison needs every system's analysis, so it runs after them
+        from mdbench.execute import Job  # noqa: PLC0415
+
+        results += run_jobs([Job(str(out), "ALL", COMPARE_STAGE, {"cases": names})], executor="local", workers=1,
+                            force=force, verbose=False)
     failed = 0
     click.echo(f"{'system':6s} {'stage':24s} status")
     for r in results:

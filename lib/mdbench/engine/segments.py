@@ -144,6 +144,18 @@ def segment_files(seg_dir: Path, deffnm: str) -> dict[str, str]:
     return out
 
 
+def _ledger_paths(rec, files: dict[str, str]) -> dict[str, str]:
+    """Segment files as paths relative to the run directory, so a run directory can be moved."""
+    root = Path(rec.run_dir).resolve()
+    out = {}
+    for key, path in files.items():
+        try:
+            out[key] = str(Path(path).resolve().relative_to(root))
+        except ValueError:
+            out[key] = str(path)
+    return out
+
+
 def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *, target_step: int,
                 dt_ps: float, stage: str, kind: str, parent: str | None, relation: str | None,
                 threads: int = 1, cpt_min: float = 15.0,
@@ -255,7 +267,7 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
     steps = max(0, done - start_step)
     files = segment_files(seg_dir, deffnm)
     if res.ok and done >= target_step:
-        rec.complete(attempt_id, completed_steps=steps, status="completed", artifacts=files,
+        rec.complete(attempt_id, completed_steps=steps, status="completed", artifacts=_ledger_paths(rec, files),
                      reason=f"reached step {done}")
         return SegmentResult("completed", attempt_id, done, target_step, res.wall_s, f"reached step {done}", files)
     if res.returncode < 0 or res.returncode in (128 + signal.SIGTERM, 128 + signal.SIGKILL, 128 + signal.SIGINT):
@@ -273,7 +285,7 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
     else:
         status = "failed"
         reason = f"mdrun exited with status {res.returncode} at step {done}; see {res.console_path}"
-    rec.complete(attempt_id, completed_steps=steps, status=status, artifacts=files, reason=reason)
+    rec.complete(attempt_id, completed_steps=steps, status=status, artifacts=_ledger_paths(rec, files), reason=reason)
     return SegmentResult(status, attempt_id, done, target_step, res.wall_s, reason, files)
 
 
