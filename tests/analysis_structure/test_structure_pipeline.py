@@ -128,7 +128,8 @@ def test_viscosity_running_integral_matches_gmx_energy_vis(water_nacl, tmp_path)
     """GK running integral averaged over lags 0.5–1.5 ps vs ``gmx energy -vis`` (whole run, guard 0).
 
     GROMACS averages the three off-diagonal components, we average five traceless components: same η,
-    different noise; on 30 ps of 1000 atoms the two agree within 15 % (measured 1.4 %).
+    different noise. To compare like with like, the diagonal is zeroed so our two diagonal-difference
+    components vanish and 5/3 of our five-component mean is the off-diagonal mean that gmx reports.
     """
     from mdbench.analysis.thermo import read_energy_file
     from mdbench.analysis.viscosity import green_kubo_viscosity
@@ -142,11 +143,18 @@ def test_viscosity_running_integral_matches_gmx_energy_vis(water_nacl, tmp_path)
     ref = np.loadtxt([ln for ln in (tmp_path / "visco.xvg").read_text().splitlines() if ln[:1] not in "#@"])
     s = read_energy_file(d / "md.edr")
     T = float(np.mean(s.terms["Temperature"]))
-    v = green_kubo_viscosity(s.pressure_tensor_bar(), float(np.median(np.diff(s.time_ps))), vol, T)
+    from mdbench.analysis.viscosity import pressure_tensor_array
+
+    tensor = pressure_tensor_array(s.pressure_tensor_bar()).copy()
+    for i in range(3):
+        tensor[:, i, i] = 0.0
+    v = green_kubo_viscosity(tensor, float(np.median(np.diff(s.time_ps))), vol, T)
     lag = v.lag_ps[: v.running_integral_mPa_s.size]
-    ours = v.running_integral_mPa_s[(lag >= 0.5) & (lag <= 1.5)].mean()
+    ours = 5.0 / 3.0 * v.running_integral_mPa_s[(lag >= 0.5) & (lag <= 1.5)].mean()
     theirs = ref[(ref[:, 0] >= 0.5) & (ref[:, 0] <= 1.5), 1].mean()  # cP = mPa s
-    assert ours == pytest.approx(theirs, rel=0.15)
+    # stated tolerance 10 %: the remaining difference is method detail (our mean subtraction and trapezoid
+    # integration, GROMACS's temperature and symmetrisation), measured 2–6 % on fresh 30 ps runs
+    assert ours == pytest.approx(theirs, rel=0.10)
 
 
 def test_cli_analyze_files_writes_results(water_nacl, tmp_path):

@@ -299,18 +299,22 @@ def terminal_claim(run_dir: str | Path, cases: list[str]) -> tuple[str, list[dic
         st = stages.get(case) or {}
         prod = st.get("production") or st.get("prod")
         if prod is None or prod["state"] != "valid":
-            unresolved.append({"case": case, "item": "stage/production",
-                               "state": prod["state"] if prod else "not_reached",
-                               "reason": prod["reason"] if prod else "no production stage recorded"})
+            state = prod["state"] if prod else "not_reached"
+            unresolved.append({"case": case, "item": "stage/production", "state": state,
+                               "reason": prod["reason"] if prod else "no production stage recorded",
+                               "next_action": _NEXT_ACTION.get(state, "stop")})
         else:
             valid_cases += 1
         obs = observables.get(case) or {}
         if not obs:
             unresolved.append({"case": case, "item": "observables", "state": "M", "reason": "no observable states"})
         for name, o in sorted(obs.items()):
+            if _is_summary(name, o):
+                continue  # category summaries repeat their members
             if o["state"] != "C":
-                unresolved.append({"case": case, "item": f"observable/{name}", "state": o["state"],
-                                   "reason": o["reason"]})
+                unresolved.append({"case": case, "item": f"observable/{name}",
+                                   "observable": observable_group(name) or name, "state": o["state"],
+                                   "reason": o["reason"], "next_action": _NEXT_ACTION.get(o["state"], "stop")})
     if valid_cases == 0:
         return "candidate_failure", unresolved
     if unresolved:
@@ -333,3 +337,114 @@ def write_terminal_claim(run_dir: str | Path, cases: list[str]) -> dict[str, Any
     observables = rec.observable_states()
     return rec.write_terminal(outcome, final_stages={c: stages.get(c, {}) for c in cases},
                               observables={c: observables.get(c, {}) for c in cases}, unresolved=unresolved)
+
+
+#: Required analysis categories of seed 000 Table 2 → prefixes of this package's observable names.
+OBSERVABLE_GROUPS: dict[str, tuple[str, ...]] = {
+    "thermodynamics": ("thermo/",),
+    "coordination": ("rdf/", "coordination/"),
+    "association": ("association/",),
+    "self_diffusion": ("self_diffusion/",),
+    "viscosity": ("viscosity",),
+    "conductivity": ("conductivity/",),
+    "transference_number": ("transference/",),
+}
+#: Severity order used to summarise a category by its weakest member.
+_SEVERITY = {"C": 0, "SI": 1, "M": 2, "F": 3, "not_reached": 4, "invalid_upstream": 5}
+_NEXT_ACTION = {
+    "SI": "stop: valid estimator, sampling insufficient within this preset's budget; resolve by extending production",
+    "F": "stop: deterministic failure reported; repair the estimator or its input before reuse",
+    "M": "stop: required result missing; rerun the analysis stage",
+    "not_reached": "stop: upstream stage not reached",
+    "invalid_upstream": "stop: upstream stage invalid; results not usable",
+}
+
+
+def _is_summary(name: str, state: dict) -> bool:
+    """A category summary written by :func:`record_group_states` (its reference has no JSON pointer)."""
+    return name in OBSERVABLE_GROUPS and "#" not in str(state.get("results_ref") or "")
+
+
+def observable_group(name: str) -> str | None:
+    """The required analysis category of an observable name (``thermo/density`` → ``thermodynamics``)."""
+    for group, prefixes in OBSERVABLE_GROUPS.items():
+        if name == group or any(name.startswith(p) for p in prefixes):
+            return group
+    return None
+
+
+def record_group_states(run_dir: str | Path, cases: list[str]) -> dict[str, dict[str, str]]:
+    """Summarise each required category per case by its weakest member and record it in the run record.
+
+    The category states (keyed ``thermodynamics``, ``coordination``, …) sit beside the member states in
+    ``observables.json``, so an auditor can match the seed's required analyses by name.
+    """
+    from mdbench.record import RunRecord
+
+    rec = RunRecord(run_dir)
+    observables = rec.observable_states()
+    summary: dict[str, dict[str, str]] = {}
+    for case in cases:
+        members: dict[str, list[tuple[str, dict]]] = {g: [] for g in OBSERVABLE_GROUPS}
+        for name, o in (observables.get(case) or {}).items():
+            group = observable_group(name)
+            if group is not None and not _is_summary(name, o):
+                members[group].append((name, o))
+        for group, items in members.items():
+            if any(name == group for name, _ in items):
+                continue  # the category is itself an observable (viscosity): its own state stands
+            if not items:
+                state, reason = "M", "no member observable recorded"
+            else:
+                worst = max(items, key=lambda item: _SEVERITY.get(item[1]["state"], 0))
+                state = worst[1]["state"]
+                bad = [n for n, o in items if o["state"] == state] if state != "C" else []
+                reason = (f"all {len(items)} member observables C" if state == "C"
+                          else f"weakest member state {state}: {', '.join(bad[:6])}")
+            rec.set_observable_state(case, group, state, reason, results_ref=f"analysis/{case}/results.json")
+            summary.setdefault(case, {})[group] = state
+    return summary
+
+
+def write_report(run_dir: str | Path, cases: list[str]) -> str:
+    """Write ``report.md``: claimed outcome, per-case results with uncertainty and state, conventions.
+
+    Every number is copied from ``analysis/<CASE>/results.json`` so that report and results agree.
+    """
+    from mdbench.record import RunRecord
+
+    run_dir = Path(run_dir)
+    rec = RunRecord(run_dir)
+    terminal = rec.terminal() or {}
+    stages = rec.stage_states()
+    lines = ["# Electrolyte study report", "",
+             f"Claimed outcome: **{terminal.get('candidate_claimed_outcome', 'not yet claimed')}** "
+             f"({len(terminal.get('unresolved') or [])} unresolved items, listed in "
+             "`run_record/episode_terminal.json`).", "",
+             "Conventions: conductivity σ includes ionic cross-correlations (collective Einstein, Onsager "
+             "coefficients in the barycentric frame, ionic charges as scaled in the model, ±0.72 e); the "
+             "Nernst–Einstein value is labelled `sigma_NE` and is an additional result only; t+ is given "
+             "under both conventions (unweighted L and charge-weighted σ_ij), in the barycentric frame and in "
+             "the solvent frame with the named reference species; uncertainties are four-block 95 % "
+             "half-widths after the registered guard interval.", ""]
+    for case in cases:
+        prod = (stages.get(case) or {}).get("production", {})
+        lines += [f"## {case}", "", f"Production stage: {prod.get('state', 'not_reached')} "
+                  f"({prod.get('reason', 'no production recorded')}).", ""]
+        path = run_dir / "analysis" / case / "results.json"
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            lines += ["No analysis results.", ""]
+            continue
+        lines += ["| observable | value | ± 95 % | unit | state |", "|---|---|---|---|---|"]
+        for name, o in sorted((doc.get("observables") or {}).items()):
+            value = o.get("value")
+            hw = (o.get("uncertainty") or {}).get("half_width_95")
+            fmt = (lambda v: f"{v:.6g}" if isinstance(v, (int, float)) and math.isfinite(v) else "n/a")
+            lines.append(f"| {name} | {fmt(value)} | {fmt(hw)} | {o.get('unit', '')} | {o.get('state', '')} |")
+        lines.append("")
+    target = run_dir / "report.md"
+    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rec.add_artifact(target)
+    return str(target)

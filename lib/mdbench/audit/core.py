@@ -141,7 +141,17 @@ def _report_values(assessments: list[Any]) -> dict[str, float]:
     for a in assessments:
         for key, val in a.values.items():
             seen.setdefault(re.split(r"[./]", key)[-1], []).append(val)
-    return {k: v[0] for k, v in seen.items() if len(v) == 1}
+            # the full result path too ('transference/solvent:DMC/unweighted_L'), for path-qualified quotes
+            seen.setdefault(f"{a.case}:{key.split('.', 1)[-1]}", []).append(val)
+    out = {k: v[0] for k, v in seen.items() if len(v) == 1}
+    # path keys are matched without their case prefix; drop a path that two cases share
+    paths: dict[str, list[float]] = {}
+    for k, v in out.items():
+        if ":" in k and "/" in k:
+            paths.setdefault(k.split(":", 1)[1], []).append(v)
+    out = {k: v for k, v in out.items() if not (":" in k and "/" in k)}
+    out.update({k: v[0] for k, v in paths.items() if len(v) == 1})
+    return out
 
 
 def _guard_ps(run: Any, case: str) -> float | None:

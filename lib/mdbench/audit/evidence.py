@@ -176,18 +176,25 @@ def report_number_mismatches(report: str, values: dict[str, float]) -> list[tupl
     characters by a number is compared with results.json; unit prefixes (powers of ten) are allowed.
     """
     out: list[tuple[int, str]] = []
+    # Several results may share a last key segment (t+ in two frames): a quoted number must match one of them.
+    by_name: dict[str, list[float]] = {}
     for name, val in values.items():
-        if len(name) < 4 or not math.isfinite(val):
-            continue
-        pat = re.compile(re.escape(name).replace("_", "[ _]") + r"[^0-9\n+-]{0,40}?" + _NUMBER, re.I)
+        if len(name) >= 4 and math.isfinite(val):
+            by_name.setdefault(name.lower(), []).append(val)
+    for name, vals in by_name.items():
+        # the name as a whole word: 'sigma' must not match inside 'sigma_NE' or 'charge_weighted_sigma'
+        # a bare name preceded by '/' belongs to a longer path: only the path's own entry is compared
+        pat = re.compile(r"(?<![A-Za-z0-9_/])" + re.escape(name).replace("_", "[ _]") + r"(?![A-Za-z0-9_])"
+                         + r"[^0-9\n+-]{0,40}?" + _NUMBER, re.I)
         for n, line in enumerate(report.splitlines(), start=1):
             for m in pat.finditer(line):
                 try:
                     x = float(m.group(1))
                 except ValueError:
                     continue
-                if not _same_up_to_unit(x, val):
-                    out.append((n, f"report.md:{n} gives {name} = {m.group(1)}, results.json has {val:.6g}"))
+                if not any(_same_up_to_unit(x, v) for v in vals):
+                    shown = ", ".join(f"{v:.6g}" for v in vals[:3])
+                    out.append((n, f"report.md:{n} gives {name} = {m.group(1)}, results.json has {shown}"))
     return out
 
 
