@@ -44,9 +44,8 @@ def main() -> int:
     report = f"outputs/reports/{Path(run).name}.html"
     plan = [
         ("Agent input bundle", ["bundle", "build", "--preset", args.preset, "--out", bundle]),
-        ("Study: setup → minimisation → equilibration → production",
+        ("Study: setup → minimisation → equilibration → production → analysis → comparison",
          ["study", "run", "--preset", args.preset, "--systems", *args.systems, "--out", run]),
-        ("Analysis of every case", ["analyze", run]),
         ("Run-record validation", ["record", "validate", run]),
         ("SAEO audit", ["audit", run, "--bundle", bundle, "--out", audit]),
         ("HTML report", ["report", audit, "--out", report]),
