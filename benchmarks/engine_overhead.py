@@ -116,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  bare gmx mdrun           : {b_nsday:8.2f} ns/day wall   mdrun log {statistics.median(bare_log):8.2f} ns/day")
     print(f"  ratio stage/bare (wall)  : {s_nsday / b_nsday:.3f}   (target >= 0.97)")
     print(f"  ratio stage/bare (log)   : {statistics.median(stage_log) / statistics.median(bare_log):.3f}")
+    pair = [b / s for s, b in zip(stage_wall, bare_wall)]
+    print(f"  per-pair ratios (wall)   : {', '.join(f'{r:.3f}' for r in pair)}   median {statistics.median(pair):.3f}")
     overhead = [s - m for s, m in zip(stage_wall, mdrun_wall)]
     frac = statistics.median(m / s for s, m in zip(stage_wall, mdrun_wall))
     print(f"  stage time outside mdrun : {statistics.median(overhead):8.2f} s (grompp, box scaling, record, checks)")

@@ -108,3 +108,54 @@ def test_first_minimum_rule_on_an_analytic_curve():
     g2 = 1 + 2.0 * np.exp(-((r - 0.5) / 0.02) ** 2) - 0.5 * np.exp(-((r - 0.7) / 0.03) ** 2)
     g2[r < 0.4] = 0.0
     assert np.isnan(first_minimum(r, g2)[1])
+
+
+def _per_frame_reference(rd, anion, channels, cutoff_nm):
+    """Plain per-frame union-find over the contact table: the definition, written the slow way."""
+    names = [c.name for c in rd.channels]
+    codes = {names.index(c) for c in channels}
+    cations = sorted(set(rd.centre_mol.tolist()))
+    anions = [int(m) for m in np.flatnonzero(rd.mol_species == anion)]
+    out = []
+    for f in range(rd.n_frames):
+        edges = set()
+        for k in np.flatnonzero(rd.contacts["frame"] == f):
+            if int(rd.contacts["channel"][k]) in codes and rd.contacts["dmin_nm"][k] < cutoff_nm:
+                edges.add((int(rd.centre_mol[rd.contacts["centre"][k]]), int(rd.contacts["partner"][k])))
+        parent = {n: n for n in [("c", c) for c in cations] + [("a", a) for a in anions]}
+
+        def find(x):
+            while parent[x] != x:
+                x = parent[x]
+            return x
+
+        for c, a in edges:
+            parent[find(("c", c))] = find(("a", a))
+        sizes = {}
+        for n in parent:
+            sizes[find(n)] = sizes.get(find(n), 0) + 1
+        per_an = [sum(1 for c, a in edges if a == an) for an in anions]
+        out.append({"CIP": np.mean([n == 1 for n in per_an]), "AGG": np.mean([n >= 2 for n in per_an]),
+                    "largest": max(sizes.values()) / len(parent), "per_cat": len(edges) / len(cations)})
+    return out
+
+
+def test_vectorised_association_equals_per_frame_definition():
+    """Random ion positions over 12 frames: class fractions and clusters equal the slow per-frame definition."""
+    from mdbench.analysis.association import association_frames
+
+    rng = np.random.default_rng(11)
+    n_li, n_an, n_frames, box = 12, 12, 12, 2.2
+    names = ["LI"] * n_li + ["CL"] * n_an
+    atoms = [LI] * n_li + [[("Cl", 35.45, -0.72)]] * n_an
+    coords = rng.uniform(0.0, box, size=(n_frames, n_li + n_an, 3))
+    rd = reduce_universe(make_universe(names, atoms, coords, np.full((n_frames, 3), box)))
+    fr = association_frames(rd, "CL", ["CL:ion"], 0.55)
+    ref = _per_frame_reference(rd, "CL", ["CL:ion"], 0.55)
+    assert len({round(r["largest"], 6) for r in ref}) > 2  # the fixture has varied clusters
+    for f, r in enumerate(ref):
+        assert fr.class_fraction["CIP"][f] == pytest.approx(r["CIP"])
+        assert fr.class_fraction["AGG"][f] == pytest.approx(r["AGG"])
+        assert fr.largest_cluster_fraction[f] == pytest.approx(r["largest"])
+        assert fr.anions_per_cation[f] == pytest.approx(r["per_cat"])
+        assert fr.size_counts[f].sum() == pytest.approx(n_li + n_an)

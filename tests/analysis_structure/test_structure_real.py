@@ -103,3 +103,62 @@ def test_msd_matches_gmx_msd(reduced, water_nacl, tmp_path):
     lags = np.arange(1, 151)
     ours = np.array([np.mean(np.sum((x[k:] - x[:-k]) ** 2, axis=-1)) for k in lags])
     np.testing.assert_allclose(ours, ref[1:151, 1], rtol=1e-4)
+
+
+def _assert_same_reduction(a, b, *, dist_atol_nm: float = 0.0):
+    """Two reductions of one trajectory agree: COMs, boxes, every histogram and the neighbour table."""
+    np.testing.assert_allclose(a.com_nm, b.com_nm, rtol=0, atol=1e-9)
+    np.testing.assert_array_equal(a.volume_nm3, b.volume_nm3)
+    assert a.rdf_counts.keys() == b.rdf_counts.keys()
+    for ch in a.rdf_counts:
+        diff = np.abs(a.rdf_counts[ch].astype(np.int64) - b.rdf_counts[ch])
+        # float32 (dense) vs float32→float64 (grid) distances may put a pair at a bin edge one bin over
+        assert diff.sum() <= (0 if dist_atol_nm == 0 else 4), ch
+    for key in ("frame", "centre", "partner", "channel"):
+        np.testing.assert_array_equal(a.contacts[key], b.contacts[key])
+    np.testing.assert_allclose(a.contacts["dmin_nm"], b.contacts["dmin_nm"], rtol=0, atol=dist_atol_nm)
+
+
+def test_chunk_size_does_not_change_the_reduction(water_nacl, monkeypatch):
+    """Frames are reduced in chunks; a 7-frame chunk (carrying unwrapping across chunk edges) = whole."""
+    from mdbench.analysis import reduce as reduce_mod
+
+    whole = reduce_files(water_nacl["tpr"], water_nacl["xtc"], stop=60)
+    n_atoms = whole.source["n_atoms"]
+    monkeypatch.setattr(reduce_mod, "CHUNK_ATOM_FRAMES", 7 * n_atoms)
+    monkeypatch.setattr(reduce_mod, "CHUNK_MIN_FRAMES", 1)
+    chunked = reduce_files(water_nacl["tpr"], water_nacl["xtc"], stop=60)
+    assert chunked.source["chunk_frames"] == 7 and whole.source["chunk_frames"] == 60
+    _assert_same_reduction(whole, chunked)
+
+
+def test_dense_and_grid_pair_search_agree(water_nacl, monkeypatch):
+    """The dense numpy search (few centres) and MDAnalysis ``capped_distance`` find the same pairs."""
+    from mdbench.analysis import reduce as reduce_mod
+
+    dense = reduce_files(water_nacl["tpr"], water_nacl["xtc"], stop=30)
+    monkeypatch.setattr(reduce_mod, "BRUTE_FORCE_MAX_PAIRS", 0)
+    grid = reduce_files(water_nacl["tpr"], water_nacl["xtc"], stop=30)
+    assert dense.source["pair_search"].startswith("dense") and grid.source["pair_search"].startswith("periodic k-d tree")
+    assert dense.contacts["frame"].size > 1000
+    _assert_same_reduction(dense, grid, dist_atol_nm=2e-6)
+
+
+def test_structure_stride_equals_reducing_those_frames(water_nacl):
+    """structure_max_frames: neighbour data on every k-th frame, COMs on all; the view = a strided reduction."""
+    strided = reduce_files(water_nacl["tpr"], water_nacl["xtc"], stop=90, structure_max_frames=30)
+    assert strided.structure_every == 3 and strided.n_frames == 90
+    direct = reduce_files(water_nacl["tpr"], water_nacl["xtc"], stop=90, step=3)
+    view = strided.structure_view()
+    assert view.n_frames == 30 and view.structure_every == 1
+    np.testing.assert_allclose(view.time_ps, direct.time_ps)
+    for ch in direct.rdf_counts:
+        np.testing.assert_array_equal(view.rdf_counts[ch], direct.rdf_counts[ch])
+    for key in ("frame", "centre", "partner", "channel", "dmin_nm"):
+        np.testing.assert_array_equal(view.contacts[key], direct.contacts[key])
+    # frames between structure frames carry no neighbour data, but every frame has its COMs
+    assert strided.rdf_counts["SOL:O"][1].sum() == 0 and strided.rdf_counts["SOL:O"][3].sum() > 0
+    full = reduce_files(water_nacl["tpr"], water_nacl["xtc"], stop=90)
+    np.testing.assert_allclose(strided.com_nm, full.com_nm, rtol=0, atol=1e-9)
+    with pytest.raises(ValueError, match="strided"):
+        strided.subset(slice(0, 10)).structure_view()

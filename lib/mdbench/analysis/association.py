@@ -65,26 +65,28 @@ def association_frames(rd: ReducedTrajectory, anion: str, channels: list[str], c
     e_cat = (key // max(n_an, 1)) % n_cat
     e_an = key % max(n_an, 1)
     n_frames = rd.n_frames
-    cls = {c: np.zeros(n_frames) for c in CLASSES}
-    per_cat = np.zeros(n_frames)
-    largest = np.zeros(n_frames)
-    sizes: list[np.ndarray] = []
-    bounds = np.searchsorted(e_frame, np.arange(n_frames + 1))
     n_ions = n_cat + n_an
-    for f in range(n_frames):
-        a, b = bounds[f], bounds[f + 1]
-        ec, ea = e_cat[a:b], e_an[a:b]
-        n_li_per_an = np.bincount(ea, minlength=n_an)
-        if n_an:
-            cls["free_or_SSIP"][f] = np.mean(n_li_per_an == 0)
-            cls["CIP"][f] = np.mean(n_li_per_an == 1)
-            cls["AGG"][f] = np.mean(n_li_per_an >= 2)
-        per_cat[f] = (b - a) / max(n_cat, 1)
-        graph = coo_matrix((np.ones(b - a), (ec, n_cat + ea)), shape=(n_ions, n_ions))
-        _, labels = connected_components(graph, directed=False)
-        csize = np.bincount(labels)
-        largest[f] = csize.max() / n_ions
-        sizes.append(np.bincount(csize, weights=csize, minlength=2))
+    # per frame and anion: number of distinct cations in contact
+    n_li_per_an = np.bincount(e_frame * n_an + e_an, minlength=n_frames * n_an).reshape(n_frames, n_an)
+    cls = {c: np.zeros(n_frames) for c in CLASSES}
+    if n_an:
+        cls["free_or_SSIP"] = np.mean(n_li_per_an == 0, axis=1)
+        cls["CIP"] = np.mean(n_li_per_an == 1, axis=1)
+        cls["AGG"] = np.mean(n_li_per_an >= 2, axis=1)
+    per_cat = np.bincount(e_frame, minlength=n_frames) / max(n_cat, 1)
+    # one graph for all frames: node f·n_ions + i, so the components never cross frames
+    n_nodes = n_frames * n_ions
+    graph = coo_matrix((np.ones(key.size), (e_frame * n_ions + e_cat, e_frame * n_ions + n_cat + e_an)),
+                       shape=(n_nodes, n_nodes))
+    _, labels = connected_components(graph, directed=False)
+    csize = np.bincount(labels)
+    comp_frame = np.zeros(csize.size, dtype=np.int64)
+    comp_frame[labels] = np.repeat(np.arange(n_frames), n_ions)
+    largest = np.zeros(n_frames)
+    np.maximum.at(largest, comp_frame, csize / n_ions)
+    by_size = np.bincount(comp_frame * (n_ions + 1) + csize, weights=csize,
+                          minlength=n_frames * (n_ions + 1)).reshape(n_frames, n_ions + 1)
+    sizes = [row[: max(2, int(np.flatnonzero(row).max()) + 1 if row.any() else 2)] for row in by_size]
     return AssociationFrames(cls, per_cat, largest, sizes)
 
 

@@ -433,7 +433,7 @@ def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = Non
     def estimate(sl: slice) -> float:
         if not np.isfinite(window.lo_ps):
             return float("nan")
-        m = msd_fft(x[sl], max_lag_frames)
+        m = msd_whole if sl == win.whole else msd_fft(x[sl], max_lag_frames)
         slope = fit_slope(np.arange(m.size) * dt, m, window.lo_ps, window.hi_ps)
         return slope / 6.0 * NM2_PER_PS_TO_M2_PER_S
 

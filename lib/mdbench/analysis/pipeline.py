@@ -52,6 +52,9 @@ class AnalysisSettings:
         RDF range and bin width [nm].
     r_store_nm : float
         Neighbour-table range, also the first-minimum search limit [nm].
+    structure_max_frames : int or None
+        At most this many frames carry RDF/coordination/association data: every k-th frame,
+        k = ceil(F / structure_max_frames); transport uses every frame. None: every frame.
     fixed_cn_cutoff_nm : float
         Fixed coordination-integral cutoff reported for every channel (LHCE rule, 0.40 nm).
     contact_cutoffs_nm : dict
@@ -71,6 +74,7 @@ class AnalysisSettings:
     rdf_rmax_nm: float = 1.0
     rdf_bin_nm: float = 0.005
     r_store_nm: float = 0.6
+    structure_max_frames: int | None = 2500
     fixed_cn_cutoff_nm: float = 0.40
     contact_cutoffs_nm: dict[str, float] = field(default_factory=lambda: {"FSI:O": 0.30})
     contact_channels: dict[str, list[str]] = field(default_factory=lambda: {"FSI": ["O"]})
@@ -117,6 +121,10 @@ def registration_definitions(settings: AnalysisSettings) -> dict[str, dict[str, 
                           f"{s.fixed_cn_cutoff_nm} nm reported for every channel as well",
             "cross_check": "rho * integral 4 pi r^2 g(r) dr (site count) at the same r_c",
             "abundance": "mean distinct molecules of each species in the first shell / shell total",
+            "structure_frames": ("every frame" if not s.structure_max_frames else
+                                 f"every k-th frame, k = ceil(frames / {s.structure_max_frames}) (at most "
+                                 f"{s.structure_max_frames} frames; consecutive frames 1 ps apart are strongly "
+                                 "correlated for first-shell contacts); blocks and guard as for every analysis"),
         },
         "analysis_contacts_clusters": {
             "contact_cutoffs_nm": s.contact_cutoffs_nm, "contact_sites": s.contact_channels,
@@ -321,8 +329,12 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
 
     # 3. one pass over the trajectory
     rd = reduce_files(tpr, xtc, rdf_rmax_nm=settings.rdf_rmax_nm, rdf_bin_nm=settings.rdf_bin_nm,
-                      r_store_nm=settings.r_store_nm, verbose=verbose)
+                      r_store_nm=settings.r_store_nm, structure_max_frames=settings.structure_max_frames,
+                      verbose=verbose)
     win = block_windows(rd.time_ps, guard, settings.n_blocks)
+    # structure estimators run on the frames that carry neighbour data (all frames unless strided)
+    rd_s = rd.structure_view()
+    win_s = win if rd_s is rd else block_windows(rd_s.time_ps, guard, settings.n_blocks)
     for name in thermo.missing:
         if name == "volume":  # fixed box: the edr has no Volume term; the trajectory's box gives it
             ob = thermo_observable(rd.volume_nm3, rd.time_ps, name="volume", unit="nm^3",
@@ -347,7 +359,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
                                              registration_id=rg("analysis_guard_and_blocks"), state=st)
 
     # 4a. structure
-    rdfs = rdfm.rdf_analysis(rd, win) if rd.rdf_counts else {}
+    rdfs = rdfm.rdf_analysis(rd_s, win_s) if rd_s.rdf_counts else {}
     cutoffs: dict[str, float] = {}
     cut_rule: dict[str, str] = {}
     structure_details: dict[str, Any] = {"rdf": {}, "abundance": {}}
@@ -360,22 +372,22 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
         structure_details["rdf"][ch] = d
         observables[f"rdf/{ch}"] = _obs("rdf", {"value": d["first_min_nm"], "unit": "nm",
                                                       "blocks": d["block_first_min_nm"],
-                                                      "window": win.to_dict(),
+                                                      "window": win_s.to_dict(),
                                                       "diagnostics": {"first_peak_nm": d["first_peak_nm"],
                                                                       "sampling_checks": res.sampling_checks()}},
                                         definition="first minimum of g(r) by the registered rule "
-                                                   f"(centres {'+'.join(rd.centre_species)}, sites {ch})",
+                                                   f"(centres {'+'.join(rd_s.centre_species)}, sites {ch})",
                                         registration_id=rg("analysis_rdf_coordination"), state=st,
                                         details={"curve": {"r_nm": d["r_nm"], "g": d["g"]}})
         m = res.whole.first_min_nm
-        if ch in {c.name for c in rd.channels}:
+        if ch in {c.name for c in rd_s.channels}:
             cutoffs[ch] = float(m) if np.isfinite(m) else settings.fixed_cn_cutoff_nm
             cut_rule[ch] = "first minimum" if np.isfinite(m) else f"fixed {settings.fixed_cn_cutoff_nm} nm (no minimum)"
-    for c in rd.channels:
+    for c in rd_s.channels:
         res = rdfs[c.name]
         for tag, rc, rule in (("first_min", cutoffs[c.name], cut_rule[c.name]),
                               (f"{settings.fixed_cn_cutoff_nm:.2f}nm", settings.fixed_cn_cutoff_nm, "fixed")):
-            cr = coo.coordination(rd, win, c.species, [c.name], rc, rule, res.whole.n_sites_within(rc),
+            cr = coo.coordination(rd_s, win_s, c.species, [c.name], rc, rule, res.whole.n_sites_within(rc),
                                   res.whole.n_sites_upper_bound(rc))
             st = classify_result(cr, upstream_state=upstream_state)
             observables[f"coordination/{c.name}@{tag}"] = _obs(
@@ -383,14 +395,14 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
                 registration_id=rg("analysis_rdf_coordination"), state=st,
                 details={"cutoff_nm": rc, "cutoff_rule": rule, "n_sites_integral": cr.n_sites_integral})
     if cutoffs:
-        structure_details["abundance"] = coo.shell_abundance(rd, win, cutoffs)
+        structure_details["abundance"] = coo.shell_abundance(rd_s, win_s, cutoffs)
 
     # 4b. association
-    anions = [sp for sp in rd.species if np.mean(rd.mol_charge_e[rd.mol_species == sp]) < -0.05]
+    anions = [sp for sp in rd_s.species if np.mean(rd_s.mol_charge_e[rd_s.mol_species == sp]) < -0.05]
     assoc_details: dict[str, Any] = {}
     for an in anions:
         labels = settings.contact_channels.get(an)
-        chans = [c.name for c in rd.channels if c.species == an and (labels is None or c.label in labels)]
+        chans = [c.name for c in rd_s.channels if c.species == an and (labels is None or c.label in labels)]
         if not chans:
             continue
         reg_cut = [settings.contact_cutoffs_nm[c] for c in chans if c in settings.contact_cutoffs_nm]
@@ -399,7 +411,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
         else:
             rc = float(min(cutoffs.get(c, settings.fixed_cn_cutoff_nm) for c in chans))
             rule = "first minimum of the cation-site g(r)"
-        ar = asn.association(rd, win, an, chans, rc, rule)
+        ar = asn.association(rd_s, win_s, an, chans, rc, rule)
         st = classify_result(ar, upstream_state=upstream_state)
         assoc_details[an] = ar.to_dict()
         for cls, est in ar.fractions.items():
@@ -504,6 +516,8 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
                    "centres": rd.centre_species, "channels": [c.name for c in rd.channels],
                    "n_atoms": rd.source.get("n_atoms"), "n_frames": rd.n_frames,
                    "input_dtype": rd.source.get("input_dtype"),
+                   "structure_every_n_frames": rd.structure_every, "n_structure_frames": rd_s.n_frames,
+                   "pair_search": rd.source.get("pair_search"),
                    "mean_volume_nm3": float(np.mean(rd.volume_nm3[win.whole]))},
         "observables": observables,
         "structure": structure_details,

@@ -220,7 +220,7 @@ class EquilibrationEstimate:
                 "n_effective": _json_float(self.n_effective), "nskip": self.nskip}
 
 
-def detect_equilibration(values: Any, time_ps: Any, *, max_points: int = 2000) -> EquilibrationEstimate:
+def detect_equilibration(values: Any, time_ps: Any, *, max_points: int = 500) -> EquilibrationEstimate:
     """Equilibration time t0 of a series (pymbar ``detect_equilibration`` with a coarse origin grid).
 
     Parameters

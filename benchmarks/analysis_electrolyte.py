@@ -1,0 +1,193 @@
+"""Benchmark of the whole case analysis on a real electrolyte production run (on demand; ratios in one run).
+
+Usage::
+
+    .venv/bin/python benchmarks/analysis_electrolyte.py [--prod-dir RUN/cases/LHCE/prod] [--tile 3]
+                                                        [--frames N] [--repeat 3]
+
+Input: the production folder of one case (``prod.tpr``, ``prod.xtc``, ``prod.edr``, and the case's
+``../setup/topol.top``). Default: ``outputs/runs/demo/cases/LHCE/prod`` (written by ``make demo``); when it
+is missing the micro LHCE case is simulated first with ``mdbench study run --preset micro --no-analysis``
+(a few minutes, cached under ``outputs/benchmarks/``).
+
+``--tile N`` replicates the periodic trajectory N × N × N. The replicated coordinates are an exact
+trajectory of the supercell (every image moves like its original), so a tiny-preset run tiled 3 × 3 × 3
+(56,160 atoms, 1,080 Li⁺) has the size of the paper preset (≈ 50,000 atoms, 960 Li⁺) for reading and
+analysis cost without a week of MD on two cores. The energy file is the original one (its length, not the
+atom count, sets its reading cost).
+
+Measured in this one process, best of ``--repeat`` wall times:
+
+1. reading the trajectory with MDAnalysis: open tpr + xtc and iterate every frame (the floor);
+2. reading every input of the analysis with MDAnalysis: (1) plus the energy file through
+   ``MDAnalysis.auxiliary.EDR.EDRReader`` (pyedr);
+3. the one-pass reduction (:func:`mdbench.analysis.reduce.reduce_files`);
+4. the whole case analysis without figures (:func:`mdbench.analysis.pipeline.analyze_files`);
+5. peak traced memory (tracemalloc) of (3).
+
+Printed ratios: (3)/(1), (4)/(2) and (4)/(1). The issue's target is (4) ≤ 1.5 × reading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_PROD = ROOT / "outputs" / "runs" / "demo" / "cases" / "LHCE" / "prod"
+BENCH = ROOT / "outputs" / "benchmarks"
+
+
+def best_of(fn, repeat: int) -> float:
+    """Smallest wall time of ``repeat`` calls [s]."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def micro_case() -> Path:
+    """Simulate (once) the micro LHCE case through production and return its production folder."""
+    run = BENCH / "micro_lhce_run"
+    prod = run / "cases" / "LHCE" / "prod"
+    if not (prod / "prod.xtc").is_file():
+        print(f"simulating the micro LHCE case into {run} (a few minutes) ...", flush=True)
+        subprocess.run([sys.executable, "-m", "mdbench", "study", "run", "--preset", "micro", "--systems", "LHCE",
+                        "--out", str(run), "--no-analysis"], check=True)
+    return prod
+
+
+def tile_case(prod: Path, n: int, frames: int) -> Path:
+    """Write (once) an N×N×N supercell tpr + xtc of the first ``frames`` frames; return its folder."""
+    import MDAnalysis as mda
+    from MDAnalysis.coordinates.memory import MemoryReader
+
+    out = BENCH / f"tiled_{prod.parent.name}_{n}x{n}x{n}_{frames}f"
+    if (out / "DONE").is_file():
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    setup = prod.parent / "setup"
+    top = (setup / "topol.top").read_text()
+    head, sep, mols = top.partition("[ molecules ]")
+    if not sep:
+        raise SystemExit(f"{setup / 'topol.top'} has no [ molecules ] section")
+    lines = [ln for ln in mols.splitlines() if ln.strip() and not ln.strip().startswith(";")]
+    (out / "topol.top").write_text(head + sep + "\n" + "\n".join(lines * n ** 3) + "\n")
+    for itp in setup.glob("*.itp"):
+        shutil.copy(itp, out / itp.name)
+    u = mda.Universe(str(prod / "prod.tpr"), str(prod / "prod.xtc"))
+    n_frames = min(frames, len(u.trajectory))
+    dims = np.array([ts.dimensions.copy() for ts in u.trajectory[:n_frames]])
+    if not np.all(dims[:, 3:] == 90.0):
+        raise SystemExit("tiling is implemented for orthorhombic boxes only")
+    shifts = np.array([(i, j, k) for i in range(n) for j in range(n) for k in range(n)], dtype=np.float32)
+    big = np.empty((n_frames, u.atoms.n_atoms * n ** 3, 3), dtype=np.float32)
+    for f, ts in enumerate(u.trajectory[:n_frames]):
+        big[f] = (ts.positions[None] + shifts[:, None, :] * ts.dimensions[:3]).reshape(-1, 3)
+    big_dims = dims.copy()
+    big_dims[:, :3] *= n
+    u.trajectory[0]
+    whole = u.atoms.unwrap(compound="fragments")  # grompp checks excluded-atom distances: whole molecules
+    merged = mda.Merge(*([u.atoms] * n ** 3))
+    merged.atoms.positions = (whole[None] + shifts[:, None, :] * dims[0, :3]).reshape(-1, 3)
+    merged.dimensions = big_dims[0]
+    merged.atoms.write(str(out / "start.gro"))
+    mdp = re.sub(r"(?m)^\s*(continuation|gen[-_]vel)\s*=.*$", "", (prod / "prod.mdp").read_text())
+    (out / "prod.mdp").write_text(mdp + "\ngen-vel = no\n")
+    subprocess.run(["gmx", "-quiet", "grompp", "-f", "prod.mdp", "-c", "start.gro", "-p", "topol.top", "-o",
+                    "prod.tpr", "-maxwarn", "5"], cwd=out, check=True, capture_output=True)
+    shutil.copy(prod / "prod.edr", out / "prod.edr")
+    ut = mda.Universe(str(out / "prod.tpr"))
+    ut.load_new(big, format=MemoryReader, dimensions=big_dims, dt=float(u.trajectory.dt))
+    with mda.Writer(str(out / "prod.xtc"), ut.atoms.n_atoms) as w:
+        for _ in ut.trajectory:
+            w.write(ut.atoms)
+    (out / "DONE").write_text("ok\n")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prod-dir", type=Path, default=None, help="production folder (prod.tpr/xtc/edr)")
+    ap.add_argument("--tile", type=int, default=1, help="replicate the box N×N×N (1 = as simulated)")
+    ap.add_argument("--frames", type=int, default=100_000, help="at most this many frames of the tiled trajectory")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--structure-every", type=int, default=None,
+                    help="structure-frame stride to impose (default: the registered rule for this length); "
+                         "e.g. 24 = what the paper preset's 60,000-frame production gets from the default "
+                         "structure_max_frames = 2500")
+    a = ap.parse_args(argv)
+
+    prod = a.prod_dir or (DEFAULT_PROD if (DEFAULT_PROD / "prod.xtc").is_file() else micro_case())
+    if a.tile > 1:
+        prod = tile_case(prod, a.tile, a.frames)
+    tpr, xtc, edr = prod / "prod.tpr", prod / "prod.xtc", prod / "prod.edr"
+
+    import warnings
+
+    import MDAnalysis as mda
+    from MDAnalysis.auxiliary.EDR import EDRReader
+
+    from mdbench.analysis.pipeline import AnalysisSettings, analyze_files
+    from mdbench.analysis.reduce import reduce_files
+
+    warnings.filterwarnings("ignore", message="Could not find unit type")
+
+    def read_xtc() -> None:
+        """Open tpr + xtc and iterate every frame."""
+        uu = mda.Universe(str(tpr), str(xtc))
+        for _ in uu.trajectory:
+            pass
+
+    def read_inputs() -> None:
+        """Everything the analysis reads: tpr + xtc frames and the energy file."""
+        read_xtc()
+        EDRReader(str(edr))
+
+    out = BENCH / "analysis_electrolyte_out"
+    settings = AnalysisSettings()
+    n_total = len(mda.Universe(str(tpr), str(xtc)).trajectory)
+    if a.structure_every:
+        settings.structure_max_frames = -(-n_total // a.structure_every)
+    kw = {"structure_max_frames": settings.structure_max_frames}
+    rd = reduce_files(tpr, xtc, **kw)  # warm-up: imports, page cache
+    analyze_files(tpr, xtc, edr, out, figures=False, settings=settings)
+    t_xtc = best_of(read_xtc, a.repeat)
+    t_inputs = best_of(read_inputs, a.repeat)
+    t_reduce = best_of(lambda: reduce_files(tpr, xtc, **kw), a.repeat)
+    t_full = best_of(lambda: analyze_files(tpr, xtc, edr, out, figures=False, settings=settings), a.repeat)
+    tracemalloc.start()
+    reduce_files(tpr, xtc, **kw)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    n_atoms, n_frames = rd.source["n_atoms"], rd.n_frames
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    n_centres, n_sites = rd.centre_mol.size, sum(c.atom_indices.size for c in rd.channels)
+
+    print(f"input: {prod}")
+    print(f"system: {n_atoms} atoms, {rd.com_nm.shape[1]} molecules, {n_frames} frames, {n_centres} centres x "
+          f"{n_sites} sites ({rd.source['pair_search']}); structure on every {rd.structure_every}. frame; "
+          f"load average {load:.2f}")
+    print(f"(1) read tpr+xtc (MDAnalysis)           {t_xtc:8.3f} s")
+    print(f"(2) read tpr+xtc+edr (MDAnalysis)       {t_inputs:8.3f} s")
+    print(f"(3) one-pass reduction                  {t_reduce:8.3f} s   (3)/(1) {t_reduce / t_xtc:6.2f}")
+    print(f"(4) whole analysis, no figures          {t_full:8.3f} s   (4)/(2) {t_full / t_inputs:6.2f}"
+          f"   (4)/(1) {t_full / t_xtc:6.2f}   target <= 1.5")
+    print(f"(5) peak traced memory of (3)           {peak / 2 ** 20:8.1f} MiB  (atoms x frames float32 "
+          f"coordinates: {n_atoms * n_frames * 12 / 2 ** 20:.1f} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
