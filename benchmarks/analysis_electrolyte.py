@@ -171,6 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     reduce_files(tpr, xtc, **kw)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
+    tracemalloc.start()
+    reduce_files(tpr, xtc, stop=len(rd.time_ps) // 2, **kw)
+    _, peak_half = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    per_frame = (peak - peak_half) / (len(rd.time_ps) - len(rd.time_ps) // 2)
     n_atoms, n_frames = rd.source["n_atoms"], rd.n_frames
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     n_centres, n_sites = rd.centre_mol.size, sum(c.atom_indices.size for c in rd.channels)
@@ -186,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
           f"   (4)/(1) {t_full / t_xtc:6.2f}   target <= 1.5")
     print(f"(5) peak traced memory of (3)           {peak / 2 ** 20:8.1f} MiB  (atoms x frames float32 "
           f"coordinates: {n_atoms * n_frames * 12 / 2 ** 20:.1f} MiB)")
+    print(f"    growth per frame (all frames vs half) {per_frame / 1024:8.1f} KiB   (atoms x 12 B = "
+          f"{n_atoms * 12 / 1024:.1f} KiB; molecules x 24 B of float64 COMs = {rd.com_nm.shape[1] * 24 / 1024:.1f} KiB)")
     return 0
 
 

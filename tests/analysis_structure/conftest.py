@@ -51,6 +51,7 @@ pcoupl = no
 gen-vel = yes
 gen-temp = 300
 gen-seed = 2024
+ld-seed = 2024
 constraints = h-bonds
 comm-grps = System
 nstcalcenergy = 5

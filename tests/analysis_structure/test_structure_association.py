@@ -140,9 +140,13 @@ def _per_frame_reference(rd, anion, channels, cutoff_nm):
     return out
 
 
-def test_vectorised_association_equals_per_frame_definition():
+@pytest.mark.parametrize("batch_nodes", [1_000_000, 50], ids=["one_graph", "batches_of_2_frames"])
+def test_vectorised_association_equals_per_frame_definition(batch_nodes, monkeypatch):
     """Random ion positions over 12 frames: class fractions and clusters equal the slow per-frame definition."""
+    from mdbench.analysis import association as association_mod
     from mdbench.analysis.association import association_frames
+
+    monkeypatch.setattr(association_mod, "GRAPH_BATCH_NODES", batch_nodes)
 
     rng = np.random.default_rng(11)
     n_li, n_an, n_frames, box = 12, 12, 12, 2.2

@@ -49,6 +49,7 @@ ref-t = 300
 gen-vel = yes
 gen-temp = 300
 gen-seed = 1
+ld-seed = 1
 constraints = h-bonds
 """
 _TOP = """#include "oplsaa.ff/forcefield.itp"

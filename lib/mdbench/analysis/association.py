@@ -28,6 +28,8 @@ from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate
 from mdbench.analysis.reduce import ReducedTrajectory
 
 CLASSES = ("free_or_SSIP", "CIP", "AGG")
+#: Nodes (frames × ions) of one cluster graph; frames are batched to bound memory.
+GRAPH_BATCH_NODES = 1_000_000
 #: Sampling check: 95 % block half-width of each class fraction must not exceed this (absolute).
 FRACTION_MAX_HALF_WIDTH = 0.10
 
@@ -74,18 +76,25 @@ def association_frames(rd: ReducedTrajectory, anion: str, channels: list[str], c
         cls["CIP"] = np.mean(n_li_per_an == 1, axis=1)
         cls["AGG"] = np.mean(n_li_per_an >= 2, axis=1)
     per_cat = np.bincount(e_frame, minlength=n_frames) / max(n_cat, 1)
-    # one graph for all frames: node f·n_ions + i, so the components never cross frames
-    n_nodes = n_frames * n_ions
-    graph = coo_matrix((np.ones(key.size), (e_frame * n_ions + e_cat, e_frame * n_ions + n_cat + e_an)),
-                       shape=(n_nodes, n_nodes))
-    _, labels = connected_components(graph, directed=False)
-    csize = np.bincount(labels)
-    comp_frame = np.zeros(csize.size, dtype=np.int64)
-    comp_frame[labels] = np.repeat(np.arange(n_frames), n_ions)
+    # one graph per batch of frames: node f·n_ions + i, so the components never cross frames
     largest = np.zeros(n_frames)
-    np.maximum.at(largest, comp_frame, csize / n_ions)
-    by_size = np.bincount(comp_frame * (n_ions + 1) + csize, weights=csize,
-                          minlength=n_frames * (n_ions + 1)).reshape(n_frames, n_ions + 1)
+    by_size = np.zeros((n_frames, n_ions + 1))
+    batch = max(1, GRAPH_BATCH_NODES // max(n_ions, 1))
+    bounds = np.searchsorted(e_frame, np.arange(0, n_frames + batch, batch))
+    for b, f0 in enumerate(range(0, n_frames, batch)):
+        nf = min(batch, n_frames - f0)
+        lo, hi = bounds[b], bounds[b + 1]
+        ef = e_frame[lo:hi] - f0
+        n_nodes = nf * n_ions
+        graph = coo_matrix((np.ones(hi - lo), (ef * n_ions + e_cat[lo:hi], ef * n_ions + n_cat + e_an[lo:hi])),
+                           shape=(n_nodes, n_nodes))
+        _, labels = connected_components(graph, directed=False)
+        csize = np.bincount(labels)
+        comp_frame = np.zeros(csize.size, dtype=np.int64)
+        comp_frame[labels] = np.repeat(np.arange(nf), n_ions)
+        np.maximum.at(largest[f0:f0 + nf], comp_frame, csize / n_ions)
+        by_size[f0:f0 + nf] = np.bincount(comp_frame * (n_ions + 1) + csize, weights=csize,
+                                          minlength=nf * (n_ions + 1)).reshape(nf, n_ions + 1)
     sizes = [row[: max(2, int(np.flatnonzero(row).max()) + 1 if row.any() else 2)] for row in by_size]
     return AssociationFrames(cls, per_cat, largest, sizes)
 

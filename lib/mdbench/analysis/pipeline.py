@@ -335,6 +335,11 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     # structure estimators run on the frames that carry neighbour data (all frames unless strided)
     rd_s = rd.structure_view()
     win_s = win if rd_s is rd else block_windows(rd_s.time_ps, guard, settings.n_blocks)
+    # how the trajectory was treated for every neighbour-based result (declared with each of them)
+    treatment = {"pbc": "minimum image in each frame's own box (orthorhombic; triclinic via MDAnalysis)",
+                 "whole_molecules": "partners counted as molecules (any registered site within the cutoff)",
+                 "structure_every_n_frames": rd.structure_every, "n_structure_frames": rd_s.n_frames,
+                 "pair_search": rd.source.get("pair_search")}
     for name in thermo.missing:
         if name == "volume":  # fixed box: the edr has no Volume term; the trajectory's box gives it
             ob = thermo_observable(rd.volume_nm3, rd.time_ps, name="volume", unit="nm^3",
@@ -391,7 +396,8 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
                                   res.whole.n_sites_upper_bound(rc))
             st = classify_result(cr, upstream_state=upstream_state)
             observables[f"coordination/{c.name}@{tag}"] = _obs(
-                "structure", cr.to_dict(), definition=cr.to_dict()["definition"],
+                "structure", dict(cr.to_dict(), diagnostics=dict(cr.to_dict().get("diagnostics", {}), **treatment)),
+                definition=cr.to_dict()["definition"],
                 registration_id=rg("analysis_rdf_coordination"), state=st,
                 details={"cutoff_nm": rc, "cutoff_rule": rule, "n_sites_integral": cr.n_sites_integral})
     if cutoffs:
@@ -420,12 +426,12 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
                                       sampling_checks={k: v for k, v in ar.sampling_checks().items()
                                                        if k.startswith(cls)})
             observables[f"association/{an}/{cls}"] = _obs(
-                "association", est.to_dict(), definition=ar.to_dict()["class_definition"] +
+                "association", dict(est.to_dict(), diagnostics=dict(treatment)), definition=ar.to_dict()["class_definition"] +
                 f"; contact = {'/'.join(chans)} within {rc} nm of a cation", registration_id=rg(
                     "analysis_contacts_clusters"), state=cst)
         lc = ar.largest_cluster_fraction
         observables[f"association/{an}/largest_cluster_fraction"] = _obs(
-            "association", lc.to_dict(), definition="ions in the largest connected component / all ions",
+            "association", dict(lc.to_dict(), diagnostics=dict(treatment)), definition="ions in the largest connected component / all ions",
             registration_id=rg("analysis_contacts_clusters"),
             state=classify_observable(upstream_state=upstream_state, values=[lc.whole, *lc.blocks]),
             details={"cluster_size_fraction_of_ions": ar.to_dict()["cluster_size_fraction_of_ions"]})
