@@ -20,13 +20,26 @@ def _summary(doc: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
 
 
+def _settings(structure_max_frames: int | None):
+    """Registered settings with the CLI's structure-frame cap (None: the defaults)."""
+    if structure_max_frames is None:
+        return None
+    from mdbench.analysis.pipeline import AnalysisSettings
+
+    return AnalysisSettings(structure_max_frames=structure_max_frames or None)
+
+
 @click.command(name="analyze")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--case", "cases", multiple=True, help="Case to analyse (repeatable); default: every cases/* dir.")
 @click.option("--guard-ps", type=float, default=None,
               help="Excluded initial interval [ps]; default: the registered automatic rule.")
+@click.option("--structure-max-frames", type=click.IntRange(min=0), default=None,
+              help="At most this many frames for RDF/coordination/association (every k-th frame); "
+                   "0 = every frame. Default: the registered 2500.")
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
-def analyze(run_dir: Path, cases: tuple[str, ...], guard_ps: float | None, no_progress: bool) -> None:
+def analyze(run_dir: Path, cases: tuple[str, ...], guard_ps: float | None, structure_max_frames: int | None,
+            no_progress: bool) -> None:
     """Analyse the production runs of RUN_DIR into analysis/<CASE>/results.json and record states."""
     _quiet_libraries()
     from mdbench.analysis.pipeline import analyze_case
@@ -39,7 +52,8 @@ def analyze(run_dir: Path, cases: tuple[str, ...], guard_ps: float | None, no_pr
             raise InputError("no cases found; expected cases/<CASE>/prod/ in the run directory, or pass --case",
                              str(run_dir))
     for case in cases:
-        doc = analyze_case(run_dir, case, guard_ps=guard_ps, verbose=not no_progress)
+        doc = analyze_case(run_dir, case, guard_ps=guard_ps, settings=_settings(structure_max_frames),
+                           verbose=not no_progress)
         click.echo(f"{case}: analysis/{case}/results.json ({_summary(doc)})")
 
 
@@ -56,13 +70,16 @@ def analyze(run_dir: Path, cases: tuple[str, ...], guard_ps: float | None, no_pr
               help="Excluded initial interval [ps]; default: the registered automatic rule.")
 @click.option("--case", default="case", show_default=True, help="Case label written into results.json.")
 @click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
+@click.option("--structure-max-frames", type=click.IntRange(min=0), default=None,
+              help="At most this many frames for RDF/coordination/association (every k-th frame); "
+                   "0 = every frame. Default: the registered 2500.")
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 def analyze_files(tpr: Path, xtc: Path, edr: Path, out_dir: Path, guard_ps: float | None, case: str,
-                  no_figures: bool, no_progress: bool) -> None:
+                  no_figures: bool, structure_max_frames: int | None, no_progress: bool) -> None:
     """Analyse any GROMACS tpr/xtc/edr into OUT/results.json (no run record needed)."""
     _quiet_libraries()
     from mdbench.analysis.pipeline import analyze_files as run
 
     doc = run(tpr, xtc, edr, out_dir, guard_ps=guard_ps, case=case, figures=not no_figures,
-              verbose=not no_progress)
+              settings=_settings(structure_max_frames), verbose=not no_progress)
     click.echo(f"{out_dir / 'results.json'} ({_summary(doc)})")
