@@ -426,12 +426,13 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
                                       sampling_checks={k: v for k, v in ar.sampling_checks().items()
                                                        if k.startswith(cls)})
             observables[f"association/{an}/{cls}"] = _obs(
-                "association", dict(est.to_dict(), diagnostics=dict(treatment)), definition=ar.to_dict()["class_definition"] +
-                f"; contact = {'/'.join(chans)} within {rc} nm of a cation", registration_id=rg(
-                    "analysis_contacts_clusters"), state=cst)
+                "association", dict(est.to_dict(), diagnostics=dict(treatment)),
+                definition=ar.to_dict()["class_definition"] + f"; contact = {'/'.join(chans)} within {rc} nm "
+                "of a cation", registration_id=rg("analysis_contacts_clusters"), state=cst)
         lc = ar.largest_cluster_fraction
         observables[f"association/{an}/largest_cluster_fraction"] = _obs(
-            "association", dict(lc.to_dict(), diagnostics=dict(treatment)), definition="ions in the largest connected component / all ions",
+            "association", dict(lc.to_dict(), diagnostics=dict(treatment)),
+            definition="ions in the largest connected component / all ions",
             registration_id=rg("analysis_contacts_clusters"),
             state=classify_observable(upstream_state=upstream_state, values=[lc.whole, *lc.blocks]),
             details={"cluster_size_fraction_of_ions": ar.to_dict()["cluster_size_fraction_of_ions"]})

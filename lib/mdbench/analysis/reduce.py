@@ -20,6 +20,10 @@ Per frame the pass
    the neighbour table from which coordination numbers at any cutoff ≤ ``r_store_nm`` and the contact
    graphs of :mod:`mdbench.analysis.association` are computed without a second pass.
 
+Frames are read in chunks and each chunk is reduced with whole-array operations (COMs by one sparse
+mass-weight product). Step 3 can run on every k-th frame only (``structure_max_frames``; the
+``structure_view`` of the result holds those frames), steps 1–2 always run on every frame.
+
 Units: nm, ps, amu, e (GROMACS units); MDAnalysis's Å are converted on read.
 """
 
@@ -275,9 +279,10 @@ def classify_sites(u: Any, mol_of_atom: np.ndarray, mol_species: np.ndarray,
             for (sp, lab), idx in by_channel.items()]
 
 
-#: Atom-frames read into one chunk: the float32 position buffer of a chunk is at most 12 bytes × this
-#: (1.2 MB, cache-sized: 2 M atom-frames were slower and needed 105 MiB for 401 tiny frames). Frames are processed a chunk at a time so numpy's per-call overhead is paid per chunk, not per
-#: frame; memory stays bounded by the chunk, independent of the trajectory length.
+#: Atom-frames read into one chunk. Frames are processed a chunk at a time, so numpy's per-call overhead
+#: is paid per chunk, not per frame, and memory is bounded by the chunk whatever the trajectory length.
+#: The float32 position buffer is 12 bytes × this (1.2 MB, cache-sized; 2 M atom-frames were slower and
+#: needed 105 MiB for 401 tiny-preset frames).
 CHUNK_ATOM_FRAMES = 100_000
 #: ... but at least this many frames per chunk (per-chunk call overhead on large systems).
 CHUNK_MIN_FRAMES = 4
