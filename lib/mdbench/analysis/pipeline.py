@@ -466,12 +466,16 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
                                     fit_window_fraction=settings.onsager_fit_window_fraction,
                                     beta_range=settings.onsager_beta_range)
         od = onsager.to_dict()
+        # trajectory treatment behind every collective-transport number (declared with each of them)
+        transport_diag = dict(od["diagnostics"], frame=od["frame"], reference_species=od["reference_species"],
+                              com="molecular centres of mass, unwrapped by the displacement scheme (NPT-safe)",
+                              volume_nm3=od["volume_nm3"], temperature_K=od["temperature_K"])
         for key, payload, definition in (
                 ("sigma", od["sigma"], od["sigma"]["definition"]),
                 ("sigma_NE", od["sigma_NE"], od["sigma_NE"]["label"]),
                 ("ionicity", od["ionicity"], "sigma / sigma_NE")):
             st = classify_observable(upstream_state=upstream_state, **onsager.state_inputs(key))
-            payload = dict(payload, window=od["window"], diagnostics=od["diagnostics"])
+            payload = dict(payload, window=od["window"], diagnostics=transport_diag)
             observables[f"conductivity/{key}"] = _obs("conductivity", payload, definition=definition,
                                                       registration_id=rg("analysis_fitting_rules"), state=st,
                                                       details={"L": od["L"], "L_solvent": od["L_solvent"],
@@ -482,7 +486,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
         st_t = classify_observable(upstream_state=upstream_state, **onsager.state_inputs("t_plus"))
         for tkey, te in od["transference"].items():
             observables[f"transference/{tkey}"] = _obs(
-                "transference", dict(te, window=od["window"], diagnostics=od["diagnostics"]),
+                "transference", dict(te, window=od["window"], diagnostics=transport_diag),
                 definition=f"{te['formula']} ({te['frame']} frame"
                            f"{', reference ' + te['reference_species'] if te['reference_species'] else ''})",
                 registration_id=rg("analysis_fitting_rules"), state=st_t)
