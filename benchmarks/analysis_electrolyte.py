@@ -36,25 +36,17 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))  # the sibling _timing module
+from _timing import best_of  # noqa: E402
 DEFAULT_PROD = ROOT / "outputs" / "runs" / "demo" / "cases" / "LHCE" / "prod"
 BENCH = ROOT / "outputs" / "benchmarks"
 
-
-def best_of(fn, repeat: int) -> float:
-    """Smallest wall time of ``repeat`` calls [s]."""
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def micro_case() -> Path:

@@ -24,11 +24,12 @@ import argparse
 import importlib.util
 import os
 import sys
-import time
 import tracemalloc
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))  # the sibling _timing module
+from _timing import best_of  # noqa: E402
 
 
 def _builder():
@@ -37,14 +38,6 @@ def _builder():
     spec.loader.exec_module(mod)
     return mod.build_water_nacl
 
-
-def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -395,9 +395,10 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
             cr = coo.coordination(rd_s, win_s, c.species, [c.name], rc, rule, res.whole.n_sites_within(rc),
                                   res.whole.n_sites_upper_bound(rc))
             st = classify_result(cr, upstream_state=upstream_state)
+            cd = cr.to_dict()
             observables[f"coordination/{c.name}@{tag}"] = _obs(
-                "structure", dict(cr.to_dict(), diagnostics=dict(cr.to_dict().get("diagnostics", {}), **treatment)),
-                definition=cr.to_dict()["definition"],
+                "structure", dict(cd, diagnostics=dict(cd.get("diagnostics", {}), **treatment)),
+                definition=cd["definition"],
                 registration_id=rg("analysis_rdf_coordination"), state=st,
                 details={"cutoff_nm": rc, "cutoff_rule": rule, "n_sites_integral": cr.n_sites_integral})
     if cutoffs:
