@@ -14,3 +14,25 @@ def best_of(fn: Callable[[], object], repeat: int) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return min(times)
+
+
+def interleaved_times(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, list[float]]:
+    """Wall times [s] of each function over ``repeat`` rounds, the functions run in turn in each round.
+
+    Interleaving exposes every measurement to the same slow drifts of a shared machine's load: compare
+    the best of each, or the ratios within a round (:func:`round_ratio`).
+    """
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def round_ratio(times: dict[str, list[float]], num: str, den: str) -> float:
+    """Median over rounds of time[num] / time[den] measured in the same round."""
+    ratios = sorted(a / b for a, b in zip(times[num], times[den]))
+    mid = len(ratios) // 2
+    return ratios[mid] if len(ratios) % 2 else 0.5 * (ratios[mid - 1] + ratios[mid])

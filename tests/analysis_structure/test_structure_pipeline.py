@@ -166,12 +166,14 @@ def test_cli_analyze_files_writes_results(water_nacl, tmp_path):
 
     res = CliRunner().invoke(cli, ["analyze-files", "--tpr", str(water_nacl["tpr"]), "--xtc", str(water_nacl["xtc"]),
                                    "--edr", str(water_nacl["edr"]), "--out", str(tmp_path / "out"), "--guard-ps",
-                                   "5", "--no-figures", "--no-progress", "--structure-max-frames", "100"])
+                                   "5", "--no-figures", "--no-progress", "--structure-max-frames", "100",
+                                   "--workers", "2"])
     assert res.exit_code == 0, res.output
     assert "results.json" in res.output
     doc = read_results(tmp_path / "out" / "results.json")
     assert doc["guard_ps"] == 5.0 and doc["settings"]["structure_max_frames"] == 100
     assert doc["system"]["n_structure_frames"] <= 100 < doc["system"]["n_frames"]
+    assert doc["system"]["reduction_workers"] == 2
 
 
 def test_cli_analyze_names_the_missing_file(tmp_path):

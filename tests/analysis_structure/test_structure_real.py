@@ -132,6 +132,37 @@ def test_chunk_size_does_not_change_the_reduction(water_nacl, monkeypatch):
     _assert_same_reduction(whole, chunked)
 
 
+def test_worker_processes_give_the_one_pass_result(water_nacl):
+    """Three forked workers reduce three frame ranges (strided structure frames crossing range edges); the
+    stitched COMs, pair histograms and neighbour table equal one pass."""
+    one = reduce_files(water_nacl["tpr"], water_nacl["xtc"], stop=90, structure_max_frames=40, workers=1)
+    three = reduce_files(water_nacl["tpr"], water_nacl["xtc"], stop=90, structure_max_frames=40, workers=3)
+    assert one.source["reduction_workers"] == 1 and three.source["reduction_workers"] == 3
+    assert three.structure_every == 3  # ranges 0–29, 30–59, 60–89: structure frames 0, 3, …, 87
+    _assert_same_reduction(one, three)
+    np.testing.assert_array_equal(three.time_ps, one.time_ps)
+    np.testing.assert_array_equal(three.box_nm, one.box_nm)
+    np.testing.assert_allclose(three.com_nm, one.com_nm, rtol=0, atol=1e-9)
+    # the stitching is needed: a reduction started afresh at frame 30 differs by box vectors somewhere
+    fresh = reduce_files(water_nacl["tpr"], water_nacl["xtc"], start=30, stop=60)
+    half_box = 0.5 * np.diag(one.box_nm[30])
+    assert np.any(np.abs(fresh.com_nm[0] - one.com_nm[30]) > half_box)
+
+
+def test_coordination_counts_do_not_depend_on_the_contact_order(reduced):
+    """cn_per_frame takes a linear path for the sorted table the reduction writes; shuffled = sorted."""
+    import dataclasses
+
+    from mdbench.analysis.coordination import cn_per_frame
+
+    order = np.random.default_rng(3).permutation(reduced.contacts["frame"].size)
+    shuffled = dataclasses.replace(reduced, contacts={k: v[order] for k, v in reduced.contacts.items()})
+    for cut in (0.25, 0.35):
+        expect = cn_per_frame(reduced, ["SOL:O", "CL:ion"], cut)
+        assert expect.mean() > 0
+        np.testing.assert_array_equal(cn_per_frame(shuffled, ["SOL:O", "CL:ion"], cut), expect)
+
+
 def test_dense_and_grid_pair_search_agree(water_nacl, monkeypatch):
     """The dense numpy search (few centres) and MDAnalysis ``capped_distance`` find the same pairs."""
     from mdbench.analysis import reduce as reduce_mod

@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: make 
 from structure_synth import make_universe  # noqa: E402
 
 from mdbench.analysis.reduce import minimum_image, reduce_universe
+from mdbench.errors import InputError
 
 LI = [("Li", 6.94, 0.72)]
 
@@ -53,12 +54,15 @@ def _walkers_in_fluctuating_box(rng: np.random.Generator, n_frames: int, n: int,
     return wrapped, box, np.cumsum(steps, axis=0)
 
 
+@pytest.mark.parametrize("workers", [1, 3], ids=["one_process", "three_workers"])
 @pytest.mark.parametrize("rel", [0.0, 0.05], ids=["fixed_box", "fluctuating_box"])
-def test_brownian_walkers_unwrap_exactly_and_give_known_D(rel):
+def test_brownian_walkers_unwrap_exactly_and_give_known_D(rel, workers):
+    """Three worker processes each unwrap their own range of frames; the stitched result is still exact."""
     rng = np.random.default_rng(2)
     n_frames, n, dt_ps, D_true = 400, 64, 0.5, 0.02  # nm²/ps → σ per axis per frame = 0.14 nm
     wrapped, box, true_disp = _walkers_in_fluctuating_box(rng, n_frames, n, np.sqrt(2 * D_true * dt_ps), rel)
-    rd = reduce_universe(make_universe(["LI"] * n, [LI] * n, wrapped, box, dt_ps=dt_ps))
+    rd = reduce_universe(make_universe(["LI"] * n, [LI] * n, wrapped, box, dt_ps=dt_ps), workers=workers)
+    assert rd.source["reduction_workers"] == workers
     # unwrapped displacements equal the true ones (float32 storage of the input is the only error)
     np.testing.assert_allclose(rd.com_nm - rd.com_nm[0], true_disp, atol=1e-5)
     # D from the MSD at lags 1..50 frames (straight line through the origin for a Brownian walker)
@@ -153,3 +157,45 @@ def test_triclinic_box_coms_and_pairs_match_brute_force():
         sel = (rd.contacts["frame"] == f) & (rd.contacts["channel"] == ch)
         got = sorted(zip(rd.contacts["centre"][sel].tolist(), rd.contacts["partner"][sel].tolist()))
         assert got == ref and len(ref) > 0
+
+
+def test_workers_setting_is_validated_and_capped():
+    rng = np.random.default_rng(5)
+    coords = rng.uniform(0.5, 1.5, size=(3, 2, 3))
+    u = make_universe(["LI", "CL"], [LI, [("Cl", 35.45, -0.72)]], coords, np.full((3, 3), 3.0))
+    with pytest.raises(InputError, match="workers"):
+        reduce_universe(u, workers=0)
+    # never fewer than CHUNK_MIN_FRAMES (4) frames per worker: 3 frames get one process
+    assert reduce_universe(u, workers=4).source["reduction_workers"] == 1
+
+
+def test_species_coms_are_a_view_when_the_species_is_one_block():
+    rng = np.random.default_rng(6)
+    coords = rng.uniform(0.5, 1.5, size=(4, 4, 3))
+    cl = [("Cl", 35.45, -0.72)]
+    blocks = reduce_universe(make_universe(["LI", "LI", "CL", "CL"], [LI, LI, cl, cl], coords, np.full((4, 3), 3.0)))
+    mixed = reduce_universe(make_universe(["LI", "CL", "LI", "CL"], [LI, cl, LI, cl], coords, np.full((4, 3), 3.0)))
+    assert np.shares_memory(blocks.species_com_nm("LI"), blocks.com_nm)
+    assert not np.shares_memory(mixed.species_com_nm("LI"), mixed.com_nm)
+    np.testing.assert_array_equal(mixed.species_com_nm("LI"), mixed.com_nm[:, [0, 2]])
+    np.testing.assert_array_equal(blocks.species_com_nm("CL"), blocks.com_nm[:, 2:])
+
+
+def _die_in_worker(slot: int, a: int, b: int) -> None:
+    """Stands in for a worker killed mid-pass (e.g. by the out-of-memory killer)."""
+    import os
+
+    os._exit(3)
+
+
+def test_a_killed_worker_falls_back_to_one_process(monkeypatch, caplog):
+    from mdbench.analysis import reduce as reduce_mod
+
+    rng = np.random.default_rng(8)
+    wrapped, box, true_disp = _walkers_in_fluctuating_box(rng, 60, 16, 0.1)
+    monkeypatch.setattr(reduce_mod, "_run_range_in_worker", _die_in_worker)
+    with caplog.at_level("WARNING", logger="mdbench.analysis.reduce"):
+        rd = reduce_universe(make_universe(["LI"] * 16, [LI] * 16, wrapped, box), workers=2)
+    assert "worker pool broke" in caplog.text
+    assert rd.source["reduction_workers"] == 1
+    np.testing.assert_allclose(rd.com_nm - rd.com_nm[0], true_disp, atol=1e-5)

@@ -10,6 +10,7 @@ import pytest
 from mdbench.analysis.diffusion import (local_slope, msd_fft, select_diffusive_window, self_diffusion,
                                         yeh_hummer_correction)
 from mdbench.analysis.states import classify_result
+from mdbench.errors import InputError
 
 from .conftest import brownian
 
@@ -145,6 +146,23 @@ def test_msd_fft_matches_tidynamics_reference(rng):
     ref = np.mean([tidynamics.msd(x[:, a] - x[0, a]) for a in range(7)], axis=0)
     np.testing.assert_allclose(msd_fft(x, chunk_bytes=1)[1:], ref[1:], rtol=1e-9)  # chunked FFT path
     np.testing.assert_allclose(msd_fft(x, max_lag_frames=20)[1:], ref[1:21], rtol=1e-9)  # direct path
+
+
+def test_msd_fft_threads_and_moving_reference_match_the_reference(rng):
+    """Molecules shared among threads, and a moving origin subtracted chunk by chunk, change nothing."""
+    import tidynamics
+
+    x = brownian(rng, 800, 60, D_TRUE, 1.0) + 500.0
+    origin = np.cumsum(rng.normal(0.0, 0.05, size=(800, 3)), axis=0)  # a drifting barycentre
+    rel = x - origin[:, None, :]
+    ref = np.mean([tidynamics.msd(rel[:, a] - rel[0, a]) for a in range(60)], axis=0)
+    one = msd_fft(rel, chunk_bytes=20_000, threads=1)  # 20 kB: one molecule per chunk, 60 chunks
+    three = msd_fft(x, chunk_bytes=20_000, threads=3, reference_nm=origin)
+    np.testing.assert_allclose(one[1:], ref[1:], rtol=1e-9)
+    np.testing.assert_allclose(three[1:], ref[1:], rtol=1e-9)
+    np.testing.assert_allclose(msd_fft(x, max_lag_frames=10, reference_nm=origin)[1:], ref[1:11], rtol=1e-9)
+    with pytest.raises(InputError, match="reference_nm"):
+        msd_fft(x, reference_nm=origin[:-1])
 
 
 def test_registered_fixed_window(rng):

@@ -159,3 +159,28 @@ def test_float32_volume_and_nan_input():
     st = classify_observable(**bad.state_inputs("sigma"))
     assert st.state == "F" and "non-finite" in st.reason
     assert classify_observable(**bad.state_inputs("t_plus")).state == "F"
+
+
+def test_given_self_msds_give_the_same_result(ions):
+    """The pipeline hands self_diffusion's MSD curves to onsager_transport; reuse = recomputation, and
+    curves too short for the Onsager lag window are recomputed rather than trusted."""
+    from mdbench.analysis.diffusion import self_diffusion
+
+    t = np.arange(F) * DT
+    bary = np.zeros((F, 3))
+    ref = onsager_transport(ions, Z, t, V_NM3, T_K, system_com_nm=bary, fit_window_ps=WINDOW)
+    curves = {}
+    for sp, x in ions.items():
+        d = self_diffusion(x, t, system_com_nm=bary, species=sp)
+        curves[sp] = [d.msd_nm2, *d.msd_blocks_nm2]
+    given = onsager_transport(ions, Z, t, V_NM3, T_K, system_com_nm=bary, fit_window_ps=WINDOW,
+                              self_msd_nm2=curves)
+    assert given.sigma_NE_S_m == pytest.approx(ref.sigma_NE_S_m, rel=1e-9)
+    assert given.self_diffusion_m2_s == pytest.approx(ref.self_diffusion_m2_s, rel=1e-9)
+    short = {sp: [c[:3] for c in cs] for sp, cs in curves.items()}
+    fallback = onsager_transport(ions, Z, t, V_NM3, T_K, system_com_nm=bary, fit_window_ps=WINDOW,
+                                 self_msd_nm2=short)
+    assert fallback.sigma_NE_S_m == pytest.approx(ref.sigma_NE_S_m, rel=1e-9)
+    wrong = {sp: [np.zeros_like(c) for c in cs] for sp, cs in curves.items()}  # used when long enough:
+    assert onsager_transport(ions, Z, t, V_NM3, T_K, system_com_nm=bary, fit_window_ps=WINDOW,
+                             self_msd_nm2=wrong).sigma_NE_S_m == pytest.approx(0.0, abs=1e-12)

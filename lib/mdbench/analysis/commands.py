@@ -37,9 +37,11 @@ def _settings(structure_max_frames: int | None):
 @click.option("--structure-max-frames", type=click.IntRange(min=0), default=None,
               help="At most this many frames for RDF/coordination/association (every k-th frame); "
                    "0 = every frame. Default: the registered 2500.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes for the trajectory pass; default: one per core for large trajectories.")
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 def analyze(run_dir: Path, cases: tuple[str, ...], guard_ps: float | None, structure_max_frames: int | None,
-            no_progress: bool) -> None:
+            workers: int | None, no_progress: bool) -> None:
     """Analyse the production runs of RUN_DIR into analysis/<CASE>/results.json and record states."""
     _quiet_libraries()
     from mdbench.analysis.pipeline import analyze_case
@@ -53,7 +55,7 @@ def analyze(run_dir: Path, cases: tuple[str, ...], guard_ps: float | None, struc
                              str(run_dir))
     for case in cases:
         doc = analyze_case(run_dir, case, guard_ps=guard_ps, settings=_settings(structure_max_frames),
-                           verbose=not no_progress)
+                           verbose=not no_progress, workers=workers)
         click.echo(f"{case}: analysis/{case}/results.json ({_summary(doc)})")
 
 
@@ -73,13 +75,16 @@ def analyze(run_dir: Path, cases: tuple[str, ...], guard_ps: float | None, struc
 @click.option("--structure-max-frames", type=click.IntRange(min=0), default=None,
               help="At most this many frames for RDF/coordination/association (every k-th frame); "
                    "0 = every frame. Default: the registered 2500.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes for the trajectory pass; default: one per core for large trajectories.")
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 def analyze_files(tpr: Path, xtc: Path, edr: Path, out_dir: Path, guard_ps: float | None, case: str,
-                  no_figures: bool, structure_max_frames: int | None, no_progress: bool) -> None:
+                  no_figures: bool, structure_max_frames: int | None, workers: int | None,
+                  no_progress: bool) -> None:
     """Analyse any GROMACS tpr/xtc/edr into OUT/results.json (no run record needed)."""
     _quiet_libraries()
     from mdbench.analysis.pipeline import analyze_files as run
 
     doc = run(tpr, xtc, edr, out_dir, guard_ps=guard_ps, case=case, figures=not no_figures,
-              settings=_settings(structure_max_frames), verbose=not no_progress)
+              settings=_settings(structure_max_frames), verbose=not no_progress, workers=workers)
     click.echo(f"{out_dir / 'results.json'} ({_summary(doc)})")

@@ -57,7 +57,12 @@ def cn_per_frame(rd: ReducedTrajectory, channels: list[str], cutoff_nm: float | 
     n_mol = rd.mol_species.size
     n_c = rd.centre_mol.size
     key = (ct["frame"][keep].astype(np.int64) * n_c + ct["centre"][keep]) * n_mol + ct["partner"][keep]
-    ukey = np.unique(key)
+    # the reduction writes contacts sorted by (frame, centre, partner, channel): then distinct keys are the
+    # changes of value (linear); any other order takes the sort
+    if key.size < 2 or bool(np.all(key[1:] >= key[:-1])):
+        ukey = key[np.r_[True, key[1:] != key[:-1]]] if key.size else key
+    else:
+        ukey = np.unique(key)
     frame = ukey // (n_c * n_mol)
     return np.bincount(frame, minlength=rd.n_frames) / max(n_c, 1)
 

@@ -446,7 +446,8 @@ def onsager_transport(com_by_species_nm: Mapping[str, Any], charge_by_species_e:
                       n_blocks: int = 4, fit_window_ps: tuple[float, float] | None = None,
                       fit_window_fraction: tuple[float, float] = (0.05, 0.25),
                       beta_range: tuple[float, float] = (0.8, 1.2),
-                      max_relative_half_width: float = 0.5) -> OnsagerResult:
+                      max_relative_half_width: float = 0.5,
+                      self_msd_nm2: Mapping[str, Sequence[Any]] | None = None) -> OnsagerResult:
     r"""Onsager L^{ij}, σ (with cross-correlations), σ_NE (labelled), ionicity and t+ per block.
 
     Parameters
@@ -482,6 +483,12 @@ def onsager_transport(com_by_species_nm: Mapping[str, Any], charge_by_species_e:
         Accepted log–log slope of the charge MSD over the window (sampling check).
     max_relative_half_width : float
         Sampling threshold on block half-width / |value| for σ and t+.
+    self_msd_nm2 : mapping of str to sequence of array_like, optional
+        Per-molecule self MSD of each species in the same frame as here (barycentric when a barycentre is
+        given), for the whole interval followed by each block of the same guard and blocks, on lags
+        0, dt, 2 dt, … [nm^2] — e.g. ``[res.msd_nm2, *res.msd_blocks_nm2]`` of
+        :func:`mdbench.analysis.diffusion.self_diffusion`. Used for the self terms (D, σ_NE) instead of
+        recomputing the same FFTs; a species whose curves are missing or too short is recomputed.
 
     Returns
     -------
@@ -572,9 +579,22 @@ def onsager_transport(com_by_species_nm: Mapping[str, Any], charge_by_species_e:
             self_diffusion_m2_s={s: float("nan") for s in species}, transference=[], windows=win,
             failures=failures)
 
-    # barycentric positions and collective coordinates R_i = sum_alpha r_alpha
-    pos = {s: (arrays[s] - sys_com[:, None, :]) if sys_com is not None else arrays[s] for s in species}
-    R = {s: pos[s].sum(axis=1) for s in species}
+    # collective coordinates R_i = sum_alpha r_alpha in the barycentric frame (no per-molecule copy)
+    R = {s: (arrays[s].sum(axis=1) - N[s] * sys_com) if sys_com is not None else arrays[s].sum(axis=1)
+         for s in species}
+    windows_all = [win.whole, *win.blocks]
+    given: dict[str, list[np.ndarray]] = {}
+    for s, curves in (self_msd_nm2 or {}).items():
+        c = [np.asarray(m, dtype=np.float64) for m in curves]
+        if s in arrays and len(c) == len(windows_all) and all(m.ndim == 1 and m.size > max_lag_frames for m in c):
+            given[s] = [m[:max_lag_frames + 1] for m in c]
+
+    def self_msd(s: str, sl: slice) -> np.ndarray:
+        """Per-molecule MSD of species s over window sl (given, or computed in the barycentric frame)."""
+        if s in given:
+            return given[s][windows_all.index(sl)]
+        x = arrays[s][sl]
+        return msd_fft(x - sys_com[sl, None, :] if sys_com is not None else x, max_lag_frames)
     drift = (float(np.max(np.linalg.norm(sys_com[win.whole] - sys_com[win.whole.start], axis=1)))
              if sys_com is not None else float("nan"))
 
@@ -595,8 +615,8 @@ def onsager_transport(com_by_species_nm: Mapping[str, Any], charge_by_species_e:
                 L[a, b] = L[b, a] = slope_m2_s / (6.0 * kTV)
         D = {}
         for s in species:
-            m = msd_fft(pos[s][sl], max_lag_frames)
-            D[s] = fit_slope(lag, m, lo, hi) / 6.0 * NM2_PER_PS_TO_M2_PER_S
+            m = self_msd(s, sl)
+            D[s] = fit_slope(lag[:m.size], m, lo, hi) / 6.0 * NM2_PER_PS_TO_M2_PER_S
         L_self = np.array([N[s] * D[s] / kTV for s in species])
         sig_ij = E_CHARGE_C ** 2 * np.outer(z, z) * L
         sigma = float(sig_ij.sum())

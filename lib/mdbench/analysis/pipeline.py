@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -250,7 +251,7 @@ def _obs(category: str, payload: dict[str, Any], *, definition: str, registratio
 def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: str | Path, *,
                   guard_ps: float | None = None, settings: AnalysisSettings | None = None, rec: Any = None,
                   case: str | None = None, upstream_state: str = "valid", figures: bool = True,
-                  verbose: bool = False) -> dict[str, Any]:
+                  verbose: bool = False, workers: int | None = None) -> dict[str, Any]:
     """Analyse one GROMACS run and write ``results.json`` (+ figures) into ``out_dir``.
 
     Parameters
@@ -273,6 +274,9 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
         Write PNG figures.
     verbose : bool
         Progress bars.
+    workers : int, optional
+        Processes for the trajectory pass (see :func:`mdbench.analysis.reduce.reduce_universe`; None: one
+        per core for large trajectories). The results do not depend on it (to float rounding).
 
     Returns
     -------
@@ -283,7 +287,6 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     from mdbench.analysis import coordination as coo
     from mdbench.analysis import rdf as rdfm
     from mdbench.analysis.blocks import block_windows
-    from mdbench.analysis.diffusion import self_diffusion
     from mdbench.analysis.onsager import onsager_transport
     from mdbench.analysis.reduce import reduce_files
     from mdbench.analysis.results import validate_results, write_figures, write_results
@@ -330,7 +333,13 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     # 3. one pass over the trajectory
     rd = reduce_files(tpr, xtc, rdf_rmax_nm=settings.rdf_rmax_nm, rdf_bin_nm=settings.rdf_bin_nm,
                       r_store_nm=settings.r_store_nm, structure_max_frames=settings.structure_max_frames,
-                      verbose=verbose)
+                      verbose=verbose, workers=workers)
+    # provenance hashes of the inputs, computed in a thread while the estimators run (hashlib releases the
+    # GIL); started after the trajectory pass so that no thread is alive when that pass forks its workers
+    src = {"tpr": str(tpr), "xtc": str(xtc), "edr": str(edr)}
+    hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mdbench-sha256")
+    hashes = {k: hasher.submit(_sha256, v) for k, v in src.items()}
+    hasher.shutdown(wait=False)
     win = block_windows(rd.time_ps, guard, settings.n_blocks)
     # structure estimators run on the frames that carry neighbour data (all frames unless strided)
     rd_s = rd.structure_view()
@@ -439,14 +448,8 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
             details={"cluster_size_fraction_of_ions": ar.to_dict()["cluster_size_fraction_of_ions"]})
 
     # 4c. self-diffusion of every species
-    diff_results = {}
-    for sp in rd.species:
-        mask = rd.species_mask(sp)
-        dr = self_diffusion(rd.com_nm[:, mask], rd.time_ps, system_com_nm=rd.system_com_nm, species=sp,
-                            guard_ps=guard, n_blocks=settings.n_blocks, beta_range=settings.diffusion_beta_range,
-                            min_window_decades=settings.diffusion_min_decades,
-                            max_lag_fraction=settings.diffusion_max_lag_fraction)
-        diff_results[sp] = dr
+    diff_results = _diffusion_results(rd, guard, settings)
+    for sp, dr in diff_results.items():
         observables[f"self_diffusion/{sp}"] = _obs(
             "self_diffusion", dr.to_dict(), definition="D = slope(MSD)/6 over the diffusive window, molecular "
             "COMs, barycentric frame", registration_id=rg("analysis_fitting_rules"),
@@ -461,11 +464,13 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
         ref = settings.solvent_reference
         if ref is None and neutral:
             ref = max(neutral, key=lambda sp: int(np.sum(rd.mol_species == sp)))
-        onsager = onsager_transport({sp: rd.com_nm[:, rd.species_mask(sp)] for sp in rd.species}, charges,
+        onsager = onsager_transport({sp: rd.species_com_nm(sp) for sp in rd.species}, charges,
                                     rd.time_ps, rd.volume_nm3, temperature, system_com_nm=rd.system_com_nm,
                                     reference_species=ref, guard_ps=guard, n_blocks=settings.n_blocks,
                                     fit_window_fraction=settings.onsager_fit_window_fraction,
-                                    beta_range=settings.onsager_beta_range)
+                                    beta_range=settings.onsager_beta_range,
+                                    self_msd_nm2={sp: [dr.msd_nm2, *dr.msd_blocks_nm2]
+                                                  for sp, dr in diff_results.items() if not dr.failures})
         od = onsager.to_dict()
         # trajectory treatment behind every collective-transport number (declared with each of them)
         transport_diag = dict(od["diagnostics"], frame=od["frame"], reference_species=od["reference_species"],
@@ -509,11 +514,10 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
         registration_id=rg("analysis_fitting_rules"), state=st)
 
     # 5. document, figures, states
-    src = {"tpr": str(tpr), "xtc": str(xtc), "edr": str(edr)}
     doc = {
         "schema_version": "1.0",
         "case": case,
-        "source": {k: {"path": v, "sha256": _sha256(v)} for k, v in src.items()},
+        "source": {k: {"path": v, "sha256": hashes[k].result()} for k, v in src.items()},
         "software": _versions(),
         "settings": settings.to_dict(),
         "guard_ps": float(guard),
@@ -530,6 +534,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
                    "input_dtype": rd.source.get("input_dtype"),
                    "structure_every_n_frames": rd.structure_every, "n_structure_frames": rd_s.n_frames,
                    "pair_search": rd.source.get("pair_search"),
+                   "reduction_workers": rd.source.get("reduction_workers", 1),
                    "mean_volume_nm3": float(np.mean(rd.volume_nm3[win.whole]))},
         "observables": observables,
         "structure": structure_details,
@@ -558,7 +563,8 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
 
 
 def analyze_case(run_dir: str | Path, case: str, *, guard_ps: float | None = None,
-                 settings: AnalysisSettings | None = None, verbose: bool = False) -> dict[str, Any]:
+                 settings: AnalysisSettings | None = None, verbose: bool = False,
+                 workers: int | None = None) -> dict[str, Any]:
     """Analyse case ``case`` of a run directory into ``analysis/<CASE>/`` and record its states.
 
     The production stage state in the run record decides the upstream state: ``invalid`` → every observable
@@ -583,7 +589,8 @@ def analyze_case(run_dir: str | Path, case: str, *, guard_ps: float | None = Non
                                                                        guard_ps=guard_ps))
         return _record_unanalysable(rec, run_dir, case, "not_reached", str(exc), reg_ids)
     return analyze_files(files["tpr"], files["xtc"], files["edr"], run_dir / "analysis" / case, guard_ps=guard_ps,
-                         settings=settings, rec=rec, case=case, upstream_state=upstream, verbose=verbose)
+                         settings=settings, rec=rec, case=case, upstream_state=upstream, verbose=verbose,
+                         workers=workers)
 
 
 def load_or_analyze_case(run_dir: str | Path, case: str, *, guard_ps: float | None = None,
@@ -682,6 +689,18 @@ def _relpath(path: Path, root: Path | None) -> str:
         return str(path.resolve().relative_to(root.resolve()))
     except ValueError:
         return str(path)
+
+
+def _diffusion_results(rd: Any, guard_ps: float, settings: AnalysisSettings) -> dict[str, Any]:
+    """Self-diffusion of every species of ``rd`` under the registered rules (species → DiffusionResult)."""
+    from mdbench.analysis.diffusion import self_diffusion
+
+    return {sp: self_diffusion(rd.species_com_nm(sp), rd.time_ps, system_com_nm=rd.system_com_nm, species=sp,
+                               guard_ps=guard_ps, n_blocks=settings.n_blocks,
+                               beta_range=settings.diffusion_beta_range,
+                               min_window_decades=settings.diffusion_min_decades,
+                               max_lag_fraction=settings.diffusion_max_lag_fraction)
+            for sp in rd.species}
 
 
 def _sha256(path: str | Path) -> str:
