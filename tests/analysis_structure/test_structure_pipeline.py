@@ -230,3 +230,51 @@ def test_structure_frame_stride_keeps_structure_and_leaves_transport_alone(analy
     # transport uses every frame: identical to the unstrided analysis
     for key in ("self_diffusion/SOL", "conductivity/sigma"):
         assert obs[key]["value"] == ref[key]["value"]
+
+
+def test_a_corrupt_energy_file_is_named_after_the_forked_reader_fails(water_nacl, tmp_path):
+    """The energy file is read in a forked process; when that fails the error surfaces here, naming the file,
+    and no child process is left behind."""
+    import multiprocessing
+
+    bad = tmp_path / "bad.edr"
+    bad.write_bytes(b"\x00" * 64)
+    with pytest.raises(InputError) as err:
+        analyze_files(water_nacl["tpr"], water_nacl["xtc"], bad, tmp_path / "o", figures=False)
+    assert "bad.edr" in str(err.value)
+    assert multiprocessing.active_children() == []
+
+
+def test_a_bad_trajectory_stops_the_forked_energy_reader(water_nacl, tmp_path):
+    import multiprocessing
+
+    with pytest.raises(InputError, match="cannot read"):
+        analyze_files(water_nacl["tpr"], water_nacl["edr"], water_nacl["edr"], tmp_path / "o", figures=False)
+    assert multiprocessing.active_children() == []
+
+
+def test_forked_call_returns_the_result_or_recomputes_here():
+    from mdbench.analysis.pipeline import _ForkedCall
+
+    call = _ForkedCall.start(divmod, 17, 5)
+    assert call is not None and call.result() == (3, 2)
+    failing = _ForkedCall.start(_fails_in_child_only, 4)
+    assert failing.result() == 16  # the child raised; the parent computed it itself
+    assert multiprocessing_children() == []
+
+
+def _fails_in_child_only(x: int) -> int:
+    import os
+
+    if os.getpid() != _PARENT_PID:
+        raise RuntimeError("child-only failure")
+    return x * x
+
+
+def multiprocessing_children() -> list:
+    import multiprocessing
+
+    return multiprocessing.active_children()
+
+
+_PARENT_PID = __import__("os").getpid()

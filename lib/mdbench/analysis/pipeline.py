@@ -202,6 +202,73 @@ def find_production_files(run_dir: str | Path, case: str) -> dict[str, Path]:
     return out
 
 
+def _energy_stage(edr: str | Path, guard_ps: float | None) -> tuple[Any, float, dict[str, Any]]:
+    """Energy series of ``edr`` and the guard: ``guard_ps`` when given, else the registered automatic rule."""
+    from mdbench.analysis.thermo import read_energy_file
+
+    series = read_energy_file(edr)
+    if guard_ps is None:
+        guard, info = _guard_from_energy(series)
+        return series, guard, info
+    return series, float(guard_ps), {}
+
+
+class _ForkedCall:
+    """``fn(*args)`` in a forked child process (arguments inherited, result pickled back through a pipe).
+
+    No thread is started in this process, so later forks (the trajectory workers) stay safe. When the child
+    fails or dies, :meth:`result` computes ``fn(*args)`` here instead, so any error surfaces with its own
+    message from this process.
+    """
+
+    def __init__(self, fn: Any, args: tuple[Any, ...], process: Any, conn: Any) -> None:
+        self.fn, self.args, self.process, self.conn = fn, args, process, conn
+
+    @classmethod
+    def start(cls, fn: Any, *args: Any) -> _ForkedCall | None:
+        """Fork the child; None where the platform cannot fork (the caller then runs ``fn`` itself)."""
+        import multiprocessing
+
+        if "fork" not in multiprocessing.get_all_start_methods():
+            return None
+        ctx = multiprocessing.get_context("fork")
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_forked_call_body, args=(send, fn, args), daemon=True)
+        proc.start()
+        send.close()
+        return cls(fn, args, proc, recv)
+
+    def cancel(self) -> None:
+        """Stop the child and forget its answer (the caller is failing anyway)."""
+        self.process.terminate()
+        self.process.join()
+        self.conn.close()
+
+    def result(self) -> Any:
+        """The child's result, or ``fn(*args)`` computed here when the child failed or died."""
+        try:
+            ok, value = self.conn.recv()
+        except (EOFError, OSError):  # the child died without an answer
+            ok, value = False, "no answer"
+        finally:
+            self.conn.close()
+            self.process.join()
+        if ok:
+            return value
+        log.info("forked %s did not deliver (%s); running it in this process", self.fn.__name__, value)
+        return self.fn(*self.args)
+
+
+def _forked_call_body(conn: Any, fn: Any, args: tuple[Any, ...]) -> None:
+    """Child side of :class:`_ForkedCall`: send (True, result) or (False, error text)."""
+    try:
+        conn.send((True, fn(*args)))
+    except BaseException as exc:  # noqa: BLE001 — reported to the parent, which recomputes
+        conn.send((False, f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
 def _guard_from_energy(series: Any) -> tuple[float, dict[str, Any]]:
     """Registered automatic guard: latest pymbar t0 over Potential and Density (when present)."""
     from mdbench.analysis.thermo import common_guard_ps, detect_equilibration
@@ -291,7 +358,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     from mdbench.analysis.reduce import reduce_files
     from mdbench.analysis.results import validate_results, write_figures, write_results
     from mdbench.analysis.states import classify_observable, classify_result
-    from mdbench.analysis.thermo import read_energy_file, thermo_analysis, thermo_observable
+    from mdbench.analysis.thermo import thermo_analysis, thermo_observable
     from mdbench.analysis.units import AMU_PER_NM3_TO_KG_PER_M3
     from mdbench.analysis.viscosity import green_kubo_viscosity
 
@@ -308,13 +375,26 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
         if not Path(p).is_file():
             raise InputError("file not found; pass the production tpr, xtc and edr", str(p))
 
-    # 2. energy file: guard and thermodynamics
-    series = read_energy_file(edr)
-    guard_info: dict[str, Any] = {}
-    if settings.guard_ps is None:
-        guard, guard_info = _guard_from_energy(series)
-    else:
-        guard = settings.guard_ps
+    # 2a. the energy file is read (and the automatic guard detected) in a forked process while this one
+    #     parses the topology and makes the trajectory pass (their cost overlaps); workers=1: all here
+    energy = _ForkedCall.start(_energy_stage, edr, settings.guard_ps) if workers != 1 else None
+    # 3. one pass over the trajectory
+    try:
+        rd = reduce_files(tpr, xtc, rdf_rmax_nm=settings.rdf_rmax_nm, rdf_bin_nm=settings.rdf_bin_nm,
+                          r_store_nm=settings.r_store_nm, structure_max_frames=settings.structure_max_frames,
+                          verbose=verbose, workers=workers)
+    except BaseException:
+        if energy is not None:
+            energy.cancel()
+        raise
+    # provenance hashes of the inputs, computed in a thread while the estimators run (hashlib releases the
+    # GIL); started after the trajectory pass so that no thread is alive when that pass forks its workers
+    src = {"tpr": str(tpr), "xtc": str(xtc), "edr": str(edr)}
+    hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mdbench-sha256")
+    hashes = {k: hasher.submit(_sha256, v) for k, v in src.items()}
+    hasher.shutdown(wait=False)
+    # 2b. energy file: guard and thermodynamics
+    series, guard, guard_info = energy.result() if energy is not None else _energy_stage(edr, settings.guard_ps)
     ensemble = _ensemble(series)
     thermo = thermo_analysis(series, guard_ps=guard, n_blocks=settings.n_blocks, ensemble=ensemble)
     observables: dict[str, dict[str, Any]] = {}
@@ -330,16 +410,6 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     else:
         raise InputError("the energy file has no Temperature term; give settings.temperature_K", str(edr))
 
-    # 3. one pass over the trajectory
-    rd = reduce_files(tpr, xtc, rdf_rmax_nm=settings.rdf_rmax_nm, rdf_bin_nm=settings.rdf_bin_nm,
-                      r_store_nm=settings.r_store_nm, structure_max_frames=settings.structure_max_frames,
-                      verbose=verbose, workers=workers)
-    # provenance hashes of the inputs, computed in a thread while the estimators run (hashlib releases the
-    # GIL); started after the trajectory pass so that no thread is alive when that pass forks its workers
-    src = {"tpr": str(tpr), "xtc": str(xtc), "edr": str(edr)}
-    hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mdbench-sha256")
-    hashes = {k: hasher.submit(_sha256, v) for k, v in src.items()}
-    hasher.shutdown(wait=False)
     win = block_windows(rd.time_ps, guard, settings.n_blocks)
     # structure estimators run on the frames that carry neighbour data (all frames unless strided)
     rd_s = rd.structure_view()
