@@ -593,8 +593,7 @@ def onsager_transport(com_by_species_nm: Mapping[str, Any], charge_by_species_e:
         """Per-molecule MSD of species s over window sl (given, or computed in the barycentric frame)."""
         if s in given:
             return given[s][windows_all.index(sl)]
-        x = arrays[s][sl]
-        return msd_fft(x - sys_com[sl, None, :] if sys_com is not None else x, max_lag_frames)
+        return msd_fft(arrays[s][sl], max_lag_frames, reference_nm=None if sys_com is None else sys_com[sl])
     drift = (float(np.max(np.linalg.norm(sys_com[win.whole] - sys_com[win.whole.start], axis=1)))
              if sys_com is not None else float("nan"))
 
