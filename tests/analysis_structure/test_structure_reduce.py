@@ -120,7 +120,6 @@ def test_system_com_is_mass_weighted_mean_of_molecules():
 
 def test_triclinic_box_coms_and_pairs_match_brute_force():
     """A triclinic cell (γ = 60°): whole-molecule COMs and Li–O contacts equal a brute-force reference."""
-    import MDAnalysis as mda
     from MDAnalysis.lib.distances import apply_PBC, distance_array
     from MDAnalysis.lib.mdamath import triclinic_vectors
 

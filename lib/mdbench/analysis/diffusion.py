@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,12 +165,11 @@ class DiffusionResult:
 
 
 def _default_threads() -> int:
-    """Cores this process may run on (affinity-aware), at most 4 (the FFT sums stop scaling there)."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        n = os.cpu_count() or 1
-    return max(1, min(n, 4))
+    """The project's CPU thread cap (usable cores or ``$MDBENCH_THREAD_CAP``), at most 4 (the FFT sums
+    stop scaling there)."""
+    from mdbench.engine.threads import default_thread_cap
+
+    return max(1, min(default_thread_cap(), 4))
 
 
 def msd_fft(positions_nm: Any, max_lag_frames: int | None = None, chunk_bytes: int = 2 ** 20,

@@ -38,7 +38,6 @@ from __future__ import annotations
 import logging
 import mmap
 import multiprocessing
-import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,7 +163,7 @@ class ReducedTrajectory:
         A view (no copy of the frames × molecules array) when the species' molecules are consecutive, as
         in every GROMACS topology built from ``[ molecules ]`` blocks; a copy otherwise.
         """
-        idx = np.flatnonzero(self.mol_species == species)
+        idx = np.flatnonzero(self.species_mask(species))
         if idx.size and idx[-1] - idx[0] + 1 == idx.size:
             return self.com_nm[:, idx[0]:idx[-1] + 1]
         return self.com_nm[:, idx]
@@ -528,12 +527,11 @@ MAX_DEFAULT_WORKERS = 8
 
 
 def _default_workers() -> int:
-    """Cores this process may run on (affinity-aware), capped at :data:`MAX_DEFAULT_WORKERS`."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        n = os.cpu_count() or 1
-    return max(1, min(n, MAX_DEFAULT_WORKERS))
+    """The project's CPU thread cap (usable cores or ``$MDBENCH_THREAD_CAP``), at most
+    :data:`MAX_DEFAULT_WORKERS`."""
+    from mdbench.engine.threads import default_thread_cap
+
+    return max(1, min(default_thread_cap(), MAX_DEFAULT_WORKERS))
 
 
 def _shared_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -753,8 +751,9 @@ def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax
     workers : int, optional
         Processes that read and reduce contiguous ranges of frames in parallel (forked; each opens its own
         reader of the trajectory; ranges are stitched so that the result equals one pass to rounding).
-        None: one per available core (at most :data:`MAX_DEFAULT_WORKERS`) when the slice has at least
-        :data:`PARALLEL_MIN_ATOM_FRAMES` atom-frames, else 1. Recorded as ``reduction_workers``.
+        None: one per usable core (the project's thread cap, at most :data:`MAX_DEFAULT_WORKERS`) when the
+        slice has at least :data:`PARALLEL_MIN_ATOM_FRAMES` atom-frames, else 1. Recorded as
+        ``reduction_workers``.
 
     Returns
     -------
