@@ -99,6 +99,68 @@ def test_molecule_straddling_the_boundary_has_the_right_com():
     assert rd.mol_charge_e[0] == pytest.approx(0.0, abs=1e-7)
 
 
+def _random_molecules(rng: np.random.Generator, n_frames: int, box_nm: float, sizes: list[int]):
+    """Whole molecules (atoms within 0.15 nm of their first atom) anywhere in the box, then wrapped.
+
+    Returns (wrapped positions [nm], masses [amu], molecule of each atom, true COMs [nm])."""
+    mol_of_atom = np.repeat(np.arange(len(sizes)), sizes)
+    masses = rng.uniform(1.0, 20.0, mol_of_atom.size)
+    first = rng.uniform(0.0, box_nm, (n_frames, len(sizes), 3))
+    whole = first[:, mol_of_atom] + rng.uniform(-0.15, 0.15, (n_frames, mol_of_atom.size, 3))
+    whole[:, np.cumsum([0] + sizes[:-1])] = first  # the first atom of each molecule at its anchor
+    truth = np.stack([np.bincount(mol_of_atom, weights=masses * whole[f, :, k]) / np.bincount(mol_of_atom, masses)
+                      for f in range(n_frames) for k in range(3)]).reshape(n_frames, 3, -1).transpose(0, 2, 1)
+    return whole - box_nm * np.floor(whole / box_nm), masses, mol_of_atom, truth
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["contiguous_atoms", "interleaved_atoms"])
+def test_centres_of_mass_of_whole_and_split_molecules(contiguous):
+    """Chunk COMs equal the truth (mod box) whether or not a molecule is split, atoms in any order.
+
+    Contiguous molecules take the one-product path when no molecule is split (checked on consecutive atoms)
+    and the general minimum-image path otherwise; interleaved atoms always take the general one.
+    """
+    from mdbench.analysis.reduce import _all_molecules_whole, _Topology, _whole_molecule_coms
+
+    rng = np.random.default_rng(11)
+    box = 2.0
+    wrapped, masses, mol_of_atom, truth = _random_molecules(rng, 3, box, [1, 3, 5, 2, 4] * 6)
+    order = np.arange(mol_of_atom.size) if contiguous else rng.permutation(mol_of_atom.size)
+    # renumber molecules in order of first appearance, as reduce_universe does
+    _, first, inverse = np.unique(mol_of_atom[order], return_index=True, return_inverse=True)
+    rank = np.argsort(np.argsort(first))
+    top = _Topology.build(rank[inverse], masses[order])
+    assert top.contiguous is contiguous
+    truth = truth[:, np.argsort(rank)]  # true COMs in the renumbered molecule order
+    dims = np.tile([box * 10, box * 10, box * 10, 90.0, 90.0, 90.0], (3, 1))
+    pos = (wrapped[:, order] * 10.0).astype(np.float32)  # Å, as MDAnalysis gives them
+    split = np.any(np.abs(wrapped[:, 1:] - wrapped[:, :-1])[:, mol_of_atom[1:] == mol_of_atom[:-1]] > 1.0)
+    assert split  # some molecule really is split by the boundary in this fixture
+    if contiguous:
+        assert not _all_molecules_whole(pos, 0.5 * box * 10.0, top)
+    com = _whole_molecule_coms(pos, dims, top)
+    np.testing.assert_allclose(minimum_image(com - truth, np.diag([box] * 3)), 0.0, atol=2e-6)
+    # the same molecules made whole (unwrapped positions, nothing split): the one-product path agrees
+    whole = wrapped[:, order] + box * np.round((np.take(wrapped[:, order], top.ref_atom, axis=1)
+                                                - wrapped[:, order]) / box)
+    pos_whole = (whole * 10.0).astype(np.float32)
+    if contiguous:
+        assert _all_molecules_whole(pos_whole, 0.5 * box * 10.0, top)
+    com_whole = _whole_molecule_coms(pos_whole, dims, top)
+    np.testing.assert_allclose(minimum_image(com_whole - truth, np.diag([box] * 3)), 0.0, atol=2e-6)
+
+
+def test_split_check_ignores_the_jump_between_molecules():
+    """Two whole molecules far apart (next to each other in atom order): nothing is split."""
+    from mdbench.analysis.reduce import _all_molecules_whole, _Topology
+
+    top = _Topology.build(np.array([0, 0, 1, 1]), np.ones(4))
+    pos = np.array([[[1.0, 1.0, 1.0], [1.5, 1.0, 1.0], [18.5, 1.0, 1.0], [19.0, 1.0, 1.0]]], dtype=np.float32)
+    assert _all_molecules_whole(pos, 10.0, top)
+    pos[0, 3, 0] = 0.2  # now molecule 1 is split (18.5 ↔ 0.2 across a 20 Å box)
+    assert not _all_molecules_whole(pos, 10.0, top)
+
+
 def test_float32_input_gives_float64_results():
     rng = np.random.default_rng(3)
     coords = rng.uniform(0, 2.0, size=(5, 4, 3)).astype(np.float32)

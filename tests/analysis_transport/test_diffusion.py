@@ -146,6 +146,9 @@ def test_msd_fft_matches_tidynamics_reference(rng):
     ref = np.mean([tidynamics.msd(x[:, a] - x[0, a]) for a in range(7)], axis=0)
     np.testing.assert_allclose(msd_fft(x, chunk_bytes=1)[1:], ref[1:], rtol=1e-9)  # chunked FFT path
     np.testing.assert_allclose(msd_fft(x, max_lag_frames=20)[1:], ref[1:21], rtol=1e-9)  # direct path
+    # FFT padded only to F + L - 1 points for L lags: still exact up to the longest lag asked for
+    for lag in (40, 375, 1499):
+        np.testing.assert_allclose(msd_fft(x, max_lag_frames=lag)[1:], ref[1:lag + 1], rtol=1e-9)
 
 
 def test_msd_fft_threads_and_moving_reference_match_the_reference(rng):

@@ -227,7 +227,9 @@ def msd_fft(positions_nm: Any, max_lag_frames: int | None = None, chunk_bytes: i
         return out
     from scipy.fft import next_fast_len
 
-    nfft = next_fast_len(2 * n_frames - 1, real=True)  # any length >= 2F-1 avoids wrap-around; 5-smooth is fast
+    # zero padding to F + L - 1 points keeps the circular correlation exact for lags 0..L-1 (a product
+    # x_t·x_(t+m) wraps only for t + m >= nfft, i.e. t >= F, where x is zero); 5-smooth lengths are fast
+    nfft = next_fast_len(n_frames + L - 1, real=True)
     per_mol = (nfft // 2 + 1) * 3 * 16
     step = max(1, int(chunk_bytes // max(per_mol, 1)))
 
