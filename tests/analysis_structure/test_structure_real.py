@@ -200,6 +200,27 @@ def test_coordination_counts_do_not_depend_on_the_contact_order(reduced):
         np.testing.assert_array_equal(cn_per_frame(shuffled, ["SOL:O", "CL:ion"], cut), expect)
 
 
+def test_association_does_not_depend_on_the_contact_order(reduced):
+    """association_frames takes the linear distinct-edge path on the sorted table; shuffled = sorted."""
+    import dataclasses
+
+    from mdbench.analysis.association import association_frames
+    from mdbench.analysis.coordination import distinct_keys
+
+    order = np.random.default_rng(5).permutation(reduced.contacts["frame"].size)
+    shuffled = dataclasses.replace(reduced, contacts={k: v[order] for k, v in reduced.contacts.items()})
+    expect = association_frames(reduced, "CL", ["CL:ion"], 0.6)
+    got = association_frames(shuffled, "CL", ["CL:ion"], 0.6)
+    assert expect.anions_per_cation.sum() > 0  # Na–Cl contacts exist: the comparison is not vacuous
+    for c in expect.class_fraction:
+        np.testing.assert_array_equal(got.class_fraction[c], expect.class_fraction[c])
+    np.testing.assert_array_equal(got.anions_per_cation, expect.anions_per_cation)
+    np.testing.assert_array_equal(got.largest_cluster_fraction, expect.largest_cluster_fraction)
+    keys = np.array([5, 1, 5, 3, 1])
+    np.testing.assert_array_equal(distinct_keys(keys), [1, 3, 5])
+    np.testing.assert_array_equal(distinct_keys(np.sort(keys)), [1, 3, 5])
+
+
 def test_dense_and_grid_pair_search_agree(water_nacl, monkeypatch):
     """The dense numpy search (few centres) and MDAnalysis ``capped_distance`` find the same pairs."""
     from mdbench.analysis import reduce as reduce_mod

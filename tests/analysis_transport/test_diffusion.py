@@ -190,3 +190,15 @@ def test_too_short_trajectory_is_sampling_insufficient_not_failure():
     decision = classify_result(result)
     assert result.too_short is not None and result.failures == []
     assert decision.state == SI and "too short" in decision.reason
+
+
+def test_count_non_finite_is_exact():
+    """The one-sum shortcut counts NaN / inf exactly, and a float overflow of the sum is no false alarm."""
+    from mdbench.analysis.units import count_non_finite
+
+    x = np.zeros((50, 7, 3))
+    assert count_non_finite(x) == 0
+    x[3, 2, 1], x[10, 0, 0], x[11, 0, 0] = np.nan, np.inf, -np.inf
+    assert count_non_finite(x) == 3
+    big = np.full(4, np.finfo(np.float64).max)  # finite entries whose sum overflows
+    assert count_non_finite(big) == 0

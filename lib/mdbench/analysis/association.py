@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate
+from mdbench.analysis.coordination import distinct_keys
 from mdbench.analysis.reduce import ReducedTrajectory
 
 CLASSES = ("free_or_SSIP", "CIP", "AGG")
@@ -62,7 +63,7 @@ def association_frames(rd: ReducedTrajectory, anion: str, channels: list[str], c
     cat_idx = np.searchsorted(cations, cation_mol)
     an_idx = np.searchsorted(anions, anion_mol)
     # distinct (frame, cation, anion) edges
-    key = np.unique((frame * n_cat + cat_idx) * max(n_an, 1) + an_idx)
+    key = distinct_keys((frame * n_cat + cat_idx) * max(n_an, 1) + an_idx)
     e_frame = key // (n_cat * max(n_an, 1))
     e_cat = (key // max(n_an, 1)) % n_cat
     e_an = key % max(n_an, 1)

@@ -29,6 +29,20 @@ CN_MAX_REL_HALF_WIDTH = 0.25
 CN_ABS_HALF_WIDTH_OK = 0.05
 
 
+def distinct_keys(key: np.ndarray) -> np.ndarray:
+    """The distinct values of ``key`` in ascending order.
+
+    The reduction writes contacts sorted by (frame, centre, partner, channel), so keys built from them in
+    that order are already sorted: the distinct ones are then the changes of value (linear time); any
+    other order takes ``np.unique`` (a sort).
+    """
+    if key.size < 2:
+        return key.copy()
+    if bool(np.all(key[1:] >= key[:-1])):
+        return key[np.r_[True, key[1:] != key[:-1]]]
+    return np.unique(key)
+
+
 def cn_per_frame(rd: ReducedTrajectory, channels: list[str], cutoff_nm: float | dict[str, float]) -> np.ndarray:
     """Mean number of distinct partner molecules per centre, frame by frame.
 
@@ -52,18 +66,12 @@ def cn_per_frame(rd: ReducedTrajectory, channels: list[str], cutoff_nm: float | 
     if np.any(cut[codes] > rd.r_store_nm + 1e-9):
         raise ValueError(f"cutoff above the stored neighbour range {rd.r_store_nm} nm")
     ct = rd.contacts
-    ch = ct["channel"].astype(np.int64)
-    keep = (cut[ch] > 0) & (ct["dmin_nm"] < cut[ch])
+    cut_of_row = cut[ct["channel"]]
+    keep = (cut_of_row > 0) & (ct["dmin_nm"] < cut_of_row)
     n_mol = rd.mol_species.size
     n_c = rd.centre_mol.size
     key = (ct["frame"][keep].astype(np.int64) * n_c + ct["centre"][keep]) * n_mol + ct["partner"][keep]
-    # the reduction writes contacts sorted by (frame, centre, partner, channel): then distinct keys are the
-    # changes of value (linear); any other order takes the sort
-    if key.size < 2 or bool(np.all(key[1:] >= key[:-1])):
-        ukey = key[np.r_[True, key[1:] != key[:-1]]] if key.size else key
-    else:
-        ukey = np.unique(key)
-    frame = ukey // (n_c * n_mol)
+    frame = distinct_keys(key) // (n_c * n_mol)
     return np.bincount(frame, minlength=rd.n_frames) / max(n_c, 1)
 
 

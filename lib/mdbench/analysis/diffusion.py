@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate, block_windows, _json_float
-from mdbench.analysis.units import KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM_M, PA_S_TO_MPA_S, as_float64
+from mdbench.analysis.units import (KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM_M, PA_S_TO_MPA_S, as_float64,
+                                    count_non_finite)
 from mdbench.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -164,6 +165,13 @@ class DiffusionResult:
         return d
 
 
+#: Frames per block of the cache-friendly transposed copy in :func:`msd_fft`, and the fewest molecules
+#: copied at once (measured for 1,080 molecules × 6,401 frames: 0.05–0.07 s against 0.2 s for one strided
+#: copy of 5-molecule chunks).
+TRANSPOSE_BLOCK_FRAMES = 256
+GATHER_MIN_MOLECULES = 16
+
+
 def _default_threads() -> int:
     """The project's CPU thread cap (usable cores or ``$MDBENCH_THREAD_CAP``), at most 4 (the FFT sums
     stop scaling there)."""
@@ -231,28 +239,38 @@ def msd_fft(positions_nm: Any, max_lag_frames: int | None = None, chunk_bytes: i
     # x_t·x_(t+m) wraps only for t + m >= nfft, i.e. t >= F, where x is zero); 5-smooth lengths are fast
     nfft = next_fast_len(n_frames + L - 1, real=True)
     per_mol = (nfft // 2 + 1) * 3 * 16
-    step = max(1, int(chunk_bytes // max(per_mol, 1)))
+    step = max(1, int(chunk_bytes // max(per_mol, 1)))   # molecules per FFT
+    gather = max(step, GATHER_MIN_MOLECULES)               # molecules per transposed copy
+    ref_rows = None if ref is None else np.tile(np.ascontiguousarray(ref[:, 0, :].T), (min(gather, n_mol), 1))
 
     def partial_sums(a0: int, a1: int) -> tuple[np.ndarray, np.ndarray]:
         """Σ|X(ω)|² and Σ|x(t)|² over the molecules a0..a1-1 (both additive over molecules)."""
         power = np.zeros(nfft // 2 + 1)
         rsq = np.zeros(n_frames)
-        for a in range(a0, a1, step):
-            b = min(a + step, a1)
-            # displacements from t0 (float64 precision, trap 5), one contiguous row per molecule coordinate:
-            # the FFT then runs along contiguous memory and |X|² needs no reshaping copy
-            d = x[:, a:b, :] - x[0, a:b, :]
-            if ref is not None:
-                d -= ref
-            y = np.ascontiguousarray(d.reshape(n_frames, -1).T)
+        for a in range(a0, a1, gather):
+            b = min(a + gather, a1)
+            rows = 3 * (b - a)
+            # one contiguous row per molecule coordinate (the FFT runs along contiguous memory and |X|²
+            # needs no reshaping copy), copied in blocks of frames: a cache-friendly transpose, 4× faster
+            # than one strided copy for long trajectories; the moving origin is subtracted on the way
+            y = np.empty((rows, n_frames))
+            for f0 in range(0, n_frames, TRANSPOSE_BLOCK_FRAMES):
+                f1 = min(f0 + TRANSPOSE_BLOCK_FRAMES, n_frames)
+                block = x[f0:f1, a:b, :].reshape(f1 - f0, rows).T
+                if ref_rows is None:
+                    y[:, f0:f1] = block
+                else:
+                    np.subtract(block, ref_rows[:rows, f0:f1], out=y[:, f0:f1])
+            y -= y[:, :1]  # displacements from t0 keep float64 precision (trap 5)
             rsq += np.einsum("rf,rf->f", y, y)
-            X = np.fft.rfft(y, n=nfft, axis=1)
-            Xv = X.view(np.float64)  # real, imag interleaved: |X|² summed over rows in one contiguous pass
-            sq = np.einsum("rj,rj->j", Xv, Xv)
-            power += sq[0::2] + sq[1::2]
+            for r in range(0, rows, 3 * step):
+                X = np.fft.rfft(y[r:r + 3 * step], n=nfft, axis=1)
+                Xv = X.view(np.float64)  # real, imag interleaved: |X|² summed over rows in one contiguous pass
+                sq = np.einsum("rj,rj->j", Xv, Xv)
+                power += sq[0::2] + sq[1::2]
         return power, rsq
 
-    n_chunks = -(-n_mol // step)
+    n_chunks = -(-n_mol // gather)
     n_threads = max(1, min(_default_threads() if threads is None else int(threads), n_chunks // 2 or 1))
     if n_threads == 1:
         power, rsq = partial_sums(0, n_mol)
@@ -448,7 +466,7 @@ def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = Non
         raise InputError(f"time_ps has shape {t.shape}, expected ({x.shape[0]},) to match com_nm")
     frame = "barycentric" if system_com_nm is not None else "as given (lab)"
     failures: list[str] = []
-    n_bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
+    n_bad = count_non_finite(x)
     if n_bad:
         failures.append(f"com_nm contains {n_bad} non-finite values")
     sys_com = None

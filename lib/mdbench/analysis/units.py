@@ -79,3 +79,16 @@ def nm2_per_ps_to_m2_per_s(value: float) -> float:
 def kT_J(temperature_K: float) -> float:
     """Thermal energy k_B T [J] for a temperature [K], in float64."""
     return KB_J_PER_K * float(temperature_K)
+
+
+def count_non_finite(values: np.ndarray) -> int:
+    """Number of NaN / ±inf entries of a float array.
+
+    One summing pass decides the usual case (a sum is finite only if every entry is: NaN and inf
+    propagate); only a non-finite sum pays for the element-wise count. A float overflow of the sum is
+    counted element-wise too, so the count is always exact.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(np.sum(values)):
+            return 0
+    return int(np.size(values) - np.count_nonzero(np.isfinite(values)))
