@@ -192,6 +192,24 @@ def test_too_short_trajectory_is_sampling_insufficient_not_failure():
     assert decision.state == SI and "too short" in decision.reason
 
 
+def test_msd_of_several_windows_equals_one_call_per_window(rng):
+    """msd_fft_windows (one transposition for all windows) = msd_fft on each window's own slice, with a
+    moving reference, for the whole interval, blocks, an offset window and a short (direct-sum) one."""
+    from mdbench.analysis.diffusion import msd_fft_windows
+
+    x = brownian(rng, 900, 40, D_TRUE, 1.0) + 300.0
+    origin = np.cumsum(rng.normal(0.0, 0.05, (900, 3)), axis=0)
+    windows = [slice(0, 900), slice(0, 225), slice(225, 450), slice(450, 675), slice(675, 900),
+               slice(100, 700), slice(880, 900)]
+    got = msd_fft_windows(x, windows, 110, reference_nm=origin, chunk_bytes=20_000, threads=3)
+    for w, m in zip(windows, got):
+        expect = msd_fft(x[w], 110, reference_nm=origin[w], threads=1)
+        assert m.size == expect.size == min(w.stop - w.start, 111)
+        np.testing.assert_allclose(m[1:], expect[1:], rtol=1e-10)
+    with pytest.raises(InputError, match="contiguous"):
+        msd_fft_windows(x, [slice(0, 900, 2)])
+
+
 def test_count_non_finite_is_exact():
     """The one-sum shortcut counts NaN / inf exactly, and a float overflow of the sum is no false alarm."""
     from mdbench.analysis.units import count_non_finite

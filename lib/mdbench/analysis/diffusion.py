@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,7 +186,7 @@ def msd_fft(positions_nm: Any, max_lag_frames: int | None = None, chunk_bytes: i
     r"""Mean-squared displacement averaged over molecules and time origins (FFT, O(F log F)).
 
     The fast correlation algorithm of ``tidynamics.msd`` (Calandrini et al. 2011), vectorised over
-    molecules with ``numpy.fft.rfft`` and checked against ``tidynamics.msd`` in the tests:
+    molecules with ``scipy.fft.rfft`` and checked against ``tidynamics.msd`` in the tests:
 
     .. math:: \mathrm{MSD}(m) = \frac{1}{F-m}\sum_{t=0}^{F-1-m}\left(|x_t|^2 + |x_{t+m}|^2\right)
               - \frac{2}{F-m}\sum_{t=0}^{F-1-m} x_t\cdot x_{t+m}
@@ -212,84 +213,130 @@ def msd_fft(positions_nm: Any, max_lag_frames: int | None = None, chunk_bytes: i
         MSD [nm^2] for lags 0, 1, ... frames; ``MSD[0] = 0``.
     """
     x = as_float64(positions_nm, "positions_nm")
+    return msd_fft_windows(x, [slice(0, x.shape[0])], max_lag_frames, chunk_bytes=chunk_bytes,
+                           reference_nm=reference_nm, threads=threads)[0]
+
+
+def msd_fft_windows(positions_nm: Any, windows: Sequence[slice], max_lag_frames: int | None = None, *,
+                    chunk_bytes: int = 2 ** 20, reference_nm: Any | None = None,
+                    threads: int | None = None) -> list[np.ndarray]:
+    """:func:`msd_fft` of several frame windows of one trajectory (e.g. the whole interval and its blocks).
+
+    Each window's MSD equals ``msd_fft(positions_nm[w], ..., reference_nm=reference_nm[w])``; the
+    positions are transposed into per-coordinate rows once for all windows (the costliest memory pass).
+
+    Parameters
+    ----------
+    positions_nm : array_like, shape (F, N, 3) or (F, 3)
+        Unwrapped positions [nm].
+    windows : sequence of slice
+        Contiguous frame windows (step 1) inside 0..F.
+    max_lag_frames, chunk_bytes, reference_nm, threads
+        As for :func:`msd_fft`; the lag limit applies to every window.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        One MSD [nm^2] per window, lags 0, 1, ... frames.
+    """
+    x = as_float64(positions_nm, "positions_nm")
     if x.ndim == 2:
         x = x[:, None, :]
     n_frames, n_mol = x.shape[0], x.shape[1]
-    if n_frames == 0:
-        return np.zeros(0)
-    L = n_frames if max_lag_frames is None else min(n_frames, max_lag_frames + 1)
+    spans = []
+    for w in windows:
+        a, b, st = w.indices(n_frames)
+        if st != 1:
+            raise InputError(f"MSD windows must be contiguous frame ranges, got {w}")
+        spans.append((a, max(a, b)))
     ref = None
     if reference_nm is not None:
         ref = as_float64(reference_nm, "reference_nm")
         if ref.shape != (n_frames, 3):
             raise InputError(f"reference_nm has shape {ref.shape}, expected ({n_frames}, 3)")
-        ref = (ref - ref[0])[:, None, :]
-    if L <= 32:  # few lags: the direct sum is cheaper than the FFT and exact
-        x = x - x[:1]  # displacements from t0 keep float64 precision (trap 5)
-        if ref is not None:
-            x -= ref
-        out = np.zeros(L)
-        for m in range(1, L):
-            d = x[m:] - x[:-m]
-            out[m] = np.einsum("fmk,fmk->", d, d) / (d.shape[0] * n_mol)
-        return out
-    from scipy.fft import next_fast_len
+    lags = [(b - a) if max_lag_frames is None else min(b - a, max_lag_frames + 1) for a, b in spans]
+    results: list[np.ndarray | None] = [None] * len(spans)
+    fft_w = []
+    for k, ((a, b), L) in enumerate(zip(spans, lags)):
+        if b - a == 0:
+            results[k] = np.zeros(0)
+        elif L <= 32:  # few lags: the direct sum is cheaper than the FFT and exact
+            xw = x[a:b] - x[a]  # displacements from t0 keep float64 precision (trap 5)
+            if ref is not None:
+                xw -= (ref[a:b] - ref[a])[:, None, :]
+            out = np.zeros(L)
+            for m in range(1, L):
+                d = xw[m:] - xw[:-m]
+                out[m] = np.einsum("fmk,fmk->", d, d) / (d.shape[0] * n_mol)
+            results[k] = out
+        else:
+            fft_w.append(k)
+    if not fft_w:
+        return results  # type: ignore[return-value]
+    from scipy.fft import irfft, next_fast_len, rfft
 
     # zero padding to F + L - 1 points keeps the circular correlation exact for lags 0..L-1 (a product
     # x_t·x_(t+m) wraps only for t + m >= nfft, i.e. t >= F, where x is zero); 5-smooth lengths are fast
-    nfft = next_fast_len(n_frames + L - 1, real=True)
-    per_mol = (nfft // 2 + 1) * 3 * 16
+    nfft = {k: next_fast_len(spans[k][1] - spans[k][0] + lags[k] - 1, real=True) for k in fft_w}
+    lo, hi = min(spans[k][0] for k in fft_w), max(spans[k][1] for k in fft_w)
+    span = hi - lo
+    per_mol = (max(nfft.values()) // 2 + 1) * 3 * 16
     step = max(1, int(chunk_bytes // max(per_mol, 1)))   # molecules per FFT
     gather = max(step, GATHER_MIN_MOLECULES)               # molecules per transposed copy
-    ref_rows = None if ref is None else np.tile(np.ascontiguousarray(ref[:, 0, :].T), (min(gather, n_mol), 1))
+    ref_rows = (None if ref is None else
+                np.tile(np.ascontiguousarray((ref[lo:hi] - ref[lo]).T), (min(gather, n_mol), 1)))
 
-    def partial_sums(a0: int, a1: int) -> tuple[np.ndarray, np.ndarray]:
-        """Σ|X(ω)|² and Σ|x(t)|² over the molecules a0..a1-1 (both additive over molecules)."""
-        power = np.zeros(nfft // 2 + 1)
-        rsq = np.zeros(n_frames)
+    def partial_sums(a0: int, a1: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Per window: Σ|X(ω)|² and Σ|x(t)|² over the molecules a0..a1-1 (both additive over molecules)."""
+        sums = {k: (np.zeros(nfft[k] // 2 + 1), np.zeros(spans[k][1] - spans[k][0])) for k in fft_w}
         for a in range(a0, a1, gather):
             b = min(a + gather, a1)
             rows = 3 * (b - a)
             # one contiguous row per molecule coordinate (the FFT runs along contiguous memory and |X|²
             # needs no reshaping copy), copied in blocks of frames: a cache-friendly transpose, 4× faster
             # than one strided copy for long trajectories; the moving origin is subtracted on the way
-            y = np.empty((rows, n_frames))
-            for f0 in range(0, n_frames, TRANSPOSE_BLOCK_FRAMES):
-                f1 = min(f0 + TRANSPOSE_BLOCK_FRAMES, n_frames)
-                block = x[f0:f1, a:b, :].reshape(f1 - f0, rows).T
+            y = np.empty((rows, span))
+            for f0 in range(0, span, TRANSPOSE_BLOCK_FRAMES):
+                f1 = min(f0 + TRANSPOSE_BLOCK_FRAMES, span)
+                block = x[lo + f0:lo + f1, a:b, :].reshape(f1 - f0, rows).T
                 if ref_rows is None:
                     y[:, f0:f1] = block
                 else:
                     np.subtract(block, ref_rows[:rows, f0:f1], out=y[:, f0:f1])
-            y -= y[:, :1]  # displacements from t0 keep float64 precision (trap 5)
-            rsq += np.einsum("rf,rf->f", y, y)
-            for r in range(0, rows, 3 * step):
-                X = np.fft.rfft(y[r:r + 3 * step], n=nfft, axis=1)
-                Xv = X.view(np.float64)  # real, imag interleaved: |X|² summed over rows in one contiguous pass
-                sq = np.einsum("rj,rj->j", Xv, Xv)
-                power += sq[0::2] + sq[1::2]
-        return power, rsq
+            for k in fft_w:
+                wa, wb = spans[k][0] - lo, spans[k][1] - lo
+                yw = y[:, wa:wb] - y[:, wa:wa + 1]  # displacements from the window's t0 (trap 5)
+                power, rsq = sums[k]
+                rsq += np.einsum("rf,rf->f", yw, yw)
+                for r in range(0, rows, 3 * step):
+                    X = rfft(yw[r:r + 3 * step], n=nfft[k], axis=1)
+                    Xv = X.view(np.float64)  # real, imag interleaved: |X|² over rows in one contiguous pass
+                    sq = np.einsum("rj,rj->j", Xv, Xv)
+                    power += sq[0::2] + sq[1::2]
+        return sums
 
     n_chunks = -(-n_mol // gather)
     n_threads = max(1, min(_default_threads() if threads is None else int(threads), n_chunks // 2 or 1))
     if n_threads == 1:
-        power, rsq = partial_sums(0, n_mol)
-    else:  # numpy's FFT, einsum and ufuncs release the GIL: threads share the molecules
+        parts = [partial_sums(0, n_mol)]
+    else:  # the FFT, einsum and ufuncs release the GIL: threads share the molecules
         from concurrent.futures import ThreadPoolExecutor
 
         cuts = [round(i * n_mol / n_threads) for i in range(n_threads + 1)]
         with ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="mdbench-msd") as ex:
             parts = list(ex.map(partial_sums, cuts[:-1], cuts[1:]))
-        power, rsq = sum(p[0] for p in parts), sum(p[1] for p in parts)
-    S2 = np.fft.irfft(power, n=nfft)[:L]
-    cs = np.concatenate([[0.0], np.cumsum(rsq)])
-    m = np.arange(L)
-    counts = n_frames - m
-    head = cs[n_frames - m]              # sum_{t=0}^{F-1-m} rsq(t)
-    tail = cs[n_frames] - cs[m]          # sum_{t=m}^{F-1} rsq(t)
-    out = (head + tail - 2.0 * S2) / counts / n_mol
-    out[0] = 0.0  # exact by definition
-    return out
+    for k in fft_w:
+        power, rsq = sum(p[k][0] for p in parts), sum(p[k][1] for p in parts)
+        L, n_w = lags[k], spans[k][1] - spans[k][0]
+        S2 = irfft(power, n=nfft[k])[:L]
+        cs = np.concatenate([[0.0], np.cumsum(rsq)])
+        m = np.arange(L)
+        head = cs[n_w - m]              # sum_{t=0}^{F-1-m} rsq(t)
+        tail = cs[n_w] - cs[m]          # sum_{t=m}^{F-1} rsq(t)
+        out = (head + tail - 2.0 * S2) / (n_w - m) / n_mol
+        out[0] = 0.0  # exact by definition
+        results[k] = out
+    return results  # type: ignore[return-value]
 
 
 def local_slope(lag_ps: np.ndarray, msd_nm2: np.ndarray, points_per_decade: int = 10
@@ -489,10 +536,8 @@ def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = Non
         drift = float("nan")
     max_lag_frames = max(3, int(max_lag_fraction * win.frames_per_block))
     max_lag_ps = max_lag_frames * dt
-    def msd(sl: slice) -> np.ndarray:
-        return msd_fft(x[sl], max_lag_frames, reference_nm=None if sys_com is None else sys_com[sl])
-
-    msd_whole = msd(win.whole)
+    # whole interval and blocks in one call: the positions are transposed once for all five windows
+    msd_whole, *msd_blocks = msd_fft_windows(x, [win.whole, *win.blocks], max_lag_frames, reference_nm=sys_com)
     lag = np.arange(msd_whole.size) * dt
     g, beta = local_slope(lag, msd_whole, points_per_decade)
     if fit_window_ps is None:
@@ -508,7 +553,6 @@ def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = Non
         window = DiffusiveWindow(lo, hi, math.log10(hi / lo) if lo > 0 else float("inf"), bmin, bmax, ok,
                                  f"registered fixed window [{lo}, {hi}] ps; beta must stay in {beta_range}")
 
-    msd_blocks = [msd(sl) for sl in win.blocks]
 
     def estimate(m: np.ndarray) -> float:
         if not np.isfinite(window.lo_ps):

@@ -6,9 +6,11 @@ memory grows with molecules × frames.
 
 Per frame the pass
 
-1. makes every molecule whole by taking each atom's minimum-image vector to the molecule's first atom
-   (valid for molecules shorter than half the box, which holds for every species of this project), and
-   computes float64 centres of mass;
+1. computes float64 centres of mass of whole molecules: one sparse mass-weight product of the positions
+   when a cheap test on consecutive atoms shows that no molecule is split by the boundary (single-rank
+   mdrun output); otherwise each atom's minimum-image vector to its molecule's first atom makes the
+   molecule whole (both valid for molecules shorter than half the box, which holds for every species of
+   this project);
 2. unwraps the centres of mass with the *displacement* scheme that is correct under NPT box changes
    (von Bülow, Bullerjahn & Hummer, J. Chem. Phys. 153, 021101 (2020), doi:10.1063/5.0008316):
    ``r_u(t) = r_u(t-1) + [r_w(t) - r_w(t-1)]_MI(h_t)`` where ``[·]_MI(h_t)`` is the minimum image in the
@@ -20,9 +22,11 @@ Per frame the pass
    the neighbour table from which coordination numbers at any cutoff ≤ ``r_store_nm`` and the contact
    graphs of :mod:`mdbench.analysis.association` are computed without a second pass.
 
-Frames are read in chunks and each chunk is reduced with whole-array operations (COMs by one sparse
-mass-weight product). Step 3 can run on every k-th frame only (``structure_max_frames``; the
-``structure_view`` of the result holds those frames), steps 1–2 always run on every frame.
+Frames are read in chunks and each chunk is reduced with whole-array operations. A plain MDAnalysis XTC
+reader's frames are decoded by MDAnalysis' own ``XTCFile.read_direct_x`` straight into the chunk buffer
+(nm, no Timestep copy or Å conversion); any other reader is iterated as usual. Step 3 can run on every
+k-th frame only (``structure_max_frames``; the ``structure_view`` of the result holds those frames),
+steps 1–2 always run on every frame.
 
 On a multi-core machine the pass is split into contiguous ranges of frames, one per forked worker process
 (``workers``): each opens its own reader, writes its frames' rows into arrays in shared memory and
@@ -30,7 +34,7 @@ unwraps from its range's first frame; the parent then shifts every later range b
 between the last frame of the previous range and its first frame (step 2 across the seam), so the result
 equals the one-process pass to float rounding.
 
-Units: nm, ps, amu, e (GROMACS units); MDAnalysis's Å are converted on read.
+Units: nm, ps, amu, e (GROMACS units); MDAnalysis's Å (reader path) are converted on the way.
 """
 
 from __future__ import annotations
@@ -408,8 +412,8 @@ def _tree_pairs_within(centres: np.ndarray, sites: np.ndarray, dims: np.ndarray,
                 d -= lengths * np.rint(d / lengths)
                 r = np.sqrt(np.einsum("pk,pk->p", d, d))
             else:
-                m = tc.sparse_distance_matrix(cKDTree(wrapped(sites[k]), boxsize=lengths, balanced_tree=False), rmax,
-                                              output_type="ndarray")
+                ts = cKDTree(wrapped(sites[k]), boxsize=lengths, balanced_tree=False)
+                m = tc.sparse_distance_matrix(ts, rmax, output_type="ndarray")
                 i, j, r = m["i"], m["j"], m["v"]
         else:
             if same:
@@ -718,7 +722,8 @@ class _FramePass:
 
     def _process(self, f0: int, pos: np.ndarray, dims: np.ndarray, state: dict[str, Any],
                  cont: dict[str, list[np.ndarray]]) -> None:
-        """Reduce the k frames f0..f0+k-1 held in ``pos`` [Å] / ``dims`` (MDAnalysis box)."""
+        """Reduce the k frames f0..f0+k-1 held in ``pos`` / ``dims`` (MDAnalysis-style box; lengths in the
+        read unit, :attr:`unit_nm` nm)."""
         k = pos.shape[0]
         box_nm, volume, com, hist, hist_cc = self.box_nm, self.volume, self.com, self.hist, self.hist_cc
         n_ch, nbins, n_mol, every = self.n_ch, self.nbins, self.top.n_mol, self.every
