@@ -174,6 +174,7 @@ def test_cli_analyze_files_writes_results(water_nacl, tmp_path):
     assert doc["guard_ps"] == 5.0 and doc["settings"]["structure_max_frames"] == 100
     assert doc["system"]["n_structure_frames"] <= 100 < doc["system"]["n_frames"]
     assert doc["system"]["reduction_workers"] == 2
+    assert doc["system"]["frame_reader"].startswith("MDAnalysis XTCFile.read_direct_x")  # recorded provenance
 
 
 def test_cli_analyze_names_the_missing_file(tmp_path):

@@ -605,6 +605,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
                    "structure_every_n_frames": rd.structure_every, "n_structure_frames": rd_s.n_frames,
                    "pair_search": rd.source.get("pair_search"),
                    "reduction_workers": rd.source.get("reduction_workers", 1),
+                   "frame_reader": rd.source.get("frame_reader"),
                    "mean_volume_nm3": float(np.mean(rd.volume_nm3[win.whole]))},
         "observables": observables,
         "structure": structure_details,
