@@ -46,7 +46,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, _json_float, block_estimate, block_windows
-from mdbench.analysis.diffusion import fit_slope, msd_fft
+from mdbench.analysis.diffusion import fit_slope, msd_fft, msd_fft_windows
 from mdbench.analysis.units import (E_CHARGE_C, KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM3_M3,
                                     as_float64, count_non_finite)
 from mdbench.errors import InputError
@@ -591,10 +591,11 @@ def onsager_transport(com_by_species_nm: Mapping[str, Any], charge_by_species_e:
             given[s] = [m[:max_lag_frames + 1] for m in c]
 
     def self_msd(s: str, sl: slice) -> np.ndarray:
-        """Per-molecule MSD of species s over window sl (given, or computed in the barycentric frame)."""
-        if s in given:
-            return given[s][windows_all.index(sl)]
-        return msd_fft(arrays[s][sl], max_lag_frames, reference_nm=None if sys_com is None else sys_com[sl])
+        """Per-molecule MSD of species s over window sl (given, or computed in the barycentric frame for
+        all windows at once, one transposition of the positions)."""
+        if s not in given:
+            given[s] = msd_fft_windows(arrays[s], windows_all, max_lag_frames, reference_nm=sys_com)
+        return given[s][windows_all.index(sl)]
     drift = (float(np.max(np.linalg.norm(sys_com[win.whole] - sys_com[win.whole.start], axis=1)))
              if sys_com is not None else float("nan"))
 

@@ -20,7 +20,6 @@ Order of work (each step uses only what the previous ones produced):
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import math
@@ -32,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from mdbench.errors import InputError, MdbenchError
+from mdbench.record.store import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -391,7 +391,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     # GIL); started after the trajectory pass so that no thread is alive when that pass forks its workers
     src = {"tpr": str(tpr), "xtc": str(xtc), "edr": str(edr)}
     hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mdbench-sha256")
-    hashes = {k: hasher.submit(_sha256, v) for k, v in src.items()}
+    hashes = {k: hasher.submit(sha256_file, v) for k, v in src.items()}
     hasher.shutdown(wait=False)
     # 2b. energy file: guard and thermodynamics
     series, guard, guard_info = energy.result() if energy is not None else _energy_stage(edr, settings.guard_ps)
@@ -680,7 +680,7 @@ def load_or_analyze_case(run_dir: str | Path, case: str, *, guard_ps: float | No
         except InputError:
             doc = None
         if doc is not None and doc.get("settings", {}).get("guard_ps") == guard_ps and doc.get("source") and all(
-                Path(v["path"]).is_file() and _sha256(v["path"]) == v["sha256"] for v in doc["source"].values()):
+                Path(v["path"]).is_file() and sha256_file(v["path"]) == v["sha256"] for v in doc["source"].values()):
             return doc
     return analyze_case(run_dir, case, guard_ps=guard_ps, verbose=verbose)
 
@@ -772,14 +772,6 @@ def _diffusion_results(rd: Any, guard_ps: float, settings: AnalysisSettings) -> 
                                min_window_decades=settings.diffusion_min_decades,
                                max_lag_fraction=settings.diffusion_max_lag_fraction)
             for sp in rd.species}
-
-
-def _sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _versions() -> dict[str, str]:
