@@ -12,7 +12,8 @@ is missing the micro LHCE case is simulated first with ``mdbench study run --pre
 
 ``--tile N`` replicates the periodic trajectory N × N × N. The replicated coordinates are an exact
 trajectory of the supercell (every image moves like its original; atoms ordered by species blocks as in a
-topology built for the big box), so a tiny-preset run tiled 3 × 3 × 3
+topology built for the big box; every atom put in the box on its own, as mdrun writes it, so molecules on a
+face come out split as in a real production), so a tiny-preset run tiled 3 × 3 × 3
 (56,160 atoms, 1,080 Li⁺) has the size of the paper preset (≈ 50,000 atoms, 960 Li⁺) for reading and
 analysis cost without a week of MD on two cores. The energy file is the original one (its length, not the
 atom count, sets its reading cost).
@@ -85,7 +86,7 @@ def tile_case(prod: Path, n: int, frames: int, passes: int = 1) -> Path:
     from MDAnalysis.coordinates.memory import MemoryReader
 
     tag = f"_{passes}passes" if passes > 1 else ""
-    out = BENCH / f"tiled_{prod.parent.name}_{n}x{n}x{n}_{frames}f{tag}_continuous"
+    out = BENCH / f"tiled_{prod.parent.name}_{n}x{n}x{n}_{frames}f{tag}_wrapped"
     if (out / "DONE").is_file():
         return out
     out.mkdir(parents=True, exist_ok=True)
@@ -143,9 +144,13 @@ def tile_case(prod: Path, n: int, frames: int, passes: int = 1) -> Path:
                 step = x - prev
                 path += step - ts.dimensions[:3] * np.round(step / ts.dimensions[:3])
             prev = x
-            ut.atoms.positions = (path[perm] + offset * ts.dimensions[:3]).astype(np.float32)
             big = ts.dimensions.copy()
             big[:3] *= n
+            x = path[perm] + offset * ts.dimensions[:3]
+            # every atom put in the box on its own, as mdrun writes its output: molecules straddling a face
+            # come out split, so the reduction pays for making them whole as on a real production run
+            x -= big[:3] * np.floor(x / big[:3])
+            ut.atoms.positions = x.astype(np.float32)
             ut.dimensions = big
             ut.trajectory.ts.time = k * dt
             w.write(ut.atoms)

@@ -124,6 +124,19 @@ def test_schema_rejects_an_accepted_observable_without_value(analysed):
         validate_results(doc)
 
 
+def test_an_invalid_document_is_not_written(analysed, tmp_path):
+    from mdbench.analysis.results import write_validated_results
+
+    doc = json.loads(json.dumps(analysed[2], default=str))
+    out = write_validated_results(tmp_path / "ok" / "results.json", doc)
+    assert read_results(out)["observables"].keys() == doc["observables"].keys()
+    name = next(k for k, v in doc["observables"].items() if v["state"] == "C" and v["category"] != "rdf")
+    doc["observables"][name]["value"] = None
+    with pytest.raises(InputError, match="results.schema.json"):
+        write_validated_results(tmp_path / "bad" / "results.json", doc)
+    assert not (tmp_path / "bad" / "results.json").exists()
+
+
 def test_viscosity_running_integral_matches_gmx_energy_vis(water_nacl, tmp_path):
     """GK running integral averaged over lags 0.5–1.5 ps vs ``gmx energy -vis`` on the same energy file.
 
@@ -262,6 +275,26 @@ def test_forked_call_returns_the_result_or_recomputes_here():
     failing = _ForkedCall.start(_fails_in_child_only, 4)
     assert failing.result() == 16  # the child raised; the parent computed it itself
     assert multiprocessing_children() == []
+
+
+def test_forked_call_is_ready_only_once_the_child_has_answered():
+    import time
+
+    from mdbench.analysis.pipeline import _ForkedCall
+
+    call = _ForkedCall.start(_slow_square, 0.8, 6)
+    assert call is not None and not call.ready()  # the child is still sleeping
+    deadline = time.monotonic() + 30
+    while not call.ready() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert call.ready() and call.result() == 36
+
+
+def _slow_square(delay_s: float, x: int) -> int:
+    import time
+
+    time.sleep(delay_s)
+    return x * x
 
 
 def _fails_in_child_only(x: int) -> int:

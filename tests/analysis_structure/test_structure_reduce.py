@@ -150,6 +150,58 @@ def test_centres_of_mass_of_whole_and_split_molecules(contiguous):
     np.testing.assert_allclose(minimum_image(com_whole - truth, np.diag([box] * 3)), 0.0, atol=2e-6)
 
 
+def test_chain_corrected_coms_of_long_split_molecules_in_a_changing_box():
+    """Chain molecules (random walks of 0.15 nm bonds, up to 1.2 nm long) put in the box atom by atom, in a
+    box that changes from frame to frame and differs per axis: the product-plus-correction centres of mass
+    equal the whole molecules' ones, including molecules split across two or three faces and more than once
+    along one axis."""
+    from mdbench.analysis.reduce import _Topology, _whole_molecule_coms
+
+    rng = np.random.default_rng(23)
+    sizes = [1, 9, 4, 9, 2, 9, 6] * 5
+    mol_of_atom = np.repeat(np.arange(len(sizes)), sizes)
+    masses = rng.uniform(1.0, 32.0, mol_of_atom.size)
+    boxes = np.array([[2.6, 2.8, 3.0], [2.7, 2.7, 2.9], [2.9, 2.6, 2.8], [2.5, 2.9, 2.7]])
+    n_frames = boxes.shape[0]
+    bonds = rng.normal(size=(n_frames, mol_of_atom.size, 3))
+    bonds *= 0.15 / np.linalg.norm(bonds, axis=2, keepdims=True)
+    first = np.cumsum([0] + sizes[:-1])
+    bonds[:, first] = rng.uniform(0.0, 1.0, (n_frames, len(sizes), 3)) * boxes[:, None, :]  # anchors
+    whole = np.stack([np.concatenate([np.cumsum(bonds[f, a:a + m], axis=0) for a, m in zip(first, sizes)])
+                      for f in range(n_frames)])
+    mol_mass = np.bincount(mol_of_atom, masses)
+    truth = np.stack([np.stack([np.bincount(mol_of_atom, masses * whole[f, :, k]) / mol_mass for k in range(3)], 1)
+                      for f in range(n_frames)])
+    wrapped = whole - boxes[:, None, :] * np.floor(whole / boxes[:, None, :])
+    inner = mol_of_atom[1:] == mol_of_atom[:-1]
+    crossings = np.abs(np.diff(wrapped, axis=1)[:, inner]) > 1.0  # (F, bonds, 3): bond vectors cut by a face
+    per_mol = np.stack([np.bincount(mol_of_atom[1:][inner], weights=crossings[f, :, k], minlength=len(sizes))
+                        for f in range(n_frames) for k in range(3)]).reshape(n_frames, 3, -1)
+    assert crossings.sum() > 20
+    assert np.any((per_mol > 0).sum(axis=1) >= 2)  # a molecule split across two faces
+    assert np.any(per_mol >= 2)  # a molecule cut twice along one axis (out and back)
+    top = _Topology.build(mol_of_atom, masses)
+    assert top.contiguous
+    dims = np.hstack([boxes * 10.0, np.full((n_frames, 3), 90.0)])
+    com = _whole_molecule_coms((wrapped * 10.0).astype(np.float32), dims, top)
+    assert com.dtype == np.float64
+    for f in range(n_frames):
+        np.testing.assert_allclose(minimum_image(com[f] - truth[f], np.diag(boxes[f])), 0.0, atol=3e-6)
+
+
+def test_stacked_weights_are_the_block_diagonal_of_the_weights():
+    from scipy.sparse import block_diag
+
+    from mdbench.analysis.reduce import _Topology
+
+    rng = np.random.default_rng(4)
+    top = _Topology.build(np.repeat(np.arange(7), [1, 3, 2, 5, 1, 4, 2]), rng.uniform(1.0, 30.0, 18))
+    for k in (1, 2, 5):
+        got, want = top.stacked_weights(k), block_diag([top.weights] * k, format="csr")
+        assert got.shape == want.shape == (7 * k, 18 * k)
+        np.testing.assert_array_equal(got.toarray(), want.toarray())
+
+
 def test_split_check_ignores_the_jump_between_molecules():
     """Two whole molecules far apart (next to each other in atom order): nothing is split."""
     from mdbench.analysis.reduce import _all_molecules_whole, _Topology

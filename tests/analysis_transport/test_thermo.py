@@ -58,6 +58,13 @@ def test_real_energy_file_against_gmx_energy(water_nvt_run):
     es = read_energy_file(edr)
     assert es.time_ps.size == 101 and es.units["Temperature"] == "K"
     assert set(es.pressure_tensor_bar()) >= {"Pres-XX", "Pres-XY", "Pres-ZZ"}
+    import pyedr
+
+    columns = pyedr.edr_to_dict(str(edr))  # pyedr's own column-by-column reading: the same numbers
+    np.testing.assert_array_equal(es.time_ps, columns.pop("Time"))
+    assert es.terms.keys() == columns.keys()
+    for term, values in columns.items():
+        np.testing.assert_array_equal(es.terms[term], values)
     res = thermo_analysis(es, ensemble="NVT")
     assert "volume" in res.missing and "density" in res.missing  # fixed box: GROMACS writes neither
     assert set(res.observables) == {"temperature", "pressure", "potential_energy", "total_energy"}

@@ -67,11 +67,13 @@ def cn_per_frame(rd: ReducedTrajectory, channels: list[str], cutoff_nm: float | 
         raise ValueError(f"cutoff above the stored neighbour range {rd.r_store_nm} nm")
     ct = rd.contacts
     cut_of_row = cut[ct["channel"]]
-    keep = (cut_of_row > 0) & (ct["dmin_nm"] < cut_of_row)
-    n_mol = rd.mol_species.size
+    keep = np.flatnonzero((cut_of_row > 0) & (ct["dmin_nm"] < cut_of_row))
+    key = rd.contact_pair_key().take(keep)  # (frame, centre, partner)
     n_c = rd.centre_mol.size
-    key = (ct["frame"][keep].astype(np.int64) * n_c + ct["centre"][keep]) * n_mol + ct["partner"][keep]
-    frame = distinct_keys(key) // (n_c * n_mol)
+    if key.size > 1 and bool(np.all(key[1:] >= key[:-1])):  # rows as the reduction writes them
+        frame = ct["frame"].take(keep[np.r_[True, key[1:] != key[:-1]]])
+    else:
+        frame = distinct_keys(key) // (n_c * rd.mol_species.size)
     return np.bincount(frame, minlength=rd.n_frames) / max(n_c, 1)
 
 

@@ -151,6 +151,7 @@ class ReducedTrajectory:
     contacts: dict[str, np.ndarray]
     r_store_nm: float
     source: dict[str, Any] = field(default_factory=dict)
+    _derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def n_frames(self) -> int:
@@ -171,6 +172,20 @@ class ReducedTrajectory:
         if idx.size and idx[-1] - idx[0] + 1 == idx.size:
             return self.com_nm[:, idx[0]:idx[-1] + 1]
         return self.com_nm[:, idx]
+
+    def contact_pair_key(self) -> np.ndarray:
+        """(frame, centre, partner molecule) of every contact row as one int64 key, ascending in the rows' order
+        when the rows are sorted as the reduction writes them (computed once; estimators filter it by
+        channel and distance)."""
+        if "contact_pair_key" not in self._derived:
+            ct, n_c, n_mol = self.contacts, self.centre_mol.size, self.mol_species.size
+            key = ct["frame"].astype(np.int64)
+            key *= n_c
+            key += ct["centre"]
+            key *= n_mol
+            key += ct["partner"]
+            self._derived["contact_pair_key"] = key
+        return self._derived["contact_pair_key"]
 
     def subset(self, frames: slice | np.ndarray) -> ReducedTrajectory:
         """A new ReducedTrajectory restricted to the frames ``frames`` (a slice or index array)."""
@@ -346,6 +361,10 @@ def _dense_pairs_within(centres: np.ndarray, sites: np.ndarray, lengths: np.ndar
     k_frames, n_c, n_s = centres.shape[0], centres.shape[1], sites.shape[1]
     per_frame = max(n_c * n_s, 1)
     kb = max(1, min(k_frames, DENSE_BLOCK_ELEMENTS // per_frame))
+    # one coordinate axis at a time from contiguous rows: (3, K, C) and (3, K, S) copies make the broadcast
+    # differences 2× faster than strided reads of the (K, ·, 3) inputs
+    cen_t = np.ascontiguousarray(centres.transpose(2, 0, 1))
+    sit_t = cen_t if same else np.ascontiguousarray(sites.transpose(2, 0, 1))
     r2 = np.empty((kb, n_c, n_s), dtype=dtype)
     dk = np.empty_like(r2)
     tmp = np.empty_like(r2)
@@ -354,32 +373,34 @@ def _dense_pairs_within(centres: np.ndarray, sites: np.ndarray, lengths: np.ndar
     rmax2 = dtype.type(rmax * rmax)
     lengths = np.asarray(lengths, dtype=dtype)
     inv = (dtype.type(1.0) / lengths).astype(dtype)
-    out_f, out_i, out_j, out_r = [], [], [], []
+    out_flat, out_r = [], []
     for f0 in range(0, k_frames, kb):
         n = min(kb, k_frames - f0)
         r2_, dk_, tmp_, within_ = r2[:n], dk[:n], tmp[:n], within[:n]
-        r2_.fill(0)
         for k in range(3):
             lk = lengths[f0:f0 + n, k, None, None]
-            np.subtract(sites[f0:f0 + n, None, :, k], centres[f0:f0 + n, :, None, k], out=dk_)
+            np.subtract(sit_t[k, f0:f0 + n, None, :], cen_t[k, f0:f0 + n, :, None], out=dk_)
             np.multiply(dk_, inv[f0:f0 + n, k, None, None], out=tmp_)
             np.rint(tmp_, out=tmp_)
             tmp_ *= lk
             dk_ -= tmp_
-            np.multiply(dk_, dk_, out=tmp_)
-            r2_ += tmp_
+            if k == 0:
+                np.multiply(dk_, dk_, out=r2_)
+            else:
+                np.multiply(dk_, dk_, out=tmp_)
+                r2_ += tmp_
         np.less(r2_, rmax2, out=within_)
         if upper is not None:
             within_ &= upper
         flat = np.flatnonzero(within_)
-        f, rest = np.divmod(flat, per_frame)
-        i, j = np.divmod(rest, n_s)
-        out_f.append(f + f0)
-        out_i.append(i)
-        out_j.append(j)
         out_r.append(r2_.ravel()[flat])
+        flat += f0 * per_frame
+        out_flat.append(flat)
+    flat = np.concatenate(out_flat)  # (frame, centre, site) decoded once for the whole chunk
+    f, rest = np.divmod(flat, per_frame)
+    i, j = np.divmod(rest, n_s)
     r = np.concatenate(out_r)
-    return np.concatenate(out_f), np.concatenate(out_i), np.concatenate(out_j), np.sqrt(r, out=r)
+    return f, i, j, np.sqrt(r, out=r)
 
 
 def _tree_pairs_within(centres: np.ndarray, sites: np.ndarray, dims: np.ndarray, rmax: float,
@@ -439,6 +460,9 @@ class _Topology:
     ref_atom: np.ndarray          # first atom of each atom's molecule
     weights: Any                  # scipy CSR (M × N) float32: m_a / M_mol for atom a of molecule mol
     contiguous: bool = False      # every molecule's atoms are consecutive (as in GROMACS topologies)
+    mol_of_atom: np.ndarray | None = None
+    # for atom a (0..N-2) of a contiguous topology: mass fraction of its molecule in the atoms after a
+    tail_fraction: np.ndarray | None = None
     _stacked: dict = field(default_factory=dict)
 
     @classmethod
@@ -451,8 +475,15 @@ class _Topology:
         mol_mass = np.bincount(mol_of_atom, weights=masses)
         weights = csr_matrix(((masses / mol_mass[mol_of_atom]).astype(np.float32), (mol_of_atom, np.arange(n_atoms))),
                              shape=(first_atom.size, n_atoms))
+        contiguous = bool(np.all(np.diff(mol_of_atom) >= 0))
+        tail = None
+        if contiguous:
+            cum = np.cumsum(masses, dtype=np.float64)
+            last = np.append(first_atom[1:] - 1, n_atoms - 1)  # last atom of each molecule
+            tail = ((cum[last][mol_of_atom] - cum) / mol_mass[mol_of_atom])[:-1]
         return cls(n_atoms=n_atoms, n_mol=first_atom.size, first_atom=first_atom, ref_atom=first_atom[mol_of_atom],
-                   weights=weights, contiguous=bool(np.all(np.diff(mol_of_atom) >= 0)))
+                   weights=weights, contiguous=contiguous, mol_of_atom=np.asarray(mol_of_atom, dtype=np.int64),
+                   tail_fraction=tail)
 
     def junctions(self, k: int) -> np.ndarray:
         """Flat indices, in a (k, N-1, 3) array of consecutive-atom vectors, of the vectors that join the last
@@ -466,36 +497,83 @@ class _Topology:
     def stacked_weights(self, k: int) -> Any:
         """Block-diagonal weights for k frames stacked as (k·N, 3): one sparse product per chunk."""
         if k not in self._stacked:
-            from scipy.sparse import block_diag
+            from scipy.sparse import csr_matrix
 
-            self._stacked[k] = block_diag([self.weights] * k, format="csr", dtype=np.float32)
+            # frame f's block: the same rows shifted by f·M, columns by f·N (built from the CSR arrays
+            # directly; scipy's block_diag takes ≈ 2 ms per chunk size through COO)
+            w = self.weights
+            nnz = w.indptr[-1]
+            indices = (w.indices[None, :] + (np.arange(k) * self.n_atoms)[:, None]).ravel()
+            indptr = np.append((w.indptr[None, :-1] + (np.arange(k) * nnz)[:, None]).ravel(), k * nnz)
+            self._stacked[k] = csr_matrix((np.tile(w.data, k), indices, indptr),
+                                          shape=(k * self.n_mol, k * self.n_atoms))
         return self._stacked[k]
+
+
+def _chain_steps(pos: np.ndarray, top: _Topology) -> np.ndarray:
+    """Wrapped vectors between consecutive atoms, (K, N-1, 3), with the vectors that join one molecule to the
+    next set to zero (contiguous topologies)."""
+    step = np.subtract(pos[:, 1:], pos[:, :-1])
+    step.reshape(-1)[top.junctions(pos.shape[0])] = 0.0
+    return step
 
 
 def _all_molecules_whole(pos: np.ndarray, half_min: float, top: _Topology) -> bool:
     """True when no molecule of the chunk can be split by the periodic boundary (orthorhombic boxes).
 
-    Within a molecule shorter than half the box every true vector between two atoms is shorter than half
-    the box, so a wrapped vector between consecutive atoms that is also shorter (every component below
-    ``half_min``, half the smallest box length of the chunk) is the true one; when that holds for every
-    consecutive pair of every molecule, each molecule is whole. Needs molecules with consecutive atoms.
+    A wrapped vector between consecutive atoms of a molecule that is shorter than half the box in every
+    component (below ``half_min``, half the smallest box length of the chunk) is the true one (consecutive
+    atoms of a molecule are closer than half the box); when that holds for every consecutive pair of every
+    molecule, each molecule is whole. Needs molecules with consecutive atoms.
     """
     if pos.shape[1] < 2:
         return True
-    step = np.subtract(pos[:, 1:], pos[:, :-1])
-    step.reshape(-1)[top.junctions(pos.shape[0])] = 0.0  # vectors from one molecule to the next
+    step = _chain_steps(pos, top)
     return bool(step.max() < half_min and step.min() > -half_min)
+
+
+def _chain_whole_coms(pos: np.ndarray, lengths: np.ndarray, top: _Topology, weights: Any) -> np.ndarray:
+    """Centres of mass of the molecules made whole along their atom chain, orthorhombic boxes, contiguous
+    topology; (K, M, 3) float64 in the unit of ``pos``.
+
+    One sparse mass-weight product of the wrapped positions, plus a correction for each consecutive-atom
+    vector that crosses the boundary: the true vector is the wrapped one shifted by a box length, which moves
+    every later atom of the molecule by that shift, and so its centre of mass by the shift times the mass
+    fraction of those atoms (:attr:`_Topology.tail_fraction`). Exact for any molecule whose consecutive atoms
+    are closer than half the box; costs ≈ 1.5 × the product for a chunk with split molecules (the general
+    per-atom minimum-image path costs ≈ 4 ×).
+    """
+    k_frames, n_atoms = pos.shape[0], pos.shape[1]
+    com = (weights @ pos.reshape(k_frames * n_atoms, 3)).reshape(k_frames, top.n_mol, 3).astype(np.float64)
+    if n_atoms < 2:
+        return com
+    step = _chain_steps(pos, top)
+    half_min = 0.5 * float(lengths.min())
+    if step.max() < half_min and step.min() > -half_min:  # nothing split in this chunk
+        return com
+    flat = step.reshape(-1)
+    np.abs(flat, out=flat)
+    idx = np.flatnonzero(flat > half_min)  # candidates; the exact test is each frame's own box length
+    frame, rest = np.divmod(idx, (n_atoms - 1) * 3)
+    atom, axis = np.divmod(rest, 3)
+    lk = lengths[frame, axis].astype(np.float64)
+    wrapped_step = pos[frame, atom + 1, axis].astype(np.float64) - pos[frame, atom, axis]
+    shift = -lk * np.rint(wrapped_step / lk)  # true step − wrapped step
+    key = (frame * top.n_mol + top.mol_of_atom[atom]) * 3 + axis
+    com.reshape(-1)[:] += np.bincount(key, weights=shift * top.tail_fraction[atom], minlength=com.size)
+    return com
 
 
 def _whole_molecule_coms(pos: np.ndarray, dims: np.ndarray, top: _Topology, unit_nm: float = A_TO_NM) -> np.ndarray:
     """Wrapped centres of mass of whole molecules for a chunk of frames.
 
-    When no molecule is split by the boundary (:func:`_all_molecules_whole`, the usual case: single-rank
-    mdrun writes whole molecules) the centres of mass are one sparse mass-weight product of the positions.
-    Otherwise each atom's minimum-image vector to its molecule's first atom makes the molecule whole (valid
-    for molecules shorter than half the box) and the mass-weighted mean of those vectors is added to the
-    first atom; only the few components longer than half the box are wrapped. Arithmetic in the input's
-    float32 (≈ 1e-6 nm, three orders below the xtc precision); the result is float64 nm.
+    Orthorhombic boxes and molecules with consecutive atoms (every GROMACS topology): one sparse mass-weight
+    product of the positions, corrected for the consecutive-atom vectors that cross the boundary
+    (:func:`_chain_whole_coms`). Otherwise each atom's minimum-image vector to its molecule's first atom
+    makes the molecule whole (valid for molecules shorter than half the box) and the mass-weighted mean of
+    those vectors is added to the first atom; only the few components longer than half the box are wrapped.
+    Arithmetic in the input's float32 (≈ 1e-6 nm, three orders below the xtc precision); the result is
+    float64 nm.
 
     Parameters
     ----------
@@ -514,8 +592,8 @@ def _whole_molecule_coms(pos: np.ndarray, dims: np.ndarray, top: _Topology, unit
     if ortho:
         lengths = dims[:, :3].astype(pos.dtype)
         half_min = 0.5 * lengths.min()
-        if top.contiguous and _all_molecules_whole(pos, half_min, top):
-            com = (weights @ pos.reshape(k_frames * n_atoms, 3)).reshape(k_frames, top.n_mol, 3).astype(np.float64)
+        if top.contiguous:
+            com = _chain_whole_coms(pos, lengths, top, weights)
             com *= unit_nm
             return com
     d = np.take(pos, top.ref_atom, axis=1)  # 4× faster than pos[:, ref] for (K, N, 3) float32
@@ -754,21 +832,31 @@ class _FramePass:
             ff, ii, jj, rr = (_dense_pairs_within(cen, sit, dims[sf, :3], rmax_u) if dense
                               else _tree_pairs_within(cen, sit, dims[sf].astype(np.float32), rmax_u))
             ff = sf[ff]
-            dist = rr.astype(np.float64) * unit_nm
+            dist = rr.astype(np.float64)
+            dist *= unit_nm
             inside = dist < rmax
-            ff, ii, jj, dist = ff[inside], ii[inside], jj[inside], dist[inside]
+            if not inside.all():  # float32 distances just below the cutoff in the read unit
+                ff, ii, jj, dist = ff[inside], ii[inside], jj[inside], dist[inside]
             ch = self.site_channel[jj]
-            b = np.minimum((dist / rdf_bin_nm).astype(np.int64), nbins - 1)
-            hist[f0:f0 + k] = np.bincount((ff * n_ch + ch) * nbins + b,
-                                          minlength=k * n_ch * nbins).reshape(k, n_ch * nbins)
-            near = dist < r_store
-            if np.any(near):
-                key = (((ff[near] + f0) * n_centre + ii[near]) * n_mol + self.site_mol[jj[near]]) * n_ch + ch[near]
+            b = (dist / rdf_bin_nm).astype(np.int64)
+            np.minimum(b, nbins - 1, out=b)
+            b += (ff * n_ch + ch) * nbins
+            hist[f0:f0 + k] = np.bincount(b, minlength=k * n_ch * nbins).reshape(k, n_ch * nbins)
+            near = np.flatnonzero(dist < r_store)  # one index list, taken from each array (faster than masks)
+            if near.size:
+                key = ff.take(near)
+                key += f0
+                key *= n_centre
+                key += ii.take(near)
+                key *= n_mol
+                key += self.site_mol.take(jj.take(near))
+                key *= n_ch
+                key += ch.take(near)
                 o = np.argsort(key, kind="stable")
                 ks = key[o]
                 first = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
                 ukey = ks[first]
-                dmin = np.minimum.reduceat(dist[near][o], first)
+                dmin = np.minimum.reduceat(dist.take(near)[o], first)
                 cont["frame"].append((ukey // (n_ch * n_mol * n_centre)).astype(np.int32))
                 cont["channel"].append((ukey % n_ch).astype(np.int16))
                 cont["partner"].append(((ukey // n_ch) % n_mol).astype(np.int32))

@@ -8,6 +8,7 @@ uncertainty (RDF minima excepted: a channel without first-shell structure has no
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -35,6 +36,8 @@ def _clean(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_clean(v) for v in obj]
     if isinstance(obj, np.ndarray):
+        if obj.dtype.kind in "biu" or (obj.dtype.kind == "f" and np.isfinite(obj).all()):
+            return obj.tolist()  # already JSON-safe Python numbers (the common case: curves, blocks)
         return [_clean(v) for v in obj.tolist()]
     if isinstance(obj, (np.bool_,)):
         return bool(obj)
@@ -54,10 +57,20 @@ def validate_results(doc: dict[str, Any], path: str | None = None) -> None:
     InputError
         Naming the first offending JSON path and what the schema expected.
     """
+    _validate_clean(_clean(doc), path)
+
+
+@functools.lru_cache(maxsize=1)
+def _validator() -> Any:
+    """The schema's validator (built once per process: reading and compiling the schema is a fixed cost)."""
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(load_schema())
-    errors = sorted(validator.iter_errors(_clean(doc)), key=lambda e: list(e.absolute_path))
+    return jsonschema.Draft202012Validator(load_schema())
+
+
+def _validate_clean(doc: dict[str, Any], path: str | None) -> None:
+    """:func:`validate_results` of a document that is already JSON-safe (:func:`_clean`)."""
+    errors = sorted(_validator().iter_errors(doc), key=lambda e: list(e.absolute_path))
     if errors:
         e = errors[0]
         where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
@@ -70,6 +83,17 @@ def write_results(path: str | Path, doc: dict[str, Any]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(_clean(doc), indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    return path
+
+
+def write_validated_results(path: str | Path, doc: dict[str, Any]) -> Path:
+    """Validate ``doc`` against the schema, then write it (:func:`validate_results` + :func:`write_results`,
+    with one JSON-safe copy for both). Nothing is written when the document does not validate."""
+    path = Path(path)
+    clean = _clean(doc)
+    _validate_clean(clean, str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(clean, indent=1, sort_keys=False) + "\n", encoding="utf-8")
     return path
 
 
