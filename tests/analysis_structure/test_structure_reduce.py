@@ -117,10 +117,10 @@ def _random_molecules(rng: np.random.Generator, n_frames: int, box_nm: float, si
 def test_centres_of_mass_of_whole_and_split_molecules(contiguous):
     """Chunk COMs equal the truth (mod box) whether or not a molecule is split, atoms in any order.
 
-    Contiguous molecules take the one-product path when no molecule is split (checked on consecutive atoms)
-    and the general minimum-image path otherwise; interleaved atoms always take the general one.
+    Contiguous molecules take the sparse product with its chain-step correction; interleaved atoms take the
+    general per-atom minimum-image path.
     """
-    from mdbench.analysis.reduce import _all_molecules_whole, _Topology, _whole_molecule_coms
+    from mdbench.analysis.reduce import _Topology, _whole_molecule_coms
 
     rng = np.random.default_rng(11)
     box = 2.0
@@ -136,16 +136,12 @@ def test_centres_of_mass_of_whole_and_split_molecules(contiguous):
     pos = (wrapped[:, order] * 10.0).astype(np.float32)  # Å, as MDAnalysis gives them
     split = np.any(np.abs(wrapped[:, 1:] - wrapped[:, :-1])[:, mol_of_atom[1:] == mol_of_atom[:-1]] > 1.0)
     assert split  # some molecule really is split by the boundary in this fixture
-    if contiguous:
-        assert not _all_molecules_whole(pos, 0.5 * box * 10.0, top)
     com = _whole_molecule_coms(pos, dims, top)
     np.testing.assert_allclose(minimum_image(com - truth, np.diag([box] * 3)), 0.0, atol=2e-6)
     # the same molecules made whole (unwrapped positions, nothing split): the one-product path agrees
     whole = wrapped[:, order] + box * np.round((np.take(wrapped[:, order], top.ref_atom, axis=1)
                                                 - wrapped[:, order]) / box)
     pos_whole = (whole * 10.0).astype(np.float32)
-    if contiguous:
-        assert _all_molecules_whole(pos_whole, 0.5 * box * 10.0, top)
     com_whole = _whole_molecule_coms(pos_whole, dims, top)
     np.testing.assert_allclose(minimum_image(com_whole - truth, np.diag([box] * 3)), 0.0, atol=2e-6)
 
@@ -202,15 +198,20 @@ def test_stacked_weights_are_the_block_diagonal_of_the_weights():
         np.testing.assert_array_equal(got.toarray(), want.toarray())
 
 
-def test_split_check_ignores_the_jump_between_molecules():
-    """Two whole molecules far apart (next to each other in atom order): nothing is split."""
-    from mdbench.analysis.reduce import _all_molecules_whole, _Topology
+def test_the_jump_between_two_molecules_is_no_split():
+    """Two whole molecules far apart, next to each other in atom order: their centres of mass are the plain
+    mass-weighted means (the vector from one molecule to the next is not a split); then one is split."""
+    from mdbench.analysis.reduce import _Topology, _whole_molecule_coms
 
-    top = _Topology.build(np.array([0, 0, 1, 1]), np.ones(4))
-    pos = np.array([[[1.0, 1.0, 1.0], [1.5, 1.0, 1.0], [18.5, 1.0, 1.0], [19.0, 1.0, 1.0]]], dtype=np.float32)
-    assert _all_molecules_whole(pos, 10.0, top)
-    pos[0, 3, 0] = 0.2  # now molecule 1 is split (18.5 ↔ 0.2 across a 20 Å box)
-    assert not _all_molecules_whole(pos, 10.0, top)
+    top = _Topology.build(np.array([0, 0, 1, 1]), np.array([1.0, 3.0, 2.0, 2.0]))
+    dims = np.array([[20.0, 20.0, 20.0, 90.0, 90.0, 90.0]])
+    pos = np.array([[[1.0, 1.0, 1.0], [1.4, 1.0, 1.0], [18.5, 1.0, 1.0], [19.5, 1.0, 1.0]]], dtype=np.float32)
+    com = _whole_molecule_coms(pos, dims, top)
+    np.testing.assert_allclose(com[0], [[0.13, 0.1, 0.1], [1.9, 0.1, 0.1]], atol=1e-6)
+    pos[0, 3, 0] = 0.5  # molecule 1 now split: 18.5 ↔ 0.5 Å is a 2 Å bond across the face of a 20 Å box
+    com = _whole_molecule_coms(pos, dims, top)
+    assert com[0, 0] == pytest.approx([0.13, 0.1, 0.1], abs=1e-6)
+    assert minimum_image(com[0, 1] - [1.95, 0.1, 0.1], np.diag([2.0] * 3)) == pytest.approx([0, 0, 0], abs=1e-6)
 
 
 def test_float32_input_gives_float64_results():

@@ -518,20 +518,6 @@ def _chain_steps(pos: np.ndarray, top: _Topology) -> np.ndarray:
     return step
 
 
-def _all_molecules_whole(pos: np.ndarray, half_min: float, top: _Topology) -> bool:
-    """True when no molecule of the chunk can be split by the periodic boundary (orthorhombic boxes).
-
-    A wrapped vector between consecutive atoms of a molecule that is shorter than half the box in every
-    component (below ``half_min``, half the smallest box length of the chunk) is the true one (consecutive
-    atoms of a molecule are closer than half the box); when that holds for every consecutive pair of every
-    molecule, each molecule is whole. Needs molecules with consecutive atoms.
-    """
-    if pos.shape[1] < 2:
-        return True
-    step = _chain_steps(pos, top)
-    return bool(step.max() < half_min and step.min() > -half_min)
-
-
 def _chain_whole_coms(pos: np.ndarray, lengths: np.ndarray, top: _Topology, weights: Any) -> np.ndarray:
     """Centres of mass of the molecules made whole along their atom chain, orthorhombic boxes, contiguous
     topology; (K, M, 3) float64 in the unit of ``pos``.
