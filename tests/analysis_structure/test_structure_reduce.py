@@ -198,6 +198,29 @@ def test_stacked_weights_are_the_block_diagonal_of_the_weights():
         np.testing.assert_array_equal(got.toarray(), want.toarray())
 
 
+def test_site_channels_of_interleaved_molecules_in_order_of_their_first_atom():
+    """Channels from elements and bonds with species interleaved in atom order: named species:label, ordered
+    by their first atom, each listing its atoms in ascending order; the centre (Li⁺) is no site."""
+    cl = [("Cl", 35.45, -0.72)]
+    dmc = [("C", 12.0, 0.3), ("O", 16.0, -0.5), ("O", 16.0, -0.3), ("C", 12.0, 0.5)]
+    water = [("O", 16.0, -0.8), ("H", 1.0, 0.4), ("H", 1.0, 0.4)]
+    on, no = [("O", 16.0, -0.3), ("N", 14.0, 0.3)], [("N", 14.0, 0.3), ("O", 16.0, -0.3)]
+    resnames = ["CL", "DMC", "LI", "SOL", "CL", "DMC", "SOL", "ONX", "NOY"]
+    atoms = [cl, dmc, LI, water, cl, dmc, water, on, no]
+    # DMC: carbonyl O (atom 2) bonded to one C, ether O (atom 3) to two; water O to two H; ONX lists its O
+    # before its N, NOY its N before its O (so label order and first-atom order of channels differ)
+    bonds = [(1, 2), (1, 3), (3, 4), (6, 7), (6, 8), (10, 11), (10, 12), (12, 13), (14, 15), (14, 16),
+             (17, 18), (19, 20)]
+    coords = np.random.default_rng(2).uniform(0.0, 2.0, (1, 21, 3))
+    rd = reduce_universe(make_universe(resnames, atoms, coords, np.full((1, 3), 2.0), bonds=bonds))
+    got = [(c.name, c.species, c.label, c.atom_indices.tolist()) for c in rd.channels]
+    assert got == [("CL:ion", "CL", "ion", [0, 9]), ("DMC:O_carbonyl", "DMC", "O_carbonyl", [2, 11]),
+                   ("DMC:O_ether", "DMC", "O_ether", [3, 12]), ("SOL:O", "SOL", "O", [6, 14]),
+                   ("ONX:O", "ONX", "O", [17]), ("ONX:N", "ONX", "N", [18]), ("NOY:N", "NOY", "N", [19]),
+                   ("NOY:O", "NOY", "O", [20])]
+    assert all(c.atom_indices.dtype == np.int64 for c in rd.channels)
+
+
 def test_the_jump_between_two_molecules_is_no_split():
     """Two whole molecules far apart, next to each other in atom order: their centres of mass are the plain
     mass-weighted means (the vector from one molecule to the next is not a split); then one is split."""
