@@ -623,7 +623,7 @@ def _whole_molecule_coms(pos: np.ndarray, dims: np.ndarray, top: _Topology, unit
             flat[idx] -= lk * np.rint(flat[idx] / lk)
     else:
         for k in range(k_frames):
-            d[k] = minimum_image(d[k].astype(np.float64), box_matrix_nm(dims[k], unit_nm) / unit_nm)
+            d[k] = minimum_image(d[k].astype(np.float64), box_matrix_nm(dims[k], 1.0))  # box in the read unit
     offset = weights @ d.reshape(k_frames * n_atoms, 3)
     com = np.take(pos, top.first_atom, axis=1).astype(np.float64)
     com += offset.reshape(k_frames, top.n_mol, 3)
