@@ -6,11 +6,12 @@ memory grows with molecules × frames.
 
 Per frame the pass
 
-1. computes float64 centres of mass of whole molecules: one sparse mass-weight product of the positions
-   when a cheap test on consecutive atoms shows that no molecule is split by the boundary (single-rank
-   mdrun output); otherwise each atom's minimum-image vector to its molecule's first atom makes the
-   molecule whole (both valid for molecules shorter than half the box, which holds for every species of
-   this project);
+1. computes float64 centres of mass of whole molecules: for molecules with consecutive atoms in an
+   orthorhombic box (every GROMACS topology here), one sparse mass-weight product of the wrapped positions
+   plus, for each consecutive-atom vector that crosses the boundary (mdrun puts every atom in the box on
+   its own), the box shift times the mass fraction of the molecule's later atoms; otherwise each atom's
+   minimum-image vector to its molecule's first atom makes the molecule whole (valid for molecules shorter
+   than half the box, which holds for every species of this project);
 2. unwraps the centres of mass with the *displacement* scheme that is correct under NPT box changes
    (von Bülow, Bullerjahn & Hummer, J. Chem. Phys. 153, 021101 (2020), doi:10.1063/5.0008316):
    ``r_u(t) = r_u(t-1) + [r_w(t) - r_w(t-1)]_MI(h_t)`` where ``[·]_MI(h_t)`` is the minimum image in the
