@@ -29,18 +29,18 @@ CN_MAX_REL_HALF_WIDTH = 0.25
 CN_ABS_HALF_WIDTH_OK = 0.05
 
 
-def distinct_keys(key: np.ndarray) -> np.ndarray:
-    """The distinct values of ``key`` in ascending order.
+def distinct_keys(key: np.ndarray, return_index: bool = False) -> Any:
+    """The distinct values of ``key`` in ascending order (and, with ``return_index``, the position of each
+    one's first occurrence in ``key``).
 
     The reduction writes contacts sorted by (frame, centre, partner, channel), so keys built from them in
     that order are already sorted: the distinct ones are then the changes of value (linear time); any
     other order takes ``np.unique`` (a sort).
     """
-    if key.size < 2:
-        return key.copy()
-    if bool(np.all(key[1:] >= key[:-1])):
-        return key[np.r_[True, key[1:] != key[:-1]]]
-    return np.unique(key)
+    if key.size >= 2 and not bool(np.all(key[1:] >= key[:-1])):
+        return np.unique(key, return_index=return_index)
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size >= 2 else np.arange(key.size)
+    return (key[first], first) if return_index else key[first]
 
 
 def cn_per_frame(rd: ReducedTrajectory, channels: list[str], cutoff_nm: float | dict[str, float]) -> np.ndarray:
@@ -68,13 +68,9 @@ def cn_per_frame(rd: ReducedTrajectory, channels: list[str], cutoff_nm: float | 
     ct = rd.contacts
     cut_of_row = cut[ct["channel"]]
     keep = np.flatnonzero((cut_of_row > 0) & (ct["dmin_nm"] < cut_of_row))
-    key = rd.contact_pair_key().take(keep)  # (frame, centre, partner)
-    n_c = rd.centre_mol.size
-    if key.size > 1 and bool(np.all(key[1:] >= key[:-1])):  # rows as the reduction writes them
-        frame = ct["frame"].take(keep[np.r_[True, key[1:] != key[:-1]]])
-    else:
-        frame = distinct_keys(key) // (n_c * rd.mol_species.size)
-    return np.bincount(frame, minlength=rd.n_frames) / max(n_c, 1)
+    _, first = distinct_keys(rd.contact_pair_key().take(keep), return_index=True)  # (frame, centre, partner)
+    frame = ct["frame"].take(keep[first])
+    return np.bincount(frame, minlength=rd.n_frames) / max(rd.centre_mol.size, 1)
 
 
 #: Relative slack between the distinct-molecule CN and the histogram site integral at r_c.

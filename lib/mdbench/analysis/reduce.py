@@ -266,15 +266,11 @@ def _element_of(u: Any) -> np.ndarray:
     try:
         elements = u.atoms.elements
     except (AttributeError, MemoryError):  # pragma: no cover - topologies without elements
-        elements = None
-    if elements is not None:
-        # upper-cased once per distinct symbol: 2.5 × faster than per atom for 56,000 atoms
-        distinct, inverse = np.unique(np.asarray(elements).astype(str), return_inverse=True)
-        return np.char.upper(distinct)[inverse.reshape(-1)]
-    else:  # pragma: no cover - topologies without elements
-        masses = u.atoms.masses
         table = {1: "H", 7: "LI", 12: "C", 14: "N", 16: "O", 19: "F", 23: "NA", 32: "S", 35: "CL"}
-        return np.array([table.get(int(round(m)), "X") for m in masses])
+        return np.array([table.get(int(round(m)), "X") for m in u.atoms.masses])
+    # upper-cased once per distinct symbol: 2.5 × faster than per atom for 56,000 atoms
+    distinct, inverse = np.unique(np.asarray(elements).astype(str), return_inverse=True)
+    return np.char.upper(distinct)[inverse.reshape(-1)]
 
 
 def _bond_indices(u: Any) -> np.ndarray:

@@ -80,21 +80,22 @@ def _validate_clean(doc: dict[str, Any], path: str | None) -> None:
 
 def write_results(path: str | Path, doc: dict[str, Any]) -> Path:
     """Write ``doc`` as pretty JSON (non-finite → null) and return the path."""
-    path = Path(path)
+    return _write_clean(Path(path), _clean(doc))
+
+
+def _write_clean(path: Path, clean: dict[str, Any]) -> Path:
+    """Write an already JSON-safe document as pretty JSON."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_clean(doc), indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(clean, indent=1, sort_keys=False) + "\n", encoding="utf-8")
     return path
 
 
 def write_validated_results(path: str | Path, doc: dict[str, Any]) -> Path:
     """Validate ``doc`` against the schema, then write it (:func:`validate_results` + :func:`write_results`,
     with one JSON-safe copy for both). Nothing is written when the document does not validate."""
-    path = Path(path)
     clean = _clean(doc)
     _validate_clean(clean, str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(clean, indent=1, sort_keys=False) + "\n", encoding="utf-8")
-    return path
+    return _write_clean(Path(path), clean)
 
 
 def read_results(path: str | Path) -> dict[str, Any]:
