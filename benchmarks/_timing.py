@@ -36,3 +36,13 @@ def round_ratio(times: dict[str, list[float]], num: str, den: str) -> float:
     ratios = sorted(a / b for a, b in zip(times[num], times[den]))
     mid = len(ratios) // 2
     return ratios[mid] if len(ratios) % 2 else 0.5 * (ratios[mid - 1] + ratios[mid])
+
+
+def round_ratio_quartiles(times: dict[str, list[float]], num: str, den: str) -> tuple[float, float, float]:
+    """(lower quartile, median, upper quartile) over rounds of time[num] / time[den] in the same round: the
+    spread says how far one run's ratio can be trusted on a shared machine."""
+    import numpy as np
+
+    ratios = np.array([a / b for a, b in zip(times[num], times[den])])
+    q1, q2, q3 = np.percentile(ratios, [25, 50, 75])
+    return float(q1), float(q2), float(q3)

@@ -54,6 +54,14 @@ def test_cli_lists_every_room():
         assert re.search(rf"^\s+{command}\s", out.stdout, re.M), command
 
 
+def test_python_dash_m_mdbench_is_the_cli():
+    """``python -m mdbench`` (used by the benchmarks to simulate their micro case) runs the same CLI."""
+    out = subprocess.run([sys.executable, "-m", "mdbench", "study", "run", "--help"], capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    assert "--no-analysis" in out.stdout and "--preset" in out.stdout
+
+
 def test_ci_script_runs_make_test():
     text = (PROJECT_ROOT / ".ci" / "run").read_text()
     assert "make test" in text and "CI=true" in text

@@ -198,6 +198,25 @@ def test_coordination_counts_do_not_depend_on_the_contact_order(reduced):
         expect = cn_per_frame(reduced, ["SOL:O", "CL:ion"], cut)
         assert expect.mean() > 0
         np.testing.assert_array_equal(cn_per_frame(shuffled, ["SOL:O", "CL:ion"], cut), expect)
+        single = cn_per_frame(reduced, ["SOL:O"], cut)  # one channel: its cached rows only
+        np.testing.assert_array_equal(cn_per_frame(shuffled, ["SOL:O"], cut), single)
+
+
+def test_coordination_of_each_channel_equals_a_count_of_distinct_molecules_in_the_table(reduced):
+    """Per channel and cutoff, cn_per_frame = distinct (centre, partner molecule) pairs per frame with a row
+    of that channel closer than the cutoff, counted with Python sets, / number of centres."""
+    from mdbench.analysis.coordination import cn_per_frame
+
+    ct = reduced.contacts
+    rows = list(zip(ct["frame"].tolist(), ct["centre"].tolist(), ct["partner"].tolist(),
+                    ct["channel"].tolist(), ct["dmin_nm"].astype(np.float64).tolist()))
+    for code, ch in enumerate(reduced.channels):
+        for cut in (0.25, 0.33):
+            pairs = {(f, c, p) for f, c, p, k, d in rows if k == code and d < cut}
+            expect = np.zeros(reduced.n_frames)
+            for f, _, _ in pairs:
+                expect[f] += 1.0 / reduced.centre_mol.size
+            np.testing.assert_allclose(cn_per_frame(reduced, [ch.name], cut), expect, rtol=0, atol=1e-12)
 
 
 def test_association_does_not_depend_on_the_contact_order(reduced):

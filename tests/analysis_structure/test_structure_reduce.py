@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: make the helper importable
 from structure_synth import make_universe  # noqa: E402
 
-from mdbench.analysis.reduce import minimum_image, reduce_universe
+from mdbench.analysis.reduce import box_dimensions, minimum_image, reduce_universe
 from mdbench.errors import InputError
 
 LI = [("Li", 6.94, 0.72)]
@@ -294,6 +294,37 @@ def test_triclinic_box_coms_and_pairs_match_brute_force():
         sel = (rd.contacts["frame"] == f) & (rd.contacts["channel"] == ch)
         got = sorted(zip(rd.contacts["centre"][sel].tolist(), rd.contacts["partner"][sel].tolist()))
         assert got == ref and len(ref) > 0
+
+
+def test_box_dimensions_of_many_boxes_equal_mdanalysis_triclinic_box():
+    """The chunk-wise box conversion of the direct xtc path gives MDAnalysis' per-frame answer bit for bit:
+    triclinic and orthorhombic boxes, and the invalid ones it turns into zeros."""
+    from MDAnalysis.lib.mdamath import triclinic_box, triclinic_vectors
+
+    rng = np.random.default_rng(11)
+    boxes = [triclinic_vectors(np.r_[rng.uniform(1, 80, 3), rng.uniform(60, 120, 3)]) for _ in range(300)]
+    boxes += [np.diag(rng.uniform(1, 80, 3)) for _ in range(50)]
+    boxes += [np.zeros((3, 3)), np.diag([1.0, 0.0, 2.0]), np.array([[1, 0, 0], [1, 0, 0], [0, 0, 1.0]])]
+    vectors = np.array(boxes, dtype=np.float32)
+    expect = np.array([triclinic_box(*v) for v in vectors])
+    got = box_dimensions(vectors)
+    assert got.dtype == np.float32 and got.shape == (len(boxes), 6)
+    np.testing.assert_array_equal(got, expect)
+    assert not got[-3:].any() and got[:-3].all()  # the three invalid boxes → zeros, the others valid
+
+
+def test_integer_decoding_equals_numpy_divmod():
+    """The pair and contact-key decoding (``//`` then multiply-subtract) equals ``np.divmod`` exactly,
+    multiples of the divisor and 0 included."""
+    from mdbench.analysis.reduce import divmod_by_scalar
+
+    rng = np.random.default_rng(2)
+    for d in (1, 7, 480, 19_200, 1080 * 12_960):
+        x = np.concatenate([rng.integers(0, 2**40, 5000), np.arange(0, 50 * d, d), [0, d - 1, d, d + 1]])
+        q, r = divmod_by_scalar(x.astype(np.int64), d)
+        eq, er = np.divmod(x.astype(np.int64), d)
+        np.testing.assert_array_equal(q, eq)
+        np.testing.assert_array_equal(r, er)
 
 
 def test_workers_setting_is_validated_and_capped():

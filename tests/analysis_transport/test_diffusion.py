@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from mdbench.analysis.diffusion import (local_slope, msd_fft, select_diffusive_window, self_diffusion,
+from mdbench.analysis.diffusion import (fit_slope, local_slope, msd_fft, select_diffusive_window, self_diffusion,
                                         yeh_hummer_correction)
 from mdbench.analysis.states import classify_result
 from mdbench.errors import InputError
@@ -220,3 +220,18 @@ def test_count_non_finite_is_exact():
     assert count_non_finite(x) == 3
     big = np.full(4, np.finfo(np.float64).max)  # finite entries whose sum overflows
     assert count_non_finite(big) == 0
+
+
+def test_fit_slope_is_the_least_squares_slope_over_the_window():
+    """Closed-form slope = np.polyfit's degree-1 slope on the window's points only; < 2 points → nan."""
+    rng = np.random.default_rng(3)
+    lag = np.arange(200) * 0.5
+    y = 0.37 * lag + 4.0 + rng.normal(0, 2.0, lag.size)
+    y[lag > 60] += 1e3  # outside the window: must not count
+    sel = (lag >= 10.0) & (lag <= 60.0)
+    expect = np.polyfit(lag[sel], y[sel], 1)[0]
+    assert fit_slope(lag, y, 10.0, 60.0) == pytest.approx(expect, rel=1e-12)
+    assert abs(fit_slope(lag, y, 10.0, 60.0) - 0.37) < 0.02
+    assert fit_slope(lag, -2.5 * lag, 1.0, 3.0) == pytest.approx(-2.5, rel=1e-12)  # cross terms may be < 0
+    assert math.isnan(fit_slope(lag, y, 10.2, 10.4))  # no point in the window
+    assert math.isnan(fit_slope(lag, np.where(sel, np.nan, y), 10.0, 60.0))  # a non-finite point

@@ -26,7 +26,7 @@ import numpy as np
 
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate
 from mdbench.analysis.coordination import distinct_keys
-from mdbench.analysis.reduce import ReducedTrajectory
+from mdbench.analysis.reduce import ReducedTrajectory, divmod_by_scalar
 
 CLASSES = ("free_or_SSIP", "CIP", "AGG")
 #: Nodes (frames × ions) of one cluster graph; frames are batched to bound memory.
@@ -53,7 +53,9 @@ def association_frames(rd: ReducedTrajectory, anion: str, channels: list[str], c
     names = [c.name for c in rd.channels]
     codes = np.array([names.index(c) for c in channels], dtype=np.int64)
     ct = rd.contacts
-    keep = np.isin(ct["channel"], codes) & (ct["dmin_nm"] < cutoff_nm)
+    listed = np.zeros(len(names), dtype=bool)
+    listed[codes] = True
+    keep = listed[ct["channel"]] & (ct["dmin_nm"] < cutoff_nm)
     frame = ct["frame"][keep].astype(np.int64)
     cation_mol = rd.centre_mol[ct["centre"][keep]]
     anion_mol = ct["partner"][keep].astype(np.int64)
@@ -64,9 +66,8 @@ def association_frames(rd: ReducedTrajectory, anion: str, channels: list[str], c
     an_idx = np.searchsorted(anions, anion_mol)
     # distinct (frame, cation, anion) edges
     key = distinct_keys((frame * n_cat + cat_idx) * max(n_an, 1) + an_idx)
-    e_frame = key // (n_cat * max(n_an, 1))
-    e_cat = (key // max(n_an, 1)) % n_cat
-    e_an = key % max(n_an, 1)
+    rest, e_an = divmod_by_scalar(key, max(n_an, 1))
+    e_frame, e_cat = divmod_by_scalar(rest, n_cat)
     n_frames = rd.n_frames
     n_ions = n_cat + n_an
     # per frame and anion: number of distinct cations in contact
@@ -96,7 +97,10 @@ def association_frames(rd: ReducedTrajectory, anion: str, channels: list[str], c
         np.maximum.at(largest[f0:f0 + nf], comp_frame, csize / n_ions)
         by_size[f0:f0 + nf] = np.bincount(comp_frame * (n_ions + 1) + csize, weights=csize,
                                           minlength=nf * (n_ions + 1)).reshape(nf, n_ions + 1)
-    sizes = [row[: max(2, int(np.flatnonzero(row).max()) + 1 if row.any() else 2)] for row in by_size]
+    # each frame's size distribution up to its largest cluster (at least sizes 0 and 1)
+    nonzero = by_size != 0
+    last = np.where(nonzero.any(axis=1), by_size.shape[1] - 1 - np.argmax(nonzero[:, ::-1], axis=1), 0)
+    sizes = [row[:n] for row, n in zip(by_size, np.maximum(2, last + 1).tolist())]
     return AssociationFrames(cls, per_cat, largest, sizes)
 
 

@@ -66,8 +66,12 @@ def cn_per_frame(rd: ReducedTrajectory, channels: list[str], cutoff_nm: float | 
     if np.any(cut[codes] > rd.r_store_nm + 1e-9):
         raise ValueError(f"cutoff above the stored neighbour range {rd.r_store_nm} nm")
     ct = rd.contacts
-    cut_of_row = cut[ct["channel"]]
-    keep = np.flatnonzero((cut_of_row > 0) & (ct["dmin_nm"] < cut_of_row))
+    if len(set(codes)) == 1:  # one channel: only its rows (ascending, so the key order is kept)
+        rows = rd.channel_rows(codes[0])
+        keep = rows[ct["dmin_nm"].take(rows) < np.float64(cut[codes[0]])]  # float64 comparison, as below
+    else:
+        cut_of_row = cut[ct["channel"]]
+        keep = np.flatnonzero((cut_of_row > 0) & (ct["dmin_nm"] < cut_of_row))
     _, first = distinct_keys(rd.contact_pair_key().take(keep), return_index=True)  # (frame, centre, partner)
     frame = ct["frame"].take(keep[first])
     return np.bincount(frame, minlength=rd.n_frames) / max(rd.centre_mol.size, 1)

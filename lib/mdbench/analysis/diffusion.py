@@ -446,7 +446,11 @@ def fit_slope(lag_ps: np.ndarray, y: np.ndarray, lo_ps: float, hi_ps: float) -> 
     sel = (lag >= lo_ps * (1 - 1e-12)) & (lag <= hi_ps * (1 + 1e-12))
     if sel.sum() < 2 or not np.all(np.isfinite(y[sel])):
         return float("nan")
-    return float(np.polyfit(lag[sel], y[sel], 1)[0])
+    # ordinary least squares in closed form (= np.polyfit(x, y, 1)[0], which costs ≈ 50 µs of SVD a call
+    # and is called ≈ 90 times per case)
+    x = lag[sel] - lag[sel].mean()
+    sxx = float(np.dot(x, x))
+    return float(np.dot(x, y[sel]) / sxx) if sxx > 0 else float("nan")
 
 
 def _nan_result(species: str, n: int, failures: list[str], frame: str) -> DiffusionResult:

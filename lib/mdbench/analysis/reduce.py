@@ -189,6 +189,14 @@ class ReducedTrajectory:
             self._derived["contact_pair_key"] = key
         return self._derived["contact_pair_key"]
 
+    def channel_rows(self, code: int) -> np.ndarray:
+        """Positions of the contact rows of site channel ``code`` (index into :attr:`channels`), ascending
+        (computed once per channel: an estimator of one channel then reads a fifth of the table, not all)."""
+        name = f"channel_rows:{int(code)}"
+        if name not in self._derived:
+            self._derived[name] = np.flatnonzero(self.contacts["channel"] == code)
+        return self._derived[name]
+
     def subset(self, frames: slice | np.ndarray) -> ReducedTrajectory:
         """A new ReducedTrajectory restricted to the frames ``frames`` (a slice or index array)."""
         idx = np.arange(self.n_frames)[frames]
@@ -236,6 +244,26 @@ def box_matrix_nm(dimensions: np.ndarray, unit_nm: float = A_TO_NM) -> np.ndarra
     from MDAnalysis.lib.mdamath import triclinic_vectors
 
     return np.asarray(triclinic_vectors(np.asarray(dimensions, dtype=np.float64)), dtype=np.float64) * unit_nm
+
+
+def box_dimensions(vectors: np.ndarray) -> np.ndarray:
+    """MDAnalysis ``[a, b, c, α, β, γ]`` (float32, degrees) of a stack of box matrices (K, 3, 3), rows = box
+    vectors: :func:`MDAnalysis.lib.mdamath.triclinic_box` for K boxes at once (it costs ≈ 30 µs a call, a
+    tenth of the time to decode a 2,000-atom frame). Same rules: float64 arithmetic, and an invalid box
+    (a length ≤ 0, an angle outside (0°, 180°)) gives zeros."""
+    v = np.asarray(vectors, dtype=np.float64).reshape(-1, 3, 3)
+    lengths = np.sqrt(np.einsum("kij,kij->ki", v, v))
+    x, y, z = v[:, 0], v[:, 1], v[:, 2]
+    lx, ly, lz = lengths[:, 0], lengths[:, 1], lengths[:, 2]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        angles = np.rad2deg(np.arccos(np.stack([np.einsum("ki,ki->k", y, z) / (ly * lz),
+                                                 np.einsum("ki,ki->k", x, z) / (lx * lz),
+                                                 np.einsum("ki,ki->k", x, y) / (lx * ly)], axis=1)))
+    dims = np.concatenate([lengths, angles], axis=1).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        valid = np.all(dims > 0.0, axis=1) & np.all(angles < 180.0, axis=1)
+    dims[~valid] = 0.0
+    return dims
 
 
 def minimum_image(vectors_nm: np.ndarray, box_nm: np.ndarray) -> np.ndarray:
@@ -421,10 +449,19 @@ def _dense_pairs_within(centres: np.ndarray, sites: np.ndarray, lengths: np.ndar
         flat += f0 * per_frame
         out_flat.append(flat)
     flat = np.concatenate(out_flat)  # (frame, centre, site) decoded once for the whole chunk
-    f, rest = np.divmod(flat, per_frame)
-    i, j = np.divmod(rest, n_s)
+    f, rest = divmod_by_scalar(flat, per_frame)
+    i, j = divmod_by_scalar(rest, n_s)
     r = np.concatenate(out_r)
     return f, i, j, np.sqrt(r, out=r)
+
+
+def divmod_by_scalar(x: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.divmod(x, d)`` for non-negative integers and a scalar divisor, ≈ 1.5× faster: numpy's ``//`` by a
+    scalar uses a multiply-shift division, its ``%`` and ``divmod`` divide element by element."""
+    q = x // d
+    r = q * d
+    np.subtract(x, r, out=r)
+    return q, r
 
 
 def _tree_pairs_within(centres: np.ndarray, sites: np.ndarray, dims: np.ndarray, rmax: float,
@@ -763,14 +800,18 @@ class _FramePass:
         n_atoms = self.top.n_atoms
         pos_buf = np.empty((self.chunk, n_atoms, 3), dtype=np.float32)
         dims_buf = np.empty((self.chunk, 6), dtype=np.float64)
+        # the direct xtc path keeps each frame's box matrix and converts a chunk of them at once
+        vec_buf = np.empty((self.chunk, 3, 3), dtype=np.float32) if self.xtc is not None else None
         cont: dict[str, list[np.ndarray]] = {k: [] for k in ("frame", "centre", "partner", "channel", "dmin_nm")}
         state: dict[str, Any] = {"prev_w": None, "prev_u": None, "input_dtype": None}
         sub = self.frames[a:b]
         filled, f0 = 0, a
-        for f, time_ps in enumerate(self._read(reader, sub, pos_buf, dims_buf, state), start=a):
+        for f, time_ps in enumerate(self._read(reader, sub, pos_buf, dims_buf, vec_buf, state), start=a):
             self.time_ps[f] = time_ps
             filled += 1
             if filled == self.chunk or f == b - 1:
+                if vec_buf is not None:
+                    dims_buf[:filled] = box_dimensions(vec_buf[:filled])
                 self._process(f0, pos_buf[:filled], dims_buf[:filled], state, cont)
                 if on_chunk is not None:
                     on_chunk(filled)
@@ -779,9 +820,10 @@ class _FramePass:
                 "input_dtype": state["input_dtype"]}
 
     def _read(self, reader: Any, sub: range, pos_buf: np.ndarray, dims_buf: np.ndarray,
-              state: dict[str, Any]) -> Iterator[float]:
+              vec_buf: np.ndarray | None, state: dict[str, Any]) -> Iterator[float]:
         """Yield the time [ps] of each frame of ``sub`` once its positions and box are in row ``i % chunk``
-        of the buffers (``i``: the frame's place in ``sub``), read by ``reader`` or straight from the xtc."""
+        of the buffers (``i``: the frame's place in ``sub``), read by ``reader`` (box dimensions into
+        ``dims_buf``) or straight from the xtc (box matrix into ``vec_buf``, converted by the caller)."""
         chunk = self.chunk
         if self.xtc is None:
             for i, ts in enumerate(reader[sub.start:sub.stop:sub.step]):
@@ -792,7 +834,6 @@ class _FramePass:
                 yield ts.time
             return
         from MDAnalysis.lib.formats.libmdaxdr import XTCFile
-        from MDAnalysis.lib.mdamath import triclinic_box
 
         state["input_dtype"] = "float32"
         fname, offsets = self.xtc
@@ -803,7 +844,7 @@ class _FramePass:
                 if i == 0 or sub.step != 1:
                     xdr.seek(f)
                 frame = xdr.read_direct_x(pos_buf[i % chunk])
-                dims_buf[i % chunk] = triclinic_box(*frame.box)
+                vec_buf[i % chunk] = frame.box
                 yield float(frame.time)
         finally:
             xdr.close()
@@ -867,10 +908,13 @@ class _FramePass:
                 first = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
                 ukey = ks[first]
                 dmin = np.minimum.reduceat(dist.take(near)[o], first)
-                cont["frame"].append((ukey // (n_ch * n_mol * n_centre)).astype(np.int32))
-                cont["channel"].append((ukey % n_ch).astype(np.int16))
-                cont["partner"].append(((ukey // n_ch) % n_mol).astype(np.int32))
-                cont["centre"].append(((ukey // n_ch // n_mol) % n_centre).astype(np.int32))
+                rest, channel = divmod_by_scalar(ukey, n_ch)
+                rest, partner = divmod_by_scalar(rest, n_mol)
+                frame, centre = divmod_by_scalar(rest, n_centre)
+                cont["frame"].append(frame.astype(np.int32))
+                cont["channel"].append(channel.astype(np.int16))
+                cont["partner"].append(partner.astype(np.int32))
+                cont["centre"].append(centre.astype(np.int32))
                 cont["dmin_nm"].append(dmin.astype(np.float32))
         if n_centre > 1:
             cen = pos[np.ix_(sf, self.centre_atoms)]
