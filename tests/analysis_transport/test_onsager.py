@@ -7,7 +7,7 @@ import pytest
 
 from mdbench.analysis.onsager import (identify_transference_convention, onsager_transport, solvent_frame,
                                       transference_conventions, transference_number)
-from mdbench.analysis.states import classify_observable, classify_result
+from mdbench.analysis.states import classify_observable
 from mdbench.analysis.units import E_CHARGE_C, KB_J_PER_K
 
 from .conftest import brownian

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from mdbench.analysis.states import classify_result
-from mdbench.analysis.thermo import (EnergySeries, common_guard_ps, detect_equilibration, linear_drift,
-                                     read_energy_file, thermo_analysis, thermo_observable)
+from mdbench.analysis.thermo import (common_guard_ps, detect_equilibration, linear_drift, read_energy_file,
+                                     thermo_analysis, thermo_observable)
 from mdbench.errors import InputError
 
 from .conftest import ou_series

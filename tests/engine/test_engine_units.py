@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mdbench.engine import protocols as P
-from mdbench.engine.hardware import gromacs_build_info, record_hardware_audit
+from mdbench.engine.hardware import record_hardware_audit
 from mdbench.engine.runner import CliRunner, EngineUnavailable, get_runner, gmxapi_unavailable_reason
 from mdbench.engine.segments import log_last_step
 from mdbench.engine.threads import ThreadSlots

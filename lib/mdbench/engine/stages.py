@@ -11,8 +11,6 @@ segment reserved against the budget, and sets its stage state (``minimization``,
 from __future__ import annotations
 
 import logging
-import math
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,7 +20,7 @@ from mdbench.engine import gates as G
 from mdbench.engine.hardware import record_hardware_audit
 from mdbench.engine.protocols import Protocol, Timing, load_gates, load_protocol, write_mdp
 from mdbench.engine.runner import EngineError, Runner, get_runner
-from mdbench.engine.segments import SegmentResult, checkpoint_step, log_last_step, run_segment
+from mdbench.engine.segments import checkpoint_step, log_last_step, run_segment
 from mdbench.errors import InputError, MdbenchError
 from mdbench.paths import PARAMS_DIR
 from mdbench.yamlio import load_yaml
