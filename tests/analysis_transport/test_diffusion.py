@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from mdbench.analysis.diffusion import (fit_slope, local_slope, msd_fft, select_diffusive_window, self_diffusion,
+from mdbench.analysis.diffusion import (fit_slope, local_slope, msd_each_series, msd_fft, select_diffusive_window, self_diffusion,
                                         yeh_hummer_correction)
 from mdbench.analysis.states import classify_result
 from mdbench.errors import InputError
@@ -235,3 +235,20 @@ def test_fit_slope_is_the_least_squares_slope_over_the_window():
     assert fit_slope(lag, -2.5 * lag, 1.0, 3.0) == pytest.approx(-2.5, rel=1e-12)  # cross terms may be < 0
     assert math.isnan(fit_slope(lag, y, 10.2, 10.4))  # no point in the window
     assert math.isnan(fit_slope(lag, np.where(sel, np.nan, y), 10.0, 60.0))  # a non-finite point
+
+
+@pytest.mark.parametrize("n_frames,max_lag", [(300, 20), (300, None), (1000, 200)])
+def test_msd_of_each_series_equals_one_msd_per_series(n_frames, max_lag):
+    """Row k = msd_fft of series k alone (direct sum for ≤ 32 lags, FFT above), and = tidynamics.msd."""
+    import tidynamics
+
+    rng = np.random.default_rng(4)
+    x = np.cumsum(rng.normal(0, 0.1, (n_frames, 4, 3)), axis=0) + 50.0  # far from the origin (trap 5)
+    got = msd_each_series(x, max_lag)
+    n_lags = n_frames if max_lag is None else max_lag + 1
+    assert got.shape == (4, n_lags)
+    for k in range(4):
+        np.testing.assert_allclose(got[k], msd_fft(x[:, k], max_lag), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(got[k], tidynamics.msd(x[:, k] - x[0, k])[:n_lags], rtol=1e-8, atol=1e-10)
+    with pytest.raises(InputError):
+        msd_each_series(x[:, :, :2])

@@ -46,7 +46,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, _json_float, block_estimate, block_windows
-from mdbench.analysis.diffusion import fit_slope, msd_fft, msd_fft_windows
+from mdbench.analysis.diffusion import fit_slope, msd_each_series, msd_fft, msd_fft_windows
 from mdbench.analysis.units import (E_CHARGE_C, KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM3_M3,
                                     as_float64, count_non_finite)
 from mdbench.errors import InputError
@@ -602,8 +602,15 @@ def onsager_transport(com_by_species_nm: Mapping[str, Any], charge_by_species_e:
     def window_estimate(sl: slice) -> dict[str, Any]:
         V_m3 = float(np.mean(vol[sl])) * NM3_M3
         kTV = KB_J_PER_K * T * V_m3
-        msd_i = {s: msd_fft(R[s][sl], max_lag_frames) for s in species}
-        lag = np.arange(msd_i[species[0]].size) * dt
+        # MSDs of every R_i and every pair sum R_i + R_j in one call: <ΔR_i·ΔR_j> = (MSD(R_i + R_j) −
+        # MSD(R_i) − MSD(R_j)) / 2
+        pairs = [(a, b) for a in range(S) for b in range(a + 1, S)]
+        msds = msd_each_series(np.stack([R[s][sl] for s in species]
+                                        + [R[species[a]][sl] + R[species[b]][sl] for a, b in pairs], axis=1),
+                               max_lag_frames)
+        msd_i = {s: msds[k] for k, s in enumerate(species)}
+        msd_pair = {pair: msds[S + n] for n, pair in enumerate(pairs)}
+        lag = np.arange(msds.shape[1]) * dt
         L = np.zeros((S, S))
         for a, si in enumerate(species):
             for b in range(a, S):
@@ -611,7 +618,7 @@ def onsager_transport(com_by_species_nm: Mapping[str, Any], charge_by_species_e:
                 if a == b:
                     corr = msd_i[si]
                 else:
-                    corr = 0.5 * (msd_fft(R[si][sl] + R[sj][sl], max_lag_frames) - msd_i[si] - msd_i[sj])
+                    corr = 0.5 * (msd_pair[(a, b)] - msd_i[si] - msd_i[sj])
                 slope_m2_s = fit_slope(lag, corr, lo, hi) * NM2_PER_PS_TO_M2_PER_S
                 L[a, b] = L[b, a] = slope_m2_s / (6.0 * kTV)
         D = {}
