@@ -124,6 +124,52 @@ def test_schema_rejects_an_accepted_observable_without_value(analysed):
         validate_results(doc)
 
 
+def test_inlined_schema_finds_the_same_errors_as_the_schema(analysed):
+    """The validator's schema has its $refs written out in place; on the real document and on corrupted
+    copies it reports exactly the errors of the schema as written."""
+    import jsonschema
+
+    from mdbench.analysis.results import _validator, load_schema
+
+    plain = jsonschema.Draft202012Validator(load_schema())
+    doc = json.loads(json.dumps(analysed[2], default=str))
+    accepted = next(k for k, v in doc["observables"].items() if v["state"] == "C" and v["category"] != "rdf")
+    other = next(k for k in doc["observables"] if k != accepted)
+    corruptions = [
+        lambda d: None,
+        lambda d: d["observables"][accepted].update(value=None),
+        lambda d: d["observables"][other].update(state="maybe"),
+        lambda d: d["observables"][accepted].pop("unit"),
+        lambda d: d["observables"][accepted].update(blocks=["x", 1.0]),
+        lambda d: d.update(guard_ps="ten"),
+        lambda d: d["observables"][other].update(uncertainty=[]),
+    ]
+    n_errors = []
+    for corrupt in corruptions:
+        bad = json.loads(json.dumps(doc))
+        corrupt(bad)
+        got = sorted((list(e.absolute_path), e.message) for e in _validator().iter_errors(bad))
+        want = sorted((list(e.absolute_path), e.message) for e in plain.iter_errors(bad))
+        assert got == want
+        n_errors.append(len(want))
+    assert n_errors[0] == 0 and all(n > 0 for n in n_errors[1:])
+
+
+def test_inline_local_refs_keeps_recursive_and_qualified_references():
+    from mdbench.analysis.results import inline_local_refs
+
+    schema = {"$defs": {"num": {"type": "number"},
+                        "tree": {"type": "object", "properties": {"kids": {"type": "array",
+                                                                            "items": {"$ref": "#/$defs/tree"}}}}},
+              "properties": {"a": {"$ref": "#/$defs/num"}, "t": {"$ref": "#/$defs/tree"},
+                             "b": {"$ref": "#/$defs/num", "minimum": 0}}}
+    out = inline_local_refs(schema)
+    assert out["properties"]["a"] == {"type": "number"}
+    assert out["properties"]["t"]["properties"]["kids"]["items"] == {"$ref": "#/$defs/tree"}  # recursion
+    assert out["properties"]["b"] == {"$ref": "#/$defs/num", "minimum": 0}  # sibling keywords: kept
+    assert out["$defs"] == schema["$defs"]
+
+
 def test_an_invalid_document_is_not_written(analysed, tmp_path):
     from mdbench.analysis.results import write_validated_results
 
