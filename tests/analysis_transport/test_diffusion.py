@@ -145,7 +145,10 @@ def test_msd_fft_matches_tidynamics_reference(rng):
     x = brownian(rng, 1500, 7, D_TRUE, 1.0) + 500.0
     ref = np.mean([tidynamics.msd(x[:, a] - x[0, a]) for a in range(7)], axis=0)
     np.testing.assert_allclose(msd_fft(x, chunk_bytes=1)[1:], ref[1:], rtol=1e-9)  # chunked FFT path
-    np.testing.assert_allclose(msd_fft(x, max_lag_frames=20)[1:], ref[1:21], rtol=1e-9)  # direct path
+    np.testing.assert_allclose(msd_fft(x, max_lag_frames=20)[1:], ref[1:21], rtol=1e-9)  # few lags, FFT
+    np.testing.assert_allclose(msd_fft(x[:60, :3], max_lag_frames=20)[1:],  # small: the direct sum
+                               np.mean([tidynamics.msd(x[:60, a] - x[0, a]) for a in range(3)], axis=0)[1:21],
+                               rtol=1e-9)
     # FFT padded only to F + L - 1 points for L lags: still exact up to the longest lag asked for
     for lag in (40, 375, 1499):
         np.testing.assert_allclose(msd_fft(x, max_lag_frames=lag)[1:], ref[1:lag + 1], rtol=1e-9)
@@ -237,9 +240,25 @@ def test_fit_slope_is_the_least_squares_slope_over_the_window():
     assert math.isnan(fit_slope(lag, np.where(sel, np.nan, y), 10.0, 60.0))  # a non-finite point
 
 
-@pytest.mark.parametrize("n_frames,max_lag", [(300, 20), (300, None), (1000, 200)])
+def test_direct_sum_and_fft_give_the_same_msd(rng, monkeypatch):
+    """Whichever path the size rule picks (DIRECT_MSD_MAX_LAGS / _WORK), the MSDs agree to rounding."""
+    import mdbench.analysis.diffusion as dm
+
+    x = brownian(rng, 240, 12, D_TRUE, 1.0) + 80.0
+    windows = [slice(0, 240), slice(0, 60), slice(180, 240)]
+    results = {}
+    for work in (0, 10**12):  # always the FFT, then always the direct sum (≤ 32 lags)
+        monkeypatch.setattr(dm, "DIRECT_MSD_MAX_WORK", work)
+        results[work] = (dm.msd_fft_windows(x, windows, 25, reference_nm=x[:, 0], threads=1),
+                         dm.msd_each_series(x, 25))
+    for a, b in zip(results[0][0], results[10**12][0]):
+        np.testing.assert_allclose(a[1:], b[1:], rtol=1e-10)
+    np.testing.assert_allclose(results[0][1][:, 1:], results[10**12][1][:, 1:], rtol=1e-10)
+
+
+@pytest.mark.parametrize("n_frames,max_lag", [(300, 20), (300, None), (1000, 200), (40, 10)])
 def test_msd_of_each_series_equals_one_msd_per_series(n_frames, max_lag):
-    """Row k = msd_fft of series k alone (direct sum for ≤ 32 lags, FFT above), and = tidynamics.msd."""
+    """Row k = msd_fft of series k alone (direct sum for small inputs, FFT above), and = tidynamics.msd."""
     import tidynamics
 
     rng = np.random.default_rng(4)
