@@ -33,9 +33,7 @@ def interleaved_times(fns: dict[str, Callable[[], object]], repeat: int) -> dict
 
 def round_ratio(times: dict[str, list[float]], num: str, den: str) -> float:
     """Median over rounds of time[num] / time[den] measured in the same round."""
-    ratios = sorted(a / b for a, b in zip(times[num], times[den]))
-    mid = len(ratios) // 2
-    return ratios[mid] if len(ratios) % 2 else 0.5 * (ratios[mid - 1] + ratios[mid])
+    return round_ratio_quartiles(times, num, den)[1]
 
 
 def round_ratio_quartiles(times: dict[str, list[float]], num: str, den: str) -> tuple[float, float, float]:

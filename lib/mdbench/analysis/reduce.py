@@ -605,8 +605,8 @@ def _chain_whole_coms(pos: np.ndarray, lengths: np.ndarray, top: _Topology, weig
     flat = step.reshape(-1)
     np.abs(flat, out=flat)
     idx = np.flatnonzero(flat > half_min)  # candidates; the exact test is each frame's own box length
-    frame, rest = np.divmod(idx, (n_atoms - 1) * 3)
-    atom, axis = np.divmod(rest, 3)
+    frame, rest = divmod_by_scalar(idx, (n_atoms - 1) * 3)
+    atom, axis = divmod_by_scalar(rest, 3)
     lk = lengths[frame, axis].astype(np.float64)
     wrapped_step = pos[frame, atom + 1, axis].astype(np.float64) - pos[frame, atom, axis]
     shift = -lk * np.rint(wrapped_step / lk)  # true step − wrapped step
