@@ -50,6 +50,7 @@ import subprocess
 import sys
 import tracemalloc
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -188,8 +189,6 @@ def main(argv: list[str] | None = None) -> int:
 
     import MDAnalysis as mda
     from MDAnalysis.auxiliary.EDR import EDRReader
-
-    from unittest import mock
 
     import mdbench.analysis.reduce as reduce_module
     from mdbench.analysis.pipeline import AnalysisSettings, analyze_files
