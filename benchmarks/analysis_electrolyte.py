@@ -233,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
               f"(4) whole analysis {min(times['full']):.3f} s (best of {a.repeat})")
         print(f"    (4)/(2) over {a.repeat} rounds: median {q2:.2f}, quartiles {q1:.2f}-{q3:.2f}; best/best "
               f"{min(times['full']) / min(times['inputs']):.2f}   target <= 1.5")
+        x1, x2, x3 = round_ratio_quartiles(times, "full", "xtc")
+        print(f"    (4)/(1), against reading tpr + xtc only: median {x2:.2f}, quartiles {x1:.2f}-{x3:.2f}")
         print(floor_line(times, a.repeat))
         return 0
     times = interleaved_times({
