@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from mdbench.analysis.diffusion import (fit_slope, local_slope, msd_each_series, msd_fft, select_diffusive_window, self_diffusion,
-                                        yeh_hummer_correction)
+from mdbench.analysis.diffusion import (fit_slope, local_slope, msd_each_series, msd_fft, select_diffusive_window,
+                                        self_diffusion, yeh_hummer_correction)
 from mdbench.analysis.states import classify_result
 from mdbench.errors import InputError
 

@@ -351,16 +351,13 @@ def classify_sites(u: Any, mol_of_atom: np.ndarray, mol_species: np.ndarray,
     sites = np.flatnonzero(labels != "")
     if sites.size == 0:
         return []
-    key = _pair_codes(atom_species[sites], labels[sites])
-    distinct, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    members = np.argsort(inverse, kind="stable")
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=distinct.size))])
+    _, first, inverse = np.unique(_pair_codes(atom_species[sites], labels[sites]), return_index=True,
+                                  return_inverse=True)
     out = []
-    for c in order:
-        idx = sites[members[bounds[c]:bounds[c + 1]]]
+    for c in np.argsort(first):  # a handful of channels: one comparison over the sites each
+        idx = sites[inverse.reshape(-1) == c].astype(np.int64)
         sp, lab = str(atom_species[idx[0]]), str(labels[idx[0]])
-        out.append(Channel(f"{sp}:{lab}", sp, lab, idx.astype(np.int64)))
+        out.append(Channel(f"{sp}:{lab}", sp, lab, idx))
     return out
 
 
