@@ -28,13 +28,12 @@ import asyncio
 import os
 import shutil
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
-from harbor.environments.base import BaseEnvironment, ExecResult
+from harbor.environments.base import BaseEnvironment, ExecResult, SandboxBuildFailedError
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.environments.options import EnvironmentOptions
 from harbor.models.task.config import NetworkMode
@@ -66,7 +65,7 @@ class HostEnvironment(BaseEnvironment):
     def __init__(self, *args: Any, **kwargs: Any):
         self._ws: staging.Workspace | None = None
         super().__init__(*args, **kwargs)
-        self._python = self.options.python or sys.executable
+        self._python = self.options.python or staging.default_python()
         self.logger.debug("mdbench host environment for %s (python %s)", self.environment_name, self._python)
 
     # --- Harbor's contract -------------------------------------------------------------------
@@ -76,8 +75,7 @@ class HostEnvironment(BaseEnvironment):
 
     @property
     def capabilities(self) -> EnvironmentCapabilities:
-        cut = staging.unshare_permitted("--net") if staging.is_root() else staging.unshare_permitted(
-            "--map-root-user", "--net")
+        cut = staging.network_cut_available()
         options = getattr(self, "options", None)
         return EnvironmentCapabilities(disable_internet=cut or bool(options and options.allow_unenforced_network))
 
@@ -114,10 +112,10 @@ class HostEnvironment(BaseEnvironment):
             await asyncio.to_thread(staging.replay_dockerfile, self.environment_dir, self._ws, run,
                                     timeout_s=float(self.task_env_config.build_timeout_sec))
         except InputError as exc:
-            raise RuntimeError(f"environment build failed: {exc} (log: {build_log})") from exc
+            raise SandboxBuildFailedError(f"environment build failed: {exc} (log: {build_log})") from exc
         if self.task_env_config.workdir:
             self._ws.workdir = self.task_env_config.workdir
-        if not self._network_cut_enforceable() and self._network_disabled:
+        if self._network_disabled and not staging.network_cut_available():
             self.logger.warning("%s: network_mode is no-network but unshare is not permitted here; the network "
                                 "stays on (allow_unenforced_network)", self.environment_name)
 
@@ -180,19 +178,10 @@ class HostEnvironment(BaseEnvironment):
     def _base_env(self) -> dict[str, str]:
         return staging.command_env(self._workspace(), self._python, task=self.environment_name)
 
-    def _network_cut_enforceable(self) -> bool:
-        return staging.unshare_permitted("--net") if staging.is_root() else staging.unshare_permitted(
-            "--map-root-user", "--net")
-
     def _sandbox(self, user: str | int | None) -> staging.Sandbox:
-        no_net = self._network_disabled and self._network_cut_enforceable()
-        if not staging.is_root() or user in (None, "root", 0):
-            return staging.Sandbox(no_network=no_net)
         hide = staging.hidden_folders(self.environment_dir.parent, self.trial_paths.trial_dir.parent)
-        ws_root = self._workspace().root
-        hide = tuple(h for h in hide if not ws_root.is_relative_to(h))
-        return staging.Sandbox(user=staging.ensure_host_user(self.options.agent_user), hide=hide,
-                               no_network=no_net)
+        return staging.make_sandbox(self._workspace(), user=user, no_network=self._network_disabled,
+                                    python=self._python, hide=hide, host_user=self.options.agent_user)
 
 
 def _kill_group(pid: int) -> None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import sys
+import types
+import typing
 import warnings
 from importlib.metadata import version
 from pathlib import Path
@@ -41,6 +43,9 @@ def _unknown_keys(model_cls, data: Any, prefix: str = "") -> list[str]:
         if key in computed:
             continue
         ann = fields[key].annotation
+        origin = typing.get_origin(ann)
+        if origin is not None and origin not in (typing.Union, types.UnionType):
+            continue    # dict[...] / list[...]: keys are data, not field names
         for cand in getattr(ann, "__args__", (ann,)):
             if isinstance(cand, type) and issubclass(cand, BaseModel) and isinstance(value, dict):
                 out += _unknown_keys(cand, value, prefix + key + ".")

@@ -310,35 +310,99 @@ class Sandbox:
     user: tuple[int, int] | None = None     # (uid, gid) to run as; None = this process's user
     hide: tuple[Path, ...] = ()             # folders covered by an empty tmpfs (root only)
     no_network: bool = False                # run in a fresh network namespace (loopback only, down)
+    runtime: tuple[Path, ...] = ()          # folders the user must reach (interpreter, venv, mdbench source)
+    stage: Path | None = None               # an empty folder for the mount shuffle (the workspace's /tmp)
 
     @property
     def confined(self) -> bool:
         return self.user is not None or bool(self.hide) or self.no_network
 
 
+def _blocked_ancestor(path: Path) -> Path | None:
+    """The outermost ancestor of ``path`` that others cannot enter (no ``o+x``), e.g. ``/root``."""
+    for anc in reversed(path.parents):
+        if anc != Path("/") and anc.is_dir() and not anc.stat().st_mode & 0o001:
+            return anc
+    return None
+
+
+def _runtime_mounts(box: Sandbox) -> list[str]:
+    """Shell steps that let the unprivileged user reach ``box.runtime`` inside folders closed to it.
+
+    A closed ancestor (``/root`` with mode 700 holding pyenv's interpreters) is covered by an empty
+    tmpfs — so nothing else in it is visible — and each needed folder is bound back inside it.
+    """
+    covers: dict[Path, list[Path]] = {}
+    for r in box.runtime:
+        r = Path(r).resolve()
+        anc = _blocked_ancestor(r)
+        if anc is not None and r.exists():
+            covers.setdefault(anc, []).append(r)
+    if not covers or box.stage is None:
+        return []
+    stage = shlex.quote(str(box.stage / ".mdbench-runtime"))
+    steps = [f"mkdir -p {stage}", f"mount -t tmpfs -o mode=0700 mdbench-stage {stage}"]
+    k = 0
+    for anc, keep in covers.items():
+        moved = []
+        for r in keep:
+            steps += [f"mkdir -p {stage}/{k}", f"mount --rbind {shlex.quote(str(r))} {stage}/{k}"]
+            moved.append((k, r))
+            k += 1
+        steps.append(f"mount -t tmpfs -o mode=0755 mdbench-cover {shlex.quote(str(anc))}")
+        for i, r in moved:
+            steps += [f"mkdir -p {shlex.quote(str(r))}", f"mount --move {stage}/{i} {shlex.quote(str(r))}"]
+    steps += [f"umount {stage}", f"rmdir {stage}"]
+    return steps
+
+
 def sandbox_argv(command: str, box: Sandbox) -> list[str]:
     """The argv that runs ``bash -c command`` under ``box``.
 
-    As root: ``unshare --mount --pid --fork --kill-child [--net]`` + tmpfs over the hidden folders +
-    ``setpriv`` to the unprivileged user (so no process of the agent outlives the command). Without
-    root, only ``unshare --net`` (refused where user namespaces are off; the caller checks
-    :func:`unshare_permitted` first and records what it could not enforce).
+    As root: ``unshare --mount --pid --fork --kill-child [--net]``; the runtime folders made reachable
+    (:func:`_runtime_mounts`), an empty tmpfs over each hidden folder, then ``setpriv`` to the
+    unprivileged user with no groups and ``no_new_privs``; when the command ends, the PID namespace
+    ends and no process of it survives. Without root only ``unshare --map-root-user --net`` (the
+    caller checks :func:`unshare_permitted` first and records what it could not enforce).
     """
     inner = ["bash", "-c", command]
     if not box.confined:
         return inner
     if not is_root():
         return ["unshare", "--map-root-user", "--net", "--", *inner] if box.no_network else inner
-    steps = ["mount --make-rprivate / 2>/dev/null || true"]
+    steps = ["set -e", "mount --make-rprivate /"]
+    if box.user is not None:
+        steps += _runtime_mounts(box)
     steps += [f"mount -t tmpfs -o size=4k,mode=0700 mdbench-hidden {shlex.quote(str(p))}" for p in box.hide
               if p.exists()]
     drop = ""
     if box.user is not None:
         uid, gid = box.user
-        drop = f"setpriv --reuid={uid} --regid={gid} --clear-groups -- "
+        drop = f"setpriv --reuid={uid} --regid={gid} --clear-groups --no-new-privs -- "
     steps.append(f"exec {drop}bash -c {shlex.quote(command)}")
     flags = ["--mount", "--pid", "--fork", "--kill-child", "--mount-proc"] + (["--net"] if box.no_network else [])
-    return ["unshare", *flags, "--", "bash", "-c", " && ".join(steps[:1]) + "; " + " && ".join(steps[1:])]
+    return ["unshare", *flags, "--", "bash", "-c", "\n".join(steps)]
+
+
+def default_python() -> str:
+    """The interpreter task scripts get as ``MDBENCH_PYTHON``: the project's ``.venv`` when present.
+
+    It carries mdbench and every scientific dependency; the Harbor environment's own interpreter
+    (Python 3.12) would do as well, but the project is tested on 3.11.
+    """
+    from mdbench.paths import PROJECT_ROOT
+
+    venv = PROJECT_ROOT / ".venv" / "bin" / "python"
+    import sys
+
+    return str(venv) if venv.is_file() else sys.executable
+
+
+def runtime_folders(python: str) -> tuple[Path, ...]:
+    """Folders a confined ``python`` needs: its venv, the real interpreter's prefix, this package's source."""
+    exe = Path(python)
+    out = {exe.parent.parent, exe.resolve().parent.parent, Path(__file__).resolve().parents[2]}
+    return tuple(sorted(out))
 
 
 def hidden_folders(task_dir: Path, *extra: Path) -> tuple[Path, ...]:
@@ -351,3 +415,64 @@ def hidden_folders(task_dir: Path, *extra: Path) -> tuple[Path, ...]:
     out += [Path(e).resolve() for e in extra]
     # hide the outermost folders only (a tmpfs over a parent already covers its children)
     return tuple(p for p in out if not any(q != p and p.is_relative_to(q) for q in out))
+
+
+def network_cut_available() -> bool:
+    """Whether commands can be put in a network namespace of their own here."""
+    return unshare_permitted("--net") if is_root() else unshare_permitted("--map-root-user", "--net")
+
+
+def make_sandbox(ws: Workspace, *, user: str | int | None, no_network: bool, python: str,
+                 hide: tuple[Path, ...] = (), host_user: str = HOST_AGENT_USER) -> Sandbox:
+    """The confinement of one command of a trial.
+
+    ``user`` is the task's user for the phase (``[agent] user``; ``None``/``root`` for the verifier and
+    the build). A non-root user becomes ``host_user`` when this process is root; ``hide`` is then
+    covered (never a folder that holds the workspace). The network is cut when the task asks for it
+    and :func:`network_cut_available`.
+    """
+    no_net = no_network and network_cut_available()
+    if not is_root() or user in (None, "root", 0):
+        return Sandbox(no_network=no_net)
+    hide = tuple(h for h in hide if not ws.root.is_relative_to(h))
+    return Sandbox(user=ensure_host_user(host_user), hide=hide, no_network=no_net,
+                   runtime=runtime_folders(python), stage=ws.host("/tmp"))
+
+
+def describe(box: Sandbox, *, requested_user: str | int | None, no_network: bool) -> dict[str, object]:
+    """What a sandbox enforced, for the trial record (``mdbench.sandbox`` in ``result.json``)."""
+    return {"requested_user": requested_user,
+            "ran_as": HOST_AGENT_USER if box.user is not None else pwd.getpwuid(os.geteuid()).pw_name,
+            "hidden": [str(p) for p in box.hide], "network_cut": box.no_network,
+            "network_requested_off": no_network}
+
+
+def run_sync(command: str, box: Sandbox, *, cwd: Path, env: dict[str, str], timeout_s: float | None,
+             log_path: Path | None = None) -> tuple[int | None, bool, str]:
+    """Run ``command`` under ``box`` in its own process group; return (returncode, timed_out, output).
+
+    Output goes to ``log_path`` when given (and is returned, last 20,000 characters). On timeout the
+    whole group is killed (and, as root, the PID namespace ends with it).
+    """
+    import signal
+
+    argv = sandbox_argv(command, box)
+    out = open(log_path, "w", encoding="utf-8") if log_path else tempfile.TemporaryFile("w+", encoding="utf-8")
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            rc, timed_out = proc.wait(timeout=timeout_s), False
+        except subprocess.TimeoutExpired:
+            rc, timed_out = None, True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)   # the group this call started, and nothing left in it
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+        out.flush()
+        out.seek(0) if not log_path else None
+        text = Path(log_path).read_text(encoding="utf-8", errors="replace") if log_path else out.read()
+    finally:
+        out.close()
+    return rc, timed_out, text[-20000:]
