@@ -8,11 +8,13 @@ FROM python:3.11.13-slim-bookworm
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gromacs=2022.5-2 packmol=1:20.14.0-1 bash \
  && rm -rf /var/lib/apt/lists/*
-# Only what installing the package needs: task folders (solutions, tests) never enter the image.
+# Only what installing the package needs, plus params/ (presets and systems mdbench.build reads):
+# task folders (solutions, tests) never enter the image.
 COPY pyproject.toml README.md /opt/mdbench/
 COPY lib /opt/mdbench/lib
-RUN pip install --no-cache-dir /opt/mdbench && rm -rf /opt/mdbench
-ENV MDBENCH_PYTHON=python3
+COPY params /opt/mdbench/params
+RUN pip install --no-cache-dir /opt/mdbench && rm -rf /opt/mdbench/lib /opt/mdbench/pyproject.toml
+ENV MDBENCH_PYTHON=python3 MDBENCH_ROOT=/opt/mdbench
 RUN useradd --create-home --uid 1000 --shell /bin/bash agent \
  && mkdir -p /app /logs/verifier /logs/agent
 WORKDIR /app

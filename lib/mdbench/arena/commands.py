@@ -191,3 +191,25 @@ def aggregate(job_dirs: tuple[str, ...], out_html: str, tasks_dirs: tuple[str, .
 def _verbose(ctx: click.Context) -> bool:
     root = ctx.find_root()
     return bool(root.params.get("verbose")) if root is not None else False
+
+
+@arena.command()
+@click.option("--check", "check_only", is_flag=True, help="Only report task copies that differ from the master; exit 1 if any.")
+@click.option("--regenerate", is_flag=True,
+              help="Rerun the micro LHCE study (minutes of GROMACS) and replace the master set, then the copies.")
+def inputs(check_only: bool, regenerate: bool) -> None:
+    """Pipeline-made task inputs (templates/arena/inputs/): check or refresh the tasks' copies."""
+    from mdbench.arena import inputs as inp
+
+    if regenerate:
+        click.echo(f"regenerated {inp.regenerate()}")
+    if check_only:
+        bad = inp.check_copies()
+        for c in bad:
+            click.echo(f"{c.state:8s} {c.copy}  (master {c.master})")
+        if bad:
+            sys.exit(1)
+        click.echo(f"all {len(inp.all_copies())} copies match the master")
+        return
+    for c in inp.sync_copies():
+        click.echo(f"updated {c.copy}")

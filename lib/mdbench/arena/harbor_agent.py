@@ -40,9 +40,10 @@ class CommandAgent(BaseAgent):
     def __init__(self, logs_dir: Path, model_name: str | None = None, command: str = "true",
                  agent_name: str = "command", agent_version: str = "1.0.0", **kwargs: Any):
         super().__init__(logs_dir=logs_dir, model_name=model_name, **kwargs)
-        self.command = command
-        self._name = agent_name
-        self._version = agent_version
+        # --ak values are parsed as YAML: "null", "true", numbers arrive as None, True, 1 — keep them as text
+        self.command = "true" if command in (None, True) else str(command)
+        self._name = "command" if agent_name is None else str(agent_name)
+        self._version = str(agent_version)
 
     @staticmethod
     def name() -> str:

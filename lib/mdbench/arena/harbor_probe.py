@@ -9,6 +9,7 @@ cannot import Harbor). Commands:
 - ``job DIR``: validate ``config.json`` with ``JobConfig`` and ``result.json`` with ``JobResult``.
 - ``stats DIR…``: Harbor's ``JobStats.from_trial_results`` over the trial folders (``result.json``).
 - ``trajectory FILE…``: validate ATIF files with Harbor's ``Trajectory``.
+- ``reward DIR…``: Harbor's verifier reading ``reward.json``/``reward.txt`` of each folder.
 - ``policy NAME…``: Harbor's error policy of exception type names.
 
 Each answer is ``{"harbor_version": …, "items": [{"path": …, "ok": bool, "error": str|null, …}]}``.
@@ -122,8 +123,18 @@ def probe_stats(paths: list[Path]) -> dict[str, Any]:
     from harbor.models.job.result import JobStats
     from harbor.models.trial.result import TrialResult
 
+    from harbor.metrics.mean import Mean
+
     results = [TrialResult.model_validate_json((p / "result.json").read_text(encoding="utf-8")) for p in paths]
     stats = JobStats.from_trial_results(results)
+    valid: dict[str, list[dict[str, Any]]] = {}
+    for r in results:   # the job's default metric, over the rewards Harbor counts (as Job does)
+        key = JobStats.format_agent_evals_key(r.agent_info.name, r.agent_info.model_info.name
+                                              if r.agent_info.model_info else None, r.source or "adhoc")
+        if r.reward_valid and r.verifier_result is not None:
+            valid.setdefault(key, []).append(r.verifier_result.rewards)
+    for key, rewards in valid.items():
+        stats.evals[key].metrics = [Mean().compute(rewards)]
     return {"path": [str(p) for p in paths], "ok": True, "error": None,
             "stats": json.loads(stats.model_dump_json()),
             "trials": {r.trial_name: {"reward_valid": r.reward_valid,
@@ -143,6 +154,29 @@ def probe_trajectory(path: Path) -> dict[str, Any]:
             "n_steps": len(traj.steps)}
 
 
+def probe_reward(path: Path) -> dict[str, Any]:
+    """Harbor's own reward-file parsing (``Verifier``'s readers) of a verifier folder."""
+    from types import SimpleNamespace
+
+    from harbor.verifier.verifier import RewardFileNotFoundError, Verifier
+
+    fake = SimpleNamespace(trial_paths=SimpleNamespace(reward_json_path=path / "reward.json",
+                                                       reward_text_path=path / "reward.txt"))
+    try:
+        if fake.trial_paths.reward_json_path.exists():
+            rewards = Verifier._parse_reward_json(fake)
+        elif fake.trial_paths.reward_text_path.exists():
+            rewards = Verifier._parse_reward_text(fake)
+        else:
+            raise RewardFileNotFoundError(f"No reward file found in {path}")
+        from harbor.models.verifier.result import VerifierResult
+
+        VerifierResult(rewards=rewards)
+    except Exception as exc:  # noqa: BLE001
+        return {"path": str(path), "ok": False, "error": _error(exc), "exception_type": type(exc).__name__}
+    return {"path": str(path), "ok": True, "error": None, "rewards": rewards}
+
+
 def probe_policy(name: str) -> dict[str, Any]:
     from harbor.models.trial.error_policy import policy_for
 
@@ -158,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     command, args = argv[0], argv[1:]
     warnings.simplefilter("ignore")
-    single = {"task": probe_task, "trial": probe_trial, "job": probe_job, "trajectory": probe_trajectory}
+    single = {"task": probe_task, "trial": probe_trial, "job": probe_job, "trajectory": probe_trajectory,
+              "reward": probe_reward}
     if command in single:
         items = [single[command](Path(a)) for a in args]
     elif command == "stats":

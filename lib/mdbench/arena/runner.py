@@ -199,7 +199,9 @@ class _Trial:
             self.ws.host("/solution/solve.sh").chmod(0o755)          # as Harbor: chmod as root, run as the user
             command = "/solution/solve.sh > /logs/agent/oracle.txt 2>&1"
         else:
-            self.ws.host("/logs/agent/instruction.md").write_text(self.task.instruction, encoding="utf-8")
+            # container paths in the instruction are rewritten, as the host environment's upload does
+            self.ws.host("/logs/agent/instruction.md").write_text(self.ws.rewrite(self.task.instruction),
+                                                                  encoding="utf-8")
             env["ARENA_INSTRUCTION"] = str(self.ws.host("/logs/agent/instruction.md"))
             command = f"{{ {self.agent.command}\n}} > /logs/agent/command-output.txt 2>&1"
         rc, timed_out, _ = staging.run_sync(self.ws.rewrite(command), self.sandbox("agent", user),

@@ -5,11 +5,14 @@ the local runner (:mod:`mdbench.arena.runner`, Python 3.11, no Harbor) and the H
 environment plug-in (:mod:`mdbench.arena.harbor_env`, run by ``harbor run -e …``).
 
 **Path mapping.** A trial gets a private workspace folder; every container root the tasks and
-Harbor use (:data:`CONTAINER_ROOTS`: ``/app``, ``/tests``, ``/solution``, ``/logs``, ``/tmp``,
-``/home``) maps to the same path under it (``/logs/verifier`` → ``<ws>/logs/verifier``). Commands and
-staged text files have their container paths rewritten in one pass (whole path components only:
-``/app/x`` changes, ``/apple`` does not), and scripts also see the folders as ``ARENA_APP_DIR``,
-``ARENA_TESTS_DIR``, ``ARENA_SOLUTION_DIR``, ``ARENA_VERIFIER_DIR`` and ``ARENA_AGENT_DIR``.
+Harbor use (:data:`CONTAINER_ROOTS`: ``/app``, ``/tests``, ``/solution``, ``/logs``) maps to the same
+path under it (``/logs/verifier`` → ``<ws>/logs/verifier``). Commands, environment values and staged
+scripts have their container paths rewritten in one pass (whole path components only: ``/app/x``
+changes, ``/apple`` does not); scripts also see the folders as ``ARENA_APP_DIR``, ``ARENA_TESTS_DIR``,
+``ARENA_SOLUTION_DIR``, ``ARENA_VERIFIER_DIR`` and ``ARENA_AGENT_DIR``, and get a private ``TMPDIR``
+and ``HOME`` inside the workspace. ``/tmp`` and ``/home`` are *not* mapped, so host paths there (a
+score file, a job folder) keep their meaning. Workspaces live in one folder others may traverse but
+not list (mode 0711), under unguessable names, and ``/tests`` is readable by root only.
 
 **Dockerfile replay.** ``environment/Dockerfile`` is the one definition of a task's inputs: Docker
 builds it, and :func:`replay_dockerfile` replays its ``WORKDIR``, ``COPY``, ``RUN`` and ``ENV`` lines
@@ -44,7 +47,13 @@ from mdbench.errors import InputError
 log = logging.getLogger(__name__)
 
 #: Container folders that map into a trial's workspace.
-CONTAINER_ROOTS = ("/app", "/tests", "/solution", "/logs", "/tmp", "/home")
+CONTAINER_ROOTS = ("/app", "/tests", "/solution", "/logs")
+
+#: Container folders only root (the verifier) may read.
+PRIVATE_ROOTS = ("/tests",)
+
+#: Parent of every workspace (traversable, not listable by other users).
+WORKSPACES_DIR = Path(tempfile.gettempdir()) / "mdbench-arena-workspaces"
 
 #: Image repository every task's Dockerfile must build FROM (built from templates/arena/base.Dockerfile).
 BASE_IMAGE_REPO = "mdbench-arena-base"
@@ -57,8 +66,9 @@ HOST_AGENT_USER = "mdbench-arena-agent"
 HOST_ENV_PASSED = ("PATH", "LANG", "LC_ALL", "TZ", "TERM", "OMP_NUM_THREADS", "MDBENCH_LOCK_DIR", "GMXLIB",
                    "GMXDATA")
 
-#: Text files whose container paths are rewritten when they are staged into a workspace.
-TEXT_SUFFIXES = {".sh", ".md", ".toml", ".py", ".txt", ".json", ".mdp", ""}
+#: Files whose container paths are rewritten when staged into a workspace: scripts and prose (the
+#: instruction). Data files (.json, .toml, .mdp, ...) are copied as they are, as Docker would.
+TEXT_SUFFIXES = {".sh", ".py", ".md", ""}
 
 _ROOTS_RE = re.compile(r"(?<![\w./-])(" + "|".join(re.escape(r) for r in CONTAINER_ROOTS) + r")(?![\w.-])")
 
@@ -83,18 +93,35 @@ class Workspace:
 
     @classmethod
     def create(cls, prefix: str = "arena-", parent: str | Path | None = None) -> Workspace:
-        """Make a fresh workspace with every container root present (``/tmp`` and ``/home`` sticky, 1777)."""
+        """Make a fresh workspace: every container root, a private ``tmp/`` and ``home/`` (sticky, 1777)."""
+        parent = Path(parent) if parent is not None else WORKSPACES_DIR
+        parent.mkdir(parents=True, exist_ok=True)
+        if parent == WORKSPACES_DIR:
+            parent.chmod(0o711)
         root = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-        root.chmod(0o755)
+        root.chmod(0o711)
         ws = cls(root=root)
         for r in CONTAINER_ROOTS:
             ws.host(r).mkdir(parents=True, exist_ok=True)
         for sub in ("/logs/agent", "/logs/verifier", "/logs/artifacts"):
             ws.host(sub).mkdir(parents=True, exist_ok=True)
             ws.host(sub).chmod(0o777)
-        for sticky in ("/tmp", "/home"):   # /app as Docker makes it: the Dockerfile sets its mode
-            ws.host(sticky).chmod(0o1777)
+        for private in PRIVATE_ROOTS:
+            ws.host(private).chmod(0o700)
+        for own in (ws.tmp, ws.home):   # /app as Docker makes it: the Dockerfile sets its mode
+            own.mkdir()
+            own.chmod(0o1777)
         return ws
+
+    @property
+    def tmp(self) -> Path:
+        """The trial's own temporary folder (``TMPDIR``)."""
+        return self.root / "tmp"
+
+    @property
+    def home(self) -> Path:
+        """The trial's ``HOME``."""
+        return self.root / "home"
 
     def host(self, container_path: str | os.PathLike[str]) -> Path:
         """The workspace path of a container path (absolute, or relative to :attr:`workdir`)."""
@@ -115,7 +142,7 @@ class Workspace:
         return {
             "ARENA_APP_DIR": str(self.host("/app")), "ARENA_TESTS_DIR": str(self.host("/tests")),
             "ARENA_SOLUTION_DIR": str(self.host("/solution")), "ARENA_VERIFIER_DIR": str(self.host("/logs/verifier")),
-            "ARENA_AGENT_DIR": str(self.host("/logs/agent")), "TMPDIR": str(self.host("/tmp")),
+            "ARENA_AGENT_DIR": str(self.host("/logs/agent")), "TMPDIR": str(self.tmp),
             **self.env,
         }
 
@@ -137,6 +164,9 @@ class Workspace:
             files = [dst]
         for p in files:
             _rewrite_file(p, self)
+        for private in PRIVATE_ROOTS:    # copytree copies the source folder's mode: close it again
+            if container_dst.rstrip("/") == private or container_dst.startswith(private + "/"):
+                self.host(private).chmod(0o700)
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -150,7 +180,7 @@ def command_env(ws: Workspace, python: str, *, task: str = "") -> dict[str, str]
     """
     env = {k: os.environ[k] for k in HOST_ENV_PASSED if k in os.environ}
     env.update(ws.script_env())
-    env.update({"MDBENCH_PYTHON": python, "HOME": str(ws.host("/home")), "ARENA_TASK": task})
+    env.update({"MDBENCH_PYTHON": python, "HOME": str(ws.home), "ARENA_TASK": task})
     env["PATH"] = str(Path(python).parent) + os.pathsep + env.get("PATH", "/usr/bin:/bin")
     return env
 
@@ -311,7 +341,7 @@ class Sandbox:
     hide: tuple[Path, ...] = ()             # folders covered by an empty tmpfs (root only)
     no_network: bool = False                # run in a fresh network namespace (loopback only, down)
     runtime: tuple[Path, ...] = ()          # folders the user must reach (interpreter, venv, mdbench source)
-    stage: Path | None = None               # an empty folder for the mount shuffle (the workspace's /tmp)
+    stage: Path | None = None               # an empty folder for the mount shuffle (the workspace's tmp/)
 
     @property
     def confined(self) -> bool:
@@ -436,7 +466,7 @@ def make_sandbox(ws: Workspace, *, user: str | int | None, no_network: bool, pyt
         return Sandbox(no_network=no_net)
     hide = tuple(h for h in hide if not ws.root.is_relative_to(h))
     return Sandbox(user=ensure_host_user(host_user), hide=hide, no_network=no_net,
-                   runtime=runtime_folders(python), stage=ws.host("/tmp"))
+                   runtime=runtime_folders(python), stage=ws.tmp)
 
 
 def describe(box: Sandbox, *, requested_user: str | int | None, no_network: bool) -> dict[str, object]:
