@@ -121,7 +121,7 @@ def test_judge_command_reads_json_and_scores_likert(tmp_path):
     assert o.rewards["correctness"] == 1.0
     assert o.rewards["process"] == pytest.approx((1 + 0 + 0.75) / 3, abs=1e-6)
     details = json.loads((o.trial_dir / "verifier" / "reward-details.json").read_text())
-    assert details["process"]["kind"] == "llm" and details["process"]["criteria"][2]["reasoning"] == "ok"
+    assert details["process"]["kind"] == "command" and details["process"]["criteria"][2]["reasoning"] == "ok"
 
 
 def test_no_trajectory_means_unscorable_not_one(tmp_path):

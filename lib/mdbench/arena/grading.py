@@ -7,7 +7,7 @@ container, ``$ARENA_VERIFIER_DIR`` in the local runner):
 - ``reward.json``: a flat object of numbers, ``{"correctness": k/n}`` plus ``"process"`` when process
   criteria were scored;
 - ``reward-details.json``: per reward key ``{score, criteria: [{name, value, raw, weight, description,
-  reasoning, error}], kind}`` with ``kind`` ``programmatic`` (deterministic checks) or ``llm``/``expert``
+  reasoning, error}], kind}`` with ``kind`` ``programmatic`` (deterministic checks) or ``command``/``expert``
   (process criteria scored by a judge program or an expert score file, :mod:`mdbench.arena.judge`);
   the process entry also has ``state`` (``scored`` | ``unscorable``) and, when unscorable, ``reason``.
 

@@ -36,7 +36,6 @@ from pydantic import Field
 from harbor.environments.base import BaseEnvironment, ExecResult, SandboxBuildFailedError
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.environments.options import EnvironmentOptions
-from harbor.models.task.config import NetworkMode
 
 from mdbench.arena import staging
 from mdbench.errors import InputError
@@ -52,7 +51,7 @@ class HostOptions(EnvironmentOptions):
     agent_user: str = Field(default=staging.HOST_AGENT_USER,
                             description="Host account that runs commands of a non-root task user (root only).")
     keep_workspace: bool = Field(default=False, description="Keep the trial workspace after the trial.")
-    workspace_root: str | None = Field(default=None, description="Folder for trial workspaces (default: TMPDIR).")
+    workspace_root: str | None = Field(default=None, description="Folder for trial workspaces (default: $TMPDIR/mdbench-arena-workspaces).")
     allow_unenforced_network: bool = Field(
         default=False, description="Run no-network tasks even where the network cannot be cut (recorded in the log).")
 
@@ -90,27 +89,13 @@ class HostEnvironment(BaseEnvironment):
                              f"provides only {staging.BASE_IMAGE_REPO}")
 
     async def start(self, force_build: bool) -> None:
-        root = self.options.workspace_root
-        self._ws = staging.Workspace.create(prefix=f"harbor-{self.environment_name[:40]}-", parent=root)
+        self._ws = staging.Workspace.create(prefix=f"harbor-{self.environment_name[:40]}-",
+                                            parent=self.options.workspace_root)
         build_log = self.trial_paths.trial_dir / "environment-build.txt"
-        build_env = self._base_env()
-
-        def run(command: str, cwd: Path, timeout_s: float) -> tuple[int, str]:
-            import subprocess
-
-            with open(build_log, "a", encoding="utf-8") as out:
-                out.write(f"$ {command}\n")
-                out.flush()
-                try:
-                    rc = subprocess.run(["bash", "-c", command], cwd=cwd, env=build_env, stdout=out,
-                                        stderr=subprocess.STDOUT, timeout=timeout_s).returncode
-                except subprocess.TimeoutExpired:
-                    rc = 124
-            return rc, build_log.read_text(encoding="utf-8", errors="replace")[-2000:]
-
         try:
-            await asyncio.to_thread(staging.replay_dockerfile, self.environment_dir, self._ws, run,
-                                    timeout_s=float(self.task_env_config.build_timeout_sec))
+            await asyncio.to_thread(staging.build_workspace, self.environment_dir, self._ws, env=self._base_env(),
+                                    log_path=build_log, timeout_s=float(self.task_env_config.build_timeout_sec),
+                                    no_network=self._network_disabled)
         except InputError as exc:
             raise SandboxBuildFailedError(f"environment build failed: {exc} (log: {build_log})") from exc
         if self.task_env_config.workdir:
@@ -191,4 +176,4 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-__all__ = ["HostEnvironment", "HostOptions", "NetworkMode", "TYPE_NAME"]
+__all__ = ["HostEnvironment", "HostOptions", "TYPE_NAME"]

@@ -127,3 +127,37 @@ def regenerate(root: Path = INPUTS_DIR, *, keep_run: Path | None = None) -> Path
         write_provenance(dest, STUDY_COMMAND + ["--out", "RUN_DIR"])
     sync_copies()
     return dest
+
+
+#: What a task gets of a box built by mdbench.build (the audit files, packmol files and build.json —
+#: which states the target density and every audit value — stay out).
+BOX_FILES = ("LHCE.gro", "topol.top", "forcefield.itp", "LI.itp", "FSI.itp", "DMC.itp", "TTE.itp")
+
+
+def build_micro_lhce_box(dest: Path, *, seed: int = 2026, extra: tuple[str, ...] = ()) -> Path:
+    """Build the micro LHCE box with the pipeline's own ``mdbench.build`` into ``dest`` (tasks' build.sh).
+
+    The topology's title line, which states the build's target density, is replaced; ``extra`` names
+    further build files to keep (e.g. ``em_audit.mdp``).
+    """
+    from mdbench.build import build_system
+
+    dest = Path(dest)
+    with tempfile.TemporaryDirectory(prefix="arena-box-") as tmp:
+        res = build_system("LHCE", "micro", Path(tmp) / "box", seed=seed)
+        if not res.passed:
+            raise InputError(f"the micro LHCE box failed its setup audits: {[a.name for a in res.audits if not a.passed]}")
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in (*BOX_FILES, *extra):
+            shutil.copyfile(Path(tmp) / "box" / name, dest / name)
+    top = dest / "topol.top"
+    lines = [("LHCE micro box (mdbench)" if line.startswith("LHCE preset=") else line)
+             for line in top.read_text(encoding="utf-8").splitlines()]
+    top.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return dest
+
+
+if __name__ == "__main__":  # python -m mdbench.arena.inputs box DEST [extra files...]
+    if len(sys.argv) < 3 or sys.argv[1] != "box":
+        sys.exit("usage: python -m mdbench.arena.inputs box DEST [EXTRA_BUILD_FILE...]")
+    build_micro_lhce_box(Path(sys.argv[2]), extra=tuple(sys.argv[3:]))

@@ -156,7 +156,7 @@ class JudgeInput:
 class ProcessScore:
     """The outcome of judging one trial's process."""
 
-    kind: str                               # "llm" (a judge program), "expert" (a score file)
+    kind: str                               # "command" (a judge program), "expert" (a score file)
     state: str                              # "scored" | "unscorable"
     criteria: list[Criterion] = field(default_factory=list)
     reason: str | None = None
@@ -224,8 +224,10 @@ def _judge_expert(spec, judge_input, task, *, scores_file: str) -> list[Criterio
     return score_process(spec.criteria, expert_scores(Path(scores_file), task))
 
 
-#: Judges by kind: ``(spec, judge_input, task, **config) -> criteria``. An ``"llm"`` judge goes here.
-JUDGES: dict[str, Callable[..., list[Criterion]]] = {"llm": _judge_command, "expert": _judge_expert}
+#: Judges by kind: ``(spec, judge_input, task, **config) -> criteria``. The LLM-endpoint judge is added here
+#: as ``"llm"`` (on the shared ``mdbench.llm`` client; configured, like the others, from the verifier's
+#: environment) — :func:`judge_process` then only needs to know which variable selects it.
+JUDGES: dict[str, Callable[..., list[Criterion]]] = {"command": _judge_command, "expert": _judge_expert}
 
 
 def judge_process(process_file: Path, task: str, *, judge_cmd: str | None = None,
@@ -239,7 +241,7 @@ def judge_process(process_file: Path, task: str, *, judge_cmd: str | None = None
     scores_file = scores_file or os.environ.get("ARENA_PROCESS_SCORES")
     if not judge_cmd and not scores_file:
         return None
-    kind, config = ("expert", {"scores_file": scores_file}) if scores_file else ("llm", {"command": judge_cmd})
+    kind, config = ("expert", {"scores_file": scores_file}) if scores_file else ("command", {"command": judge_cmd})
     spec = load_process_spec(process_file)
     judge_input, reason = gather_input(spec, task)
     if judge_input is None:

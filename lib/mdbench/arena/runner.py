@@ -172,21 +172,15 @@ class _Trial:
         return box
 
     def build(self) -> bool:
-        log_path = self.trial_dir / "environment-build.txt"
-        box = self.sandbox("build", None)
         timeout = float((self.task.config.get("environment") or {}).get("build_timeout_sec", 600.0)) * self.mult
-
-        def run(command: str, cwd: Path, timeout_s: float) -> tuple[int, str]:
-            rc, timed_out, out = staging.run_sync(command, box, cwd=cwd, env=self.env(), timeout_s=timeout_s)
-            with open(log_path, "a", encoding="utf-8") as fh:
-                fh.write(f"$ {command}\n{out}")
-            return (124 if timed_out else rc), out
-
         try:
-            staging.replay_dockerfile(self.task.path / "environment", self.ws, run, timeout_s=timeout)
+            box = staging.build_workspace(self.task.path / "environment", self.ws, env=self.env(),
+                                          log_path=self.trial_dir / "environment-build.txt", timeout_s=timeout,
+                                          no_network=self.no_network)
         except InputError as exc:
             self.exception = _exception("SandboxBuildFailedError", f"environment build failed: {exc}")
             return False
+        self.sandboxes["build"] = staging.describe(box, requested_user=None, no_network=self.no_network)
         return True
 
     def run_agent(self) -> dict[str, Any] | None:

@@ -506,3 +506,23 @@ def run_sync(command: str, box: Sandbox, *, cwd: Path, env: dict[str, str], time
     finally:
         out.close()
     return rc, timed_out, text[-20000:]
+
+
+def build_workspace(env_dir: Path, ws: Workspace, *, env: dict[str, str], log_path: Path, timeout_s: float,
+                    no_network: bool) -> Sandbox:
+    """Replay a task's Dockerfile in ``ws`` as root-less Docker would: every ``RUN`` logged to ``log_path``.
+
+    Build steps run as this process's user, in a network namespace of their own when the task has no
+    network (and the kernel allows it). Raises :class:`InputError` naming the Dockerfile line that failed.
+    Returns the sandbox the steps ran in (for the trial record).
+    """
+    box = make_sandbox(ws, user=None, no_network=no_network, python=env.get("MDBENCH_PYTHON", ""))
+
+    def run(command: str, cwd: Path, limit_s: float) -> tuple[int, str]:
+        rc, timed_out, out = run_sync(command, box, cwd=cwd, env=env, timeout_s=limit_s)
+        with open(log_path, "a", encoding="utf-8") as fh:
+            fh.write(f"$ {command}\n{out}")
+        return (124 if timed_out else rc if rc is not None else 1), out
+
+    replay_dockerfile(env_dir, ws, run, timeout_s=timeout_s)
+    return box
