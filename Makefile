@@ -71,5 +71,5 @@ harbor-env-if-available:
 	@if [ -n "$(HARBOR_PYTHON)" ]; then $(MAKE) --no-print-directory harbor-env; \
 	else echo "setup: skipping .venv-harbor (no python3.12 on PATH or in ~/.pyenv); the Harbor tests will be skipped"; fi
 
-arena-harbor: setup  ## the arena suite under real Harbor only (also part of `make test`): models, harbor run oracle/null
-	$(BIN)/python -m pytest tests/arena/test_harbor.py $(PYTEST_ARGS)
+arena-harbor: setup  ## opt-in: `harbor run` (host plug-in) with the oracle and the null agent over EVERY arena task
+	MDBENCH_HARBOR_FULL=1 $(BIN)/python -m pytest tests/arena/test_harbor.py $(PYTEST_ARGS)
