@@ -165,3 +165,15 @@ def test_a_hostile_agent_under_harbor_cannot_cheat(harbor_env, tmp_path, expert_
     assert (trial / "agent" / "attempts.txt").read_text() == ""
     assert (trial / "agent" / "uid.txt").read_text().strip() != "0"
     assert subprocess.run(["pgrep", "-f", "sleep 613"], capture_output=True).returncode != 0
+
+
+def test_cli_validate_with_harbor_reports_harbors_own_verdict(harbor_env, harbor_task_copies):
+    from click.testing import CliRunner
+
+    from mdbench.cli import cli
+
+    ok = CliRunner().invoke(cli, ["arena", "validate", "--with-harbor", str(TASKS_DIR / "cutoff-minimum-image")])
+    assert ok.exit_code == 0 and ok.output.startswith("ok"), ok.output
+    (bad,) = [d for d in harbor_task_copies if d.name == "aborted-shard-handoff-ghost-commits"]
+    out = CliRunner().invoke(cli, ["arena", "validate", "--rules", "harbor", "--with-harbor", str(bad)])
+    assert out.exit_code == 1 and "[harbor]" in out.output and "[harbor 0.26.0] FileNotFoundError" in out.output
