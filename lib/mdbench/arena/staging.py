@@ -341,7 +341,7 @@ class Sandbox:
     hide: tuple[Path, ...] = ()             # folders covered by an empty tmpfs (root only)
     no_network: bool = False                # run in a fresh network namespace (loopback only, down)
     runtime: tuple[Path, ...] = ()          # folders the user must reach (interpreter, venv, mdbench source)
-    stage: Path | None = None               # an empty folder for the mount shuffle (the workspace's tmp/)
+    stage: Path | None = None               # a folder outside every closed one, for the mount shuffle
 
     @property
     def confined(self) -> bool:
@@ -370,8 +370,8 @@ def _runtime_mounts(box: Sandbox) -> list[str]:
             covers.setdefault(anc, []).append(r)
     if not covers or box.stage is None:
         return []
-    stage = shlex.quote(str(box.stage / ".mdbench-runtime"))
-    steps = [f"mkdir -p {stage}", f"mount -t tmpfs -o mode=0700 mdbench-stage {stage}"]
+    stage = shlex.quote(str(box.stage))   # covered by a tmpfs of this namespace only while the mounts move
+    steps = [f"mount -t tmpfs -o mode=0700 mdbench-stage {stage}"]
     k = 0
     for anc, keep in covers.items():
         moved = []
@@ -382,7 +382,7 @@ def _runtime_mounts(box: Sandbox) -> list[str]:
         steps.append(f"mount -t tmpfs -o mode=0755 mdbench-cover {shlex.quote(str(anc))}")
         for i, r in moved:
             steps += [f"mkdir -p {shlex.quote(str(r))}", f"mount --move {stage}/{i} {shlex.quote(str(r))}"]
-    steps += [f"umount {stage}", f"rmdir {stage}"]
+    steps.append(f"umount {stage}")
     return steps
 
 
@@ -403,8 +403,9 @@ def sandbox_argv(command: str, box: Sandbox) -> list[str]:
     steps = ["set -e", "mount --make-rprivate /"]
     if box.user is not None:
         steps += _runtime_mounts(box)
-    steps += [f"mount -t tmpfs -o size=4k,mode=0700 mdbench-hidden {shlex.quote(str(p))}" for p in box.hide
-              if p.exists()]
+    # a hidden folder inside a covered closed ancestor is already gone: mount only where it still exists
+    steps += [f"if [ -e {shlex.quote(str(p))} ]; then mount -t tmpfs -o size=4k,mode=0700 mdbench-hidden "
+              f"{shlex.quote(str(p))}; fi" for p in box.hide]
     drop = ""
     if box.user is not None:
         uid, gid = box.user
@@ -465,8 +466,11 @@ def make_sandbox(ws: Workspace, *, user: str | int | None, no_network: bool, pyt
     if not is_root() or user in (None, "root", 0):
         return Sandbox(no_network=no_net)
     hide = tuple(h for h in hide if not ws.root.is_relative_to(h))
+    # the mount shuffle's scratch folder must lie outside every closed folder: the workspace's tmp/, or else
+    # /mnt (covered inside the namespace only)
+    stage = ws.tmp if _blocked_ancestor(ws.tmp) is None else Path("/mnt")
     return Sandbox(user=ensure_host_user(host_user), hide=hide, no_network=no_net,
-                   runtime=runtime_folders(python), stage=ws.tmp)
+                   runtime=(*runtime_folders(python), ws.root), stage=stage)
 
 
 def describe(box: Sandbox, *, requested_user: str | int | None, no_network: bool) -> dict[str, object]:
