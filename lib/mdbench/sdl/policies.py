@@ -7,7 +7,14 @@ A policy sees only JSON copies of the policy-visible state (:meth:`CampaignEnv.v
 * ``forecast(state, experiment_ids) -> rows`` — forecast rows (used for evaluator held-out calls and, in the
   schedule-matched control, for the open experiment's local forecasts);
 * ``review_expectation(state, experiment_id) -> {"forecast_changes_conclusion", "forecast_quality_tier"}``;
-* ``close()``.
+* ``close()``;
+* ``session_record()`` (optional) — what the session was and did: name, isolation method (recorded in the
+  trace), for external processes their exit status and stderr tail, for LLM sessions tokens and cost.
+
+Trust: the built-ins registered here run in the evaluator's process (a fast path for tests and baselines) and
+are marked ``trusted`` in their traces. Any other in-process policy object is recorded as an *untrusted
+in-process* coordinator, and the leaderboard does not rank it: coordinators that are not shipped baselines
+run as confined processes (:mod:`mdbench.sdl.external`) or behind an endpoint (:mod:`mdbench.sdl.llm_policy`).
 
 Built-ins (registry :data:`POLICIES`, filled explicitly):
 
@@ -51,11 +58,23 @@ class Policy(Protocol):
     def close(self) -> None: ...
 
 
+def session_record(policy: Any) -> dict[str, Any]:
+    """What a session was (name, isolation) and did, for the trace; see the module docstring."""
+    rec = getattr(policy, "session_record", None)
+    if callable(rec):
+        return rec()
+    return {"name": getattr(policy, "name", type(policy).__name__),
+            "isolation": {"method": "in_process", "trusted": False,
+                          "note": "in-process policy object that is not a shipped baseline: not ranked"}}
+
+
 def visible_labels(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Outcome knowledge in a visible state: ``{id: {"valid": bool|None, "category": str|None}}``.
 
     From the initial context (outcomes shown) and from revealed evidence/reviews, only on the axes the
-    evidence contract says they support.
+    evidence contract says they support, and only from what the payload states: validity from an explicit
+    boolean ``valid``, the category from an explicit ``category`` (a supported reveal that states neither
+    leaves the axis unknown — nothing defaults to valid).
     """
     out: dict[str, dict[str, Any]] = {}
     for c in state["initial_context"]:
@@ -66,11 +85,11 @@ def visible_labels(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
             if r.get("status") != "revealed":
                 continue
             payload = r.get("payload") or {}
-            if "validity" in r.get("supports", []):
-                lab["valid"] = bool(payload.get("valid", True))
+            if "validity" in r.get("supports", []) and isinstance(payload.get("valid"), bool):
+                lab["valid"] = payload["valid"]
             if "category" in r.get("supports", []):
-                cat = payload.get("category", payload.get("reaction_category"))
-                if cat is not None:
+                cat = payload.get("category")
+                if isinstance(cat, str):
                     lab["category"] = cat
                     lab["valid"] = True
         if lab["valid"] is not None or lab["category"] is not None:
@@ -103,6 +122,12 @@ class BasePolicy:
 
     def close(self) -> None:
         """Nothing to release."""
+
+    def session_record(self) -> dict[str, Any]:
+        """Name and isolation: a registered built-in runs in-process and is trusted."""
+        builtin = next((n for n, f in POLICIES.items() if f is type(self)), None)
+        return {"name": self.name, "isolation": {"method": "in_process", "trusted": builtin is not None,
+                                                 "builtin": builtin}}
 
     # -- to override
     def predict(self, state: dict[str, Any], ids: list[str]) -> dict[str, tuple[float, np.ndarray]]:
@@ -217,9 +242,10 @@ def descriptor_matrix(state: dict[str, Any]) -> tuple[list[str], np.ndarray]:
     Numeric descriptors are z-scored over all visible experiments (constant ones dropped), categorical ones
     one-hot encoded. Descriptors named ``group:name`` form a group whose columns are scaled by
     ``1/sqrt(n_columns)`` so that a block of many correlated descriptors (e.g. 53 molecular descriptors of the
-    same organic) weighs like one feature. Returns ``(ids, X)`` over context, candidates and held-out panel.
+    same organic) weighs like one feature. Returns ``(ids, X)`` over context, candidates, held-out panel and,
+    in a future-decision call, the future panel.
     """
-    items = state["initial_context"] + state["candidates"] + state["heldout_panel"]
+    items = state["initial_context"] + state["candidates"] + state["heldout_panel"] + state.get("future_panel", [])
     ids = [it["experiment_id"] for it in items]
     keys = sorted({k for it in items for k in it["descriptors"]})
     groups: dict[str, list[str]] = {}
@@ -250,13 +276,13 @@ class _FeatureCache:
     """Feature matrix per assignment (descriptors never change inside a campaign)."""
 
     def __init__(self) -> None:
-        self._key: str | None = None
+        self._key: tuple[str, int] | None = None
         self.index: dict[str, int] = {}
         self.X = np.zeros((0, 0))
         self.median_nn = 1.0
 
     def get(self, state: dict[str, Any]) -> "_FeatureCache":
-        key = state["assignment_sha256"]
+        key = (state["assignment_sha256"], len(state.get("future_panel", [])))
         if key != self._key:
             ids, self.X = descriptor_matrix(state)
             self.index = {e: n for n, e in enumerate(ids)}
