@@ -40,6 +40,14 @@ def small_assignments(vapdiff, small_spec):
 
 
 @pytest.fixture(scope="session")
+def tiny_assignments(vapdiff):
+    """Horizon-2 campaigns (6 rotations of 8-experiment blocks; budgets 2 / 4 / 0): cheap confined runs."""
+    spec = CompileSpec(rotations=6, horizons=(2,), block_size=8, role_blocks=dict(SMALL_ROLES),
+                       budgets=Budgets(2, 4, 1), seed=5)
+    return compile_assignments(vapdiff, spec, KEYS)
+
+
+@pytest.fixture(scope="session")
 def pg_ledger():
     return load_precursor_genome(PG_FIXTURE)
 

@@ -1,15 +1,17 @@
-"""A scripted external policy speaking the mdbench-sdl-policy/1 JSON-lines protocol (used by the tests).
+"""A scripted external policy speaking the mdbench-sdl-policy/2 JSON-lines protocol (used by the tests).
 
-Usage: python scripted_policy.py [--cheat] [--die-after N]
-  --cheat        first tries actions the environment must refuse (evidence before a prior, a held-out id,
-                 an extra "reveal_outcome" key), then behaves.
-  --die-after N  exit without replying after N requests.
+Usage: python scripted_policy.py [--cheat] [--die-after N] [--crash-on-act]
+  --cheat         first tries actions the environment must refuse (evidence before a prior, a held-out id,
+                  an extra "reveal_outcome" key), then behaves.
+  --die-after N   exit without replying after N requests.
+  --crash-on-act  raise on the first "act" request (a coordinator that crashes on every branch).
 """
 
 import json
 import sys
 
 cheat = "--cheat" in sys.argv
+crash_on_act = "--crash-on-act" in sys.argv
 die_after = int(sys.argv[sys.argv.index("--die-after") + 1]) if "--die-after" in sys.argv else None
 tried: set[str] = set()
 
@@ -31,6 +33,8 @@ def uniform(state, eid):
 
 def act(state):
     phase, eid, rem = state["phase"], state["open_experiment"], state["budgets_remaining"]
+    if crash_on_act:
+        raise RuntimeError("scripted policy: crashing on purpose")
     if cheat:
         for name, action in [
             ("early", {"action": "inspect_evidence", "experiment_id": eid or "", "tier": state["record"]["evidence_tiers"][0]}),

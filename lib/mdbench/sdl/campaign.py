@@ -24,6 +24,7 @@ added to the state as ``future_panel``; they were never visible during the campa
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ import numpy as np
 from mdbench.errors import MdbenchError
 from mdbench.sdl.compiler import Assignment
 from mdbench.sdl.environment import CampaignEnv, future_panel
-from mdbench.sdl.ledger import Ledger, canonical_json, sha256_json
+from mdbench.sdl.ledger import Ledger, canonical_json
 from mdbench.sdl.policies import Policy, session_record
 
 log = logging.getLogger(__name__)
@@ -61,15 +62,15 @@ class StateStore:
         return self.folder / branch / f"{label}.state.json.gz"
 
     def save(self, branch: str, label: str, state: dict[str, Any]) -> str:
-        """Save ``state``; returns the sha256 of its canonical JSON."""
+        """Save ``state``; returns the sha256 of its canonical JSON (:func:`~mdbench.sdl.ledger.sha256_json`)."""
         text = canonical_json(state)
         if self.folder is None:
             self._mem[(branch, label)] = text
         else:
             p = self._path(branch, label)
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(gzip.compress(text.encode("ascii"), mtime=0))
-        return sha256_json(state)
+            p.write_bytes(gzip.compress(text.encode("ascii"), compresslevel=6, mtime=0))
+        return hashlib.sha256(text.encode("ascii")).hexdigest()
 
     def load(self, branch: str, label: str, sha256: str) -> dict[str, Any]:
         """The saved state, verified against ``sha256`` (a changed file raises :class:`MdbenchError`)."""
@@ -79,16 +80,25 @@ class StateStore:
             text = gzip.decompress(self._path(branch, label).read_bytes()).decode("ascii")
         if text is None:
             raise MdbenchError(f"no saved state {branch}/{label}")
-        state = json.loads(text)
-        if sha256_json(state) != sha256:
+        if hashlib.sha256(text.encode("ascii")).hexdigest() != sha256:
             raise MdbenchError(f"saved state {branch}/{label} does not match its sha256 {sha256[:12]}…")
-        return state
+        return json.loads(text)
 
 
 def _fresh(factory: Callable[[], Policy], seed: int) -> Policy:
     pol = factory()
     pol.reset(seed)
     return pol
+
+
+def _start(factory: Callable[[], Policy], seed: int) -> tuple[Policy, str | None]:
+    """A fresh branch session, or the session object and why it could not start."""
+    pol = factory()
+    try:
+        pol.reset(seed)
+    except MdbenchError as exc:
+        return pol, f"session did not start: {exc}"
+    return pol, None
 
 
 def evaluator_call(factory: Callable[[], Policy], seed: int, state: dict[str, Any],
@@ -130,14 +140,13 @@ class _Ctx:
 def _checkpoint(env: CampaignEnv, ctx: _Ctx) -> None:
     n = sum(1 for x in env.traces.values() if x["closed"])
     label = f"after_{n}"
-    state, _ = env.checkpoint_state()
-    sha = ctx.store.save(env.branch, label, state)
+    sha = ctx.store.save(env.branch, label, env.evaluator_state())
     rows, sess = evaluator_call(ctx.factory, ctx.seed, ctx.store.load(env.branch, label, sha), env.heldout_ids)
     env.record_checkpoint(label, rows, sha, sess)
 
 
 def _future_state(env: CampaignEnv, ctx: _Ctx) -> dict[str, Any]:
-    state, _ = env.checkpoint_state("future_forecast")
+    state = env.evaluator_state("future_forecast")
     state["future_panel"] = future_panel(ctx.ledger, ctx.asg)
     return state
 
@@ -145,8 +154,7 @@ def _future_state(env: CampaignEnv, ctx: _Ctx) -> dict[str, Any]:
 def _pre(env: CampaignEnv, ctx: _Ctx) -> None:
     """Pre-campaign held-out and future forecasts: made once (adaptive branch), shared by the controls."""
     if ctx.pre_rows is None:
-        state, _ = env.checkpoint_state()
-        ctx.pre_sha = ctx.store.save(env.branch, "pre", state)
+        ctx.pre_sha = ctx.store.save(env.branch, "pre", env.evaluator_state())
         ctx.pre_rows, sess = evaluator_call(ctx.factory, ctx.seed, ctx.store.load(env.branch, "pre", ctx.pre_sha),
                                             env.heldout_ids)
         env.record_checkpoint("pre", ctx.pre_rows, ctx.pre_sha, sess)
@@ -194,10 +202,12 @@ def run_adaptive(ledger: Ledger, asg: Assignment, factory: Callable[[], Policy],
                  progress: Callable[[], None] | None = None) -> tuple[CampaignEnv, _Ctx]:
     """Run the adaptive branch (a fresh session of ``factory``); returns ``(env, shared context)``."""
     ctx = ctx or _Ctx(ledger, asg, factory, 0, StateStore())
-    pol = _fresh(factory, ctx.seed)
+    pol, error = _start(factory, ctx.seed)
     env = CampaignEnv(ledger, asg, branch="adaptive", policy=_policy_info(pol))
     try:
         _pre(env, ctx)
+        if error:
+            env.abort(error)
         _drive(env, pol, ctx, progress)
     finally:
         if not env.done:
@@ -208,11 +218,13 @@ def run_adaptive(ledger: Ledger, asg: Assignment, factory: Callable[[], Policy],
 
 def run_no_evidence(ctx: _Ctx, call_target: int) -> CampaignEnv:
     """Call-matched no-evidence control: exactly ``call_target`` policy-action calls, no evidence, no reviews."""
-    pol = _fresh(ctx.factory, ctx.seed)
+    pol, error = _start(ctx.factory, ctx.seed)
     env = CampaignEnv(ctx.ledger, ctx.asg, branch="no_evidence", evidence_enabled=False,
                       call_target=max(1, call_target), policy=_policy_info(pol))
     try:
         _pre(env, ctx)
+        if error:
+            env.abort(error)
         _drive(env, pol, ctx)
     finally:
         if not env.done:
@@ -231,7 +243,7 @@ def _supports(exp, steps: list[dict[str, Any]]) -> bool:
 
 def run_schedule_matched_random(ctx: _Ctx, schedule: list[dict[str, Any]], seed: int) -> CampaignEnv:
     """Schedule-matched random control (see module docstring)."""
-    pol = _fresh(ctx.factory, ctx.seed)
+    pol, error = _start(ctx.factory, ctx.seed)
     env = CampaignEnv(ctx.ledger, ctx.asg, branch="random_control", policy=_policy_info(pol))
     rng = np.random.default_rng(seed)
     by_id = ctx.ledger.by_id()
@@ -247,6 +259,8 @@ def run_schedule_matched_random(ctx: _Ctx, schedule: list[dict[str, Any]], seed:
 
     try:
         _pre(env, ctx)
+        if error:
+            env.abort(error)
         for item in schedule:
             if env.done:
                 break

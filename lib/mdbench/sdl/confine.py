@@ -109,7 +109,13 @@ class CoordinatorSandbox:
         return ro
 
     def spawn(self, argv: list[str], stderr: Path) -> "CoordinatorProcess":
-        """Start ``argv`` with JSON-lines pipes, confined (or not, when ``confine`` is False)."""
+        """Start ``argv`` with JSON-lines pipes, confined (or not, when ``confine`` is False).
+
+        Relative paths that name existing files are made absolute first (the process starts in its own
+        working folder).
+        """
+        argv = [os.path.abspath(a) if not os.path.isabs(a) and os.path.exists(a) and ("/" in a or i > 0) else a
+                for i, a in enumerate(argv)]
         home = Path(tempfile.mkdtemp(prefix="mdbench-sdl-coord-"))
         if not self.confine:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr.open("wb"),
@@ -158,6 +164,7 @@ class CoordinatorProcess:
                 except subprocess.TimeoutExpired:
                     res = self._proc.terminate()
                 out = res.to_json()
+                out.pop("method", None)   # recorded once, as the session's isolation
             else:
                 try:
                     code = self._proc.wait(timeout=wait_s)

@@ -427,10 +427,15 @@ class CampaignEnv:
         }))
         return state
 
-    def checkpoint_state(self, phase: str = "heldout_forecast") -> tuple[dict[str, Any], str]:
-        """A copy of the visible state for an evaluator call, and the sha256 of its canonical JSON."""
+    def evaluator_state(self, phase: str = "heldout_forecast") -> dict[str, Any]:
+        """A copy of the visible state for an evaluator call (``phase`` says which call)."""
         st = self.visible_state()
         st["phase"] = phase
+        return st
+
+    def checkpoint_state(self, phase: str = "heldout_forecast") -> tuple[dict[str, Any], str]:
+        """:meth:`evaluator_state` and the sha256 of its canonical JSON."""
+        st = self.evaluator_state(phase)
         return st, sha256_json(st)
 
     # --------------------------------------------------------------------------------------------- the log

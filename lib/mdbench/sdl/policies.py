@@ -34,6 +34,7 @@ supports (evidence contract): a revealed category/validity is given probability 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 import numpy as np
@@ -272,28 +273,37 @@ def descriptor_matrix(state: dict[str, Any]) -> tuple[list[str], np.ndarray]:
     return ids, X
 
 
-class _FeatureCache:
-    """Feature matrix per assignment (descriptors never change inside a campaign)."""
+@dataclass(frozen=True)
+class Features:
+    """Feature matrix of the visible experiments of one assignment, row index by id, median NN distance."""
 
-    def __init__(self) -> None:
-        self._key: tuple[str, int] | None = None
-        self.index: dict[str, int] = {}
-        self.X = np.zeros((0, 0))
-        self.median_nn = 1.0
+    index: dict[str, int]
+    X: np.ndarray
+    median_nn: float
 
-    def get(self, state: dict[str, Any]) -> "_FeatureCache":
-        key = (state["assignment_sha256"], len(state.get("future_panel", [])))
-        if key != self._key:
-            ids, self.X = descriptor_matrix(state)
-            self.index = {e: n for n, e in enumerate(ids)}
-            sq = (self.X ** 2).sum(1)
-            d2 = np.maximum(sq[:, None] + sq[None, :] - 2 * self.X @ self.X.T, 0.0)
-            np.fill_diagonal(d2, np.inf)
-            nn = np.sqrt(d2.min(axis=1))
-            self.median_nn = float(np.median(nn[np.isfinite(nn)])) if np.isfinite(nn).any() else 1.0
-            self.median_nn = self.median_nn if self.median_nn > 0 else 1.0
-            self._key = key
-        return self
+
+#: Feature matrices shared by the built-in sessions of this process, keyed by (assignment sha256, future-panel
+#: size): descriptors never change inside a campaign, and every evaluator call starts a fresh session.
+_FEATURES: dict[tuple[str, int], Features] = {}
+
+
+def features(state: dict[str, Any]) -> Features:
+    """:class:`Features` of a state (cached per assignment, at most 16 kept)."""
+    key = (state["assignment_sha256"], len(state.get("future_panel", [])))
+    hit = _FEATURES.get(key)
+    if hit is not None:
+        return hit
+    ids, X = descriptor_matrix(state)
+    sq = (X ** 2).sum(1)
+    d2 = np.maximum(sq[:, None] + sq[None, :] - 2 * X @ X.T, 0.0)
+    np.fill_diagonal(d2, np.inf)
+    nn = np.sqrt(d2.min(axis=1))
+    med = float(np.median(nn[np.isfinite(nn)])) if np.isfinite(nn).any() else 1.0
+    out = Features({e: n for n, e in enumerate(ids)}, X, med if med > 0 else 1.0)
+    if len(_FEATURES) >= 16:
+        _FEATURES.pop(next(iter(_FEATURES)))
+    _FEATURES[key] = out
+    return out
 
 
 class KernelPolicy(BasePolicy):
@@ -314,10 +324,9 @@ class KernelPolicy(BasePolicy):
 
     def __init__(self, seed: int = 0, alpha: float = 2.0, bandwidth_scale: float = 1.0):
         self.alpha, self.bandwidth_scale = alpha, bandwidth_scale
-        self._cache = _FeatureCache()
         super().__init__(seed)
 
-    def _weights(self, fc: "_FeatureCache", lab_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    def _weights(self, fc: Features, lab_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Kernel weights, shape (len(rows), len(lab_rows))."""
         A, B = fc.X[rows], fc.X[lab_rows]
         d2 = np.maximum((A ** 2).sum(1)[:, None] + (B ** 2).sum(1)[None, :] - 2 * A @ B.T, 0.0)
@@ -328,7 +337,7 @@ class KernelPolicy(BasePolicy):
         cats = state["record"]["categories"]
         labels = visible_labels(state)
         pv0, pc0 = _class_freqs(state, labels)
-        fc = self._cache.get(state)
+        fc = features(state)
         lab_ids = [e for e in labels if e in fc.index]
         if not lab_ids or not ids:
             return {i: (pv0, pc0) for i in ids}
