@@ -75,6 +75,23 @@ def checkpoint_scores(trace: dict[str, Any], ledger: Ledger, asg: Assignment) ->
     return forecast_scores(derive(trace["log"])["checkpoints"], ledger, asg)
 
 
+def session_usage(derived: dict[str, Any]) -> dict[str, Any] | None:
+    """Summed token / cost accounting of every session of a branch (campaign and evaluator calls), if any
+    reported one (LLM sessions do). Kept apart from every score."""
+    recs = [s["record"] for s in derived["sessions"]] + [c["session"] for c in derived["checkpoints"] +
+                                                          derived["future"]]
+    usages = [r["usage"] for r in recs if isinstance(r, dict) and isinstance(r.get("usage"), dict)]
+    if not usages:
+        return None
+    out: dict[str, Any] = {"sessions": len(usages)}
+    for k in ("calls", "attempts", "prompt_tokens", "completion_tokens", "total_tokens", "latency_s",
+              "cost_unknown_calls"):
+        out[k] = sum(u.get(k) or 0 for u in usages)
+    costs = [u["cost"] for u in usages if u.get("cost") is not None]
+    out["cost"] = sum(costs) if costs else None
+    return out
+
+
 def branch_status(branch: str, derived: dict[str, Any]) -> tuple[bool, str]:
     """``(finished, reason)``: a branch finished when it ended by ``stop`` (any branch) or, for the call-matched
     no-evidence control, at its call target — and has one checkpoint per closed experiment plus the
@@ -185,6 +202,7 @@ def campaign_metrics(traces: dict[str, dict[str, Any]], ledger: Ledger, asg: Ass
             "sign_agreement": sign_agreement(local_gains, held_gains), **{k: loc[k] for k in
                                                                           ("claim_calibration", "review_brier")},
             "future_scores_nats": fscores, "future_gain_nats": future_gain.get(name),
+            "usage": session_usage(d),
             "experiments": loc["experiments"], "reviews": loc["reviews"],
         }
     out["finished"] = not problems
