@@ -94,10 +94,12 @@ class CoordinatorSandbox:
         from mdbench.sandbox import runtime_paths
 
         root = PROJECT_ROOT.resolve()
+        needed = sorted({Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), root / "lib"})
         ro = []
-        for p in runtime_paths():   # never the whole checkout (results, outputs): only its lib/ and virtualenv
-            if p == root or p in root.parents:
-                ro += [q for q in (root / "lib", Path(sys.prefix)) if q.exists() and (q == p or p in q.parents)]
+        for p in runtime_paths():
+            if p == root or p in root.parents or root in p.parents:
+                # never the checkout (results, outputs, tests on sys.path): only its lib/ and the interpreters
+                ro += [q for q in needed if q.exists() and (q == p or p in q.parents) and q not in ro]
             else:
                 ro.append(p)
         if self.agent_dir is not None:
@@ -118,8 +120,9 @@ class CoordinatorSandbox:
                 for i, a in enumerate(argv)]
         home = Path(tempfile.mkdtemp(prefix="mdbench-sdl-coord-"))
         if not self.confine:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr.open("wb"),
-                                    text=True, bufsize=1, cwd=home, env=self._env(home))
+            with stderr.open("wb") as err:
+                proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+                                        bufsize=1, cwd=home, env=self._env(home))
             return CoordinatorProcess(proc, home, {"method": "unconfined_process", "isolation": "none",
                                                    "reason": "confinement disabled by the caller"}, sandboxed=False)
         from mdbench.sandbox import Confinement, spawn_confined
@@ -172,6 +175,11 @@ class CoordinatorProcess:
                 except subprocess.TimeoutExpired:
                     self._proc.kill()
                     out = {"status": "terminated", "exit_code": self._proc.wait()}
+                for stream in (self._proc.stdin, self._proc.stdout):
+                    try:
+                        stream.close()
+                    except (OSError, ValueError):
+                        pass
         finally:
             shutil.rmtree(self.home, ignore_errors=True)
         return out
