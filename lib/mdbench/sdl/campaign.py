@@ -85,12 +85,6 @@ class StateStore:
         return json.loads(text)
 
 
-def _fresh(factory: Callable[[], Policy], seed: int) -> Policy:
-    pol = factory()
-    pol.reset(seed)
-    return pol
-
-
 def _start(factory: Callable[[], Policy], seed: int) -> tuple[Policy, str | None]:
     """A fresh branch session, or the session object and why it could not start."""
     pol = factory()
@@ -108,11 +102,9 @@ def evaluator_call(factory: Callable[[], Policy], seed: int, state: dict[str, An
     A failure of the session (it crashed, timed out, answered garbage) gives ``{"error": ...}`` rows, which the
     environment records as an invalid forecast.
     """
+    pol = factory()
     try:
-        pol = _fresh(factory, seed)
-    except MdbenchError as exc:
-        return {"error": str(exc)}, {"error": str(exc)}
-    try:
+        pol.reset(seed)
         rows = pol.forecast(state, ids)
     except MdbenchError as exc:
         rows = {"error": str(exc)}
