@@ -17,8 +17,3 @@ def pytest_report_header(config: pytest.Config) -> str:
     return (f"simulation seeds: {_testseed.ENV_VAR}={_testseed.base_seed()} "
             f"(default {_testseed.DEFAULT_TEST_SEED}; every gen-seed/ld-seed/genion/packmol seed derives from it)")
 
-
-@pytest.fixture(scope="session")
-def seed_for():
-    """``seed_for(purpose) -> int``: the seed of one purpose under this session's ``MDBENCH_TEST_SEED``."""
-    return _testseed.seed_for
