@@ -352,3 +352,14 @@ def test_report_number_disagreeing_with_results_is_E5(run_copy, bundle, tmp_path
     audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
     e5 = saeo(tmp_path / "a")["items"]["E5"]
     assert e5["final"] == 0.5 and "report.md:3 gives density = 1234.5" in e5["reason"]
+
+
+def test_fixture_is_seeded_from_MDBENCH_TEST_SEED(built):
+    """Velocities and thermostat noise of the fixture follow the suite's seed (``make test-seeds`` varies it)."""
+    from _testseed import seed_for
+
+    run, _ = built
+    npt = (run / "cases/W/equil/npt.mdp").read_text()
+    prod = (run / "cases/W/prod/prod.mdp").read_text()
+    assert f"gen-seed = {seed_for('audit/gen-seed')}" in npt
+    assert f"ld-seed = {seed_for('audit/ld-seed')}" in npt and f"ld-seed = {seed_for('audit/ld-seed')}" in prod
