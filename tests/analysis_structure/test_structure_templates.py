@@ -56,6 +56,7 @@ def _execute(run, stages):
     return out
 
 
+@pytest.mark.gromacs
 def test_structure_and_compare_templates_execute(tmp_path, water_nacl):
     run = _run_dir(tmp_path, water_nacl)
     res = _execute(run, ["analysis/51_structure", "study/60_compare"])
@@ -70,6 +71,7 @@ def test_structure_and_compare_templates_execute(tmp_path, water_nacl):
 
 
 @pytest.mark.slow
+@pytest.mark.gromacs
 def test_every_analysis_template_executes(tmp_path, water_nacl):
     run = _run_dir(tmp_path, water_nacl)
     res = _execute(run, TEMPLATES)
