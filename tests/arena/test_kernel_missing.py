@@ -26,6 +26,7 @@ main()
 @pytest.mark.parametrize("args", [
     ["arena", "aggregate", str(SYN), "--out", "{tmp}/report.html"],
     ["report", "{tmp}", "--out", "{tmp}/report.html"],
+    ["sdl", "leaderboard", "{tmp}", "--html", "{tmp}/report.html"],
 ])
 def test_missing_kernel_is_one_line_naming_make_setup(tmp_path, args):
     argv = [a.format(tmp=tmp_path) for a in args]

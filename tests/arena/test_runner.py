@@ -140,13 +140,16 @@ def test_failing_judge_scores_zero_with_the_error(tmp_path):
     assert o.rewards["process"] == 0.0 and all("failed" in c["error"] for c in details["process"]["criteria"])
 
 
-def test_the_agent_never_sees_the_judge_configuration(tmp_path):
+def test_the_agent_never_sees_the_judge_configuration(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-judge-secret")
     scores = tmp_path / "scores.json"
     scores.write_text("{}")
     cmd = 'env > "$ARENA_AGENT_DIR/env.txt"'
-    o = run_trial(CUTOFF, AgentSpec(name="peek", command=cmd), tmp_path, process_scores=scores, judge_cmd="true")
+    o = run_trial(CUTOFF, AgentSpec(name="peek", command=cmd), tmp_path, process_scores=scores, judge_cmd="true",
+                  judge_llm="http://127.0.0.1:9/v1", judge_model="m")
     env = (o.trial_dir / "agent" / "env.txt").read_text()
     assert "ARENA_PROCESS_SCORES" not in env and "ARENA_JUDGE_CMD" not in env and str(scores) not in env
+    assert "ARENA_JUDGE_LLM_URL" not in env and "sk-judge-secret" not in env
 
 
 def test_rewardkit_normalisation_on_harbor_example():

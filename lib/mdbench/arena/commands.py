@@ -106,6 +106,11 @@ def _common_run_options(f):
     f = click.option("--judge-cmd", "--judge", "judge_cmd", default=None,
                      help="Process judge program: reads the judge input JSON (criteria, trajectory, files) on stdin, "
                           "prints {criterion: raw} JSON.")(f)
+    f = click.option("--judge-llm", default=None, metavar="URL",
+                     help="Process judge on an OpenAI-compatible endpoint (e.g. http://127.0.0.1:8000/v1); the key is "
+                          "read from $OPENAI_API_KEY (or the variable $ARENA_JUDGE_API_KEY_ENV names).")(f)
+    f = click.option("--judge-model", default=None,
+                     help="Model of --judge-llm (default: [judge] judge of the task's process.toml).")(f)
     f = click.option("--process-scores", type=click.Path(exists=True, dir_okay=False), default=None,
                      help="Expert score file (JSON {task: {criterion: raw}}) for process criteria.")(f)
     f = click.option("--timeout-multiplier", type=float, default=1.0, show_default=True, help="Scales agent and verifier timeouts.")(f)

@@ -7,8 +7,8 @@ container, ``$ARENA_VERIFIER_DIR`` in the local runner):
 - ``reward.json``: a flat object of numbers, ``{"correctness": k/n}`` plus ``"process"`` when process
   criteria were scored;
 - ``reward-details.json``: per reward key ``{score, criteria: [{name, value, raw, weight, description,
-  reasoning, error}], kind}`` with ``kind`` ``programmatic`` (deterministic checks) or ``command``/``expert``
-  (process criteria scored by a judge program or an expert score file, :mod:`mdbench.arena.judge`);
+  reasoning, error}], kind}`` with ``kind`` ``programmatic`` (deterministic checks) or ``command``/``expert``/``llm``
+  (process criteria scored by a judge program, an expert score file or an LLM endpoint, :mod:`mdbench.arena.judge`);
   the process entry also has ``state`` (``scored`` | ``unscorable``) and, when unscorable, ``reason``.
 
 Correctness is the fraction of satisfied criteria, :math:`c = \\sum_i w_i v_i / \\sum_i w_i` with
@@ -152,9 +152,10 @@ class Grader:
         """Write ``reward.json`` and ``reward-details.json``; judge the process criteria when configured.
 
         Process criteria (``tests/process.toml``) are judged (:func:`mdbench.arena.judge.judge_process`)
-        when ``ARENA_JUDGE_CMD`` (a judge program) or ``ARENA_PROCESS_SCORES`` (an expert score file) is
-        set. A scored process adds the ``process`` reward; an unscorable one (no trajectory) adds none,
-        and ``reward-details.json`` records the state and the reason.
+        when ``ARENA_JUDGE_CMD`` (a judge program), ``ARENA_PROCESS_SCORES`` (an expert score file) or
+        ``ARENA_JUDGE_LLM_URL`` (an LLM endpoint) is set. A scored process adds the ``process`` reward;
+        an unscorable one (no trajectory) adds none, and ``reward-details.json`` records the state and the
+        reason.
 
         Returns
         -------

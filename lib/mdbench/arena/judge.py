@@ -17,9 +17,15 @@ is written, and ``reward-details.json`` says why. A judge that fails scores ever
 the error recorded. Normalisation follows rewardkit: binary → raw 0/1, Likert with ``P`` points →
 ``(r − 1)/(P − 1)``.
 
-An LLM-endpoint judge belongs in :data:`JUDGES` as ``"llm"`` (built on the shared ``mdbench.llm``
-client, reading the same :class:`JudgeInput` and the ``[judge] judge`` model name); nothing here
-calls a model.
+- ``llm`` — an OpenAI-compatible chat endpoint (``--judge-llm URL``, ``$ARENA_JUDGE_LLM_URL``) through
+  the project's one client, :class:`mdbench.llm.ChatClient` (retries, timeouts, token accounting, a
+  transcript in the verifier folder): the model (``$ARENA_JUDGE_MODEL``, else the ``[judge] judge``
+  of ``process.toml``) gets the same :class:`JudgeInput` and answers in the judge command's format.
+  The key is read from the variable ``$ARENA_JUDGE_API_KEY_ENV`` names (default ``OPENAI_API_KEY``).
+
+Command and LLM judges run inside the verifier, so they reach only what the task's network allows: a
+``network_mode = "no-network"`` task (every task of this suite) cuts the endpoint off, exactly as under
+Harbor's Docker environment — score such trials with an expert file or a judge that needs no network.
 """
 
 from __future__ import annotations
@@ -34,13 +40,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mdbench.arena import atif
-from mdbench.arena.grading import Criterion, agent_dir, app_dir, harbor_path
+from mdbench.arena.grading import Criterion, agent_dir, app_dir, harbor_path, verifier_dir
 from mdbench.errors import InputError
 
 #: Largest part of one output file handed to a judge [characters].
 MAX_FILE_CHARS = 100_000
 #: Wall-clock limit of a judge command [s] (MDArena: 300–600 s).
 JUDGE_TIMEOUT_S = 600.0
+#: Largest part of the trajectory JSON put into an LLM judge's prompt [characters].
+MAX_TRAJECTORY_CHARS = 200_000
+#: Per-request timeout of an LLM judge [s].
+LLM_TIMEOUT_S = 300.0
 
 
 @dataclass
@@ -156,7 +166,7 @@ class JudgeInput:
 class ProcessScore:
     """The outcome of judging one trial's process."""
 
-    kind: str                               # "command" (a judge program), "expert" (a score file)
+    kind: str                               # "command" (a judge program), "expert" (a score file), "llm"
     state: str                              # "scored" | "unscorable"
     criteria: list[Criterion] = field(default_factory=list)
     reason: str | None = None
@@ -200,8 +210,48 @@ def run_command_judge(command: str, judge_input: JudgeInput, criteria: list[Proc
         if not isinstance(data, dict):
             raise ValueError("judge output is not a JSON object")
     except (subprocess.TimeoutExpired, ValueError) as exc:
-        return [Criterion(pc.name, 0.0, None, pc.weight, pc.description, None,
-                          f"judge {shlex.quote(command)} failed: {exc}") for pc in criteria]
+        return _failed(criteria, f"judge {shlex.quote(command)} failed: {exc}")
+    return score_process(criteria, data)
+
+
+def _failed(criteria: list[ProcessCriterion], error: str) -> list[Criterion]:
+    """Every criterion 0, with the judge's failure recorded."""
+    return [Criterion(pc.name, 0.0, None, pc.weight, pc.description, None, error) for pc in criteria]
+
+
+LLM_SYSTEM_PROMPT = (
+    "You are the process judge of a molecular-dynamics benchmark task. You get the task's instruction, its "
+    "process criteria, the agent's ATIF trajectory (what it ran and saw) and the output files the task lists. "
+    "Score every criterion from that evidence only: a binary criterion 0 or 1, a likert criterion an integer "
+    "from 1 to its points. Reply with one JSON object and nothing else: "
+    '{"<criterion name>": {"raw": <number>, "reasoning": "<one or two sentences citing the evidence>"}, ...}.')
+
+
+def llm_messages(judge_input: JudgeInput) -> list[dict[str, str]]:
+    """The chat messages an LLM judge gets: the rubric as system prompt, the judge input as JSON."""
+    doc = asdict(judge_input)
+    traj = json.dumps(doc.pop("trajectory"))
+    if len(traj) > MAX_TRAJECTORY_CHARS:
+        traj = traj[:MAX_TRAJECTORY_CHARS] + f" … [trajectory cut at {MAX_TRAJECTORY_CHARS} characters]"
+    user = (f"Task: {judge_input.task}\n\nJudge input (criteria, instruction, output files):\n"
+            f"{json.dumps(doc, indent=1)}\n\nAgent trajectory (ATIF JSON):\n{traj}")
+    return [{"role": "system", "content": LLM_SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def run_llm_judge(url: str, model: str, judge_input: JudgeInput, criteria: list[ProcessCriterion], *,
+                  api_key_env: str = "OPENAI_API_KEY", transcript: Path | None = None,
+                  timeout_s: float = LLM_TIMEOUT_S) -> list[Criterion]:
+    """Ask an OpenAI-compatible endpoint to score ``criteria``; a failed call or an unreadable reply scores 0."""
+    from mdbench.llm import ChatClient, EndpointError
+
+    client = ChatClient(url, model, api_key_env=api_key_env, timeout_s=timeout_s, transcript=transcript,
+                        params={"temperature": 0})
+    try:
+        data, _ = client.complete_json(llm_messages(judge_input), session=judge_input.task)
+        if not isinstance(data, dict):
+            raise ValueError("the reply is not a JSON object")
+    except (EndpointError, ValueError) as exc:
+        return _failed(criteria, f"LLM judge {model} at {client.url} failed: {exc}")
     return score_process(criteria, data)
 
 
@@ -224,24 +274,39 @@ def _judge_expert(spec, judge_input, task, *, scores_file: str) -> list[Criterio
     return score_process(spec.criteria, expert_scores(Path(scores_file), task))
 
 
-#: Judges by kind: ``(spec, judge_input, task, **config) -> criteria``. The LLM-endpoint judge is added here
-#: as ``"llm"`` (on the shared ``mdbench.llm`` client; configured, like the others, from the verifier's
-#: environment) — :func:`judge_process` then only needs to know which variable selects it.
-JUDGES: dict[str, Callable[..., list[Criterion]]] = {"command": _judge_command, "expert": _judge_expert}
+def _judge_llm(spec, judge_input, task, *, url: str, model: str | None) -> list[Criterion]:
+    model = model or spec.judge_model
+    if not model:
+        return _failed(spec.criteria, "LLM judge: no model (set ARENA_JUDGE_MODEL or [judge] judge in process.toml)")
+    return run_llm_judge(url, model, judge_input, spec.criteria,
+                         api_key_env=os.environ.get("ARENA_JUDGE_API_KEY_ENV") or "OPENAI_API_KEY",
+                         transcript=verifier_dir() / "judge-transcript.jsonl")
+
+
+#: Judges by kind: ``(spec, judge_input, task, **config) -> criteria``, configured from the verifier's
+#: environment (:func:`judge_process`).
+JUDGES: dict[str, Callable[..., list[Criterion]]] = {"command": _judge_command, "expert": _judge_expert,
+                                                     "llm": _judge_llm}
 
 
 def judge_process(process_file: Path, task: str, *, judge_cmd: str | None = None,
-                  scores_file: str | None = None) -> ProcessScore | None:
+                  scores_file: str | None = None, llm_url: str | None = None) -> ProcessScore | None:
     """Score ``process_file``'s criteria for the trial being verified; ``None`` when no judge is configured.
 
-    ``judge_cmd``/``scores_file`` default to ``$ARENA_JUDGE_CMD``/``$ARENA_PROCESS_SCORES``; the
-    score file wins when both are set.
+    ``judge_cmd``/``scores_file``/``llm_url`` default to ``$ARENA_JUDGE_CMD``/``$ARENA_PROCESS_SCORES``/
+    ``$ARENA_JUDGE_LLM_URL``; when several are set the score file wins, then the command, then the LLM.
     """
     judge_cmd = judge_cmd or os.environ.get("ARENA_JUDGE_CMD")
     scores_file = scores_file or os.environ.get("ARENA_PROCESS_SCORES")
-    if not judge_cmd and not scores_file:
+    llm_url = llm_url or os.environ.get("ARENA_JUDGE_LLM_URL")
+    if scores_file:
+        kind, config = "expert", {"scores_file": scores_file}
+    elif judge_cmd:
+        kind, config = "command", {"command": judge_cmd}
+    elif llm_url:
+        kind, config = "llm", {"url": llm_url, "model": os.environ.get("ARENA_JUDGE_MODEL")}
+    else:
         return None
-    kind, config = ("expert", {"scores_file": scores_file}) if scores_file else ("command", {"command": judge_cmd})
     spec = load_process_spec(process_file)
     judge_input, reason = gather_input(spec, task)
     if judge_input is None:

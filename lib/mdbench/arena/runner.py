@@ -32,6 +32,7 @@ import datetime as _dt
 import hashlib
 import json
 import logging
+import os
 import secrets
 import shutil
 import uuid
@@ -260,7 +261,7 @@ class _Trial:
 
 def run_trial(task_dir: str | Path, agent: AgentSpec, job_dir: str | Path, *, python: str | None = None,
               judge_cmd: str | None = None, process_scores: str | Path | None = None,
-              timeout_multiplier: float = 1.0, job_id: str | None = None, keep_workspace: bool = False,
+              judge_llm: str | None = None, judge_model: str | None = None, timeout_multiplier: float = 1.0, job_id: str | None = None, keep_workspace: bool = False,
               source: str | None = None) -> TrialOutcome:
     """Run one trial of a task and write its Harbor trial folder under ``job_dir``.
 
@@ -274,8 +275,9 @@ def run_trial(task_dir: str | Path, agent: AgentSpec, job_dir: str | Path, *, py
         Job folder; the trial folder ``<task>__<id>`` is created inside.
     python : str, optional
         Interpreter given to task scripts as ``MDBENCH_PYTHON`` (default: the project's ``.venv``).
-    judge_cmd, process_scores : optional
-        The process judge (a judge program, or an expert score file); seen by the verifier only.
+    judge_cmd, process_scores, judge_llm, judge_model : optional
+        The process judge (a judge program, an expert score file, or an OpenAI-compatible endpoint URL and
+        model, :mod:`mdbench.arena.judge`); seen by the verifier only.
     timeout_multiplier : float
         Scales the task's build, agent and verifier timeouts.
     source : str, optional
@@ -293,8 +295,14 @@ def run_trial(task_dir: str | Path, agent: AgentSpec, job_dir: str | Path, *, py
         verifier_env["ARENA_JUDGE_CMD"] = judge_cmd
     if process_scores:
         verifier_env["ARENA_PROCESS_SCORES"] = str(Path(process_scores).resolve())
+    if judge_llm:
+        key_env = os.environ.get("ARENA_JUDGE_API_KEY_ENV") or "OPENAI_API_KEY"
+        verifier_env.update({"ARENA_JUDGE_LLM_URL": judge_llm, "ARENA_JUDGE_API_KEY_ENV": key_env,
+                             **({"ARENA_JUDGE_MODEL": judge_model} if judge_model else {}),
+                             **({key_env: os.environ[key_env]} if os.environ.get(key_env) else {})})
     extra = {"runner": "mdbench arena (local, no Harbor)", "python": python, "judge_cmd": judge_cmd,
-             "process_scores": verifier_env.get("ARENA_PROCESS_SCORES")}
+             "process_scores": verifier_env.get("ARENA_PROCESS_SCORES"), "judge_llm": judge_llm,
+             "judge_model": judge_model}
     config = trial_config(task, agent, name=name, job_dir=job_dir, source=source,
                           timeout_multiplier=timeout_multiplier, job_id=job_id, keep_workspace=keep_workspace,
                           extra=extra)
