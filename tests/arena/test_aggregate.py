@@ -16,6 +16,11 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 SYN = FIXTURES / "jobs_synthetic"
 REAL = FIXTURES / "harbor_real"
+#: The project's shared copy of real Harbor outputs (not in a fresh clone): the fixtures were taken from it.
+SHARED_HARBOR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "harbor"
+REAL_SOURCES = [pytest.param(REAL, id="fixtures"),
+                pytest.param(SHARED_HARBOR, id="shared", marks=pytest.mark.skipif(
+                    not SHARED_HARBOR.is_dir(), reason=f"no shared Harbor data at {SHARED_HARBOR}"))]
 
 
 def _row(df, agent, dataset=None):
@@ -179,11 +184,14 @@ def test_harbor_columns_restate_jobstats_on_real_trials():
     assert pinch["harbor_n_trials"] == 3 and pinch["harbor_metrics"]["reward"] == pytest.approx(0.125)
 
 
-def test_harbor_jobstats_itself_agrees(harbor_env):
-    """The restated JobStats equals Harbor's JobStats.from_trial_results on the real trials (n, mean, errors)."""
+@pytest.mark.parametrize("source", REAL_SOURCES)
+def test_harbor_jobstats_itself_agrees(harbor_env, source):
+    """The restated JobStats equals Harbor's JobStats.from_trial_results on the real trials (n, mean, errors):
+    on the fixtures and on the shared folder they came from."""
     from mdbench.arena.harbor_compat import probe
 
-    dirs = find_trial_dirs([REAL])
+    dirs = find_trial_dirs([source])
+    assert len(dirs) == 13
     theirs = probe("stats", *dirs)["items"][0]["stats"]
     ours = _jobstats_of(dirs)
     assert ours["n_completed_trials"] == theirs["n_completed_trials"]
