@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate, block_windows, _json_float
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.observables import SELF_DIFFUSION
 from mdbench.analysis.units import (KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM_M, PA_S_TO_MPA_S, as_float64,
                                     count_non_finite)
 from mdbench.errors import InputError
@@ -145,7 +147,7 @@ class DiffusionResult:
         """JSON-safe dict: value, unit, uncertainty + definition, blocks, window, diagnostics."""
         d = self.D.to_dict()
         d.update({
-            "observable": f"self_diffusion/{self.species}",
+            "observable": SELF_DIFFUSION.key(self.species),
             "species": self.species,
             "n_molecules": self.n_molecules,
             "frame": self.frame,
@@ -668,3 +670,24 @@ def yeh_hummer_correction(D_pbc_m2_s: float, temperature_K: float, viscosity_mPa
     eta = float(viscosity_mPa_s) / PA_S_TO_MPA_S
     L = float(box_length_nm) * NM_M
     return float(D_pbc_m2_s) + YEH_HUMMER_XI * KB_J_PER_K * float(temperature_K) / (6.0 * math.pi * eta * L)
+
+
+class SelfDiffusionEstimator(EstimatorBase):
+    """Registered estimator of :data:`mdbench.analysis.observables.SELF_DIFFUSION`: D of every species from
+    its molecular centres of mass in the barycentric frame (shares the results as ``diffusion``, whose MSDs
+    the collective-transport estimator reuses)."""
+
+    inputs = ("trajectory", "guard_ps")
+
+    def compute(self) -> Estimate:
+        s, c, entry = self.settings, self.case, self.entries[0]
+        rd = c.trajectory
+        results = {sp: self_diffusion(rd.species_com_nm(sp), rd.time_ps, system_com_nm=rd.system_com_nm, species=sp,
+                                      guard_ps=c.guard_ps, n_blocks=s.n_blocks, beta_range=s.diffusion_beta_range,
+                                      min_window_decades=s.diffusion_min_decades,
+                                      max_lag_fraction=s.diffusion_max_lag_fraction,
+                                      max_relative_half_width=s.diffusion_max_rel_half_width)
+                   for sp in rd.species}
+        out = [Measurement(entry, (sp,), dr.to_dict(), "D = slope(MSD)/6 over the diffusive window, molecular COMs, "
+                           "barycentric frame", dr.state_inputs()) for sp, dr in results.items()]
+        return Estimate(out, figure_data={"diffusion": results}, products={"diffusion": results})

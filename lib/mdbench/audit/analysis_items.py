@@ -34,13 +34,14 @@ from typing import Any
 
 import numpy as np
 
+from mdbench.analysis.blocks import T_975_DOF3
+from mdbench.analysis.observables import AUDIT_GROUPS, CONDUCTIVITY, audit_group
+from mdbench.analysis.observables import targets as registry_targets
 from mdbench.audit.bundle import Bundle
 from mdbench.audit.model import Evidence, Judgment, ObservableAssessment
-from mdbench.audit.runread import (DEFAULT_TARGETS, OBSERVABLE_GROUPS, Entry, RunData, _THERMO_TARGETS,
-                                   group_entries, match_target, tokens)
+from mdbench.audit.runread import (OBSERVABLE_GROUPS, Entry, RunData, group_entries, match_target,
+                                   target_entries_first, tokens)
 
-#: Student t(0.975, 3) for four blocks.
-T_975_DOF3 = 3.182
 #: R5 relative tolerance added when block intervals are too narrow.
 R5_REL_TOL = 0.05
 #: Relative block 95 % half-width above which sampling is judged insufficient.
@@ -48,18 +49,9 @@ SI_REL_HALF_WIDTH = 0.25
 #: Local log–log MSD slope window accepted as diffusive.
 BETA_WINDOW = (0.9, 1.1)
 #: Groups compared with the canonical reanalysis by the R5 rule (stable structural quantities).
-R5_GROUPS = ("thermodynamics", "coordination", "association")
+R5_GROUPS = tuple(g.name for g in AUDIT_GROUPS if g.canonical_r5)
 #: Groups whose estimator needs a regime/plateau diagnostic (A5).
-REGIME_GROUPS = ("self_diffusion", "viscosity", "conductivity", "transference_number")
-_DEFINITION_WORDS: dict[str, tuple[str, ...]] = {
-    "coordination": ("rdf", "coordination", "cutoff", "selection", "contact", "minimum"),
-    "association": ("contact", "cluster", "association", "aggregate", "cutoff"),
-    "self_diffusion": ("diffusion", "fit", "window", "msd"),
-    "viscosity": ("viscosity", "green", "kubo", "plateau", "helfand"),
-    "conductivity": ("conductivity", "onsager", "einstein", "frame"),
-    "transference_number": ("transference", "convention", "frame", "onsager"),
-}
-
+REGIME_GROUPS = tuple(g.name for g in AUDIT_GROUPS if g.regime)
 
 
 def _too_short(e: Entry) -> str | None:
@@ -146,11 +138,8 @@ class GroupResult:
 
 
 def required_targets(case: str, bundle: Bundle) -> dict[str, list[str]]:
-    """Observable group → required targets for a case (bundle first, seed defaults otherwise)."""
-    req: dict[str, list[str]] = {g: [] for g in OBSERVABLE_GROUPS}
-    req["thermodynamics"] = list(_THERMO_TARGETS)
-    req["association"] = ["cip", "agg"]
-    req.update({k: list(v) for k, v in DEFAULT_TARGETS.get(case.upper(), {}).items()})
+    """Observable group → required targets for a case (bundle first, the registry's otherwise)."""
+    req = registry_targets(case)
     cdef = bundle.cases.get(case)
     if cdef is not None and cdef.required_targets:
         req.update({k: list(v) for k, v in cdef.required_targets.items() if k in req})
@@ -177,26 +166,25 @@ def _cutoff(ent: Entry) -> float | None:
     return None
 
 
-def _definitions_match(run_entry: Entry, canon: Entry) -> bool:
-    """Thermodynamic means always match; structural quantities need equal declared cutoffs (±0.005 nm)."""
-    if str(canon.raw.get("category", "")).startswith("thermo") or run_entry.key.split(".")[0:2] == [
-            "observables", "thermodynamics"]:
+def _definitions_match(group: str, run_entry: Entry, canon: Entry) -> bool:
+    """Means of an energy term always match; other quantities need equal declared cutoffs (±0.005 nm)."""
+    if audit_group(group).treatment == "energy":
         return True
     a, b = _cutoff(run_entry), _cutoff(canon)
     return a is not None and b is not None and abs(a - b) <= 0.005
 
 
 def _canonical_match(group: str, e: Entry, canonical: dict[str, Entry]) -> Entry | None:
-    import re  # noqa: PLC0415
-
+    g = audit_group(group)
     tail = re.split(r"[./]", e.key)[-1]
-    if group == "thermodynamics":
+    if g.target_by_key:
         return match_target(group, tail, canonical)
     want = tokens(e.key.split(".")[-1]) - {"cn", "d", "value", "observables"} - {group}
+    ordered = target_entries_first(group, canonical)
     for relax in (False, True):
-        w = want - {"li", "na"} if relax else want
-        for p, c in canonical.items():
-            if w and w <= tokens(p) and (group != "coordination" or _cutoff(e) is None or _cutoff(c) is None
+        w = want - g.centre_tokens if relax else want
+        for p, c in ordered.items():
+            if w and w <= tokens(p) and (not g.cutoff_defined or _cutoff(e) is None or _cutoff(c) is None
                                          or abs(_cutoff(e) - _cutoff(c)) <= 0.005):
                 return c
     return None
@@ -208,7 +196,7 @@ def _canonical_tplus_check(reported: float, canonical_results: Any) -> list[str]
         from mdbench.analysis.onsager import identify_transference_convention  # noqa: PLC0415
 
         obs = canonical_results["observables"]
-        cond = next(v for k, v in obs.items() if isinstance(v, dict) and v.get("category") == "conductivity"
+        cond = next(v for k, v in obs.items() if isinstance(v, dict) and v.get("category") == CONDUCTIVITY.category
                     and isinstance(v.get("details"), dict) and "L" in v["details"])
         L = cond["details"]["L"]["whole"]
         species = canonical_results["system"]["species"]
@@ -274,7 +262,7 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
             e = match_target(group, t, entries)
             (chosen.append(e) if e is not None else missing.append(t))
     else:
-        chosen = list(entries.values())[:1] if entries else []
+        chosen = list(target_entries_first(group, entries).values())[:1] if entries else []
         if not chosen:
             missing.append(group)
     ev = [Evidence(res_rel, key=e.key) for e in chosen]
@@ -290,8 +278,9 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
     impl_fail: list[str] = []
     si: list[str] = []
     incomplete: list[str] = []
+    g = audit_group(group)
     # --- definition-level checks
-    if group == "transference_number":
+    if g.definition_check == "transference_convention":
         for e in chosen:
             L = onsager_from(e.raw)
             if L is None and canonical:
@@ -310,7 +299,7 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
                         f"t+ = {e.value:.4g} equals the mixed-convention value {conv['mixed']:.4g} (signed-charge "
                         f"Onsager coefficients in the unweighted formula); correct convention gives "
                         f"{conv['correct']:.4g}")
-    if group == "conductivity":
+    if g.definition_check == "cross_correlations":
         for e in chosen:
             if e.raw.get("includes_cross_terms") is False or tokens(e.key) & {"ne", "nernst"}:
                 definition_fail.append("conductivity omits ionic cross-correlations (Nernst–Einstein only)")
@@ -339,7 +328,7 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
             ce = _canonical_match(group, e, canonical)
             if ce is None or not ce.finite_value or not e.finite_value:
                 continue
-            if not _definitions_match(e, ce):
+            if not _definitions_match(group, e, ce):
                 not_compared.append(f"{e.key}: definition differs from the canonical one (R5 not applied)")
                 continue
             compared += 1
@@ -362,7 +351,7 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
             impl_fail.append(f"{e.key}: the run itself recorded a failure ({str(e.raw.get('reason', ''))[:120]})")
     # --- sampling diagnostics
     for e in chosen:
-        fluctuates_about_zero = re.split(r"[./]", e.key)[-1].lower().startswith("pressure")
+        fluctuates_about_zero = re.split(r"[./]", e.key)[-1].lower().startswith(g.fluctuates_about_zero or ("\0",))
         diag = e.raw.get("diagnostics") if isinstance(e.raw.get("diagnostics"), dict) else {}
         own_checks = isinstance(diag.get("sampling_checks"), dict) or (
             e.raw.get("state") in ("C", "SI") and "sampling diagnostic" in str(e.raw.get("reason", "")))
@@ -402,10 +391,10 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
             "; " + "; ".join(not_compared) if not_compared else "")
     kind = "definition" if definition_fail else ("implementation" if impl_fail else None)
     # --- item ratings
-    regs = run.registered(*_DEFINITION_WORDS.get(group, ("definition",)), case=case)
+    regs = run.in_force(*g.definition_words, case=case) if g.definition_words else []
     if definition_fail:
         ratings["A2"] = (0.0, "; ".join(definition_fail))
-    elif group in _DEFINITION_WORDS and not regs:
+    elif g.definition_words and not regs:
         ratings["A2"] = (0.5, "definition not registered in registrations.jsonl")
     else:
         ratings["A2"] = (1.0, "definition answers the physical question" + (f" (registered {regs[0].get('id')})"
@@ -423,11 +412,11 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
     inconsistent = state_consistency(usable, prod_state) if group in REGIME_GROUPS else []
     if inconsistent:
         ratings["A4"] = (0.0, "; ".join(inconsistent))
-    elif group == "viscosity":
+    elif g.treatment == "pressure_tensor":
         declared = keys & {"ensemble", "barostat", "volume_nm3", "temperature_k", "pressure_interval_ps"}
         ratings["A4"] = (1.0, f"pressure-tensor treatment declared ({', '.join(sorted(declared))})") if declared \
             else (0.5, "ensemble/volume of the pressure-tensor window not declared with the result")
-    elif group in REGIME_GROUPS or group in ("coordination", "association"):
+    elif g.treatment == "trajectory":
         declared = keys & {"frame", "reference_frame", "unwrapped", "unwrap", "com", "pbc", "volume_nm3",
                            "temperature_k", "molecular_com", "whole_molecules", "barycentric", "minimum image",
                            "periodic"}
