@@ -5,7 +5,9 @@ The rules (tested in ``tests/analysis_structure/test_structure_concurrency.py``)
 1. **No thread is alive when the analysis forks.** A fork copies only the forking thread; a lock held by
    another thread at that moment stays locked in the child for ever. So the energy reader
    (:class:`ForkedCall`) and the trajectory workers (:func:`run_forked_ranges`) are forked before the one
-   thread (:func:`hash_in_background`) starts, and that thread starts only after the last fork.
+   thread (:func:`hash_in_background`) starts, and that thread starts only after the last fork. tqdm's
+   stall monitor (a thread that any progress bar, even a hidden one, starts) is stopped and switched off
+   before each fork (:func:`before_fork`); the bars work without it.
 2. **A forked child never decides the result alone.** When a child fails or dies, the parent computes the
    same thing itself (:meth:`ForkedCall.result`) or redoes the pass in one process
    (:func:`run_forked_ranges` returns None), so any error surfaces with its own message, in this process.
@@ -33,6 +35,30 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
+def before_fork() -> None:
+    """Stop the threads this process may have started that a fork must not copy (rule 1): tqdm's monitor.
+
+    Other threads alive at this point belong to the caller (the analysis itself starts none before its last
+    fork); they are named in a warning, since a lock one of them holds would stay locked in the child.
+    """
+    from tqdm import std
+
+    std.tqdm.monitor_interval = 0  # no new monitor thread
+    classes, k = [std.tqdm], 0
+    while k < len(classes):  # the monitor is kept on the bar class that started it (tqdm.auto's, say)
+        classes += [c for c in classes[k].__subclasses__() if c not in classes]
+        k += 1
+    for cls in classes:
+        monitor = cls.__dict__.get("monitor")
+        if monitor is not None:
+            monitor.exit()
+            cls.monitor = None
+    others = [t.name for t in threading.enumerate() if t is not threading.current_thread() and t.is_alive()]
+    if others:
+        log.warning("forking while other threads run (%s): a lock they hold stays locked in the child",
+                    ", ".join(others))
+
+
 class ForkedCall:
     """``fn(*args)`` in a forked child process (arguments inherited, result pickled back through a pipe).
 
@@ -49,6 +75,7 @@ class ForkedCall:
         """Fork the child; None where the platform cannot fork (the caller then runs ``fn`` itself)."""
         if not can_fork():
             return None
+        before_fork()
         ctx = multiprocessing.get_context("fork")
         recv, send = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_forked_call_body, args=(send, fn, args), daemon=True)
@@ -139,6 +166,7 @@ def run_forked_ranges(job: Callable[[int, int, int, np.ndarray], Any], n: int, n
     progress = shared_zeros((n_workers,), np.int64)
     try:
         with _FORK_LOCK:  # the workers fork at the first submit and inherit _FORKED
+            before_fork()
             _FORKED.update(job=job, progress=progress)
             try:
                 ex = cf.ProcessPoolExecutor(max_workers=n_workers, mp_context=multiprocessing.get_context("fork"))

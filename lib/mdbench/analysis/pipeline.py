@@ -220,8 +220,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     # provenance hashes, in a thread while the estimators run; after the pass, which forks its workers
     src = {"tpr": str(tpr), "xtc": str(xtc), "edr": str(edr)}
     hashes = hash_in_background(sha256_file, src)
-    # pymbar (≈ 0.5 s of imports) is imported by the energy child; when this process would only wait for
-    # it, it imports pymbar too, so that later analyses in this process fork children that have it
+    # while the energy child still works, import pymbar here too: later analyses fork children that have it
     if energy is not None and not energy.ready():
         _import_equilibration_detection()
     # 2b. energy file: guard
@@ -448,7 +447,7 @@ def _versions() -> dict[str, str]:
 
 @functools.lru_cache(maxsize=1)
 def _installed_versions() -> dict[str, str]:
-    """Package versions from the installed metadata, looked up once per process (≈ 25 ms a lookup)."""
+    """Package versions from the installed metadata, looked up once per process (a lookup is slow)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
