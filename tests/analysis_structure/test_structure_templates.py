@@ -10,7 +10,7 @@ import pytest
 from mdbench.paths import TEMPLATES_DIR
 
 TEMPLATES = ["analysis/50_thermo", "analysis/51_structure", "analysis/52_association", "analysis/53_diffusion",
-             "analysis/54_viscosity", "analysis/55_conductivity", "study/60_compare"]
+             "analysis/54_viscosity", "analysis/55_conductivity", "analysis/56_shell_dynamics", "study/60_compare"]
 
 
 @pytest.mark.parametrize("stage", TEMPLATES)

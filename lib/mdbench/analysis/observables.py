@@ -261,9 +261,20 @@ VISCOSITY = Observable(
     "viscosity", "viscosity", "viscosity", "mPa s", "shear viscosity (Green-Kubo, five traceless components)",
     "mdbench.analysis.viscosity:ViscosityEstimator", "analysis_fitting_rules", _STAGE + "54_viscosity",
     required=True, figure="viscosity_gk", block_bars=r"^viscosity$")
+RESIDENCE_TIME = Observable(
+    "residence_time", "residence_time", "coordination", "ps",
+    "Li+ residence time of each Li-O channel's first-shell partners (intermittent and continuous)",
+    "mdbench.analysis.residence:ResidenceTimeEstimator", "analysis_shell_dynamics",
+    _STAGE + "56_shell_dynamics", figure="shell_dynamics")
+CONTACT_LIFETIME = Observable(
+    "contact_lifetime", "contact_lifetime", "association", "ps",
+    "lifetime of cation-anion contacts of the registered contact definition (intermittent and continuous)",
+    "mdbench.analysis.residence:ContactLifetimeEstimator", "analysis_shell_dynamics",
+    _STAGE + "56_shell_dynamics", figure="shell_dynamics")
+
 #: Every observable, in the order the pipeline runs their estimators.
 REGISTRY: tuple[Observable, ...] = (THERMO, RDF, COORDINATION, ASSOCIATION, SELF_DIFFUSION, CONDUCTIVITY,
-                                    TRANSFERENCE, VISCOSITY)
+                                    TRANSFERENCE, VISCOSITY, RESIDENCE_TIME, CONTACT_LIFETIME)
 
 
 # --------------------------------------------------------------------------------------------- look-ups

@@ -139,9 +139,10 @@ def read_results(path: str | Path) -> dict[str, Any]:
 def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any = None,
                   rdfs: dict[str, Any] | None = None, cutoffs: dict[str, float] | None = None,
                   diffusion: dict[str, Any] | None = None, green_kubo: Any = None,
-                  clusters: dict[str, Any] | None = None, **_unused: Any) -> dict[str, str]:
+                  clusters: dict[str, Any] | None = None, lifetimes: list[Any] | None = None,
+                  contact_lifetimes: list[Any] | None = None, **_unused: Any) -> dict[str, str]:
     """PNG figures: RDFs with minima, MSD with fit window and β, GK running integral with plateau, cluster
-    histogram, block bars (:func:`mdbench.report.figures.block_bars`), each under the figure name of its
+    histogram, the residence-time and contact-lifetime correlation functions, block bars (:func:`mdbench.report.figures.block_bars`), each under the figure name of its
     registry entry. ``settings`` gives the registered limits drawn (first-minimum search limit, accepted β).
     Returns name → file name (relative to ``out_dir``)."""
     import matplotlib
@@ -214,6 +215,20 @@ def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any =
         ax.set_ylabel("fraction of ions")
         ax.legend(fontsize=7)
         save(fig, registry.ASSOCIATION.figure)
+    curves = [m for m in (lifetimes or []) + (contact_lifetimes or []) if m.details.get("curve")]
+    if curves:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+        for ax, kind in zip(axes, ("intermittent", "continuous")):
+            for m in (m for m in curves if m.qualifiers[-1] == kind):
+                c = m.details["curve"]
+                ax.plot(c["lag_ps"], [np.nan if v is None else v for v in c["correlation"]],
+                        label=f"{m.entry.name}/{m.qualifiers[0]} (τ = {m.payload.get('value') or float('nan'):.3g} ps)")
+            ax.axhline(0.0, color="0.6", lw=0.8)
+            ax.set_xlabel("lag [ps]")
+            ax.set_title(f"{kind} C(t)", fontsize=9)
+            ax.legend(fontsize=6)
+        axes[0].set_ylabel("C(t)")
+        save(fig, registry.RESIDENCE_TIME.figure)
     names = [k for k in registry.block_bar_names(list(observables)) if observables[k].get("blocks")
              and observables[k].get("value") is not None and any(b is not None for b in observables[k]["blocks"])]
     if names:
@@ -242,6 +257,19 @@ def observables_frame(doc: dict[str, Any], categories: tuple[str, ...] | None = 
 def template_frame(doc: dict[str, Any], template: str) -> Any:
     """:func:`observables_frame` of the categories a template presents (from the registry)."""
     return observables_frame(doc, template_categories(template))
+
+
+def diagnostics_frame(doc: dict[str, Any], template: str, keys: tuple[str, ...]) -> Any:
+    """A pandas DataFrame of chosen ``diagnostics`` (and ``window``) fields of a template's observables."""
+    import pandas as pd
+
+    cats = template_categories(template)
+    rows = []
+    for name, ob in doc["observables"].items():
+        if ob["category"] in cats:
+            found = {**(ob.get("window") or {}), **(ob.get("diagnostics") or {})}
+            rows.append({"observable": name, **{k: found.get(k) for k in keys}, "state": ob["state"]})
+    return pd.DataFrame(rows, columns=["observable", *keys, "state"])
 
 
 def load_case_results(run_dir: str | Path, cases: list[str]) -> dict[str, dict[str, Any] | None]:
