@@ -99,6 +99,12 @@ def test_the_study_runs_the_registry_templates():
     assert on_disk == set(ANALYSIS_STAGES), "a template without a registry entry (or the reverse)"
 
 
+def test_the_thermo_estimator_reads_the_registered_members():
+    from mdbench.analysis.thermo import THERMO_TERMS
+
+    assert tuple(THERMO_TERMS) == registry.THERMO.placeholders == registry.THERMO.targets_for("DE")
+
+
 def test_unanalysable_names_cover_every_required_family():
     names = registry.unanalysable_names()
     assert {registry.get(n).audit_group for n in names} == {g.name for g in registry.AUDIT_GROUPS}

@@ -177,3 +177,17 @@ def test_a_lifetime_shorter_than_the_resolution_fails_its_check(water_shell):
     assert coarse.sampling_checks()["time_resolution"] is False  # 7.4 ps < 10 frames of 1 ps
     assert lifetime_ps(np.array([1.0, 0.5, 0.25]), 1.0) == (pytest.approx(1.125), False)  # never reaches 0
     assert np.isnan(intermittent_correlation(np.zeros((2, 10), dtype=bool), 4, 3)).all()  # no contact at all
+
+
+def test_pairs_taken_a_few_at_a_time_give_the_same_lifetimes(water_shell, monkeypatch):
+    """The indicator is built one block of pairs at a time (bounded memory); one pair per block: same τ."""
+    from mdbench.analysis import residence
+
+    rd, w = water_shell
+    whole = lifetimes(rd, w, ["SOL:O"], 0.35, "SOL")
+    monkeypatch.setattr(residence, "FFT_BLOCK_ELEMENTS", rd.n_frames)
+    assert len(list(residence.contact_series(rd, ["SOL:O"], 0.35, "SOL").dense_chunks())) == 2
+    one_by_one = lifetimes(rd, w, ["SOL:O"], 0.35, "SOL")
+    for d in whole:
+        assert one_by_one[d].tau.whole == pytest.approx(whole[d].tau.whole, abs=1e-12)
+        assert one_by_one[d].tau.blocks == pytest.approx(whole[d].tau.blocks, abs=1e-12)

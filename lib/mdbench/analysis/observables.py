@@ -214,13 +214,13 @@ AUDIT_GROUPS: tuple[AuditGroup, ...] = (THERMODYNAMICS_GROUP, COORDINATION_GROUP
 
 # -------------------------------------------------------------------------------------------- observables
 _STAGE = "analysis/"
+_THERMO_MEMBERS = ("density", "temperature", "pressure", "potential_energy", "total_energy", "volume")
 THERMO = Observable(
     "thermo", "thermodynamics", "thermodynamics", "per term (GROMACS units)",
     "density, temperature, pressure, potential and total energy, volume: whole-window and block means",
     "mdbench.analysis.thermo:ThermoEstimator", "analysis_guard_and_blocks", _STAGE + "50_thermo",
     required=True,
-    targets={ANY_CASE: ("density", "temperature", "pressure", "potential_energy", "total_energy", "volume")},
-    placeholders=("density", "temperature", "pressure", "potential_energy", "total_energy", "volume"),
+    targets={ANY_CASE: _THERMO_MEMBERS}, placeholders=_THERMO_MEMBERS,
     figure=BLOCK_BARS_FIGURE, block_bars=r"^thermo/density")
 RDF = Observable(
     "rdf", "rdf", "coordination", "nm", "first minimum of each species-resolved g(r) around the cations",

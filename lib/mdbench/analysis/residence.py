@@ -31,18 +31,17 @@ A window without a single contact has no lifetime to measure: reported as too sh
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, _json_float, block_estimate
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
-from mdbench.analysis.observables import CONTACT_LIFETIME, RESIDENCE_TIME
 from mdbench.analysis.reduce import ReducedTrajectory
 
 #: The two correlation definitions, in the order results are written.
 DEFINITIONS = ("intermittent", "continuous")
-#: Elements of one FFT work array (pairs × padded frames) for the intermittent correlation.
+#: Elements of one dense block of the contact indicator (pairs × frames): memory stays bounded.
 FFT_BLOCK_ELEMENTS = 1 << 22
 #: Lags kept in results.json per curve (a longer curve is thinned evenly).
 CURVE_POINTS = 200
@@ -50,26 +49,44 @@ CURVE_POINTS = 200
 
 @dataclass
 class ContactSeries:
-    """Contact indicator of every pair that is ever in contact, on the structure frames.
+    """When each pair that is ever in contact is in contact, on the structure frames (sparse).
 
     Attributes
     ----------
-    h : ndarray (P_seen, F) of bool
-        ``h[p, t]``: pair ``p`` in contact at frame ``t``.
+    row, frame : ndarray (n,)
+        One entry per (pair, frame) in contact, sorted by pair row then frame; rows number the pairs seen.
+    n_seen : int
+        Pairs in contact at least once.
+    n_frames : int
+        Structure frames.
     n_pairs : int
         Every centre × partner-molecule pair, in contact or not (``P``, the denominator of ``⟨h⟩``).
     dt_ps : float
         Spacing of the structure frames [ps] (the time resolution).
     """
 
-    h: np.ndarray
+    row: np.ndarray
+    frame: np.ndarray
+    n_seen: int
+    n_frames: int
     n_pairs: int
     dt_ps: float
+
+    def dense_chunks(self, max_elements: int | None = None) -> Iterator[np.ndarray]:
+        """The indicator ``h[p, t]`` a block of pairs at a time (at most ``max_elements``, default
+        :data:`FFT_BLOCK_ELEMENTS`: memory bounded whatever the run length)."""
+        step = max(1, (max_elements or FFT_BLOCK_ELEMENTS) // max(self.n_frames, 1))
+        bounds = np.searchsorted(self.row, np.arange(0, self.n_seen + step, step))
+        for k, a in enumerate(range(0, self.n_seen, step)):
+            lo, hi = bounds[k], bounds[k + 1]
+            h = np.zeros((min(step, self.n_seen - a), self.n_frames), dtype=bool)
+            h[self.row[lo:hi] - a, self.frame[lo:hi]] = True
+            yield h
 
 
 def contact_series(rd: ReducedTrajectory, channels: list[str], cutoff_nm: float | dict[str, float],
                    partner_species: str) -> ContactSeries:
-    """The contact indicator of (centre molecule, ``partner_species`` molecule) pairs from the neighbour table.
+    """The contacts of (centre molecule, ``partner_species`` molecule) pairs, from the neighbour table.
 
     Parameters
     ----------
@@ -94,36 +111,95 @@ def contact_series(rd: ReducedTrajectory, channels: list[str], cutoff_nm: float 
     centres = np.unique(rd.centre_mol)
     n_mol = rd.mol_species.size
     pair = np.searchsorted(centres, rd.centre_mol[ct["centre"][keep]]).astype(np.int64) * n_mol + ct["partner"][keep]
-    seen, row = np.unique(pair, return_inverse=True)
-    h = np.zeros((seen.size, rd.n_frames), dtype=bool)
-    h[row.reshape(-1), ct["frame"][keep]] = True
+    key = np.unique(pair * rd.n_frames + ct["frame"][keep])  # distinct (pair, frame), sorted
+    seen, row = np.unique(key // rd.n_frames, return_inverse=True)
     dt = float(np.median(np.diff(rd.time_ps))) if rd.n_frames > 1 else float("nan")
-    return ContactSeries(h, int(centres.size * np.sum(rd.mol_species == partner_species)), dt)
+    return ContactSeries(row.reshape(-1), key % rd.n_frames, int(seen.size), int(rd.n_frames),
+                         int(centres.size * np.sum(rd.mol_species == partner_species)), dt)
+
+
+@dataclass
+class CorrelationSums:
+    """What the two correlation functions of one window need, summed over blocks of pairs.
+
+    Attributes
+    ----------
+    n_frames, max_lag : int
+        Frames of the window and the longest lag [frames].
+    tolerance_frames : int
+        Absences up to this many frames do not end a stay (continuous definition).
+    power : ndarray
+        Σ_p |FFT h_p|² (zero-padded; its inverse transform is Σ_p Σ_t0 h(t0) h(t0+k)).
+    contacts : float
+        Σ_p Σ_t h(t).
+    stay_lengths : ndarray
+        Histogram of the stays (absences filled) by length [frames].
+    present : ndarray
+        Σ_p h̃(t) per frame (absences filled).
+    """
+
+    n_frames: int
+    max_lag: int
+    tolerance_frames: int
+    power: np.ndarray = field(init=False)
+    contacts: float = 0.0
+    stay_lengths: np.ndarray = field(init=False)
+    present: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        from scipy.fft import next_fast_len
+
+        self._n_fft = next_fast_len(self.n_frames + self.max_lag)
+        self.power = np.zeros(self._n_fft // 2 + 1)
+        self.stay_lengths = np.zeros(max(self.max_lag + 2, self.n_frames + 1))
+        self.present = np.zeros(self.n_frames)
+
+    def add(self, h: np.ndarray) -> None:
+        """Add the pairs of ``h`` (rows of pairs, columns the window's frames)."""
+        from scipy.fft import rfft
+
+        h = h[h.any(axis=1)]
+        if h.shape[0] == 0:
+            return
+        self.contacts += float(h.sum())
+        spec = rfft(h.astype(np.float64), self._n_fft, axis=1)
+        self.power += np.einsum("pf,pf->f", spec.real, spec.real) + np.einsum("pf,pf->f", spec.imag, spec.imag)
+        filled = fill_absences(h, self.tolerance_frames)
+        edges = np.diff(np.pad(filled, ((0, 0), (1, 1))).astype(np.int8), axis=1).ravel()
+        lengths = np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)  # every stay, in frames
+        self.stay_lengths += np.bincount(lengths, minlength=self.stay_lengths.size)
+        self.present += filled.sum(axis=0)
+
+    def intermittent(self, n_pairs: int) -> np.ndarray:
+        """:math:`C_I(k)`, ``k = 0..max_lag``; NaN when the window has no contact or all pairs always touch."""
+        from scipy.fft import irfft
+
+        k = np.arange(self.max_lag + 1)
+        mean = self.contacts / (n_pairs * self.n_frames) if n_pairs and self.n_frames else 0.0
+        if self.contacts == 0 or mean >= 1.0:
+            return np.full(k.size, np.nan)
+        products = np.rint(irfft(self.power, self._n_fft)[k])  # Σ_p Σ_t0 h(t0) h(t0+k): integers
+        joint = products / (n_pairs * (self.n_frames - k))
+        return (joint - mean * mean) / (mean - mean * mean)
+
+    def continuous(self) -> np.ndarray:
+        """:math:`C_C(k)`, ``k = 0..max_lag``; NaN when the window has no contact."""
+        k = np.arange(self.max_lag + 1)
+        if self.contacts == 0:
+            return np.full(k.size, np.nan)
+        n_of = self.stay_lengths
+        at_least = n_of[::-1].cumsum()[::-1]                                   # stays of ≥ L frames
+        frames_at_least = (n_of * np.arange(n_of.size))[::-1].cumsum()[::-1]    # their frames
+        stays = frames_at_least[k + 1] - k * at_least[k + 1]                   # Σ_stays (L − k)_+
+        origins = np.cumsum(self.present)[self.n_frames - 1 - k]              # Σ_p h̃(t0), t0 ≤ F − 1 − k
+        return np.divide(stays, origins, out=np.zeros(k.size), where=origins > 0)
 
 
 def intermittent_correlation(h: np.ndarray, n_pairs: int, max_lag: int) -> np.ndarray:
-    """:math:`C_I(k)` for ``k = 0..max_lag`` frames of one window (``h``: rows of pairs seen in it).
-
-    NaN everywhere when the window has no contact (⟨h⟩ = 0) or every pair is always in contact.
-    """
-    from scipy.fft import irfft, next_fast_len, rfft
-
-    n_frames = h.shape[1]
-    k = np.arange(max_lag + 1)
-    total = float(h.sum())
-    mean = total / (n_pairs * n_frames) if n_pairs and n_frames else 0.0
-    if total == 0 or mean >= 1.0:
-        return np.full(k.size, np.nan)
-    rows = np.flatnonzero(h.any(axis=1))
-    n = next_fast_len(n_frames + max_lag)
-    power = np.zeros(n // 2 + 1)
-    step = max(1, FFT_BLOCK_ELEMENTS // n)
-    for a in range(0, rows.size, step):  # Σ_p |FFT h_p|²: one inverse transform for every pair together
-        spec = rfft(h[rows[a:a + step]].astype(np.float64), n, axis=1)
-        power += np.einsum("pf,pf->f", spec.real, spec.real) + np.einsum("pf,pf->f", spec.imag, spec.imag)
-    products = np.rint(irfft(power, n)[: max_lag + 1])  # Σ_p Σ_t0 h(t0) h(t0+k): integers
-    joint = products / (n_pairs * (n_frames - k))
-    return (joint - mean * mean) / (mean - mean * mean)
+    """:math:`C_I(k)` for ``k = 0..max_lag`` frames of one window (``h``: rows of pairs, all frames of it)."""
+    sums = CorrelationSums(h.shape[1], max_lag, 0)
+    sums.add(h)
+    return sums.intermittent(n_pairs)
 
 
 def fill_absences(h: np.ndarray, tolerance_frames: int) -> np.ndarray:
@@ -145,18 +221,9 @@ def fill_absences(h: np.ndarray, tolerance_frames: int) -> np.ndarray:
 
 def continuous_correlation(h: np.ndarray, max_lag: int, tolerance_frames: int) -> np.ndarray:
     """:math:`C_C(k)` for ``k = 0..max_lag`` frames of one window (NaN when it has no contact)."""
-    k = np.arange(max_lag + 1)
-    filled = fill_absences(h, tolerance_frames)
-    if not filled.any():
-        return np.full(k.size, np.nan)
-    edges = np.diff(np.pad(filled, ((0, 0), (1, 1))).astype(np.int8), axis=1).ravel()
-    lengths = np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)  # every stay, in frames
-    n_of = np.bincount(lengths, minlength=max_lag + 2).astype(np.float64)
-    at_least = n_of[::-1].cumsum()[::-1]                                   # stays of ≥ L frames
-    frames_at_least = (n_of * np.arange(n_of.size))[::-1].cumsum()[::-1]    # their frames
-    stays = frames_at_least[k + 1] - k * at_least[k + 1]                   # Σ_stays (L − k)_+
-    origins = np.cumsum(filled.sum(axis=0))[h.shape[1] - 1 - k]           # Σ_p h̃(t0), t0 ≤ F − 1 − k
-    return np.divide(stays, origins, out=np.zeros(k.size), where=origins > 0)
+    sums = CorrelationSums(h.shape[1], max_lag, tolerance_frames)
+    sums.add(h)
+    return sums.continuous()
 
 
 def lifetime_ps(c: np.ndarray, dt_ps: float) -> tuple[float, bool]:
@@ -276,23 +343,25 @@ def lifetimes(rd: ReducedTrajectory, windows: BlockWindows, channels: list[str],
     max_lag = max(2, int(max_lag_fraction * windows.frames_per_block))
     tol_frames = int(np.floor(tolerance_ps / dt + 1e-9)) if np.isfinite(dt) and dt > 0 else 0
     spans = [windows.whole, *windows.blocks]
+    sums = []
+    for w in spans:
+        n = len(range(*w.indices(series.n_frames)))
+        sums.append(CorrelationSums(n, min(max_lag, n - 1), tol_frames))
+    in_contact = 0
+    for h in series.dense_chunks():  # every window's sums, one block of pairs at a time
+        in_contact += int(h[:, spans[0]].any(axis=1).sum())
+        for w, acc in zip(spans, sums):
+            acc.add(h[:, w])
     out = {}
     for definition in DEFINITIONS:
-        curves, taus, decayed = [], [], []
-        for w in spans:
-            h = series.h[:, w]
-            lag = min(max_lag, h.shape[1] - 1)
-            c = (intermittent_correlation(h, series.n_pairs, lag) if definition == "intermittent"
-                 else continuous_correlation(h, lag, tol_frames))
-            tau, ok = lifetime_ps(c, dt)
-            curves.append(c)
-            taus.append(tau)
-            decayed.append(ok)
-        est = block_estimate(taus[0], taus[1:], "ps", block_ranges_ps=windows.block_ranges_ps)
+        curves = [acc.intermittent(series.n_pairs) if definition == "intermittent" else acc.continuous()
+                  for acc in sums]
+        taus, decayed = zip(*(lifetime_ps(c, dt) for c in curves))
+        est = block_estimate(taus[0], list(taus[1:]), "ps", block_ranges_ps=windows.block_ranges_ps)
         out[definition] = LifetimeResult(
-            definition, est, np.arange(curves[0].size) * dt, curves[0], decayed, dt,
-            float(tolerance_ps) if definition == "continuous" else 0.0, max_lag * dt,
-            int(series.h[:, windows.whole].any(axis=1).sum()), min_frames_per_tau, max_rel_half_width)
+            definition, est, np.arange(curves[0].size) * dt, curves[0], list(decayed), dt,
+            float(tolerance_ps) if definition == "continuous" else 0.0, max_lag * dt, in_contact,
+            min_frames_per_tau, max_rel_half_width)
     return out
 
 
@@ -349,6 +418,6 @@ class ContactLifetimeEstimator(_LifetimeEstimator):
         return Estimate(out, figure_data={"contact_lifetimes": out})
 
 
-__all__ = ["CONTACT_LIFETIME", "RESIDENCE_TIME", "ContactLifetimeEstimator", "LifetimeResult",
-           "ResidenceTimeEstimator", "contact_series", "continuous_correlation", "fill_absences",
-           "intermittent_correlation", "lifetime_ps", "lifetimes"]
+__all__ = ["ContactLifetimeEstimator", "ContactSeries", "CorrelationSums", "LifetimeResult", "ResidenceTimeEstimator",
+           "contact_series", "continuous_correlation", "fill_absences", "intermittent_correlation", "lifetime_ps",
+           "lifetimes"]
