@@ -57,3 +57,20 @@ def test_hashing_runs_in_one_background_thread(tmp_path):
     f.write_bytes(b"abc" * 1000)
     futures = concurrency.hash_in_background(sha256_file, {"x": f})
     assert futures["x"].result() == sha256_file(f)
+
+
+def test_every_fork_and_thread_of_the_analysis_is_in_the_concurrency_module():
+    from pathlib import Path
+
+    room = Path(concurrency.__file__).parent
+    words = ("ThreadPoolExecutor", "ProcessPoolExecutor", "multiprocessing", "threading", "os.fork", "Thread(")
+    offenders = [f"{p.relative_to(room)}: {w}" for p in sorted(room.rglob("*.py")) if p.name != "concurrency.py"
+                 for w in words if w in p.read_text(encoding="utf-8")]
+    assert offenders == []
+
+
+def test_ranges_in_threads_keep_order_and_join():
+    parts = concurrency.ranges_in_threads(lambda a, b: list(range(a, b)), 10, 3, "mdbench-test")
+    assert sum(parts, []) == list(range(10)) and len(parts) == 3
+    assert not [t for t in threading.enumerate() if t.name.startswith("mdbench-test")]
+    assert concurrency.ranges_in_threads(lambda a, b: (a, b), 7, 1, "x") == [(0, 7)]

@@ -5,7 +5,8 @@ The rules (tested in ``tests/analysis_structure/test_structure_concurrency.py``)
 1. **No thread is alive when the analysis forks.** A fork copies only the forking thread; a lock held by
    another thread at that moment stays locked in the child for ever. So the energy reader
    (:class:`ForkedCall`) and the trajectory workers (:func:`run_forked_ranges`) are forked before the one
-   thread (:func:`hash_in_background`) starts, and that thread starts only after the last fork. tqdm's
+   thread (:func:`hash_in_background`) starts, and that thread starts only after the last fork; the
+   estimators' threads (:func:`ranges_in_threads`) are joined before they return. tqdm's
    stall monitor (a thread that any progress bar, even a hidden one, starts) is stopped and switched off
    before each fork (:func:`before_fork`); the bars work without it.
 2. **A forked child never decides the result alone.** When a child fails or dies, the parent computes the
@@ -130,6 +131,17 @@ def hash_in_background(fn: Callable[[Any], str], items: dict[str, Any]) -> dict[
     futures = {k: pool.submit(fn, v) for k, v in items.items()}
     pool.shutdown(wait=False)
     return futures
+
+
+def ranges_in_threads(fn: Callable[[int, int], Any], n: int, n_threads: int, name: str) -> list[Any]:
+    """``fn(a, b)`` on ``n_threads`` contiguous ranges of ``0..n-1`` in threads (for work that releases the
+    GIL: FFTs, einsum), in order; here when ``n_threads`` is 1. The threads are joined before it returns,
+    so none is alive at the next fork (rule 1)."""
+    if n_threads <= 1:
+        return [fn(0, n)]
+    cuts = [round(i * n / n_threads) for i in range(n_threads + 1)]
+    with ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix=name) as pool:
+        return list(pool.map(fn, cuts[:-1], cuts[1:]))
 
 
 def shared_zeros(shape: tuple[int, ...], dtype: Any) -> np.ndarray:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate, block_windows, _json_float
+from mdbench.analysis.concurrency import ranges_in_threads
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.observables import SELF_DIFFUSION
 from mdbench.analysis.units import (KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM_M, PA_S_TO_MPA_S, as_float64,
@@ -324,14 +325,8 @@ def msd_fft_windows(positions_nm: Any, windows: Sequence[slice], max_lag_frames:
 
     n_chunks = -(-n_mol // gather)
     n_threads = max(1, min(_default_threads() if threads is None else int(threads), n_chunks // 2 or 1))
-    if n_threads == 1:
-        parts = [partial_sums(0, n_mol)]
-    else:  # the FFT, einsum and ufuncs release the GIL: threads share the molecules
-        from concurrent.futures import ThreadPoolExecutor
-
-        cuts = [round(i * n_mol / n_threads) for i in range(n_threads + 1)]
-        with ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="mdbench-msd") as ex:
-            parts = list(ex.map(partial_sums, cuts[:-1], cuts[1:]))
+    # the FFT, einsum and ufuncs release the GIL: threads share the molecules
+    parts = ranges_in_threads(partial_sums, n_mol, n_threads, "mdbench-msd")
     for k in fft_w:
         power, rsq = sum(p[k][0] for p in parts), sum(p[k][1] for p in parts)
         L, n_w = lags[k], spans[k][1] - spans[k][0]
