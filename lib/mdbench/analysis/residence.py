@@ -54,7 +54,7 @@ class ContactSeries:
     Attributes
     ----------
     row, frame : ndarray (n,)
-        One entry per (pair, frame) in contact, sorted by pair row then frame; rows number the pairs seen.
+        One entry per (pair, frame) in contact; rows number the pairs seen (0..n_seen-1).
     n_seen : int
         Pairs in contact at least once.
     n_frames : int
@@ -76,11 +76,15 @@ class ContactSeries:
         """The indicator ``h[p, t]`` a block of pairs at a time (at most ``max_elements``, default
         :data:`FFT_BLOCK_ELEMENTS`: memory bounded whatever the run length)."""
         step = max(1, (max_elements or FFT_BLOCK_ELEMENTS) // max(self.n_frames, 1))
-        bounds = np.searchsorted(self.row, np.arange(0, self.n_seen + step, step))
+        row, frame = self.row, self.frame
+        if self.n_seen > step:  # several blocks: entries grouped by pair once
+            order = np.argsort(row, kind="stable")
+            row, frame = row[order], frame[order]
+        bounds = np.searchsorted(row, np.arange(0, self.n_seen + step, step)) if self.n_seen > step else [0, row.size]
         for k, a in enumerate(range(0, self.n_seen, step)):
             lo, hi = bounds[k], bounds[k + 1]
             h = np.zeros((min(step, self.n_seen - a), self.n_frames), dtype=bool)
-            h[self.row[lo:hi] - a, self.frame[lo:hi]] = True
+            h[row[lo:hi] - a, frame[lo:hi]] = True
             yield h
 
 
@@ -106,15 +110,24 @@ def contact_series(rd: ReducedTrajectory, channels: list[str], cutoff_nm: float 
     if np.any(cut > rd.r_store_nm + 1e-9):
         raise ValueError(f"cutoff above the stored neighbour range {rd.r_store_nm} nm")
     ct = rd.contacts
-    cut_of_row = cut[ct["channel"]]
-    keep = np.flatnonzero((cut_of_row > 0) & (ct["dmin_nm"] < cut_of_row))
+    codes = np.flatnonzero(cut > 0)
+    if codes.size == 1:  # one channel: its rows only (cached by the reduction)
+        rows = rd.channel_rows(int(codes[0]))
+        keep = rows[ct["dmin_nm"].take(rows) < cut[codes[0]]]
+    else:
+        cut_of_row = cut[ct["channel"]]
+        keep = np.flatnonzero((cut_of_row > 0) & (ct["dmin_nm"] < cut_of_row))
     centres = np.unique(rd.centre_mol)
     n_mol = rd.mol_species.size
     pair = np.searchsorted(centres, rd.centre_mol[ct["centre"][keep]]).astype(np.int64) * n_mol + ct["partner"][keep]
-    key = np.unique(pair * rd.n_frames + ct["frame"][keep])  # distinct (pair, frame), sorted
-    seen, row = np.unique(key // rd.n_frames, return_inverse=True)
+    frame = ct["frame"][keep].astype(np.int64)
+    seen, row = np.unique(pair, return_inverse=True)
+    row = row.reshape(-1)
+    if codes.size > 1:  # several channels of one pair in one frame count once
+        _, first = np.unique(row * rd.n_frames + frame, return_index=True)
+        row, frame = row[first], frame[first]
     dt = float(np.median(np.diff(rd.time_ps))) if rd.n_frames > 1 else float("nan")
-    return ContactSeries(row.reshape(-1), key % rd.n_frames, int(seen.size), int(rd.n_frames),
+    return ContactSeries(row, frame, int(seen.size), int(rd.n_frames),
                          int(centres.size * np.sum(rd.mol_species == partner_species)), dt)
 
 
