@@ -39,7 +39,11 @@ def settings_dir() -> Path:
 @functools.lru_cache(maxsize=1)
 def _default_values() -> dict[str, Any]:
     """Flat field → value of ``params/analysis/default.yaml`` (read once per process)."""
-    return _read_flat(settings_dir() / "default.yaml")
+    path = settings_dir() / "default.yaml"
+    if not path.is_file():
+        raise InputError("the analysis settings file is missing; run from the repository, or set MDBENCH_ROOT "
+                         "to it (params/analysis/default.yaml holds every default)", str(path))
+    return _read_flat(path)
 
 
 def _default(name: str, section: str, unit: str = "") -> Any:
