@@ -12,6 +12,8 @@ from mdbench.analysis.coordination import coordination
 from mdbench.analysis.rdf import rdf_curve
 from mdbench.analysis.reduce import minimum_image, reduce_files
 
+pytestmark = pytest.mark.gromacs  # every test reads the GROMACS trajectory of conftest.py
+
 
 @pytest.fixture(scope="module")
 def reduced(water_nacl):

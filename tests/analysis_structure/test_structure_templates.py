@@ -43,6 +43,7 @@ def _execute(run, stages):
     return out
 
 
+@pytest.mark.gromacs
 def test_structure_and_compare_templates_execute(w_run):
     run = w_run
     res = _execute(run, ["analysis/51_structure", "study/60_compare"])
@@ -57,6 +58,7 @@ def test_structure_and_compare_templates_execute(w_run):
 
 
 @pytest.mark.slow
+@pytest.mark.gromacs
 def test_every_analysis_template_executes(w_run):
     run = w_run
     res = _execute(run, TEMPLATES)
