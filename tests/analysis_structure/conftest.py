@@ -131,3 +131,17 @@ def water_nacl(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         build_water_nacl(cache)
         done.write_text("ok\n")
     return {"tpr": cache / "md.tpr", "xtc": cache / "md.xtc", "edr": cache / "md.edr", "dir": cache}
+
+
+@pytest.fixture()
+def w_run(tmp_path: Path, water_nacl: dict[str, Path]) -> Path:
+    """A run directory holding the fixture as production of case ``W`` (stage recorded valid)."""
+    from mdbench.record import RunRecord
+
+    run = tmp_path / "run"
+    prod = run / "cases" / "W" / "prod"
+    prod.mkdir(parents=True)
+    for ext in ("tpr", "xtc", "edr"):
+        shutil.copy(water_nacl[ext], prod / f"prod.{ext}")
+    RunRecord(run).set_stage_state("W", "production", "valid", "fixture")
+    return run

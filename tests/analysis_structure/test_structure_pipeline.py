@@ -324,7 +324,7 @@ def test_a_bad_trajectory_stops_the_forked_energy_reader(water_nacl, tmp_path):
 
 
 def test_forked_call_returns_the_result_or_recomputes_here():
-    from mdbench.analysis.pipeline import _ForkedCall
+    from mdbench.analysis.concurrency import ForkedCall as _ForkedCall
 
     call = _ForkedCall.start(divmod, 17, 5)
     assert call is not None and call.result() == (3, 2)
@@ -336,7 +336,7 @@ def test_forked_call_returns_the_result_or_recomputes_here():
 def test_forked_call_is_ready_only_once_the_child_has_answered():
     import time
 
-    from mdbench.analysis.pipeline import _ForkedCall
+    from mdbench.analysis.concurrency import ForkedCall as _ForkedCall
 
     call = _ForkedCall.start(_slow_square, 0.8, 6)
     assert call is not None and not call.ready()  # the child is still sleeping
