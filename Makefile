@@ -13,9 +13,9 @@ LAB_IP ?= 127.0.0.1
 LAB_PORT ?= 8888
 LAB_ARGS ?=
 
-.PHONY: setup tools venv demo test test-slow test-seeds lab clean-outputs
+.PHONY: setup tools venv demo test test-slow test-seeds lab clean-outputs harbor-env harbor-env-if-available arena-harbor
 
-setup: tools venv  ## idempotent: GROMACS + packmol, .venv with the project, the 'mdbench' Jupyter kernel
+setup: tools venv harbor-env-if-available  ## idempotent: GROMACS + packmol, .venv with the project, the 'mdbench' Jupyter kernel (+ .venv-harbor)
 
 tools:
 	@bash scripts/ensure_tools.sh
@@ -57,3 +57,31 @@ lab: setup  ## JupyterLab with the 'mdbench' kernel on LAB_IP:LAB_PORT (127.0.0.
 
 clean-outputs:
 	rm -rf outputs/runs outputs/audits outputs/reports
+
+# --- Harbor (arena room): a Python 3.12 environment with the pinned harbor release and this project ------
+# The pin lives in pyproject's `harbor` extra; tests/arena/test_harbor_pin.py keeps these three in step.
+HARBOR_VERSION := 0.26.0
+HARBOR_VENV := .venv-harbor
+# the first candidate that really runs Python 3.12 (a pyenv shim may exist without a selected version)
+HARBOR_PYTHON ?= $(shell for p in $$(command -v python3.12) $$HOME/.pyenv/versions/3.12*/bin/python3.12 /root/.pyenv/versions/3.12*/bin/python3.12; do \
+	$$p -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null && { echo $$p; break; }; done)
+HARBOR_STAMP := $(HARBOR_VENV)/.mdbench-harbor-$(HARBOR_VERSION)
+
+harbor-env: $(HARBOR_STAMP)  ## .venv-harbor: Python 3.12, harbor==$(HARBOR_VERSION), this project (editable)
+
+$(HARBOR_STAMP): pyproject.toml
+	@test -n "$(HARBOR_PYTHON)" || { echo "harbor-env: no python3.12 found; install Python 3.12 or pass HARBOR_PYTHON=/path/to/python3.12" >&2; exit 1; }
+	@$(HARBOR_PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 12), "harbor-env needs Python 3.12 (found %s)" % sys.version.split()[0]'
+	$(HARBOR_PYTHON) -m venv $(HARBOR_VENV)
+	$(HARBOR_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(HARBOR_VENV)/bin/python -m pip install --quiet -e '.[harbor]'
+	@rm -f $(HARBOR_VENV)/.mdbench-harbor-*
+	@touch $@
+	@echo "created $(HARBOR_VENV) with harbor $(HARBOR_VERSION)"
+
+harbor-env-if-available:
+	@if [ -n "$(HARBOR_PYTHON)" ]; then $(MAKE) --no-print-directory harbor-env; \
+	else echo "setup: skipping .venv-harbor (no python3.12 on PATH or in ~/.pyenv); the Harbor tests will be skipped"; fi
+
+arena-harbor: setup  ## opt-in: `harbor run` (host plug-in) with the oracle and the null agent over EVERY arena task
+	MDBENCH_HARBOR_FULL=1 $(BIN)/python -m pytest tests/arena/test_harbor.py $(PYTEST_ARGS)

@@ -1,12 +1,20 @@
-# Base image of every arena task (tasks say `FROM mdbench-arena-base:0.1`).
-# Build it from the repository root:
-#   docker build -t mdbench-arena-base:0.1 -f templates/arena/base.Dockerfile .
-FROM python:3.11-slim
+# Base image of every arena task (tasks say `FROM mdbench-arena-base:0.2`): Python 3.11 with the
+# mdbench package and its dependencies, GROMACS 2022.5 and packmol 20.14 from Debian 12, and the
+# unprivileged user `agent` that the tasks' [agent] user names. Build it from the repository root:
+#   docker build -t mdbench-arena-base:0.2 -f templates/arena/base.Dockerfile .
+# Versions are pinned; the Harbor host environment (mdbench.arena.harbor_env) stands in for this
+# image with the machine's own mdbench, gmx and packmol.
+FROM python:3.11.13-slim-bookworm
 RUN apt-get update \
- && apt-get install -y --no-install-recommends gromacs packmol bash \
+ && apt-get install -y --no-install-recommends gromacs=2022.5-2 packmol=1:20.14.0-1 bash \
  && rm -rf /var/lib/apt/lists/*
-COPY . /opt/mdbench
-RUN pip install --no-cache-dir /opt/mdbench
-ENV MDBENCH_PYTHON=python3
-RUN mkdir -p /app /logs/verifier /logs/agent
+# Only what installing the package needs, plus params/ (presets and systems mdbench.build reads):
+# task folders (solutions, tests) never enter the image.
+COPY pyproject.toml README.md /opt/mdbench/
+COPY lib /opt/mdbench/lib
+COPY params /opt/mdbench/params
+RUN pip install --no-cache-dir /opt/mdbench && rm -rf /opt/mdbench/lib /opt/mdbench/pyproject.toml
+ENV MDBENCH_PYTHON=python3 MDBENCH_ROOT=/opt/mdbench
+RUN useradd --create-home --uid 1000 --shell /bin/bash agent \
+ && mkdir -p /app /logs/verifier /logs/agent
 WORKDIR /app

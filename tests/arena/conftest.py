@@ -1,15 +1,19 @@
-"""Shared fixtures of the arena tests: one oracle job and one do-nothing job over the whole suite."""
+"""Shared fixtures of the arena tests: the whole suite run locally (oracle and null agent), Harbor's venv."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
-from mdbench.arena.grading import load_process_criteria
+from mdbench.arena.harbor_compat import HARBOR_VENV, harbor_python
+from mdbench.arena.judge import load_process_criteria
 from mdbench.arena.runner import AgentSpec, run_job
 from mdbench.arena.task import TASKS_DIR, list_tasks
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def expert_scores(best: bool) -> dict[str, dict[str, int]]:
@@ -23,8 +27,19 @@ def expert_scores(best: bool) -> dict[str, dict[str, int]]:
 
 
 @pytest.fixture(scope="session")
+def expert_score_files(tmp_path_factory) -> dict[str, Path]:
+    """Expert score files: ``best`` (top marks everywhere) and ``worst``."""
+    root = tmp_path_factory.mktemp("expert_scores")
+    out = {}
+    for label, best in (("best", True), ("worst", False)):
+        out[label] = root / f"{label}.json"
+        out[label].write_text(json.dumps(expert_scores(best)), encoding="utf-8")
+    return out
+
+
+@pytest.fixture(scope="session")
 def suite_jobs(tmp_path_factory) -> dict[str, tuple[Path, list]]:
-    """Run the oracle and a null agent (``true``) on every task; process scored from expert files."""
+    """The oracle and a null agent (``true``) on every task, locally; process scored from expert files."""
     root = tmp_path_factory.mktemp("arena_jobs")
     jobs = {}
     tasks = [t.path for t in list_tasks(TASKS_DIR)]
@@ -32,5 +47,28 @@ def suite_jobs(tmp_path_factory) -> dict[str, tuple[Path, list]]:
                                ("null", AgentSpec(name="null", command="true", model_name="none/none"), False)):
         scores = root / f"{label}_scores.json"
         scores.write_text(json.dumps(expert_scores(best)), encoding="utf-8")
-        jobs[label] = run_job(tasks, agent, root / "jobs", job_name=label, process_scores=scores)
+        jobs[label] = run_job(tasks, agent, root / "jobs", job_name=label, process_scores=scores, dataset=TASKS_DIR)
     return jobs
+
+
+@pytest.fixture(scope="session")
+def harbor_env() -> Path:
+    """The Harbor environment's interpreter (``make harbor-env``); the test is skipped, saying why, without it."""
+    py = harbor_python()
+    if py is None:
+        pytest.skip(f"no Harbor environment at {HARBOR_VENV} (created by `make setup` when python3.12 exists)")
+    return py
+
+
+@pytest.fixture(scope="session")
+def harbor_task_copies(tmp_path_factory) -> list[Path]:
+    """The 11 real third-party Harbor tasks, with their uncopied code files stubbed (fixtures/harbor_tasks)."""
+    src = FIXTURES / "harbor_tasks"
+    dst = tmp_path_factory.mktemp("harbor_tasks") / "tasks"
+    shutil.copytree(src, dst)
+    for line in (src / "STUBS.txt").read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            p = dst / line.strip()
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text("FROM ubuntu:24.04\n" if p.name == "Dockerfile" else "#!/bin/bash\nexit 0\n", encoding="utf-8")
+    return sorted(p.parent for p in dst.rglob("task.toml"))

@@ -16,6 +16,11 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 SYN = FIXTURES / "jobs_synthetic"
 REAL = FIXTURES / "harbor_real"
+#: The project's shared copy of real Harbor outputs (not in a fresh clone): the fixtures were taken from it.
+SHARED_HARBOR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "harbor"
+REAL_SOURCES = [pytest.param(REAL, id="fixtures"),
+                pytest.param(SHARED_HARBOR, id="shared", marks=pytest.mark.skipif(
+                    not SHARED_HARBOR.is_dir(), reason=f"no shared Harbor data at {SHARED_HARBOR}"))]
 
 
 def _row(df, agent, dataset=None):
@@ -150,3 +155,51 @@ def test_report_notebook_follows_template_rules():
     import re
     for line in code[0].source.splitlines():
         assert re.match(r"^\w+: \w+ = .+  # .+", line), line
+
+
+def _jobstats_of(trial_dirs):
+    from mdbench.arena.rewards import job_stats
+
+    return job_stats(json.loads((d / "result.json").read_text()) for d in trial_dirs)
+
+
+def test_harbor_columns_restate_jobstats_on_real_trials():
+    """Harbor's columns beside ours, on the 13 real trials: per evals key, Harbor counts only trials with valid
+    rewards (n_trials) and averages only those (metrics); an errored trial with a reward keeps it when its
+    exception allows (AgentTimeoutError), loses it otherwise (the setup.sh RuntimeError trial has none at all)."""
+    trials = load_trials([REAL], require_process=False)
+    s = summarize(trials).set_index(["agent", "model", "dataset"])
+    stats = _jobstats_of(find_trial_dirs([REAL]))
+    assert stats["n_completed_trials"] == 13 and stats["n_errored_trials"] == 3
+    for key, e in stats["evals"].items():
+        agent, model, source = key.split("__")
+        row = s.loc[(agent, model, source)]
+        assert row["harbor_n_trials"] == e["n_trials"] and row["harbor_n_errors"] == e["n_errors"]
+        assert row["harbor_metrics"] == pytest.approx(e["metrics"][0] if e["metrics"] else {})
+    wild = s.loc[("openclaw", "kimi-k2.6", "wildclawbench")]
+    # documented difference: ours averages over both trials (missing reward = 0), Harbor over the graded one
+    assert (wild["n"], wild["harbor_n_trials"], wild["mean_correctness"]) == (2, 1, 0.0)
+    assert wild["harbor_metrics"]["reward"] == 0.0
+    pinch = s.loc[("openclaw", "kimi-k2.6", "pinchbench")]
+    assert pinch["harbor_n_trials"] == 3 and pinch["harbor_metrics"]["reward"] == pytest.approx(0.125)
+
+
+@pytest.mark.parametrize("source", REAL_SOURCES)
+def test_harbor_jobstats_itself_agrees(harbor_env, source):
+    """The restated JobStats equals Harbor's JobStats.from_trial_results on the real trials (n, mean, errors):
+    on the fixtures and on the shared folder they came from."""
+    from mdbench.arena.harbor_compat import probe
+
+    dirs = find_trial_dirs([source])
+    assert len(dirs) == 13
+    theirs = probe("stats", *dirs)["items"][0]["stats"]
+    ours = _jobstats_of(dirs)
+    assert ours["n_completed_trials"] == theirs["n_completed_trials"]
+    assert ours["n_errored_trials"] == theirs["n_errored_trials"]
+    assert set(ours["evals"]) == set(theirs["evals"])
+    for key, e in theirs["evals"].items():
+        assert ours["evals"][key]["n_trials"] == e["n_trials"] and ours["evals"][key]["n_errors"] == e["n_errors"]
+        assert ours["evals"][key]["exception_stats"] == e["exception_stats"]
+        assert ours["evals"][key]["reward_stats"] == e["reward_stats"]
+        assert [pytest.approx(m) for m in e["metrics"]] == ours["evals"][key]["metrics"]   # Harbor's Mean
+    assert ours["cost_usd"] == pytest.approx(theirs["cost_usd"])

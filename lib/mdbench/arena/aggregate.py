@@ -1,20 +1,29 @@
-"""Aggregate Harbor job folders into MDArena-style tables: Strict-Pass@1, rewards, cost, errors.
+"""Aggregate Harbor job folders into MDArena-style tables beside Harbor's own job statistics.
 
 Reads any number of job folders (or folders of trial folders: a trial folder is one whose
 ``result.json`` carries ``trial_name`` and ``task_name``). Per trial:
 
-- **rewards**: ``result.json`` ``verifier_result.rewards``; else ``verifier/reward.json``, else
-  ``verifier/reward.txt``, else ``steps/*/verifier/reward.json``. A missing reward counts as 0.
-- **correctness**: reward key ``correctness``; else ``reward``; else the single key present.
-- **process**: reward key ``process`` (``None`` when not scored).
-- **error**: top-level ``exception_info`` or any ``step_results[].exception_info``; timeouts
+- **rewards**: ``result.json`` ``verifier_result.rewards`` when Harbor would count them
+  (:func:`mdbench.arena.rewards.reward_valid`); without a verifier result, the reward files
+  (``verifier/reward.json``, else ``reward.txt``, else ``steps/*/verifier/reward.json``) read by Harbor's
+  rules — a malformed file gives no reward and its error in ``reward_error``. A missing reward counts 0.
+- **correctness**: reward key ``correctness``; else ``reward``; else the single key present unless that
+  key is ``process``; else 0.
+- **process**: reward key ``process`` (``None`` when not scored); ``process_state`` from
+  ``verifier/reward-details.json``: ``scored``, ``unscorable`` (no trajectory) or ``not_judged``.
+- **error**: Harbor's recorded exceptions (top level, then ``step_results``); timeouts
   (``*TimeoutError``) are told apart from other exceptions. An errored trial may still carry rewards.
 - **Strict-Pass**: correctness = 1 and process = 1 and no error. With ``require_process=False`` an
   unscored process is not held against the trial.
 
-Grouping is by agent + model + dataset (Harbor's ``evals`` key). Difficulty and category come from
-the task's ``task.toml`` ``[metadata]`` (looked up by task name in ``tasks_dirs`` or via the trial's
-``task_id.path``), ``unknown`` otherwise.
+Grouping is by agent + model + dataset, which is Harbor's ``evals`` key (dataset = the trial's
+``source``, ``adhoc`` when unset). Beside the MDArena columns each group carries Harbor's own:
+``harbor_n_trials`` (trials with valid rewards), ``harbor_n_errors`` (trials with any exception) and
+``harbor_metrics`` (Harbor's default ``mean`` over the valid rewards only, per key when there are
+several). The two differ on purpose: MDArena's means run over *all* trials with a failure as 0,
+Harbor's over the trials it could grade. Difficulty and category come from the task's ``task.toml``
+``[metadata]`` (looked up by task name in ``tasks_dirs`` or via the trial's ``task_id.path``),
+``unknown`` otherwise.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from mdbench.arena import rewards as rw
 from mdbench.arena.task import TASKS_DIR, list_tasks, read_task_toml
 from mdbench.errors import InputError
 
@@ -59,6 +69,10 @@ class TrialRecord:
     difficulty: str
     category: str
     strict_pass: bool
+    process_state: str = "not_judged"   # "scored" | "unscorable" | "not_judged"
+    reward_error: str | None = None     # why a reward file was rejected (Harbor's rules)
+    harbor_valid: bool = False          # Harbor counts this trial's rewards (TrialResult.reward_valid)
+    rewards_json: str = "{}"            # the trial's rewards as Harbor has them (valid ones only)
 
     @property
     def config(self) -> str:
@@ -94,32 +108,47 @@ def find_trial_dirs(paths: Iterable[str | Path]) -> list[Path]:
     return sorted(found)
 
 
-def _rewards(trial_dir: Path, result: dict[str, Any]) -> dict[str, float] | None:
+def _rewards(trial_dir: Path, result: dict[str, Any]) -> tuple[dict[str, float] | None, str | None]:
+    """(rewards, reward_error) of a trial by Harbor's rules (see the module docstring)."""
     vr = result.get("verifier_result") or {}
     if isinstance(vr.get("rewards"), dict) and vr["rewards"]:
-        return {k: float(v) for k, v in vr["rewards"].items() if isinstance(v, (int, float))}
-    for rj in [trial_dir / "verifier" / "reward.json", *sorted(trial_dir.glob("steps/*/verifier/reward.json"))]:
-        data = _read_json(rj)
-        if isinstance(data, dict):
-            return {k: float(v) for k, v in data.items() if isinstance(v, (int, float))}
-    rt = trial_dir / "verifier" / "reward.txt"
-    if rt.is_file():
+        return ({k: float(v) for k, v in vr["rewards"].items()} if rw.reward_valid(result) else None), None
+    try:
+        return {k: float(v) for k, v in rw.read_rewards(trial_dir / "verifier").items()}, None
+    except rw.RewardFileError as exc:
+        if exc.exception_type != "RewardFileNotFoundError":
+            return None, f"{exc.exception_type}: {exc}"
+    for rj in sorted(trial_dir.glob("steps/*/verifier/reward.json")):
         try:
-            return {"reward": float(rt.read_text(encoding="utf-8").strip())}
-        except ValueError:
-            return None
-    return None
+            return {k: float(v) for k, v in rw.parse_reward_json(rj).items()}, None
+        except rw.RewardFileError as exc:
+            return None, f"{exc.exception_type}: {exc}"
+    return None, None
+
+
+def _correctness(rewards: dict[str, float] | None) -> float:
+    if not rewards:
+        return 0.0
+    if "correctness" in rewards:
+        return rewards["correctness"]
+    if "reward" in rewards:
+        return rewards["reward"]
+    if len(rewards) == 1 and "process" not in rewards:
+        return next(iter(rewards.values()))
+    return 0.0
+
+
+def _process_state(trial_dir: Path, process: float | None) -> str:
+    details = _read_json(trial_dir / "verifier" / "reward-details.json")
+    state = ((details or {}).get("process") or {}).get("state") if isinstance(details, dict) else None
+    if state in ("scored", "unscorable"):
+        return state
+    return "scored" if process is not None else "not_judged"
 
 
 def _exception_type(result: dict[str, Any]) -> str | None:
-    exc = result.get("exception_info")
-    if isinstance(exc, dict) and exc.get("exception_type"):
-        return str(exc["exception_type"])
-    for step in result.get("step_results") or []:
-        e = (step or {}).get("exception_info")
-        if isinstance(e, dict) and e.get("exception_type"):
-            return str(e["exception_type"])
-    return None
+    excs = rw.recorded_exceptions(result)
+    return str(excs[0].get("exception_type")) if excs else None
 
 
 def task_metadata_index(tasks_dirs: Iterable[str | Path] = (TASKS_DIR,)) -> dict[str, dict[str, Any]]:
@@ -147,18 +176,9 @@ def load_trial(trial_dir: Path, meta_index: dict[str, dict[str, Any]] | None = N
     model_info = info.get("model_info") or {}
     model = model_info.get("name") or (cfg_agent.get("model_name") or "").split("/")[-1] or "none"
     task_name = result["task_name"]
-    dataset = result.get("source") or (task_name.split("/")[0] if "/" in task_name else "local")
-    rewards = _rewards(trial_dir, result)
-    if rewards is None:
-        correctness, process = 0.0, None
-    elif "correctness" in rewards:
-        correctness, process = rewards["correctness"], rewards.get("process")
-    elif "reward" in rewards:
-        correctness, process = rewards["reward"], rewards.get("process")
-    elif len(rewards) == 1:
-        correctness, process = next(iter(rewards.values())), None
-    else:
-        correctness, process = 0.0, rewards.get("process")
+    dataset = result.get("source") or "adhoc"
+    rewards, reward_error = _rewards(trial_dir, result)
+    correctness, process = _correctness(rewards), (rewards or {}).get("process")
     ar = result.get("agent_result") or {}
     cost = ar.get("cost_usd")
     etype = _exception_type(result)
@@ -182,7 +202,10 @@ def load_trial(trial_dir: Path, meta_index: dict[str, dict[str, Any]] | None = N
         n_output_tokens=ar.get("n_output_tokens"), exception_type=etype,
         error_kind=None if etype is None else ("timeout" if _is_timeout(etype) else "other"),
         difficulty=str(meta.get("difficulty", "unknown")), category=str(meta.get("category", "unknown")),
-        strict_pass=bool(strict),
+        strict_pass=bool(strict), process_state=_process_state(trial_dir, process), reward_error=reward_error,
+        harbor_valid=rw.reward_valid(result),
+        rewards_json=json.dumps((result.get("verifier_result") or {}).get("rewards") or {} if rw.reward_valid(result)
+                                else {}),
     )
 
 
@@ -212,7 +235,9 @@ def summarize(trials: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame
     Columns: ``n`` trials, ``k`` strict passes, ``strict_pass_pct`` = 100 k/n, ``strict_pass`` ("k/n"),
     ``mean_correctness`` (missing rewards as 0), ``mean_process`` (over scored trials; NaN if none),
     ``n_process_scored``, ``mean_cost_usd`` (over trials reporting a cost; NaN if none), ``n_cost_known``,
-    ``n_errored``, ``n_timeouts``, ``n_other_errors``, ``n_verifier_failures`` (no error, not a strict pass).
+    ``n_errored``, ``n_timeouts``, ``n_other_errors``, ``n_verifier_failures`` (no error, not a strict pass),
+    ``n_process_unscorable``, ``n_reward_errors``; Harbor's ``harbor_n_trials``, ``harbor_n_errors``,
+    ``harbor_metrics`` (see the module docstring).
     """
     by = by or GROUP
     out = []
@@ -229,6 +254,11 @@ def summarize(trials: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame
             "n_timeouts": int((g["error_kind"] == "timeout").sum()),
             "n_other_errors": int((g["error_kind"] == "other").sum()),
             "n_verifier_failures": int((g["error_kind"].isna() & ~g["strict_pass"]).sum()),
+            "n_process_unscorable": int((g["process_state"] == "unscorable").sum()),
+            "n_reward_errors": int(g["reward_error"].notna().sum()),
+            "harbor_n_trials": int(g["harbor_valid"].sum()),
+            "harbor_n_errors": int(g["exception_type"].notna().sum()),
+            "harbor_metrics": rw.harbor_mean([json.loads(r) for r, v in zip(g["rewards_json"], g["harbor_valid"]) if v]),
         })
         out.append(row)
     return pd.DataFrame(out)
@@ -294,8 +324,10 @@ def render_report(job_dirs: list[str | Path], out_html: str | Path, *, tasks_dir
     import papermill as pm
     from nbconvert import HTMLExporter
 
+    from mdbench.execute import check_kernel
     from mdbench.paths import NOTEBOOKS_DIR
 
+    check_kernel()
     out_html = Path(out_html)
     out_html.parent.mkdir(parents=True, exist_ok=True)
     trials = load_trials(job_dirs, tasks_dirs, require_process=require_process)   # fail early, clear error

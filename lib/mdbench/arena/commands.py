@@ -30,6 +30,17 @@ def _task_dirs(paths: tuple[str, ...]) -> list[Path]:
     return out
 
 
+def _dataset(paths: tuple[str, ...]) -> Path | None:
+    """The dataset folder of a run (Harbor's ``-p <folder of tasks>``): its name becomes ``source``."""
+    from mdbench.arena.task import TASKS_DIR
+
+    if not paths:
+        return TASKS_DIR
+    if len(paths) == 1 and not (Path(paths[0]) / "task.toml").is_file():
+        return Path(paths[0])
+    return None
+
+
 @click.group(name="arena")
 def arena() -> None:
     """Harbor-format MD task suite: validate tasks, run oracle/agents locally, aggregate job folders."""
@@ -49,13 +60,27 @@ def list_cmd(paths: tuple[str, ...]) -> None:
 
 @arena.command()
 @click.argument("task_dirs", nargs=-1, type=click.Path(exists=True, file_okay=False))
-def validate(task_dirs: tuple[str, ...]) -> None:
-    """Check TASK_DIR(s) (or folders of tasks) against the Harbor task schema; exit 1 on problems."""
+@click.option("--rules", type=click.Choice(["all", "harbor", "suite"]), default="all", show_default=True,
+              help="harbor: what Harbor needs to load and run a task (use it for anyone's Harbor tasks); "
+                   "suite: this suite's own rules (process.toml, metadata, pinned base image); all: both.")
+@click.option("--with-harbor", is_flag=True,
+              help="Also load every task with the installed Harbor's Task model (.venv-harbor, `make harbor-env`).")
+def validate(task_dirs: tuple[str, ...], rules: str, with_harbor: bool) -> None:
+    """Check TASK_DIR(s) (or folders of tasks) against Harbor's rules and this suite's; exit 1 on problems."""
     from mdbench.arena.task import validate_task
 
+    chosen = ("harbor", "suite") if rules == "all" else (rules,)
+    dirs = _task_dirs(task_dirs)
+    real: dict[str, list[str]] = {}
+    if with_harbor:
+        from mdbench.arena.harbor_compat import probe
+
+        for item in probe("task", *dirs)["items"]:
+            real[str(Path(item["path"]).resolve())] = [] if item["ok"] else [item["error"]]
     bad = 0
-    for d in _task_dirs(task_dirs):
-        problems = validate_task(d)
+    for d in dirs:
+        problems = [f"[{p.rules}] {p}" for p in validate_task(d, rules=chosen)]
+        problems += [f"[harbor {_harbor_version()}] {e}" for e in real.get(str(Path(d).resolve()), [])]
         if problems:
             bad += 1
             click.echo(f"INVALID {d}")
@@ -67,12 +92,25 @@ def validate(task_dirs: tuple[str, ...]) -> None:
         sys.exit(1)
 
 
+def _harbor_version() -> str:
+    from mdbench.arena.harbor_compat import HARBOR_VERSION
+
+    return HARBOR_VERSION
+
+
 def _common_run_options(f):
     f = click.option("--jobs-dir", type=click.Path(file_okay=False), default=str(OUTPUTS_DIR / "arena" / "jobs"),
                      show_default=True, help="Folder that receives the job folder.")(f)
     f = click.option("--job-name", default=None, help="Job folder name (default: timestamp).")(f)
     f = click.option("--python", "python", default=None, help="Interpreter given to scripts as MDBENCH_PYTHON (default: this one).")(f)
-    f = click.option("--judge", "judge_cmd", default=None, help="External judge command scoring tests/process.toml (prints JSON {criterion: raw}).")(f)
+    f = click.option("--judge-cmd", "--judge", "judge_cmd", default=None,
+                     help="Process judge program: reads the judge input JSON (criteria, trajectory, files) on stdin, "
+                          "prints {criterion: raw} JSON.")(f)
+    f = click.option("--judge-llm", default=None, metavar="URL",
+                     help="Process judge on an OpenAI-compatible endpoint (e.g. http://127.0.0.1:8000/v1); the key is "
+                          "read from $OPENAI_API_KEY (or the variable $ARENA_JUDGE_API_KEY_ENV names).")(f)
+    f = click.option("--judge-model", default=None,
+                     help="Model of --judge-llm (default: [judge] judge of the task's process.toml).")(f)
     f = click.option("--process-scores", type=click.Path(exists=True, dir_okay=False), default=None,
                      help="Expert score file (JSON {task: {criterion: raw}}) for process criteria.")(f)
     f = click.option("--timeout-multiplier", type=float, default=1.0, show_default=True, help="Scales agent and verifier timeouts.")(f)
@@ -98,7 +136,7 @@ def oracle(ctx: click.Context, task_dirs: tuple[str, ...], strict: bool, **kw) -
     from mdbench.arena.runner import AgentSpec, run_job
 
     job_dir, outcomes = run_job(_task_dirs(task_dirs), AgentSpec(name="oracle"), kw.pop("jobs_dir"),
-                                job_name=kw.pop("job_name"), verbose=_verbose(ctx), **kw)
+                                job_name=kw.pop("job_name"), verbose=_verbose(ctx), dataset=_dataset(task_dirs), **kw)
     _report(job_dir, outcomes)
     if strict and any(o.correctness < 1.0 or o.exception_type for o in outcomes):
         click.echo("error: some oracle did not score correctness 1.0", err=True)
@@ -122,7 +160,8 @@ def run(ctx: click.Context, task_dirs: tuple[str, ...], command: str, agent_name
     from mdbench.arena.runner import AgentSpec, run_job
 
     job_dir, outcomes = run_job(_task_dirs(task_dirs), AgentSpec(name=agent_name, command=command, model_name=model_name),
-                                kw.pop("jobs_dir"), job_name=kw.pop("job_name"), verbose=_verbose(ctx), **kw)
+                                kw.pop("jobs_dir"), job_name=kw.pop("job_name"), verbose=_verbose(ctx),
+                                dataset=_dataset(task_dirs), **kw)
     _report(job_dir, outcomes)
 
 
@@ -147,11 +186,35 @@ def aggregate(job_dirs: tuple[str, ...], out_html: str, tasks_dirs: tuple[str, .
     paths = agg.render_report(list(job_dirs), out_html, tasks_dirs=tasks, require_process=require_process)
     summary = json.loads(paths["summary"].read_text(encoding="utf-8"))
     for row in summary["overall"]:
+        harbor = ", ".join(f"{k} {v:.3f}" for k, v in row["harbor_metrics"].items()) or "no valid reward"
         click.echo(f"{row['agent']} / {row['model']} [{row['dataset']}]: Strict-Pass@1 {row['strict_pass']} "
-                   f"({row['strict_pass_pct']:.0f} %), correctness {row['mean_correctness']:.3f}")
+                   f"({row['strict_pass_pct']:.0f} %), correctness {row['mean_correctness']:.3f}; Harbor: "
+                   f"{row['harbor_n_trials']} graded, {row['harbor_n_errors']} errored, {harbor}")
     click.echo(f"report: {paths['html']}")
 
 
 def _verbose(ctx: click.Context) -> bool:
     root = ctx.find_root()
     return bool(root.params.get("verbose")) if root is not None else False
+
+
+@arena.command()
+@click.option("--check", "check_only", is_flag=True, help="Only report task copies that differ from the master; exit 1 if any.")
+@click.option("--regenerate", is_flag=True,
+              help="Rerun the micro LHCE study (minutes of GROMACS) and replace the master set, then the copies.")
+def inputs(check_only: bool, regenerate: bool) -> None:
+    """Pipeline-made task inputs (templates/arena/inputs/): check or refresh the tasks' copies."""
+    from mdbench.arena import inputs as inp
+
+    if regenerate:
+        click.echo(f"regenerated {inp.regenerate()}")
+    if check_only:
+        bad = inp.check_copies()
+        for c in bad:
+            click.echo(f"{c.state:8s} {c.copy}  (master {c.master})")
+        if bad:
+            sys.exit(1)
+        click.echo(f"all {len(inp.all_copies())} copies match the master")
+        return
+    for c in inp.sync_copies():
+        click.echo(f"updated {c.copy}")

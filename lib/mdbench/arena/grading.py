@@ -7,12 +7,12 @@ container, ``$ARENA_VERIFIER_DIR`` in the local runner):
 - ``reward.json``: a flat object of numbers, ``{"correctness": k/n}`` plus ``"process"`` when process
   criteria were scored;
 - ``reward-details.json``: per reward key ``{score, criteria: [{name, value, raw, weight, description,
-  reasoning, error}], kind}`` with ``kind`` ``programmatic`` (deterministic checks) or ``llm``/``agent``
-  (process criteria scored by a judge command or an expert score file).
+  reasoning, error}], kind}`` with ``kind`` ``programmatic`` (deterministic checks) or ``command``/``expert``/``llm``
+  (process criteria scored by a judge program, an expert score file or an LLM endpoint, :mod:`mdbench.arena.judge`);
+  the process entry also has ``state`` (``scored`` | ``unscorable``) and, when unscorable, ``reason``.
 
 Correctness is the fraction of satisfied criteria, :math:`c = \\sum_i w_i v_i / \\sum_i w_i` with
-:math:`v_i \\in \\{0, 1\\}`. Process criteria follow rewardkit: a binary criterion scores its raw 0/1, a
-Likert criterion with ``points`` :math:`P` scores :math:`(r - 1)/(P - 1)` for a raw rating :math:`r \\in [1, P]`.
+:math:`v_i \\in \\{0, 1\\}`.
 """
 
 from __future__ import annotations
@@ -20,15 +20,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shlex
-import subprocess
 import sys
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from mdbench.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -153,16 +149,21 @@ class Grader:
         return weighted_score(self.criteria)
 
     def finish(self, out_dir: Path | None = None) -> dict[str, float]:
-        """Write ``reward.json`` and ``reward-details.json``; score process criteria when configured.
+        """Write ``reward.json`` and ``reward-details.json``; judge the process criteria when configured.
 
-        Process criteria (``tests/process.toml``) are scored when ``ARENA_JUDGE_CMD`` (an external judge
-        command) or ``ARENA_PROCESS_SCORES`` (an expert score file) is set; otherwise no ``process`` key.
+        Process criteria (``tests/process.toml``) are judged (:func:`mdbench.arena.judge.judge_process`)
+        when ``ARENA_JUDGE_CMD`` (a judge program), ``ARENA_PROCESS_SCORES`` (an expert score file) or
+        ``ARENA_JUDGE_LLM_URL`` (an LLM endpoint) is set. A scored process adds the ``process`` reward;
+        an unscorable one (no trajectory) adds none, and ``reward-details.json`` records the state and the
+        reason.
 
         Returns
         -------
         dict
             The rewards written, e.g. ``{"correctness": 0.75, "process": 1.0}``.
         """
+        from mdbench.arena.judge import judge_process
+
         out_dir = Path(out_dir) if out_dir is not None else verifier_dir()
         out_dir.mkdir(parents=True, exist_ok=True)
         rewards = {"correctness": round(self.correctness, 6)}
@@ -171,19 +172,22 @@ class Grader:
                             "criteria": [asdict(c) for c in self.criteria], "kind": "programmatic"}
         }
         process_file = tests_dir() / "process.toml"
-        if process_file.exists():
-            scored = score_process_from_env(process_file, self.task)
-            if scored is not None:
-                kind, crits = scored
-                rewards["process"] = round(weighted_score(crits), 6)
-                details["process"] = {"score": rewards["process"],
-                                      "criteria": [asdict(c) for c in crits], "kind": kind}
+        judged = judge_process(process_file, self.task) if process_file.exists() else None
+        if judged is not None and judged.state == "scored":
+            rewards["process"] = round(weighted_score(judged.criteria), 6)
+            details["process"] = {"score": rewards["process"], "state": "scored", "kind": judged.kind,
+                                  "criteria": [asdict(c) for c in judged.criteria]}
+        elif judged is not None:
+            details["process"] = {"score": None, "state": judged.state, "kind": judged.kind,
+                                  "reason": judged.reason, "criteria": []}
         (out_dir / "reward.json").write_text(json.dumps(rewards, indent=2) + "\n", encoding="utf-8")
         (out_dir / "reward-details.json").write_text(json.dumps(details, indent=2) + "\n", encoding="utf-8")
         for c in self.criteria:
             mark = "PASS" if c.value == 1.0 else "FAIL"
             # stdout of test.sh is the verifier's log (Harbor keeps it as test-stdout.txt)
             sys.stdout.write(f"[{mark}] {c.name}: {c.description}" + (f" ({c.error})" if c.error else "") + "\n")
+        if judged is not None and judged.state != "scored":
+            sys.stdout.write(f"[----] process: {judged.state} ({judged.reason})\n")
         sys.stdout.write(json.dumps(rewards) + "\n")
         return rewards
 
@@ -194,114 +198,6 @@ def _jsonable(value: Any) -> Any:
         return value
     except TypeError:
         return repr(value)
-
-
-@dataclass
-class ProcessCriterion:
-    """A rewardkit-style process criterion from ``tests/process.toml``."""
-
-    name: str
-    description: str
-    type: str = "binary"
-    points: int = 2
-    weight: float = 1.0
-
-    def normalise(self, raw: float) -> float:
-        """Binary → raw (0/1); Likert → (raw − 1)/(points − 1), clipped to [0, 1]."""
-        if self.type == "binary":
-            return 1.0 if float(raw) >= 1 else 0.0
-        value = (float(raw) - 1.0) / (self.points - 1.0)
-        return min(1.0, max(0.0, value))
-
-
-def load_process_criteria(path: Path) -> list[ProcessCriterion]:
-    """Read ``[[criterion]]`` entries (description, type binary|likert, points, weight) from a TOML file.
-
-    Raises
-    ------
-    InputError
-        Malformed TOML, a criterion without a description, an unknown type, or a Likert scale with
-        fewer than 2 points.
-    """
-    path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"malformed TOML ({exc}); fix the syntax", str(path)) from exc
-    items = data.get("criterion")
-    if not isinstance(items, list) or not items:
-        raise InputError("no [[criterion]] entries; add at least one with description and type", str(path))
-    out = []
-    for i, item in enumerate(items):
-        name = item.get("name") or f"criterion_{i + 1}"
-        desc = item.get("description")
-        ctype = item.get("type", "binary")
-        if not isinstance(desc, str) or not desc.strip():
-            raise InputError(f"criterion {name!r} has no description", str(path))
-        if ctype not in ("binary", "likert"):
-            raise InputError(f"criterion {name!r}: type must be 'binary' or 'likert', not {ctype!r}", str(path))
-        points = int(item.get("points", 2 if ctype == "binary" else 5))
-        if ctype == "likert" and points < 2:
-            raise InputError(f"criterion {name!r}: a likert scale needs points >= 2", str(path))
-        out.append(ProcessCriterion(name=name, description=desc.strip(), type=ctype, points=points,
-                                    weight=float(item.get("weight", 1.0))))
-    return out
-
-
-def score_process(criteria: list[ProcessCriterion], raw_scores: dict[str, Any]) -> list[Criterion]:
-    """Turn raw judge/expert scores into normalised criteria; a criterion not scored gets 0.
-
-    ``raw_scores`` maps criterion name to a number or to ``{"raw": number, "reasoning": str}``.
-    """
-    out = []
-    for pc in criteria:
-        entry = raw_scores.get(pc.name)
-        reasoning = None
-        if isinstance(entry, dict):
-            reasoning = entry.get("reasoning")
-            entry = entry.get("raw")
-        if entry is None:
-            out.append(Criterion(pc.name, 0.0, None, pc.weight, pc.description, None, "not scored"))
-            continue
-        try:
-            value = pc.normalise(float(entry))
-            err = None
-        except (TypeError, ValueError) as exc:
-            value, err = 0.0, f"raw score {entry!r} is not a number ({exc})"
-        out.append(Criterion(pc.name, value, entry, pc.weight, pc.description, reasoning, err))
-    return out
-
-
-def score_process_from_env(process_file: Path, task: str) -> tuple[str, list[Criterion]] | None:
-    """Score process criteria with ``$ARENA_PROCESS_SCORES`` (expert file) or ``$ARENA_JUDGE_CMD``.
-
-    The expert score file is JSON, either ``{criterion: raw}`` or ``{task_name: {criterion: raw}}``.
-    The judge command runs in a shell with ``ARENA_CRITERIA`` (this TOML), ``ARENA_TRAJECTORY`` and the
-    mapped Harbor folders in its environment, and prints a JSON object ``{criterion: raw}`` on stdout.
-    Returns ``None`` when neither is configured.
-    """
-    criteria = load_process_criteria(process_file)
-    scores_file = os.environ.get("ARENA_PROCESS_SCORES")
-    judge = os.environ.get("ARENA_JUDGE_CMD")
-    if scores_file:
-        data = json.loads(Path(scores_file).read_text(encoding="utf-8"))
-        if task in data and isinstance(data[task], dict):
-            data = data[task]
-        return "agent", score_process(criteria, data)
-    if judge:
-        env = dict(os.environ, ARENA_CRITERIA=str(process_file),
-                   ARENA_TRAJECTORY=str(agent_dir() / "trajectory.json"), ARENA_TASK=task)
-        try:
-            proc = subprocess.run(judge, shell=True, env=env, capture_output=True, text=True, timeout=600)
-            data = json.loads(proc.stdout)
-            if not isinstance(data, dict):
-                raise ValueError("judge output is not a JSON object")
-        except (subprocess.TimeoutExpired, ValueError) as exc:
-            crits = [Criterion(pc.name, 0.0, None, pc.weight, pc.description, None,
-                               f"judge {shlex.quote(judge)} failed: {exc}") for pc in criteria]
-            return "llm", crits
-        return "llm", score_process(criteria, data)
-    return None
 
 
 def read_json(path: Path) -> Any:

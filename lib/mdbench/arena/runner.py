@@ -1,21 +1,29 @@
-"""Local Harbor-style runner without Docker: stage a task, run an agent (or the oracle), verify.
+"""Local runner without Docker or Harbor: run a task as Harbor would, write what Harbor writes.
 
-A trial is staged in a temporary workspace whose folders stand in for the container's paths::
+For a machine without Python 3.12 (Harbor itself runs the same tasks through
+:mod:`mdbench.arena.harbor_env`). A trial follows Harbor's single-step flow:
 
-    <ws>/app            ← /app            (environment/app/ copied in, environment/build.sh run here)
-    <ws>/tests          ← /tests          (copied only after the agent finished, as Harbor does)
-    <ws>/solution       ← /solution       (oracle runs only)
-    <ws>/logs/verifier  ← /logs/verifier
-    <ws>/logs/agent     ← /logs/agent
+1. **environment** — a workspace stands in for the container and the task's ``environment/Dockerfile``
+   is replayed in it (:mod:`mdbench.arena.staging`); a failed build is ``SandboxBuildFailedError``
+   and nothing is graded;
+2. **agent** — the oracle runs ``solution/solve.sh`` (copied to ``/solution``; a non-zero exit is
+   recorded in ``agent/exit-code.txt``, not as an error, as Harbor's oracle does), a command agent runs
+   its shell command with the instruction in ``/logs/agent/instruction.md``
+   (``NonZeroAgentExitCodeError`` on a non-zero exit); both as the task's ``[agent] user`` in the
+   sandbox, within the agent timeout (``AgentTimeoutError``);
+3. **artifacts** — the task's ``artifacts`` (``/app/output``) are copied to ``artifacts/``;
+4. **verifier** — ``tests/`` is copied to ``/tests`` only now and ``tests/test.sh`` runs
+   (``VerifierTimeoutError``); ``reward.json``/``reward.txt`` are read by Harbor's rules
+   (:mod:`mdbench.arena.rewards`: ``RewardFileNotFoundError``, ``RewardFileEmptyError``,
+   ``VerifierOutputParseError``).
 
-Scripts see the mapping in ``ARENA_APP_DIR``, ``ARENA_TESTS_DIR``, ``ARENA_SOLUTION_DIR``,
-``ARENA_VERIFIER_DIR``, ``ARENA_AGENT_DIR``; literal container paths in staged text files
-(scripts, instruction) are rewritten to the workspace, so a script that hard-codes ``/tests`` still works.
-No root, chroot or container is needed. The interpreter is passed as ``MDBENCH_PYTHON``.
-
-The trial folder written is Harbor-shaped: ``config.json``, ``result.json``, ``agent/`` (with
-``trajectory.json``), ``verifier/`` (``reward.json``, ``reward-details.json``, ``test-stdout.txt``).
-A job folder holds the trial folders plus job-level ``config.json`` and ``result.json``.
+The trial folder is the one Harbor writes — ``config.json`` (a ``TrialConfig``), ``result.json``
+(a ``TrialResult``), ``agent/``, ``verifier/``, ``artifacts/``, ``exception.txt`` — and a job folder
+holds a ``JobConfig`` ``config.json`` and a ``JobResult`` ``result.json``; the tests validate them
+with Harbor's models. What Harbor has no field for lives under the key ``"mdbench"``: the runner, the
+interpreter, the judge configuration, the sandbox that was enforced, and the task's own sha256
+(``task_checksum`` is Harbor's directory hash, which this runner does not compute: it is left ``""``
+as Harbor's viewer does for trials it did not hash).
 """
 
 from __future__ import annotations
@@ -25,14 +33,8 @@ import hashlib
 import json
 import logging
 import os
-import re
 import secrets
 import shutil
-import signal
-import string
-import subprocess
-import sys
-import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,12 +42,18 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from mdbench.arena import rewards as rw
+from mdbench.arena import staging
 from mdbench.arena.task import Task, load_task
 from mdbench.errors import InputError
 
 log = logging.getLogger(__name__)
 
-TIMEOUT_EXCEPTIONS = ("AgentTimeoutError", "VerifierTimeoutError")
+#: ShortUUID's alphabet: Harbor's trial-name suffixes are 7 characters of it.
+_SHORT_ALPHABET = "23456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+#: Recorded as the environment's import path: the runner stages tasks exactly as this plug-in does.
+HOST_ENV_IMPORT_PATH = "mdbench.arena.harbor_env:HostEnvironment"
+COMMAND_AGENT_IMPORT_PATH = "mdbench.arena.harbor_agent:CommandAgent"
 
 
 @dataclass
@@ -70,11 +78,18 @@ class AgentSpec:
     version: str = "1.0.0"
 
     @property
-    def model_info(self) -> dict[str, str] | None:
+    def model_info(self) -> dict[str, Any] | None:
         if not self.model_name:
             return None
         provider, _, name = self.model_name.rpartition("/")
         return {"name": name, "provider": provider or None}
+
+    def config(self) -> dict[str, Any]:
+        """Harbor's ``AgentConfig`` of this agent."""
+        if self.command is None:
+            return {"name": "oracle", "import_path": None, "model_name": self.model_name, "kwargs": {}}
+        return {"name": None, "import_path": COMMAND_AGENT_IMPORT_PATH, "model_name": self.model_name,
+                "kwargs": {"command": self.command, "agent_name": self.name, "agent_version": self.version}}
 
 
 @dataclass
@@ -96,8 +111,8 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def task_checksum(task_dir: Path) -> str:
-    """sha256 over the task's files (relative path + content), like Harbor's ``task_checksum``."""
+def task_sha256(task_dir: Path) -> str:
+    """sha256 over a task's files (relative path and content, sorted), ``__pycache__`` left out."""
     h = hashlib.sha256()
     for p in sorted(task_dir.rglob("*")):
         if p.is_file() and "__pycache__" not in p.parts:
@@ -106,59 +121,9 @@ def task_checksum(task_dir: Path) -> str:
     return h.hexdigest()
 
 
-def _trial_name(task: Task) -> str:
-    alphabet = string.ascii_letters + string.digits
-    return f"{task.short_name[:32]}__{''.join(secrets.choice(alphabet) for _ in range(7))}"
-
-
-def path_map(ws: Path) -> dict[str, Path]:
-    """Container path → workspace folder for a staged trial."""
-    return {
-        "/logs/verifier": ws / "logs" / "verifier",
-        "/logs/agent": ws / "logs" / "agent",
-        "/solution": ws / "solution",
-        "/tests": ws / "tests",
-        "/app": ws / "app",
-    }
-
-
-def rewrite_paths(text: str, mapping: dict[str, Path]) -> str:
-    """Replace container paths (``/app``, ``/tests``, ``/logs/verifier`` …) by their workspace folders.
-
-    A path is replaced only as a whole component: ``/app/x`` and ``/app`` change, ``/apple`` does not.
-    """
-    for container, local in sorted(mapping.items(), key=lambda kv: -len(kv[0])):
-        text = re.sub(rf"(?<![\w./-]){re.escape(container)}(?![\w.-])", str(local), text)
-    return text
-
-
-def _copy_rewritten(src: Path, dst: Path, mapping: dict[str, Path]) -> None:
-    """Copy a folder; text files (scripts, markdown, toml, py) get their container paths rewritten."""
-    shutil.copytree(src, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-    for p in dst.rglob("*"):
-        if p.is_file() and p.suffix in {".sh", ".md", ".toml", ".py", ".txt", ""}:
-            try:
-                text = p.read_text(encoding="utf-8")
-            except UnicodeDecodeError:
-                continue
-            new = rewrite_paths(text, mapping)
-            if new != text:
-                p.write_text(new, encoding="utf-8")
-
-
-def _run(cmd: list[str] | str, *, cwd: Path, env: dict[str, str], timeout: float, log_path: Path,
-         shell: bool = False) -> tuple[int | None, bool]:
-    """Run a command in its own process group, output to ``log_path``; return (rc, timed_out)."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w", encoding="utf-8") as out:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, shell=shell,
-                                start_new_session=True)
-        try:
-            return proc.wait(timeout=timeout), False
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # only the group this call started
-            proc.wait()
-            return None, True
+def trial_name(task: Task) -> str:
+    """Harbor's trial-name form: ``<short name[:32]>__<7 characters>``."""
+    return f"{task.short_name[:32].rstrip('_-')}__{''.join(secrets.choice(_SHORT_ALPHABET) for _ in range(7))}"
 
 
 def _exception(etype: str, message: str) -> dict[str, Any]:
@@ -166,44 +131,139 @@ def _exception(etype: str, message: str) -> dict[str, Any]:
             "occurred_at": _now()}
 
 
-def _read_rewards(verifier_dir: Path) -> dict[str, float] | None:
-    """Harbor's rule: ``reward.json`` (flat numbers) first, else ``reward.txt`` (one number)."""
-    rj = verifier_dir / "reward.json"
-    if rj.is_file():
-        try:
-            data = json.loads(rj.read_text(encoding="utf-8"))
-            return {k: float(v) for k, v in data.items() if isinstance(v, (int, float))}
-        except (ValueError, AttributeError):
-            return None
-    rt = verifier_dir / "reward.txt"
-    if rt.is_file():
-        try:
-            return {"reward": float(rt.read_text(encoding="utf-8").strip())}
-        except ValueError:
-            return None
-    return None
-
-
-def _trajectory(agent: AgentSpec, instruction: str, command: str, output: str) -> dict[str, Any]:
-    """A minimal ATIF trajectory for a command agent that wrote none itself."""
+def trial_config(task: Task, agent: AgentSpec, *, name: str, job_dir: Path, source: str | None,
+                 timeout_multiplier: float, job_id: str | None, keep_workspace: bool,
+                 extra: dict[str, Any]) -> dict[str, Any]:
+    """Harbor's ``TrialConfig`` document of a trial, our additions under ``"mdbench"``."""
     return {
-        "schema_version": "ATIF-v1.7",
-        "session_id": str(uuid.uuid4()),
-        "agent": {"name": agent.name, "version": agent.version, "model_name": agent.model_name},
-        "steps": [
-            {"step_id": 1, "timestamp": _now(), "source": "user", "message": instruction},
-            {"step_id": 2, "timestamp": _now(), "source": "agent", "message": f"Ran: {command}",
-             "tool_calls": [{"tool_call_id": "call_1", "function_name": "bash",
-                             "arguments": {"command": command}}],
-             "observation": {"results": [{"source_call_id": "call_1", "content": output[-20000:]}]}},
-        ],
+        "schema_version": 1,
+        "task": {"path": str(task.path), "git_url": None, "git_commit_id": None, "name": None, "ref": None,
+                 "overwrite": False, "download_dir": None, "source": source},
+        "trial_name": name, "trials_dir": str(job_dir), "timeout_multiplier": timeout_multiplier,
+        "agent": agent.config(),
+        "environment": {"type": None, "import_path": HOST_ENV_IMPORT_PATH, "force_build": False,
+                        "delete": not keep_workspace, "kwargs": {}},
+        "verifier": {"override_timeout_sec": None, "max_timeout_sec": None, "disable": False},
+        "artifacts": [], "job_id": job_id,
+        "mdbench": extra,
     }
+
+
+class _Trial:
+    """One trial's state while it runs (see :func:`run_trial`)."""
+
+    def __init__(self, task: Task, agent: AgentSpec, trial_dir: Path, python: str, *, timeout_multiplier: float,
+                 verifier_env: dict[str, str]):
+        self.task, self.agent, self.trial_dir, self.python = task, agent, trial_dir, python
+        self.mult = timeout_multiplier
+        self.verifier_env = verifier_env
+        self.ws = staging.Workspace.create(prefix=f"arena-{task.short_name[:40]}-")
+        self.no_network = (task.config.get("environment") or {}).get("network_mode") == "no-network"
+        self.hide = staging.hidden_folders(task.path, trial_dir.parent)
+        self.sandboxes: dict[str, Any] = {}
+        self.exception: dict[str, Any] | None = None
+
+    def env(self) -> dict[str, str]:
+        return staging.command_env(self.ws, self.python, task=self.task.name)
+
+    def sandbox(self, phase: str, user: str | int | None) -> staging.Sandbox:
+        box = staging.make_sandbox(self.ws, user=user, no_network=self.no_network, python=self.python,
+                                   hide=self.hide)
+        self.sandboxes[phase] = staging.describe(box, requested_user=user, no_network=self.no_network)
+        return box
+
+    def build(self) -> bool:
+        timeout = float((self.task.config.get("environment") or {}).get("build_timeout_sec", 600.0)) * self.mult
+        try:
+            box = staging.build_workspace(self.task.path / "environment", self.ws, env=self.env(),
+                                          log_path=self.trial_dir / "environment-build.txt", timeout_s=timeout,
+                                          no_network=self.no_network)
+        except InputError as exc:
+            self.exception = _exception("SandboxBuildFailedError", f"environment build failed: {exc}")
+            return False
+        self.sandboxes["build"] = staging.describe(box, requested_user=None, no_network=self.no_network)
+        return True
+
+    def run_agent(self) -> dict[str, Any] | None:
+        """Run the oracle or the command; return Harbor's ``AgentContext`` of the run."""
+        user = (self.task.config.get("agent") or {}).get("user")
+        timeout = self.task.agent_timeout_sec * self.mult
+        env = self.env()
+        if self.agent.command is None:
+            self.ws.copy_in(self.task.path / "solution", "/solution")
+            self.ws.host("/solution/solve.sh").chmod(0o755)          # as Harbor: chmod as root, run as the user
+            command = "/solution/solve.sh > /logs/agent/oracle.txt 2>&1"
+        else:
+            # container paths in the instruction are rewritten, as the host environment's upload does
+            self.ws.host("/logs/agent/instruction.md").write_text(self.ws.rewrite(self.task.instruction),
+                                                                  encoding="utf-8")
+            env["ARENA_INSTRUCTION"] = str(self.ws.host("/logs/agent/instruction.md"))
+            command = f"{{ {self.agent.command}\n}} > /logs/agent/command-output.txt 2>&1"
+        rc, timed_out, _ = staging.run_sync(self.ws.rewrite(command), self.sandbox("agent", user),
+                                            cwd=self.ws.host(self.ws.workdir), env=env, timeout_s=timeout)
+        if timed_out:
+            self.exception = _exception("AgentTimeoutError", f"Agent execution timed out after {timeout} seconds")
+        elif rc != 0 and self.agent.command is not None:
+            self.exception = _exception("NonZeroAgentExitCodeError", f"Agent command exited with code {rc}")
+        elif rc != 0:
+            self.ws.host("/logs/agent/exit-code.txt").write_text(str(rc), encoding="utf-8")
+        usage = self.ws.host("/logs/agent/usage.json")
+        data = {}
+        if self.agent.command is not None and usage.is_file():
+            try:
+                data = json.loads(usage.read_text(encoding="utf-8"))
+            except ValueError:
+                data = {}
+        ctx = {k: data.get(k) if isinstance(data.get(k), int) else None
+               for k in ("n_input_tokens", "n_cache_tokens", "n_output_tokens")}
+        cost = data.get("cost_usd")
+        ctx.update({"cost_usd": float(cost) if isinstance(cost, (int, float)) else None, "model_usage": None,
+                    "rollout_details": None, "metadata": None})
+        return ctx
+
+    def collect(self) -> None:
+        shutil.copytree(self.ws.host("/logs/agent"), self.trial_dir / "agent", dirs_exist_ok=True)
+        for art in self.task.config.get("artifacts", []):
+            src = art if isinstance(art, str) else art.get("source")
+            dest = (None if isinstance(art, str) else art.get("destination")) or src.lstrip("/")
+            host = self.ws.host(src)
+            target = self.trial_dir / "artifacts" / dest
+            if host.is_dir():
+                shutil.copytree(host, target, dirs_exist_ok=True)
+            elif host.is_file():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(host, target)
+
+    def verify(self) -> dict[str, Any] | None:
+        """Run ``tests/test.sh``; return Harbor's ``VerifierResult`` (``None`` after a verifier error)."""
+        vdir = self.ws.host("/logs/verifier")
+        for name in ("reward.json", "reward.txt"):
+            (vdir / name).unlink(missing_ok=True)
+        self.ws.copy_in(self.task.path / "tests", "/tests")
+        self.ws.host("/tests/test.sh").chmod(0o755)
+        timeout = self.task.verifier_timeout_sec * self.mult
+        user = (self.task.config.get("verifier") or {}).get("user")
+        rc, timed_out, _ = staging.run_sync(
+            self.ws.rewrite("/tests/test.sh > /logs/verifier/test-stdout.txt 2>&1"),
+            self.sandbox("verifier", user), cwd=self.ws.host(self.ws.workdir),
+            env={**self.env(), **self.verifier_env}, timeout_s=timeout)
+        shutil.copytree(vdir, self.trial_dir / "verifier", dirs_exist_ok=True)
+        if timed_out:
+            self.exception = self.exception or _exception(
+                "VerifierTimeoutError", f"Verifier execution timed out after {timeout} seconds")
+            return None
+        try:
+            return {"rewards": rw.read_rewards(self.trial_dir / "verifier")}
+        except rw.RewardFileError as exc:
+            self.exception = self.exception or _exception(exc.exception_type, str(exc))
+            return None
 
 
 def run_trial(task_dir: str | Path, agent: AgentSpec, job_dir: str | Path, *, python: str | None = None,
               judge_cmd: str | None = None, process_scores: str | Path | None = None,
-              timeout_multiplier: float = 1.0, job_id: str | None = None, keep_workspace: bool = False) -> TrialOutcome:
-    """Run one trial of a task and write its Harbor-shaped trial folder under ``job_dir``.
+              judge_llm: str | None = None, judge_model: str | None = None, timeout_multiplier: float = 1.0, job_id: str | None = None, keep_workspace: bool = False,
+              source: str | None = None) -> TrialOutcome:
+    """Run one trial of a task and write its Harbor trial folder under ``job_dir``.
 
     Parameters
     ----------
@@ -214,153 +274,88 @@ def run_trial(task_dir: str | Path, agent: AgentSpec, job_dir: str | Path, *, py
     job_dir : path
         Job folder; the trial folder ``<task>__<id>`` is created inside.
     python : str, optional
-        Interpreter passed to scripts as ``MDBENCH_PYTHON`` (default: this interpreter).
-    judge_cmd, process_scores : optional
-        How the verifier scores process criteria (external judge command, or expert score JSON).
+        Interpreter given to task scripts as ``MDBENCH_PYTHON`` (default: the project's ``.venv``).
+    judge_cmd, process_scores, judge_llm, judge_model : optional
+        The process judge (a judge program, an expert score file, or an OpenAI-compatible endpoint URL and
+        model, :mod:`mdbench.arena.judge`); seen by the verifier only.
     timeout_multiplier : float
-        Scales the task's agent and verifier timeouts [s].
+        Scales the task's build, agent and verifier timeouts.
+    source : str, optional
+        Dataset name recorded as Harbor's ``source`` (``None``: an ad-hoc task).
     """
     task = load_task(task_dir)
     job_dir = Path(job_dir)
-    trial_name = _trial_name(task)
-    trial_dir = job_dir / trial_name
-    (trial_dir / "agent").mkdir(parents=True, exist_ok=True)
-    (trial_dir / "verifier").mkdir(parents=True, exist_ok=True)
-    ws = Path(tempfile.mkdtemp(prefix=f"arena-{task.short_name}-"))
-    mapping = path_map(ws)
-    for d in mapping.values():
-        d.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env.update({
-        "MDBENCH_PYTHON": python or sys.executable,
-        "ARENA_APP_DIR": str(mapping["/app"]), "ARENA_TESTS_DIR": str(mapping["/tests"]),
-        "ARENA_SOLUTION_DIR": str(mapping["/solution"]), "ARENA_VERIFIER_DIR": str(mapping["/logs/verifier"]),
-        "ARENA_AGENT_DIR": str(mapping["/logs/agent"]), "ARENA_TASK": task.name,
-    })
-    for key in ("ARENA_JUDGE_CMD", "ARENA_PROCESS_SCORES"):
-        env.pop(key, None)
+    name = trial_name(task)
+    trial_dir = job_dir / name
+    for sub in ("agent", "verifier", "artifacts"):
+        (trial_dir / sub).mkdir(parents=True, exist_ok=True)
+    python = python or staging.default_python()
+    verifier_env = {}
     if judge_cmd:
-        env["ARENA_JUDGE_CMD"] = judge_cmd
+        verifier_env["ARENA_JUDGE_CMD"] = judge_cmd
     if process_scores:
-        env["ARENA_PROCESS_SCORES"] = str(Path(process_scores).resolve())
-
-    config = {
-        "task": {"path": str(task.path), "git_url": None, "git_commit_id": None, "name": task.name,
-                 "ref": None, "overwrite": False, "download_dir": None, "source": task.name.split("/")[0]},
-        "trial_name": trial_name, "trials_dir": str(job_dir), "timeout_multiplier": timeout_multiplier,
-        "agent": {"name": agent.name, "import_path": None, "model_name": agent.model_name,
-                  "override_timeout_sec": None, "kwargs": {"command": agent.command}, "env": {}},
-        "environment": {"type": "local-nodocker", "import_path": None, "force_build": False, "delete": not keep_workspace,
-                        "env": {}, "kwargs": {"python": env["MDBENCH_PYTHON"]}},
-        "verifier": {"override_timeout_sec": None, "env": {}, "disable": False,
-                     "judge_cmd": judge_cmd, "process_scores": str(process_scores) if process_scores else None},
-        "artifacts": [], "job_id": job_id,
-    }
+        verifier_env["ARENA_PROCESS_SCORES"] = str(Path(process_scores).resolve())
+    if judge_llm:
+        key_env = os.environ.get("ARENA_JUDGE_API_KEY_ENV") or "OPENAI_API_KEY"
+        verifier_env.update({"ARENA_JUDGE_LLM_URL": judge_llm, "ARENA_JUDGE_API_KEY_ENV": key_env,
+                             **({"ARENA_JUDGE_MODEL": judge_model} if judge_model else {}),
+                             **({key_env: os.environ[key_env]} if os.environ.get(key_env) else {})})
+    extra = {"runner": "mdbench arena (local, no Harbor)", "python": python, "judge_cmd": judge_cmd,
+             "process_scores": verifier_env.get("ARENA_PROCESS_SCORES"), "judge_llm": judge_llm,
+             "judge_model": judge_model}
+    config = trial_config(task, agent, name=name, job_dir=job_dir, source=source,
+                          timeout_multiplier=timeout_multiplier, job_id=job_id, keep_workspace=keep_workspace,
+                          extra=extra)
     (trial_dir / "config.json").write_text(json.dumps(config, indent=4), encoding="utf-8")
     result: dict[str, Any] = {
-        "id": str(uuid.uuid4()), "task_name": task.name, "trial_name": trial_name,
-        "trial_uri": trial_dir.resolve().as_uri(), "task_id": {"path": str(task.path)},
-        "source": task.name.split("/")[0], "task_checksum": task_checksum(task.path), "config": config,
+        "schema_version": 1, "id": str(uuid.uuid4()), "task_name": task.name, "trial_name": name,
+        "trial_uri": trial_dir.resolve().as_uri(), "task_id": {"path": str(task.path)}, "source": source,
+        "task_checksum": "", "config": config,
         "agent_info": {"name": agent.name, "version": agent.version, "model_info": agent.model_info},
-        "agent_result": None, "verifier_result": None, "exception_info": None,
-        "started_at": _now(), "finished_at": None,
-        "environment_setup": None, "agent_setup": None, "agent_execution": None, "verifier": None,
-        "step_results": None,
+        "agent_result": None, "verifier_result": None, "verifier_environment_mode": "shared",
+        "exception_info": None, "started_at": _now(), "finished_at": None, "environment_setup": None,
+        "agent_setup": None, "agent_execution": None, "verifier": None, "step_results": None,
     }
-    exception = None
+    trial = _Trial(task, agent, trial_dir, python, timeout_multiplier=timeout_multiplier, verifier_env=verifier_env)
     try:
-        # --- environment: copy environment/app → /app, run environment/build.sh -----------------
         t0 = _now()
-        env_dir = task.path / "environment"
-        if (env_dir / "app").is_dir():
-            _copy_rewritten(env_dir / "app", mapping["/app"], mapping)
-        build = env_dir / "build.sh"
-        build_ok = True
-        if build.is_file():
-            _copy_rewritten(env_dir, ws / "environment", mapping)
-            rc, to = _run(["bash", str(ws / "environment" / "build.sh")], cwd=mapping["/app"], env=env,
-                          timeout=float(task.config.get("environment", {}).get("build_timeout_sec", 600)),
-                          log_path=trial_dir / "environment-build.txt")
-            if to or rc != 0:
-                build_ok = False
-                exception = _exception("EnvironmentStartTimeoutError" if to else "RuntimeError",
-                                       f"environment/build.sh {'timed out' if to else f'exited with code {rc}'}")
+        built = trial.build()
         result["environment_setup"] = {"started_at": t0, "finished_at": _now()}
-        # --- agent ------------------------------------------------------------------------------
-        if build_ok:
-            instruction = rewrite_paths(task.instruction, mapping)
-            (ws / "instruction.md").write_text(instruction, encoding="utf-8")
-            env["ARENA_INSTRUCTION"] = str(ws / "instruction.md")
-            t0 = _now()
-            if agent.command is None:
-                _copy_rewritten(task.path / "solution", mapping["/solution"], mapping)
-                cmd: list[str] | str = ["bash", str(mapping["/solution"] / "solve.sh")]
-                shell, out_name, shown = False, "oracle.txt", "bash /solution/solve.sh"
-            else:
-                cmd, shell, out_name, shown = agent.command, True, "command-output.txt", agent.command
-            rc, to = _run(cmd, cwd=mapping["/app"], env=env, shell=shell,
-                          timeout=task.agent_timeout_sec * timeout_multiplier,
-                          log_path=mapping["/logs/agent"] / out_name)
-            result["agent_execution"] = {"started_at": t0, "finished_at": _now()}
-            if to:
-                exception = _exception("AgentTimeoutError",
-                                       f"Agent execution timed out after {task.agent_timeout_sec * timeout_multiplier} seconds")
-            elif rc != 0 and agent.command is not None:
-                exception = _exception("NonZeroAgentExitCodeError", f"Agent command exited with code {rc}")
-            elif rc != 0:
-                exception = _exception("RuntimeError", f"solution/solve.sh exited with code {rc}")
-            traj = mapping["/logs/agent"] / "trajectory.json"
-            if not traj.is_file():
-                output = (mapping["/logs/agent"] / out_name).read_text(encoding="utf-8", errors="replace")
-                traj.write_text(json.dumps(_trajectory(agent, instruction, shown, output), indent=2), encoding="utf-8")
-            usage_file = mapping["/logs/agent"] / "usage.json"
-            usage = json.loads(usage_file.read_text(encoding="utf-8")) if usage_file.is_file() else {}
-            result["agent_result"] = {
-                "n_input_tokens": usage.get("n_input_tokens"), "n_cache_tokens": usage.get("n_cache_tokens"),
-                "n_output_tokens": usage.get("n_output_tokens"), "cost_usd": usage.get("cost_usd"),
-                "rollout_details": None, "metadata": None,
-            }
-            # --- verifier (runs even after an agent error, as Harbor does) ------------------------
-            _copy_rewritten(task.path / "tests", mapping["/tests"], mapping)
-            t0 = _now()
-            rc, to = _run(["bash", str(mapping["/tests"] / "test.sh")], cwd=mapping["/app"], env=env,
-                          timeout=task.verifier_timeout_sec * timeout_multiplier,
-                          log_path=mapping["/logs/verifier"] / "test-stdout.txt")
-            result["verifier"] = {"started_at": t0, "finished_at": _now()}
-            rewards = _read_rewards(mapping["/logs/verifier"])
-            if rewards is not None:
-                result["verifier_result"] = {"rewards": rewards}
-            if to and exception is None:
-                exception = _exception("VerifierTimeoutError",
-                                       f"Verifier timed out after {task.verifier_timeout_sec * timeout_multiplier} seconds")
-            elif rewards is None and exception is None:
-                exception = _exception("RewardFileNotFoundError",
-                                       "tests/test.sh wrote neither reward.json nor reward.txt")
+        if built:
+            now = _now()
+            result["agent_setup"] = {"started_at": now, "finished_at": now}
+            result["agent_execution"] = {"started_at": _now(), "finished_at": None}
+            result["agent_result"] = trial.run_agent()
+            result["agent_execution"]["finished_at"] = _now()
+            trial.collect()
+            if trial.exception is None or trial.exception["exception_type"] in rw.GRADED_AFTER:
+                result["verifier"] = {"started_at": _now(), "finished_at": None}
+                result["verifier_result"] = trial.verify()
+                result["verifier"]["finished_at"] = _now()
     finally:
-        for sub in ("agent", "verifier"):
-            src = mapping[f"/logs/{sub}"]
-            if src.is_dir():
-                shutil.copytree(src, trial_dir / sub, dirs_exist_ok=True)
-        result["exception_info"] = exception
+        result["exception_info"] = trial.exception
         result["finished_at"] = _now()
-        if exception is not None:
+        result["mdbench"] = {"task_sha256": task_sha256(task.path), "sandbox": trial.sandboxes}
+        if trial.exception is not None:
             (trial_dir / "exception.txt").write_text(
-                f"{exception['exception_type']}: {exception['exception_message']}\n", encoding="utf-8")
+                f"{trial.exception['exception_type']}: {trial.exception['exception_message']}\n", encoding="utf-8")
         (trial_dir / "result.json").write_text(json.dumps(result, indent=4), encoding="utf-8")
         if keep_workspace:
-            log.info("workspace kept at %s", ws)
+            log.info("workspace kept at %s", trial.ws.root)
         else:
-            shutil.rmtree(ws, ignore_errors=True)
+            trial.ws.remove()
     rewards = (result.get("verifier_result") or {}).get("rewards")
-    return TrialOutcome(trial_dir, task.name, rewards, (exception or {}).get("exception_type"))
+    return TrialOutcome(trial_dir, task.name, rewards, (trial.exception or {}).get("exception_type"))
 
 
 def run_job(task_dirs: list[Path], agent: AgentSpec, jobs_dir: str | Path, *, job_name: str | None = None,
-            verbose: bool = False, **trial_kwargs: Any) -> tuple[Path, list[TrialOutcome]]:
+            verbose: bool = False, dataset: str | Path | None = None, **trial_kwargs: Any
+            ) -> tuple[Path, list[TrialOutcome]]:
     """Run one trial per task and write a Harbor job folder ``jobs_dir/<job_name>/``.
 
-    Returns the job folder and the trial outcomes. Job ``result.json`` carries Harbor's ``stats`` with
-    ``evals`` keyed ``<agent>__<model>__<dataset>``.
+    ``dataset`` is the folder of tasks the run was asked for (its name becomes the trials' ``source``,
+    as ``harbor run -p <folder>`` records it); without one the trials are ad hoc. Returns the job
+    folder and the trial outcomes.
     """
     if not task_dirs:
         raise InputError("no task folders given; pass a task folder or a folder of tasks", None)
@@ -372,48 +367,34 @@ def run_job(task_dirs: list[Path], agent: AgentSpec, jobs_dir: str | Path, *, jo
     job_id = str(uuid.uuid4())
     started = _now()
     tasks = [load_task(t) for t in task_dirs]
+    source = Path(dataset).resolve().name if dataset is not None else None
+    mult = trial_kwargs.get("timeout_multiplier", 1.0)
     config = {
-        "job_name": job_name, "jobs_dir": str(Path(jobs_dir)), "n_attempts": 1,
-        "timeout_multiplier": trial_kwargs.get("timeout_multiplier", 1.0),
-        "orchestrator": {"type": "local", "n_concurrent_trials": 1},
-        "environment": {"type": "local-nodocker"},
-        "agents": [{"name": agent.name, "model_name": agent.model_name, "import_path": None,
-                    "kwargs": {"command": agent.command}}],
-        "datasets": [], "tasks": [{"path": str(t.path)} for t in tasks],
+        "schema_version": 1, "job_name": job_name, "jobs_dir": str(Path(jobs_dir)), "n_attempts": 1,
+        "timeout_multiplier": mult, "n_concurrent_trials": 1,
+        "environment": {"type": None, "import_path": HOST_ENV_IMPORT_PATH, "kwargs": {}},
+        "agents": [agent.config()],
+        "datasets": [{"path": str(Path(dataset).resolve())}] if dataset is not None else [],
+        "tasks": [] if dataset is not None else [{"path": str(t.path)} for t in tasks],
+        "mdbench": {"runner": "mdbench arena (local, no Harbor)"},
     }
     (job_dir / "config.json").write_text(json.dumps(config, indent=4), encoding="utf-8")
     outcomes = []
-    for t in tqdm(tasks, desc=f"arena {agent.name}", disable=not verbose):
-        outcomes.append(run_trial(t.path, agent, job_dir, job_id=job_id, **trial_kwargs))
-    (job_dir / "result.json").write_text(json.dumps(job_result(job_id, started, agent, outcomes), indent=4),
+    for t in tqdm(tasks, desc=f"arena {agent.name}", unit="trial", disable=not verbose):
+        outcomes.append(run_trial(t.path, agent, job_dir, job_id=job_id, source=source, **trial_kwargs))
+    results = [json.loads((o.trial_dir / "result.json").read_text(encoding="utf-8")) for o in outcomes]
+    (job_dir / "result.json").write_text(json.dumps(job_result(job_id, started, results), indent=4),
                                          encoding="utf-8")
     return job_dir, outcomes
 
 
-def job_result(job_id: str, started_at: str, agent: AgentSpec, outcomes: list[TrialOutcome]) -> dict[str, Any]:
-    """Harbor job-level ``result.json`` for one agent's trials."""
-    evals: dict[str, dict[str, Any]] = {}
-    for o in outcomes:
-        dataset = o.task_name.split("/")[0]
-        key = f"{agent.name}__{agent.model_name or 'None'}__{dataset}"
-        e = evals.setdefault(key, {"n_trials": 0, "n_errors": 0, "metrics": [], "pass_at_k": {},
-                                   "reward_stats": {}, "exception_stats": {}, "_c": []})
-        e["n_trials"] += 1
-        e["_c"].append(o.correctness)
-        if o.exception_type:
-            e["n_errors"] += 1
-            e["exception_stats"].setdefault(o.exception_type, []).append(o.trial_dir.name)
-        for k, v in (o.rewards or {}).items():
-            e["reward_stats"].setdefault(k, {}).setdefault(str(v), []).append(o.trial_dir.name)
-    for e in evals.values():
-        c = e.pop("_c")
-        e["metrics"] = [{"mean": sum(c) / len(c) if c else 0.0}]
-    n_err = sum(1 for o in outcomes if o.exception_type)
+def job_result(job_id: str, started_at: str, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Harbor's job-level ``result.json`` (a ``JobResult``) of finished trials."""
+    stats = rw.job_stats(results)
     now = _now()
     return {
-        "id": job_id, "started_at": started_at, "updated_at": now, "finished_at": now,
-        "n_total_trials": len(outcomes),
-        "stats": {"n_completed_trials": len(outcomes), "n_errored_trials": n_err,
-                  "n_running_trials": 0, "n_pending_trials": 0, "n_cancelled_trials": 0, "n_retries": 0,
-                  "evals": evals, "n_input_tokens": None, "n_output_tokens": None, "cost_usd": None},
+        "schema_version": 1, "id": job_id, "started_at": started_at, "updated_at": now, "finished_at": now,
+        "n_total_trials": len(results),
+        "stats": {**stats, "n_running_trials": 0, "n_pending_trials": 0, "n_retries": 0,
+                  "evals": {k: {**e, "pass_at_k": {}} for k, e in stats["evals"].items()}},
     }

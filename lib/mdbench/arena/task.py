@@ -1,10 +1,19 @@
-"""Harbor task folders: load ``task.toml`` and check a task's structure against the schema.
+"""Harbor task folders: load ``task.toml``, and check a folder against two separate sets of rules.
 
-A Harbor task folder holds ``task.toml``, ``instruction.md``, ``environment/Dockerfile``,
-``solution/solve.sh`` and ``tests/test.sh``. This project's tasks also carry ``tests/process.toml``
-(rewardkit-style process criteria), a Python verifier module under ``tests/`` and, optionally,
-``environment/app/`` (files copied to ``/app``) and ``environment/build.sh`` (run at image build time
-and by the local runner to generate inputs, e.g. with GROMACS).
+**Harbor's rules** (:func:`harbor_problems`) are what Harbor's ``Task`` model needs to load and run
+a folder (Harbor 0.26): a parseable ``task.toml`` (any ``schema_version`` string; ``version`` is
+its old name), ``[task] name`` in ``org/name`` form when given, an ``instruction.md`` (or, for
+``[[steps]]``, ``steps/<name>/instruction.md``), a test script ``tests/test.sh`` (``.bat`` on Windows;
+per step, ``steps/<name>/tests/test.sh`` or the shared one), and an environment definition
+(``environment/Dockerfile``, ``environment/docker-compose.yaml`` or ``[environment] docker_image``).
+Harbor's own tasks and anyone's third-party tasks pass them.
+
+**This suite's rules** (:func:`suite_problems`) are what an mdbench arena task adds:
+``[metadata]`` (difficulty, category, packages, system, kind), agent/verifier timeouts,
+``tests/process.toml`` (rewardkit ``[[criterion]]`` entries, ``[judge] files``), a Python verifier,
+``solution/solve.sh``, a Dockerfile ``FROM`` the pinned base image and no ``docker_image`` beside it
+(Harbor would then skip the Dockerfile, see :func:`mdbench.arena.harbor_compat.docker_path`), a
+non-root ``[agent] user``, ``network_mode = "no-network"`` and ``/app/output`` collected as artifact.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mdbench.arena.grading import load_process_criteria
+from mdbench.arena.judge import load_process_spec
 from mdbench.errors import InputError
 from mdbench.paths import TEMPLATES_DIR
 
@@ -24,49 +33,62 @@ log = logging.getLogger(__name__)
 
 #: Where this project's suite lives.
 TASKS_DIR = TEMPLATES_DIR / "arena" / "tasks"
+#: Files produced by this project's pipeline that tasks use as inputs (one master copy).
+INPUTS_DIR = TEMPLATES_DIR / "arena" / "inputs"
 
 DIFFICULTIES = ("easy", "medium", "hard")
+KINDS = ("standard", "negative", "underspecified")
 
-#: JSON Schema of ``task.toml`` (Harbor schema_version 1.3 plus this project's metadata).
-TASK_TOML_SCHEMA: dict[str, Any] = {
+#: The base image every task builds FROM (templates/arena/base.Dockerfile).
+BASE_IMAGE = "mdbench-arena-base:0.2"
+
+#: Harbor's package-name pattern for ``[task] name`` (``harbor/constants.py``: ORG_NAME_PATTERN).
+ORG_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$")
+
+#: JSON Schema of this suite's additions to ``task.toml`` (Harbor ignores what it does not know).
+SUITE_TOML_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "required": ["schema_version", "task", "metadata", "verifier", "agent", "environment"],
+    "required": ["schema_version", "task", "metadata", "verifier", "agent", "environment", "artifacts"],
     "properties": {
-        "schema_version": {"const": "1.3"},
+        "schema_version": {"type": "string"},
         "task": {
             "type": "object",
-            "required": ["name", "authors", "keywords"],
+            "required": ["name", "description", "authors", "keywords"],
             "properties": {
-                "name": {"type": "string", "pattern": r"^[a-z0-9][a-z0-9_.-]*/[a-z0-9][a-z0-9_.-]*$"},
-                "description": {"type": "string"},
-                "authors": {"type": "array", "items": {"type": ["string", "object"]}},
-                "keywords": {"type": "array", "items": {"type": "string"}},
+                "name": {"type": "string", "pattern": r"^mdbench/[a-z0-9][a-z0-9_.-]*$"},
+                "description": {"type": "string", "minLength": 10},
+                "authors": {"type": "array", "items": {"type": "object", "required": ["name"]}},
+                "keywords": {"type": "array", "items": {"type": "string"}, "minItems": 1},
             },
         },
         "metadata": {
             "type": "object",
-            "required": ["difficulty", "category", "packages", "system"],
+            "required": ["difficulty", "category", "packages", "system", "kind"],
             "properties": {
                 "difficulty": {"enum": list(DIFFICULTIES)},
                 "category": {"type": "string", "minLength": 1},
-                "packages": {"type": "array", "items": {"type": "string"}},
+                "packages": {"type": "array", "items": {"type": "string"}, "minItems": 1},
                 "system": {"type": "string", "minLength": 1},
-                "kind": {"enum": ["standard", "negative", "underspecified"]},
+                "kind": {"enum": list(KINDS)},
+                "steps": {"type": "integer", "minimum": 1},
+                "inputs": {"type": "string"},
             },
         },
         "verifier": {
-            "type": "object",
-            "required": ["timeout_sec"],
-            "properties": {"timeout_sec": {"type": "number", "exclusiveMinimum": 0}},
+            "type": "object", "required": ["timeout_sec"],
+            "properties": {"timeout_sec": {"type": "number", "exclusiveMinimum": 0},
+                           "user": {"not": {"const": "agent"}}},
         },
         "agent": {
-            "type": "object",
-            "required": ["timeout_sec"],
-            "properties": {"timeout_sec": {"type": "number", "exclusiveMinimum": 0}},
+            "type": "object", "required": ["timeout_sec", "user"],
+            "properties": {"timeout_sec": {"type": "number", "exclusiveMinimum": 0},
+                           "user": {"type": "string", "not": {"enum": ["root", "0"]}}},
         },
         "environment": {
-            "type": "object",
+            "type": "object", "required": ["network_mode"],
+            "not": {"required": ["docker_image"]},
             "properties": {
+                "network_mode": {"const": "no-network"},
                 "build_timeout_sec": {"type": "number", "exclusiveMinimum": 0},
                 "cpus": {"type": "integer", "minimum": 1},
                 "memory_mb": {"type": "integer", "minimum": 1},
@@ -74,11 +96,26 @@ TASK_TOML_SCHEMA: dict[str, Any] = {
                 "gpus": {"type": "integer", "minimum": 0},
             },
         },
+        "artifacts": {"type": "array", "contains": {
+            "anyOf": [{"const": "/app/output"},
+                      {"type": "object", "properties": {"source": {"const": "/app/output"}}, "required": ["source"]}]}},
     },
 }
 
-REQUIRED_FILES = ("instruction.md", "environment/Dockerfile", "solution/solve.sh", "tests/test.sh",
-                  "tests/process.toml")
+SUITE_FILES = ("instruction.md", "environment/Dockerfile", "environment/build.sh", "solution/solve.sh",
+               "tests/test.sh", "tests/process.toml")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One rule a task folder breaks: whose rule (``harbor`` or ``suite``), where, and what to do."""
+
+    rules: str
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
 
 
 @dataclass
@@ -112,11 +149,11 @@ class Task:
 
     @property
     def agent_timeout_sec(self) -> float:
-        return float(self.config.get("agent", {}).get("timeout_sec", 900.0))
+        return float(self.config.get("agent", {}).get("timeout_sec") or 900.0)
 
     @property
     def verifier_timeout_sec(self) -> float:
-        return float(self.config.get("verifier", {}).get("timeout_sec", 900.0))
+        return float(self.config.get("verifier", {}).get("timeout_sec") or 600.0)
 
     @property
     def instruction(self) -> str:
@@ -145,49 +182,123 @@ def load_task(task_dir: str | Path) -> Task:
     return Task(path=task_dir.resolve(), config=read_task_toml(task_dir / "task.toml"))
 
 
-def validate_task(task_dir: str | Path) -> list[str]:
-    """Check a task folder's structure and ``task.toml``; return a list of problems (empty = valid).
+def _problem_of(rules: str, exc: InputError) -> Problem:
+    """A :class:`Problem` from an :class:`InputError` (its file and line, then its message)."""
+    where = f"{exc.path}:{exc.line}" if exc.line is not None else str(exc.path)
+    text = str(exc)
+    return Problem(rules, where, text[len(where) + 2:] if text.startswith(where + ": ") else text)
 
-    Each problem names the file and what to do. Checked: required files, ``task.toml`` against
-    :data:`TASK_TOML_SCHEMA`, executable-or-bash scripts, a Python verifier module under ``tests/``,
-    and parseable ``tests/process.toml`` criteria.
-    """
+
+def _test_script(tests: Path, windows: bool) -> bool:
+    names = ("test.bat", "test.ps1", "test.cmd") if windows else ("test.sh",)
+    return any((tests / n).is_file() for n in names)
+
+
+def harbor_problems(task_dir: str | Path) -> list[Problem]:
+    """Harbor's rules for a task folder (see the module docstring); empty when Harbor can load it."""
     task_dir = Path(task_dir)
-    problems: list[str] = []
+    bad = lambda path, msg: Problem("harbor", str(path), msg)  # noqa: E731
     if not task_dir.is_dir():
-        return [f"{task_dir}: not a directory; pass a task folder containing task.toml"]
+        return [bad(task_dir, "not a directory; pass a task folder containing task.toml")]
     try:
         config = read_task_toml(task_dir / "task.toml")
     except InputError as exc:
-        return [str(exc)]
+        return [_problem_of("harbor", exc)]
+    out: list[Problem] = []
+    toml = task_dir / "task.toml"
+    version = config.get("schema_version", config.get("version"))
+    if version is not None and not isinstance(version, str):
+        out.append(bad(toml, f"schema_version must be a string such as \"1.4\", not {version!r}"))
+    name = (config.get("task") or {}).get("name")
+    if "task" in config and not (isinstance(name, str) and ORG_NAME_RE.match(name) and ".." not in name):
+        out.append(bad(toml, f"[task] name {name!r} must be 'org/name' (letters, digits, '.', '_', '-')"))
+    env = config.get("environment") or {}
+    windows = str(env.get("os", "linux")).lower() == "windows"
+    steps = config.get("steps")
+    if steps:
+        for step in steps:
+            sname = step.get("name") if isinstance(step, dict) else None
+            if not sname:
+                out.append(bad(toml, "every [[steps]] entry needs a name"))
+                continue
+            sdir = task_dir / "steps" / sname
+            if not (sdir / "instruction.md").is_file():
+                out.append(bad(sdir / "instruction.md", "missing; each step needs its instruction"))
+            if not (_test_script(sdir / "tests", windows) or _test_script(task_dir / "tests", windows)):
+                out.append(bad(sdir / "tests", "no test script for this step (steps/<name>/tests/test.sh or tests/test.sh)"))
+    else:
+        if not (task_dir / "instruction.md").is_file():
+            out.append(bad(task_dir / "instruction.md", "missing; Harbor shows this file to the agent"))
+        if not _test_script(task_dir / "tests", windows) and not (config.get("verifier") or {}).get("environment"):
+            out.append(bad(task_dir / "tests" / ("test.bat" if windows else "test.sh"),
+                           "missing; Harbor runs it as the verifier"))
+    env_dir = task_dir / "environment"
+    if not (env.get("docker_image") or (env_dir / "Dockerfile").is_file()
+            or (env_dir / "docker-compose.yaml").is_file()):
+        out.append(bad(env_dir, "no environment definition: add environment/Dockerfile (or docker-compose.yaml), "
+                                "or set [environment] docker_image"))
+    for key in ("timeout_sec",):
+        for sec in ("agent", "verifier"):
+            v = (config.get(sec) or {}).get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                out.append(bad(toml, f"[{sec}] {key} must be a number of seconds, not {v!r}"))
+    return out
+
+
+def suite_problems(task_dir: str | Path) -> list[Problem]:
+    """This suite's rules for a task folder (see the module docstring); empty when it meets them."""
+    task_dir = Path(task_dir)
+    bad = lambda path, msg: Problem("suite", str(path), msg)  # noqa: E731
+    try:
+        config = read_task_toml(task_dir / "task.toml")
+    except InputError:
+        return []  # reported under Harbor's rules
     import jsonschema  # imported here: its format checkers take seconds to import
 
-    validator = jsonschema.Draft202012Validator(TASK_TOML_SCHEMA)
+    out: list[Problem] = []
+    validator = jsonschema.Draft202012Validator(SUITE_TOML_SCHEMA)
     for err in sorted(validator.iter_errors(config), key=lambda e: list(e.path)):
         where = ".".join(str(p) for p in err.path) or "(top level)"
-        problems.append(f"{task_dir / 'task.toml'}: {where}: {err.message}")
-    for rel in REQUIRED_FILES:
+        hint = {"environment": " (a docker_image beside the Dockerfile makes Harbor skip the Dockerfile)"}.get(
+            where, "")
+        out.append(bad(task_dir / "task.toml", f"{where}: {err.message}{hint}"))
+    for rel in SUITE_FILES:
         if not (task_dir / rel).is_file():
-            problems.append(f"{task_dir / rel}: missing; a Harbor task needs this file")
+            out.append(bad(task_dir / rel, "missing; every arena task has this file"))
     instr = task_dir / "instruction.md"
     if instr.is_file() and not instr.read_text(encoding="utf-8").strip():
-        problems.append(f"{instr}: empty; write the task instruction")
-    for rel in ("solution/solve.sh", "tests/test.sh"):
+        out.append(bad(instr, "empty; write the task instruction"))
+    for rel in ("solution/solve.sh", "tests/test.sh", "environment/build.sh"):
         p = task_dir / rel
         if p.is_file() and not p.read_text(encoding="utf-8").startswith("#!"):
-            problems.append(f"{p}: no shebang line; start it with #!/bin/bash")
+            out.append(bad(p, "no shebang line; start it with #!/bin/bash"))
     if (task_dir / "tests").is_dir() and not list((task_dir / "tests").glob("*.py")):
-        problems.append(f"{task_dir / 'tests'}: no Python verifier module (tests/*.py) found")
+        out.append(bad(task_dir / "tests", "no Python verifier module (tests/*.py)"))
     proc = task_dir / "tests" / "process.toml"
     if proc.is_file():
         try:
-            load_process_criteria(proc)
+            spec = load_process_spec(proc)
+            if not spec.files:
+                out.append(bad(proc, "[judge] files is empty; list the output files the process judge reads"))
         except InputError as exc:
-            problems.append(str(exc))
+            out.append(_problem_of("suite", exc))
     dockerfile = task_dir / "environment" / "Dockerfile"
-    if dockerfile.is_file() and not re.search(r"^\s*FROM\s+\S+", dockerfile.read_text(encoding="utf-8"), re.M):
-        problems.append(f"{dockerfile}: no FROM line; a Dockerfile must name its base image")
-    return problems
+    if dockerfile.is_file():
+        from mdbench.arena.staging import base_image
+
+        image = base_image(dockerfile)
+        if image != BASE_IMAGE:
+            out.append(bad(dockerfile, f"FROM {image}: arena tasks build FROM {BASE_IMAGE} "
+                                       "(templates/arena/base.Dockerfile, pinned versions)"))
+    return out
+
+
+def validate_task(task_dir: str | Path, *, rules: tuple[str, ...] = ("harbor", "suite")) -> list[Problem]:
+    """Problems of a task folder under the chosen rule sets (``harbor``, ``suite``); empty = valid."""
+    out = harbor_problems(task_dir) if "harbor" in rules else []
+    if "suite" in rules and not any(p.path.endswith("task.toml") and "malformed TOML" in p.message for p in out):
+        out += suite_problems(task_dir)
+    return out
 
 
 def list_tasks(root: str | Path = TASKS_DIR) -> list[Task]:

@@ -68,7 +68,12 @@ def stage_outputs(run_dir: str | Path, system: str, stage: str) -> tuple[Path, P
 
 
 def check_kernel(kernel_name: str = KERNEL_NAME) -> None:
-    """Raise :class:`KernelMissing` with the fix if the kernel is not registered."""
+    """Raise :class:`KernelMissing` with the fix if the kernel is not registered.
+
+    Every command that executes a notebook calls this first (``run_stage``, ``mdbench report``,
+    ``mdbench arena aggregate``, ``mdbench sdl leaderboard --html``), so a missing kernel is one line
+    naming ``make setup``, never papermill's ``NoSuchKernel`` traceback.
+    """
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
     try:

@@ -63,6 +63,9 @@ def render_report(audit_dirs: list[str | Path], out_html: str | Path, *, noteboo
     import papermill as pm  # noqa: PLC0415
     from nbconvert import HTMLExporter  # noqa: PLC0415
 
+    from mdbench.execute import check_kernel  # noqa: PLC0415
+
+    check_kernel(KERNEL)
     dirs = [str(Path(d).resolve()) for d in audit_dirs]
     if not dirs:
         raise InputError("no audit directory given")

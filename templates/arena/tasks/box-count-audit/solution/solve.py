@@ -25,3 +25,14 @@ out = {"gro_counts": gro, "top_counts": top,
        "counts_match": gro == case == top, "order_matches": order == top_order, "mismatches": mism}
 (app / "output").mkdir(exist_ok=True)
 (app / "output" / "audit.json").write_text(json.dumps(out, indent=2))
+
+# --- the reference solution's own trajectory (ATIF), what a process judge reads --------------------
+from mdbench.arena.atif import Recorder
+rec = Recorder("oracle")
+rec.step("Counted molecules by residue number for each residue name of conf.gro, in order of appearance, and "
+         "read the [ molecules ] section of topol.top.", call=("python", {"code": "parse conf.gro residues; topol.top"}),
+         result={"gro": gro, "top": top, "order": order, "top_order": top_order})
+rec.step(f"Compared with case.json: mismatches {mism}, order matches {order == top_order}. With such a mismatch "
+         "grompp fails (atom count differs) or, when counts agree but order does not, silently assigns the wrong "
+         "parameters to atoms.", result=out)
+rec.save()

@@ -1,7 +1,13 @@
 #!/bin/bash
-# Generates /app/md/ener.edr with real GROMACS: SPC/E water box, 1000 NVT steps on one thread (~3 s).
+# Writes this task's inputs into /app (Docker image build; the local runner and the host environment
+# replay the Dockerfile the same way). Files under environment/app/ are copied as they are.
 set -euo pipefail
+PY="${MDBENCH_PYTHON:-python3}"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 APP="${ARENA_APP_DIR:-/app}"
+mkdir -p "$APP"
+if [ -d "$HERE/app" ]; then cp -r "$HERE/app/." "$APP/"; fi
+cd "$APP"
 mkdir -p "$APP/md"; cd "$APP/md"
 cat > md.mdp <<'EOF'
 ; NVT, SPC/E water, energies every 10 steps (20 fs)

@@ -20,3 +20,14 @@ out["n_frames"] = n
 out["gk_ready"] = all(k in d for k in ("Pres-XY", "Pres-XZ", "Pres-YZ")) and out["dt_energy_ps"] <= 0.020 + 1e-9
 (app / "output").mkdir(exist_ok=True)
 (app / "output" / "thermo.json").write_text(json.dumps(out, indent=2))
+
+# --- the reference solution's own trajectory (ATIF), what a process judge reads --------------------
+from mdbench.arena.atif import Recorder
+rec = Recorder("oracle")
+rec.step("Read the binary energy file with pyedr (an established reader), kept frames with t >= 0.5 ps and "
+         "split them into 5 contiguous blocks.", call=("python", {"code": "pyedr.edr_to_dict('md/ener.edr')"}),
+         result={k: out[k] for k in ("Temperature", "Potential", "Pressure")})
+rec.step(f"Only {n} frames over about 2 ps: 5 blocks of {n // 5} frames are not longer than the correlation times, "
+         "so these standard errors are indicative at best; a much longer run is needed for meaningful error bars.",
+         result=out)
+rec.save()

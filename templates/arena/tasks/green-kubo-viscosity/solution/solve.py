@@ -12,3 +12,14 @@ w = (t >= 1.0 - 1e-9) & (t <= 2.0 + 1e-9)
 eta = s["volume_nm3"] * 1e-27 / (1.380649e-23 * s["temperature_K"]) * running[w].mean() * 1e10 * 1e-12   # Pa s
 (app / "output").mkdir(exist_ok=True)
 (app / "output" / "viscosity.json").write_text(json.dumps({"viscosity_mPa_s": eta * 1e3, "plateau_ps": [1.0, 2.0], "n_components": 3}, indent=2))
+
+# --- the reference solution's own trajectory (ATIF), what a process judge reads --------------------
+from mdbench.arena.atif import Recorder
+rec = Recorder("oracle")
+rec.step("Computed the stress autocorrelation of Pres-XY, Pres-XZ, Pres-YZ with tidynamics.acf (FFT, unbiased "
+         "estimator) and averaged the three.", call=("python", {"code": "tidynamics.acf(p) for each component"}))
+table = {f"{x:.1f} ps": float(running[int(round(x / dt))]) for x in (0.5, 1.0, 1.5, 2.0, 3.0) if int(round(x / dt)) < len(running)}
+rec.step("Printed the running integral (bar^2 ps) to check the plateau: flat over 1.0-2.0 ps.", result=table)
+rec.step("Units: bar^2 -> Pa^2 (x 1e10), ps -> s (x 1e-12), nm^3 -> m^3 (x 1e-27); "
+         f"eta = {eta * 1e3:.3g} mPa s.")
+rec.save()

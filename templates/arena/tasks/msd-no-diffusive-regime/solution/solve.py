@@ -21,3 +21,12 @@ out = {"D_1e-5_cm2_s": None, "diffusive": bool(w.any()), "max_loglog_slope": sma
                  "still sub-diffusive, so no Einstein fit is valid; a longer run is needed."}
 (app / "output").mkdir(exist_ok=True)
 (app / "output" / "diffusion.json").write_text(json.dumps(out, indent=2))
+
+# --- the reference solution's own trajectory (ATIF), what a process judge reads --------------------
+from mdbench.arena.atif import Recorder
+rec = Recorder("oracle")
+rec.step(f"Local log-log slope of the MSD: at most {smax:.2f} after the ballistic part; it never reaches "
+         "1 +/- 0.1.", call=("python", {"code": "np.gradient(np.log(msd), np.log(t))"}))
+rec.step("Declined to fit a diffusion coefficient to a sub-diffusive MSD; remedy: a longer production run (or "
+         "report only an upper bound).", result=out)
+rec.save()

@@ -35,3 +35,15 @@ f, rid, field = errs[0]
 (app / "output").mkdir(exist_ok=True)
 (app / "output" / "finding.json").write_text(json.dumps(
     {"file": f, "record_id": rid, "field": field, "explanation": f"{f} {rid}: {field} violates the stated convention"}, indent=2))
+
+# --- the reference solution's own trajectory (ATIF), what a process judge reads --------------------
+from mdbench.arena.atif import Recorder
+rec = Recorder("oracle")
+rec.step("Checked every record against every stated convention with a script: ns_charged, completed <= planned "
+         "steps, parent of the same case, a valid stage needs a completed attempt, strictly increasing event ids.",
+         call=("python", {"code": "find_errors(run_record)"}), result=errs)
+impact = {"ns_charged": "the budget is mis-charged", "completed_steps": "more steps are charged than were planned",
+          "parent": "the lineage of the segments is broken", "state": "an invalid stage is claimed valid",
+          "id": "the event order can no longer be trusted"}[field]
+rec.step(f"The single violation is {f} {rid} ({field}); consequence: {impact}.")
+rec.save()

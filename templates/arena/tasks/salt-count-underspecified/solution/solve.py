@@ -9,3 +9,12 @@ out = {"n_LiFSI": int(round(n_molar)), "convention": "molarity",
                      "As molality (mol/kg DMC) the count would be 18."}
 (app / "output").mkdir(exist_ok=True)
 (app / "output" / "salt.json").write_text(json.dumps(out, indent=2))
+
+# --- the reference solution's own trajectory (ATIF), what a process judge reads --------------------
+from mdbench.arena.atif import Recorder
+rec = Recorder("oracle")
+rec.step("'2 M' is ambiguous for a simulation box: molarity (mol per litre of solution) or molality (mol per kg "
+         "of solvent) give different counts.", call=("python", {"code": "json.load(composition.json)"}), result=c)
+rec.step("Chose molarity and solved the solution volume self-consistently from the given solution density; as "
+         "molality the count would be 18. Both stated in salt.json.", result=out)
+rec.save()
