@@ -294,3 +294,29 @@ def test_minimal_root_hides_everything_but_the_system_and_what_is_exposed(world)
             assert any(p.parts[1:1 + len(parts)] == parts or parts[:len(p.parts) - 1] == p.parts[1:]
                        for p in exposed), "/" + "/".join(parts)
     assert "_report" not in res.method
+
+
+@needs_root
+@needs_namespaces
+def test_a_workdir_kept_by_its_owner_cannot_be_rearranged(world):
+    """chown_workdir=False: frozen inputs at the workdir's top level cannot be renamed away by the agent."""
+    ws = world["ws"]
+    (ws / "runs").mkdir()
+    (ws / "runs" / "input.txt").write_text("frozen\n")
+    os.chmod(ws, 0o755)
+    out = ws / "out"
+    out.mkdir()
+    code = """
+        import os
+        for op in (lambda: os.rename("runs", "runs.old"), lambda: open("new.txt", "w")):
+            try:
+                op(); print("done")
+            except OSError:
+                print("refused")
+        open("out/result.txt", "w").write("ok")
+    """
+    res, stdout, _ = _python(world["tmp"], code, _conf(ws, writable=(out,), chown_workdir=False))
+    assert res.exit_code == 0
+    assert stdout.split() == ["refused", "refused"]
+    assert (ws / "runs" / "input.txt").read_text() == "frozen\n" and (out / "result.txt").read_text() == "ok"
+    assert os.stat(ws).st_uid == 0

@@ -93,6 +93,9 @@ class Confinement:
     timeout_s: float | None = None
     grace_s: float = 10.0
     tag: str = "sandbox"
+    #: Give the sandbox user ownership of ``workdir`` (False where the working folder itself holds frozen
+    #: inputs at its top level, e.g. a Harbor task's ``/app``: an owner could rename them away).
+    chown_workdir: bool = True
 
 
 @dataclass
@@ -420,7 +423,7 @@ def spawn_confined(argv: Sequence[str], conf: Confinement, *, stdin: Any = None,
     if not isolate:
         method["why_not"] = caps.get("namespace_error", "namespaces unavailable")
     if uid_gid:
-        for p in (conf.workdir, *conf.writable):
+        for p in ((conf.workdir,) if conf.chown_workdir else ()) + tuple(conf.writable):
             os.chown(p, *uid_gid)
     cgroups = _Cgroups(conf.tag, conf.cpus) if (root and caps.get("cgroup")) else None
     method["cgroup"] = bool(cgroups and cgroups.dirs)
