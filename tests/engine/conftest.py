@@ -54,22 +54,35 @@ def relaxed_protocols(tmp_path) -> Path:
     return dest
 
 
-@pytest.fixture(scope="module")
-def micro_de_equilibrated(tmp_path_factory) -> Path:
-    """The micro DE case built, minimised and equilibrated through the study templates (papermill).
+@pytest.fixture(scope="session")
+def micro_de_snapshots(tmp_path_factory) -> dict[str, Path]:
+    """The micro DE case after its setup and after its equilibration, run by the jobs ``mdbench study run``
+    makes (papermill templates, same parameters), so the CLI resumes a copy without rerunning them.
 
-    Tests copy this run directory before running production in it.
+    ``{"setup": run dir, "equilibration": run dir}``; tests copy them, never modify them.
     """
     if GMX is None:
         pytest.skip("GROMACS (gmx) not on PATH")
     os.environ.setdefault("MDBENCH_LOCK_DIR", str(tmp_path_factory.getbasetemp() / "thread-locks"))
-    from mdbench.build import build_system
-    from mdbench.execute import run_stage
+    from mdbench.engine.commands import build_jobs
+    from mdbench.execute import run_jobs
 
-    run = tmp_path_factory.mktemp("micro") / "run"
-    result = build_system("DE", "micro", run / "cases" / "DE" / "setup", seed=2026)
-    assert result.passed, [a for a in result.audits if not a.passed]
-    for stage in ("study/20_minimize", "study/30_equilibrate"):
-        res = run_stage(run, "DE", stage, {"preset": "micro", "engine": "cli", "threads": 1})
-        assert res.status == "finished", f"{stage}: {res.error} (notebook {res.notebook_path})"
-    return run
+    base = tmp_path_factory.mktemp("micro")
+    run = base / "run"
+    jobs = build_jobs(run, ["DE"], "micro", "cli", 1, 2026)
+    snapshots = {}
+    for name, part in (("setup", jobs[:1]), ("equilibration", jobs[1:3])):
+        for res in run_jobs(part, workers=1, verbose=False):
+            assert res.status == "finished", f"{res.stage}: {res.error} (notebook {res.notebook_path})"
+        snapshots[name] = base / name
+        shutil.copytree(run, snapshots[name], symlinks=True)
+    return snapshots
+
+
+@pytest.fixture(scope="session")
+def micro_de_equilibrated(micro_de_snapshots) -> Path:
+    """The micro DE case built, minimised and equilibrated through the study templates (papermill).
+
+    Tests copy this run directory before running production in it.
+    """
+    return micro_de_snapshots["equilibration"]

@@ -32,6 +32,18 @@ def make_water_case(run_dir: Path, case: str = "W", edge_nm: float = 2.2) -> Pat
     return setup
 
 
+def water_tpr(run: Path, runner, length_ps: float = 6.0, xtc_interval_ps: float = 0.5) -> Path:
+    """``cases/W/seg/md.tpr``: NVT water (the case made by :func:`make_water_case`) for ``length_ps``."""
+    from mdbench.engine.protocols import Timing, load_protocol, write_mdp
+
+    wd = run / "cases/W/seg"
+    wd.mkdir(parents=True)
+    write_mdp(load_protocol("nvt"), wd / "md.mdp", {"rcoulomb": 0.8, "rvdw": 0.8},
+              timing=Timing(length_ps=length_ps, energy_interval_ps=0.1, xtc_interval_ps=xtc_interval_ps), seed=1)
+    runner.grompp(wd / "md.mdp", run / "cases/W/setup/system.gro", run / "cases/W/setup/topol.top", wd / "md.tpr")
+    return wd / "md.tpr"
+
+
 def hold_one_thread(lock_dir: str, cap: int, log_path: str) -> None:
     """Hold one slot of a cap for 0.4 s, logging start/end times (a spawned worker of the cap test)."""
     from mdbench.engine.threads import ThreadSlots
