@@ -88,3 +88,5 @@ def analyze_files(tpr: Path, xtc: Path, edr: Path, out_dir: Path, guard_ps: floa
     doc = run(tpr, xtc, edr, out_dir, guard_ps=guard_ps, case=case, figures=not no_figures,
               settings=_settings(structure_max_frames), verbose=not no_progress, workers=workers)
     click.echo(f"{out_dir / 'results.json'} ({_summary(doc)})")
+    if doc.get("trajectory", {}).get("truncated"):  # issue 25: say that only the complete frames were used
+        click.echo(f"warning: {doc['trajectory']['summary']}", err=True)

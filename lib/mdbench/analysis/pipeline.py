@@ -376,6 +376,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     from mdbench.analysis.thermo import thermo_analysis, thermo_observable
     from mdbench.analysis.units import AMU_PER_NM3_TO_KG_PER_M3
     from mdbench.analysis.viscosity import green_kubo_viscosity
+    from mdbench.trajcheck import complete_frames  # issue 25
 
     settings = dataclasses.replace(settings or AnalysisSettings())
     if guard_ps is not None:
@@ -390,12 +391,13 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
         if not Path(p).is_file():
             raise InputError("file not found; pass the production tpr, xtc and edr", str(p))
 
+    frames = complete_frames(xtc)  # issue 25: a trajectory cut mid-frame is read to its last complete frame
     # 2a. the energy file is read (and the automatic guard detected) in a forked process while this one
     #     parses the topology and makes the trajectory pass (their cost overlaps); workers=1: all here
     energy = _ForkedCall.start(_energy_stage, edr, settings.guard_ps) if workers != 1 else None
     # 3. one pass over the trajectory
     try:
-        rd = reduce_files(tpr, xtc, rdf_rmax_nm=settings.rdf_rmax_nm, rdf_bin_nm=settings.rdf_bin_nm,
+        rd = reduce_files(tpr, frames.path, rdf_rmax_nm=settings.rdf_rmax_nm, rdf_bin_nm=settings.rdf_bin_nm,
                           r_store_nm=settings.r_store_nm, structure_max_frames=settings.structure_max_frames,
                           verbose=verbose, workers=workers)
     except BaseException:
@@ -633,6 +635,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
         "onsager": onsager.to_dict() if onsager is not None else None,
         "figures": {},
     }
+    doc["trajectory"] = frames.integrity.to_dict()  # issue 25: complete frames used, truncation stated
     if figures:
         doc["figures"] = write_figures(out, rdfs=rdfs, cutoffs=cutoffs, diffusion=diff_results, viscosity=visc,
                                        association=assoc_details, observables=observables)
