@@ -18,8 +18,8 @@ from typing import Any
 
 from mdbench.engine import gates as G
 from mdbench.engine.hardware import record_hardware_audit
-from mdbench.engine.recovery import set_aside_unfinished_minimization
 from mdbench.engine.protocols import Protocol, Timing, load_gates, load_protocol, write_mdp
+from mdbench.engine.recovery import set_aside_unfinished_minimization
 from mdbench.engine.runner import EngineError, Runner, get_runner
 from mdbench.engine.segments import checkpoint_step, log_last_step, recovery_note, run_segment, segment_history
 from mdbench.errors import InputError, MdbenchError
