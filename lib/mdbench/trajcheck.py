@@ -147,14 +147,15 @@ def scan_xtc(path: str | Path) -> XtcIntegrity:
     with open(path, "rb") as fh:
         head = fh.read(_HEADER_BYTES)
         if len(head) < _LEAD.size:
-            raise TrajectoryError(f"not an xtc trajectory: {size} byte(s), shorter than one frame header; give "
-                                  "the .xtc mdrun wrote", str(path))
+            raise TrajectoryError(f"cannot read this as an xtc trajectory: {size} byte(s), shorter than one frame "
+                                  "header; give the .xtc mdrun wrote", str(path))
         magic, natoms, step, time_ps = _LEAD.unpack_from(head)
         if magic == XTC_LARGE_MAGIC:
             return XtcIntegrity(str(path), size, None, size, natoms, None, None, None, checked=False)
         if magic != XTC_MAGIC or natoms <= 0:
-            raise TrajectoryError(f"not an xtc trajectory: the file does not begin with an xtc frame header "
-                                  f"(magic {magic}, expected {XTC_MAGIC}); give the .xtc mdrun wrote", str(path))
+            raise TrajectoryError(f"cannot read this as an xtc trajectory: the file does not begin with an xtc "
+                                  f"frame header (magic {magic}, expected {XTC_MAGIC}); give the .xtc mdrun wrote",
+                                  str(path))
         offset, n_frames = 0, 0
         first_t = last_t = None
         last_step = None
