@@ -18,7 +18,9 @@ from mdbench.paths import PARAMS_DIR
 
 sys.path.insert(0, str(Path(__file__).parent))  # engine_helpers, for tests and spawned workers
 
+from _testseed import seed_for  # noqa: E402
 from engine_helpers import GMX, make_water_case  # noqa: E402
+from kill_helpers import STUDY_SEED  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -69,7 +71,7 @@ def micro_de_snapshots(tmp_path_factory) -> dict[str, Path]:
 
     base = tmp_path_factory.mktemp("micro")
     run = base / "run"
-    jobs = build_jobs(run, ["DE"], "micro", "cli", 1, 2026)
+    jobs = build_jobs(run, ["DE"], "micro", "cli", 1, STUDY_SEED)
     snapshots = {}
     for name, part in (("setup", jobs[:1]), ("equilibration", jobs[1:3])):
         for res in run_jobs(part, workers=1, verbose=False):

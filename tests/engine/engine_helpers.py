@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from _testseed import seed_for
+
 GMX = shutil.which("gmx")
 needs_gmx = pytest.mark.skipif(GMX is None, reason="GROMACS (gmx) not on PATH")
 
@@ -39,7 +41,8 @@ def water_tpr(run: Path, runner, length_ps: float = 6.0, xtc_interval_ps: float 
     wd = run / "cases/W/seg"
     wd.mkdir(parents=True)
     write_mdp(load_protocol("nvt"), wd / "md.mdp", {"rcoulomb": 0.8, "rvdw": 0.8},
-              timing=Timing(length_ps=length_ps, energy_interval_ps=0.1, xtc_interval_ps=xtc_interval_ps), seed=1)
+              timing=Timing(length_ps=length_ps, energy_interval_ps=0.1, xtc_interval_ps=xtc_interval_ps),
+              seed=seed_for("engine/md"))
     runner.grompp(wd / "md.mdp", run / "cases/W/setup/system.gro", run / "cases/W/setup/topol.top", wd / "md.tpr")
     return wd / "md.tpr"
 

@@ -20,10 +20,14 @@ from typing import Callable
 
 import psutil  # ships with ipykernel, a dependency of the project
 
+from _testseed import seed_for
 from engine_helpers import GMX
 
+#: The study seed of the suite (packing and velocities), drawn like every test seed (``MDBENCH_TEST_SEED``).
+STUDY_SEED = seed_for("engine/micro-DE")
 #: The micro DE study as a user types it (one thread, the CLI engine).
-STUDY = ("study", "run", "--preset", "micro", "--systems", "DE", "--engine", "cli", "--threads", "1", "--quiet")
+STUDY = ("study", "run", "--preset", "micro", "--systems", "DE", "--engine", "cli", "--threads", "1", "--quiet",
+         "--seed", str(STUDY_SEED))
 
 
 def study_argv(run: Path, *extra: str) -> list[str]:

@@ -283,7 +283,7 @@ def test_setup_interrupted_after_its_build_is_set_aside(micro_de_snapshots, tmp_
     shutil.copytree(micro_de_snapshots["setup"] / "cases/DE/setup", run / "cases/DE/setup")
     assert set_aside_interrupted_setup(run, "DE") == {}  # made by hand: the record knows nothing, left alone
     rec = RunRecord(run)
-    rec.append_event("setup_started", {"case": "DE", "preset": "micro", "seed": 2026})
+    rec.append_event("setup_started", {"case": "DE", "preset": "micro", "seed": K.STUDY_SEED})
     event = set_aside_interrupted_setup(run, "DE")
     assert not (run / "cases/DE/setup").exists() and (run / "cases/DE/discarded/setup_01/setup/topol.top").is_file()
     assert event["payload"]["stage"] == "setup" and _errors(run) == []
