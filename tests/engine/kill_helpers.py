@@ -155,7 +155,7 @@ def _open_stage(run: Path, stage: str) -> bool:
     return state
 
 
-def _named(procs: list[psutil.Process], word: str, *args: str) -> psutil.Process | None:
+def named(procs: list[psutil.Process], word: str, *args: str) -> psutil.Process | None:
     for p in procs:
         try:
             cmd = p.cmdline()
@@ -180,7 +180,7 @@ def in_stage(stage: str, system: str = "DE") -> KillPoint:
 
     def reached(run: Path, procs: list[psutil.Process]) -> str | None:
         nb = run / "notebooks" / system / f"{name}.ipynb"
-        if _open_stage(run, stage) and nb.is_file() and _named(procs, "python", "-m", "ipykernel_launcher"):
+        if _open_stage(run, stage) and nb.is_file() and named(procs, "python", "-m", "ipykernel_launcher"):
             return f"{name} executing (kernel alive, notebook written)"
         return None
     return KillPoint(stage, reached)
@@ -202,7 +202,7 @@ def packmol_running() -> KillPoint:
 def mdrun_at(folder: str, deffnm: str, fraction: float, target_step: int, stage: str) -> KillPoint:
     """Inside an MD segment: its mdrun alive and its log past ``fraction`` of ``target_step``."""
     def reached(run: Path, procs: list[psutil.Process]) -> str | None:
-        if _named(procs, "gmx", "mdrun", deffnm) is None:
+        if named(procs, "gmx", "mdrun", deffnm) is None:
             return None
         step = log_step(run / "cases" / "DE" / folder / f"{deffnm}.log")
         if step is not None and step >= fraction * target_step:
@@ -215,7 +215,7 @@ def minimizing() -> KillPoint:
     """Inside the minimisation: ``mdrun -deffnm em`` alive (a micro minimisation lasts a second or two, so
     the process itself, not a log line, marks the point)."""
     def reached(run: Path, procs: list[psutil.Process]) -> str | None:
-        if _named(procs, "gmx", "mdrun", "em") is None:
+        if named(procs, "gmx", "mdrun", "em") is None:
             return None
         log = run / "cases" / "DE" / "em" / "em.log"
         started = log.is_file() and "Started Steepest Descents" in log.read_text(errors="replace")

@@ -9,8 +9,8 @@ command, and checks what every machine's trajectory must satisfy:
 * steps charged = steps mdrun completed (log and ``gmx check -e``), none twice, none lost; the resumed
   attempt starts from the checkpoint (``gmx dump -cp``) and is charged only its new steps.
 
-The default suite runs the issue's reproduction (SIGKILL in production), a kill in the setup and a SIGTERM
-in the minimisation; the ``slow`` variant kills every stage in turn with SIGKILL and with SIGTERM, audits
+The default suite runs the issue's reproduction (SIGKILL in production), a kill in the setup, a SIGTERM
+in the minimisation and SIGKILLs of ``mdbench audit`` and ``mdbench report`` (no torn saeo.json or HTML); the ``slow`` variant kills every stage in turn with SIGKILL and with SIGTERM, audits
 the full pipeline, compares the results with a clean run's, and prints the table.
 """
 
@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from mdbench.engine.commands import ANALYSIS_STAGES, COMPARE_STAGE
 from mdbench.engine.stages import load_preset
 from mdbench.record import RunRecord
 from mdbench.record.validate import validate_run
@@ -33,7 +36,9 @@ from mdbench.record.validate import validate_run
 import kill_helpers as K
 from engine_helpers import needs_gmx
 
-pytestmark = [needs_gmx, pytest.mark.gromacs]
+# The first test here also pays for its fixtures: a whole micro study (setup to comparison) with a kill and a
+# resume, about 4 min on an idle 2-core machine and past the suite's 900 s when the cores are shared.
+pytestmark = [needs_gmx, pytest.mark.gromacs, pytest.mark.timeout(2400)]
 
 PROTO = load_preset("micro")["protocol"]
 DT_PS = PROTO["dt_fs"] / 1000.0
@@ -256,6 +261,50 @@ def test_analyze_files_on_a_cut_and_on_a_garbage_trajectory(recovered_production
         assert noise not in res.stdout + res.stderr
 
 
+def _reanalysing(audit_dir: Path, case: str = "DE") -> K.KillPoint:
+    """Inside ``mdbench audit``: its canonical reanalysis of ``case`` started by this process (its input links
+    are made afresh by every audit, so an earlier audit's links do not count)."""
+    t0 = time.time()
+
+    def reached(_: Path, procs) -> str | None:
+        link = audit_dir / "reanalysis" / case / "inputs" / "prod.xtc"
+        if os.path.lexists(link) and os.lstat(link).st_mtime >= t0 - 1.0:
+            return f"reanalysis of {case} running"
+        return None
+    return K.KillPoint("audit", reached)
+
+
+def _whole_json(folder: Path) -> bool:
+    """Every ``*.json`` under ``folder`` parses (a torn one fails the test)."""
+    for path in folder.rglob("*.json"):
+        json.loads(path.read_text())
+    return True
+
+
+def test_audit_and_report_killed_leave_no_partial_output(recovered_production, bundle, tmp_path):
+    """SIGKILL of ``mdbench audit`` (whole tree, during its reanalysis) and of ``mdbench report`` (its kernel
+    alive): no saeo.json, findings.md or HTML page is left torn; a kill over an earlier audit keeps it whole;
+    the same command run again writes them whole."""
+    run = recovered_production[0]
+    out = tmp_path / "A"
+    audit = [sys.executable, "-m", "mdbench.cli", "audit", str(run), "--bundle", str(bundle), "--out", str(out)]
+    K.run_and_kill(audit, out, _reanalysing(out), signal.SIGKILL)
+    assert not (out / "saeo.json").exists() and not (out / "findings.md").exists()
+    assert _whole_json(out)
+    assert K.run_to_end(audit, out).returncode == 0, (tmp_path / "A.driver.log").read_text()[-3000:]
+    first = (out / "saeo.json").read_bytes()
+    assert json.loads(first)["items"] and _whole_json(out)
+    K.run_and_kill(audit, out, _reanalysing(out), signal.SIGKILL)  # a second audit killed over the first
+    assert (out / "saeo.json").read_bytes() == first and _whole_json(out)
+    html = tmp_path / "report.html"
+    report = [sys.executable, "-m", "mdbench.cli", "report", str(out), "--out", str(html)]
+    K.run_and_kill(report, html, K.KillPoint("report", lambda _, procs: "report kernel alive" if K.named(
+        procs, "python", "-m", "ipykernel_launcher") else None), signal.SIGKILL)
+    assert not html.exists() and not list(tmp_path.glob(".report.html.*"))
+    assert K.run_to_end(report, html).returncode == 0, (tmp_path / "report.html.driver.log").read_text()[-3000:]
+    assert html.read_text().rstrip().endswith("</html>") and not list(tmp_path.glob(".report.html.*"))
+
+
 # ----------------------------------------------------------------------------- default: setup and minimisation
 def test_setup_killed_while_packing_then_resumed(tmp_path):
     run = tmp_path / "R"
@@ -305,8 +354,8 @@ def test_minimisation_stopped_by_sigterm_then_resumed(micro_de_snapshots, tmp_pa
 
 
 # ----------------------------------------------------------------------------- slow: every stage, both signals
-ANALYSIS = ("analysis/50_thermo", "analysis/51_structure", "analysis/52_association", "analysis/53_diffusion",
-            "analysis/54_viscosity", "analysis/55_conductivity")
+#: Every analysis template the study runs (templates/analysis/), and the comparison after them.
+ANALYSIS = ANALYSIS_STAGES
 
 
 def _chain() -> list[tuple[K.KillPoint, str | None]]:
@@ -316,7 +365,7 @@ def _chain() -> list[tuple[K.KillPoint, str | None]]:
               (K.mdrun_at("equil", "npt", 0.5, STEPS["npt"], "study/30_equilibrate NPT"), "npt"),
               (K.mdrun_at("prod", "prod", 0.65, STEPS["prod"], "study/40_production"), "prod")]
     points += [(K.in_stage(s), None) for s in ANALYSIS]
-    return points + [(K.in_stage("study/60_compare", system="ALL"), None)]
+    return points + [(K.in_stage(COMPARE_STAGE, system="ALL"), None)]
 
 
 @pytest.fixture(scope="module")
