@@ -181,7 +181,8 @@ def test_unreadable_trajectory_is_sim4_finding(run_copy, bundle, tmp_path):
     res = audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
     doc = saeo(tmp_path / "a")
     assert judgment(doc, "Sim4", CASE)["rating"] == 0
-    assert any(f.code == "unreadable_trajectory" and f.item == "Sim4" for f in res.findings)
+    # issue 25: 5,000 real bytes hold one complete frame, so the cut is reported as such
+    assert any(f.code in ("unreadable_trajectory", "trajectory_truncated") and f.item == "Sim4" for f in res.findings)
     assert {o.state for o in res.observables} == {"invalid_upstream"}      # never reclassified as SI
     assert judgment(doc, "A1", CASE)["rating"] is None
     assert doc["items"]["E2"]["final"] == 0                                # checksum of the xtc changed

@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # engine_helpers, for tests and 
 
 from _testseed import seed_for  # noqa: E402
 from engine_helpers import GMX, make_water_case  # noqa: E402
+from kill_helpers import STUDY_SEED  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -55,22 +56,35 @@ def relaxed_protocols(tmp_path) -> Path:
     return dest
 
 
-@pytest.fixture(scope="module")
-def micro_de_equilibrated(tmp_path_factory) -> Path:
-    """The micro DE case built, minimised and equilibrated through the study templates (papermill).
+@pytest.fixture(scope="session")
+def micro_de_snapshots(tmp_path_factory) -> dict[str, Path]:
+    """The micro DE case after its setup and after its equilibration, run by the jobs ``mdbench study run``
+    makes (papermill templates, same parameters), so the CLI resumes a copy without rerunning them.
 
-    Tests copy this run directory before running production in it.
+    ``{"setup": run dir, "equilibration": run dir}``; tests copy them, never modify them.
     """
     if GMX is None:
         pytest.skip("GROMACS (gmx) not on PATH")
     os.environ.setdefault("MDBENCH_LOCK_DIR", str(tmp_path_factory.getbasetemp() / "thread-locks"))
-    from mdbench.build import build_system
-    from mdbench.execute import run_stage
+    from mdbench.engine.commands import build_jobs
+    from mdbench.execute import run_jobs
 
-    run = tmp_path_factory.mktemp("micro") / "run"
-    result = build_system("DE", "micro", run / "cases" / "DE" / "setup", seed=seed_for("engine/micro-DE/packmol"))
-    assert result.passed, [a for a in result.audits if not a.passed]
-    for stage, seeded in (("study/20_minimize", {}), ("study/30_equilibrate", {"seed": seed_for("engine/md")})):
-        res = run_stage(run, "DE", stage, {"preset": "micro", "engine": "cli", "threads": 1, **seeded})
-        assert res.status == "finished", f"{stage}: {res.error} (notebook {res.notebook_path})"
-    return run
+    base = tmp_path_factory.mktemp("micro")
+    run = base / "run"
+    jobs = build_jobs(run, ["DE"], "micro", "cli", 1, STUDY_SEED)
+    snapshots = {}
+    for name, part in (("setup", jobs[:1]), ("equilibration", jobs[1:3])):
+        for res in run_jobs(part, workers=1, verbose=False):
+            assert res.status == "finished", f"{res.stage}: {res.error} (notebook {res.notebook_path})"
+        snapshots[name] = base / name
+        shutil.copytree(run, snapshots[name], symlinks=True)
+    return snapshots
+
+
+@pytest.fixture(scope="session")
+def micro_de_equilibrated(micro_de_snapshots) -> Path:
+    """The micro DE case built, minimised and equilibrated through the study templates (papermill).
+
+    Tests copy this run directory before running production in it.
+    """
+    return micro_de_snapshots["equilibration"]

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from _testseed import seed_for
+
 GMX = shutil.which("gmx")
 needs_gmx = pytest.mark.skipif(GMX is None, reason="GROMACS (gmx) not on PATH")
 
@@ -30,6 +32,19 @@ def make_water_case(run_dir: Path, case: str = "W", edge_nm: float = 2.2) -> Pat
     (setup / "topol.top").write_text('#include "oplsaa.ff/forcefield.itp"\n#include "oplsaa.ff/spc.itp"\n'
                                      f"[ system ]\nwater\n[ molecules ]\nSOL {n}\n")
     return setup
+
+
+def water_tpr(run: Path, runner, length_ps: float = 6.0, xtc_interval_ps: float = 0.5) -> Path:
+    """``cases/W/seg/md.tpr``: NVT water (the case made by :func:`make_water_case`) for ``length_ps``."""
+    from mdbench.engine.protocols import Timing, load_protocol, write_mdp
+
+    wd = run / "cases/W/seg"
+    wd.mkdir(parents=True)
+    write_mdp(load_protocol("nvt"), wd / "md.mdp", {"rcoulomb": 0.8, "rvdw": 0.8},
+              timing=Timing(length_ps=length_ps, energy_interval_ps=0.1, xtc_interval_ps=xtc_interval_ps),
+              seed=seed_for("engine/md"))
+    runner.grompp(wd / "md.mdp", run / "cases/W/setup/system.gro", run / "cases/W/setup/topol.top", wd / "md.tpr")
+    return wd / "md.tpr"
 
 
 def hold_one_thread(lock_dir: str, cap: int, log_path: str) -> None:

@@ -20,7 +20,7 @@ from mdbench.engine.threads import ThreadSlots
 from mdbench.record import RunRecord
 
 from _testseed import seed_for
-from engine_helpers import WATER_PRESET, needs_gmx
+from engine_helpers import WATER_PRESET, needs_gmx, water_tpr
 
 pytestmark = [needs_gmx, pytest.mark.gromacs]
 
@@ -103,23 +103,11 @@ def test_reservation_beyond_100_ns_is_refused_before_anything_runs(water_run):
 
 
 # ----------------------------------------------------------------------------- water: checkpoint fallback
-def _water_tpr(run: Path, runner: CliRunner, length_ps: float = 6.0) -> Path:
-    from mdbench.engine.protocols import Timing, load_protocol, write_mdp
-
-    wd = run / "cases/W/seg"
-    wd.mkdir(parents=True)
-    write_mdp(load_protocol("nvt"), wd / "md.mdp", {"rcoulomb": 0.8, "rvdw": 0.8},
-              timing=Timing(length_ps=length_ps, energy_interval_ps=0.1, xtc_interval_ps=0.5),
-              seed=seed_for("engine/md"))
-    runner.grompp(wd / "md.mdp", run / "cases/W/setup/system.gro", run / "cases/W/setup/topol.top", wd / "md.tpr")
-    return wd / "md.tpr"
-
-
 @pytest.mark.parametrize("corrupt_prev", [False, True], ids=["fallback_to_prev", "restart"])
 def test_corrupt_checkpoint_falls_back_or_restarts(water_run, corrupt_prev):
     rec = RunRecord(water_run)
     killer = KillingRunner("md", n_checkpoints=2, after_s=0.3)
-    tpr = _water_tpr(water_run, killer)
+    tpr = water_tpr(water_run, killer)
     first = run_segment(rec, killer, "W", tpr, "md", target_step=3000, dt_ps=0.002, stage="test", kind="nvt",
                         parent=None, relation=None, cpt_min=0.005)
     assert first.status == "interrupted" and killer.killed_pid is not None
@@ -239,7 +227,7 @@ def test_sigterm_stops_mdrun_at_a_checkpoint_and_the_rerun_continues(water_run):
     """SIGTERM: GROMACS writes a checkpoint and exits cleanly before nsteps; that is an interruption too."""
     rec = RunRecord(water_run)
     killer = KillingRunner("md", after_s=0.3, sig=signal.SIGTERM)
-    tpr = _water_tpr(water_run, killer)
+    tpr = water_tpr(water_run, killer)
     first = run_segment(rec, killer, "W", tpr, "md", target_step=3000, dt_ps=0.002, stage="test", kind="nvt",
                         parent=None, relation=None, cpt_min=0.005)
     assert first.status == "interrupted" and 0 < first.final_step < 3000
@@ -258,7 +246,7 @@ def test_driver_killed_leaves_an_open_attempt_that_the_rerun_closes_and_resumes(
     import subprocess
     import sys
 
-    tpr = _water_tpr(water_run, CliRunner(ThreadSlots(cap=1)))
+    tpr = water_tpr(water_run, CliRunner(ThreadSlots(cap=1)))
     script = ("from mdbench.record import RunRecord\n"
               "from mdbench.engine.runner import CliRunner\n"
               "from mdbench.engine.threads import ThreadSlots\n"

@@ -140,3 +140,27 @@ def test_grompp_failure_names_the_console_log(tmp_path):
     with pytest.raises(MdbenchError, match=r"gmx grompp failed .*x.grompp.console.log"):
         runner.grompp(tmp_path / "x.mdp", tmp_path / "x.gro", tmp_path / "x.top", tmp_path / "x.tpr")
     assert Path(tmp_path / "x.grompp.cmd.json").is_file()
+
+
+def test_checkpoint_cadence_scales_with_the_segment_and_the_measured_speed():
+    from mdbench.engine.cadence import CheckpointCadence
+    from mdbench.engine.protocols import load_protocol
+
+    cad = load_protocol("production").checkpoint_cadence  # the registered numbers of common.yaml
+    assert cad == CheckpointCadence(per_segment=10, min_interval_min=0.05, max_interval_min=15.0,
+                                    first_interval_min=0.5)
+    assert cad.interval_min(20_000, None) == 0.5                    # speed unknown: the first interval
+    assert cad.interval_min(20_000, 10_000.0) == pytest.approx(0.2)  # 2 min expected / 10 checkpoints
+    assert cad.interval_min(20_000, 1e6) == 0.05                    # never more often than every 3 s
+    assert cad.interval_min(50_000_000, 10_000.0) == 15.0           # never less often than GROMACS' default
+
+
+@pytest.mark.parametrize("block, message", [({"per_segment": 0}, "per_segment >= 1"),
+                                            ({"every": 3}, "unknown checkpoint option"),
+                                            ({"min_interval_min": "x"}, "must be numbers")])
+def test_bad_checkpoint_cadence_names_the_problem(block, message):
+    from mdbench.engine.cadence import CheckpointCadence
+    from mdbench.errors import InputError
+
+    with pytest.raises(InputError, match=message):
+        CheckpointCadence.from_mapping(block, "common.yaml")

@@ -103,3 +103,40 @@ def test_malformed_plan_names_file_and_line(tmp_path):
     with pytest.raises(InputError) as info:
         load_plan(plan)
     assert str(plan) in str(info.value) and info.value.line is not None
+
+
+def test_rerun_sets_aside_the_earlier_notebook_and_keeps_the_inventory_true(tmp_path):
+    """A failed stage's notebook is evidence: the rerun moves it (and its inventory entry) to discarded/."""
+    assert run_stage(tmp_path, "DE", "selftest/02_fail", {}).status == "failed"
+    listed = RunRecord(tmp_path).artifacts()["notebooks/DE/02_fail.ipynb"]["sha256"]
+    assert run_stage(tmp_path, "DE", "selftest/02_fail", {"fail": False}).status == "finished"
+    inv = RunRecord(tmp_path).artifacts()
+    assert inv["notebooks/DE/discarded/02_fail_01/02_fail.ipynb"]["sha256"] == listed
+    assert "failed" in (tmp_path / "notebooks/DE/discarded/02_fail_01/02_fail.ipynb").read_text()
+    assert events_of(tmp_path, "stage_interrupted") == [] and validate_run(tmp_path) == []
+
+
+def test_execution_left_open_by_a_killed_driver_is_recorded_and_set_aside(tmp_path):
+    """What a SIGKILL of the driver leaves — a start event never closed, a partial notebook — is recorded."""
+    rec = RunRecord(tmp_path)
+    start = rec.append_event("stage_started", {"system": "DE", "stage": "selftest/01_echo",
+                                               "notebook": "notebooks/DE/01_echo.ipynb"})
+    partial = tmp_path / "notebooks/DE/01_echo.ipynb"
+    partial.parent.mkdir(parents=True)
+    partial.write_text('{"cells": [')
+    assert run_stage(tmp_path, "DE", "selftest/01_echo", {"value": 2.0}).status == "finished"
+    (ev,) = events_of(tmp_path, "stage_interrupted")
+    assert ev["payload"]["started_event"] == start["id"] and ev["payload"]["stage"] == "selftest/01_echo"
+    moved = events_of(tmp_path, "artifacts_set_aside")[0]["payload"]
+    assert moved["reason"] == "interrupted execution" and moved["moved"][0]["to"] == \
+        "notebooks/DE/discarded/01_echo_01/01_echo.ipynb"
+    assert validate_run(tmp_path) == []
+
+
+def test_a_moved_run_directory_resumes_without_rerunning(tmp_path):
+    """The run directory's path is no input: a copy elsewhere skips what finished."""
+    import shutil
+
+    assert run_stage(tmp_path / "a", "DE", "selftest/01_echo", {"value": 2.0}).status == "finished"
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    assert run_stage(tmp_path / "b", "DE", "selftest/01_echo", {"value": 2.0}).status == "skipped"

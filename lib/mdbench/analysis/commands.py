@@ -101,3 +101,5 @@ def analyze_files(tpr: Path, xtc: Path, edr: Path, out_dir: Path, guard_ps: floa
               settings=_settings(preset, settings_file, structure_max_frames), verbose=not no_progress,
               workers=workers)
     click.echo(f"{out_dir / 'results.json'} ({_summary(doc)})")
+    if doc.get("trajectory", {}).get("truncated"):  # issue 25: say that only the complete frames were used
+        click.echo(f"warning: {doc['trajectory']['summary']}", err=True)

@@ -194,6 +194,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     from mdbench.analysis.estimator import CaseInputs
     from mdbench.analysis.results import write_figures, write_validated_results
     from mdbench.analysis.states import C, classify_observable
+    from mdbench.trajcheck import complete_frames  # issue 25
 
     settings = _effective(settings, guard_ps)
     out = Path(out_dir)
@@ -205,12 +206,13 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
         if not Path(p).is_file():
             raise InputError("file not found; pass the production tpr, xtc and edr", str(p))
 
+    frames = complete_frames(xtc)  # issue 25: a trajectory cut mid-frame is read to its last complete frame
     # 2a. the energy file is read (and the automatic guard detected) in a forked process while this one
     #     parses the topology and makes the trajectory pass (their cost overlaps); workers=1: all here
     energy = ForkedCall.start(_energy_stage, edr, settings.guard_ps) if workers != 1 else None
     # 3. one pass over the trajectory
     try:
-        rd = reduce.reduce_files(tpr, xtc, rdf_rmax_nm=settings.rdf_rmax_nm, rdf_bin_nm=settings.rdf_bin_nm,
+        rd = reduce.reduce_files(tpr, frames.path, rdf_rmax_nm=settings.rdf_rmax_nm, rdf_bin_nm=settings.rdf_bin_nm,
                                  r_store_nm=settings.r_store_nm, structure_max_frames=settings.structure_max_frames,
                                  verbose=verbose, workers=workers)
     except BaseException:
@@ -288,6 +290,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
         **{name: sections.get(name) for name in _detail_sections()},
         "figures": {},
     }
+    doc["trajectory"] = frames.integrity.to_dict()  # issue 25: complete frames used, truncation stated
     if figures:
         doc["figures"] = write_figures(out, observables=observables, settings=settings, **figure_data)
     doc["superseded_results"] = _archive_superseded(out, reg_ids)

@@ -20,6 +20,7 @@ import numpy as np
 from mdbench.analysis.observables import AUDIT_GROUPS, group_of, template_categories
 from mdbench.analysis.states import NEXT_ACTION, SEVERITY
 from mdbench.errors import InputError
+from mdbench.record.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def write_results(path: str | Path, doc: dict[str, Any]) -> Path:
 def _write_clean(path: Path, clean: dict[str, Any]) -> Path:
     """Write an already JSON-safe document as pretty JSON."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(clean, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    atomic_write_text(path, json.dumps(clean, indent=1, sort_keys=False) + "\n")  # issue 25: never partial
     return path
 
 

@@ -28,6 +28,7 @@ from mdbench.audit.model import (AGGREGATION_RULE, ITEM_TITLES, ITEMS, PER_CASE_
 from mdbench.audit.runread import load_run
 from mdbench.audit.safeio import RunFS
 from mdbench.errors import InputError
+from mdbench.record.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -357,5 +358,5 @@ def write_outputs(res: AuditResult) -> None:
     doc = json.loads(json.dumps(res.to_dict(), default=str))
     jsonschema.validate(doc, _schema())
     out = Path(res.out_dir)
-    (out / SAEO_JSON).write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    (out / FINDINGS_MD).write_text(findings_markdown(res), encoding="utf-8")
+    atomic_write_text(out / SAEO_JSON, json.dumps(doc, indent=1, allow_nan=False) + "\n")  # issue 25: never partial
+    atomic_write_text(out / FINDINGS_MD, findings_markdown(res))

@@ -10,6 +10,7 @@ offset cache written into the run directory).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import os
@@ -24,6 +25,7 @@ from mdbench.analysis.blocks import T_975_DOF3
 from mdbench.audit.bundle import Bundle, CaseDefinition
 from mdbench.audit.model import Evidence, Judgment
 from mdbench.audit.runread import RunData, canonical_stage
+from mdbench.trajcheck import scan_xtc
 
 log = logging.getLogger(__name__)
 
@@ -349,8 +351,9 @@ def check_production(run: RunData, case: str) -> tuple[Judgment, ProdFiles]:
         from MDAnalysis.lib.formats.libmdaxdr import XTCFile  # noqa: PLC0415
 
         times = []
-        with XTCFile(str(run.fs.resolve(pf.xtc))) as fh:
-            for frame in fh:
+        integrity = scan_xtc(run.fs.resolve(pf.xtc))  # issue 25: a trajectory cut mid-frame is read to its last
+        with XTCFile(str(run.fs.resolve(pf.xtc))) as fh:  # complete frame; a file that is no xtc is one clear error
+            for frame in itertools.islice(fh, integrity.n_frames):
                 if frame.x.shape[0] != n_atoms:
                     raise ValueError(f"trajectory has {frame.x.shape[0]} atoms, run input {n_atoms}")
                 if not np.all(np.isfinite(frame.x)):
@@ -359,6 +362,9 @@ def check_production(run: RunData, case: str) -> tuple[Judgment, ProdFiles]:
         if not times:
             raise ValueError("trajectory has no frames")
         pf.n_frames, pf.t_first_ps, pf.t_last_ps = len(times), times[0], times[-1]
+        if integrity.truncated:  # issue 25: stated as a finding, rated as a partial production
+            run.fs.add("trajectory_truncated", integrity.describe()[:300], pf.xtc, item="Sim4", case=case)
+            partial.append(f"trajectory cut mid-frame: {integrity.n_frames} complete frames used")
     except Exception as exc:  # noqa: BLE001
         run.fs.add("unreadable_trajectory", f"trajectory unreadable or inconsistent: {exc}"[:300], pf.xtc,
                    item="Sim4", case=case)

@@ -8,6 +8,8 @@ Modules (imported on use, so ``import mdbench.engine`` stays cheap):
 * :mod:`mdbench.engine.protocols` — ``params/protocols/*.yaml`` → ``.mdp``.
 * :mod:`mdbench.engine.gates` — minimisation and equilibration gates (pymbar ``detect_equilibration``).
 * :mod:`mdbench.engine.segments` — one MD segment: reserve → mdrun → charge; resume from checkpoints.
+* :mod:`mdbench.engine.cadence` — the registered checkpoint cadence (``mdrun -cpt``), scaled to each segment.
+* :mod:`mdbench.engine.recovery` — what an interrupted stage left, set aside with the inventory kept true.
 * :mod:`mdbench.engine.stages` — :func:`~mdbench.engine.stages.minimize`, :func:`~mdbench.engine.stages.equilibrate`,
   :func:`~mdbench.engine.stages.produce`, called by ``templates/study/{20_minimize,30_equilibrate,40_production}``.
 * :mod:`mdbench.engine.progress` — ns done / ns planned per system, read from the run record.

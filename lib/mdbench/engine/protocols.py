@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mdbench.engine.cadence import CheckpointCadence
 from mdbench.errors import InputError
 from mdbench.paths import PARAMS_DIR
 from mdbench.yamlio import load_yaml
@@ -77,9 +78,9 @@ class Protocol:
     sources: dict[str, str]
 
     @property
-    def checkpoint_interval_min(self) -> float:
-        """Checkpoint wall interval for ``mdrun -cpt`` [min]."""
-        return float(self.raw.get("checkpoint_interval_min", 15.0))
+    def checkpoint_cadence(self) -> CheckpointCadence:
+        """The checkpoint cadence (``checkpoint:`` block) that sets ``mdrun -cpt`` for each attempt."""
+        return CheckpointCadence.from_mapping(self.raw.get("checkpoint"), next(iter(self.sources), self.name))
 
 
 def _sha256(path: Path) -> str:

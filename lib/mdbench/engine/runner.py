@@ -181,7 +181,8 @@ class CliRunner(Runner):
     def grompp(self, mdp: Path, coords: Path, top: Path, tpr: Path, *, checkpoint: Path | None = None,
                index: Path | None = None, maxwarn: int = 0, mdout: Path | None = None) -> CommandResult:
         tpr = Path(tpr)
-        argv = [self.gmx, "grompp", "-f", mdp, "-c", coords, "-p", top, "-o", tpr,
+        partial = tpr.with_name(f".{tpr.stem}.partial.tpr")  # renamed when complete: a kill leaves no torn tpr
+        argv = [self.gmx, "grompp", "-f", mdp, "-c", coords, "-p", top, "-o", partial,
                 "-po", mdout or tpr.with_suffix(".mdout.mdp"), "-maxwarn", str(maxwarn)]
         if checkpoint is not None:
             argv += ["-t", checkpoint]
@@ -189,7 +190,9 @@ class CliRunner(Runner):
             argv += ["-n", index]
         res = run_logged(argv, cwd=tpr.parent, name=tpr.stem + ".grompp", engine=self.name)
         if not res.ok:
+            partial.unlink(missing_ok=True)
             raise EngineError(f"gmx grompp failed for {mdp}", res.argv, res.returncode, res.console_path)
+        os.replace(partial, tpr)
         return res
 
     def mdrun(self, tpr: Path, deffnm: str, *, threads: int = 1, cpi: Path | None = None,

@@ -8,7 +8,11 @@ target final step. :func:`run_segment` is idempotent:
   charged with the steps its log shows it completed, and the segment resumes from ``<deffnm>.cpt``
   (``-cpi … -append``) as a ``continuation`` whose reservation covers only the remaining steps;
 * an unreadable checkpoint falls back to ``<deffnm>_prev.cpt``; when neither is usable the old output
-  is moved to ``discarded/`` and the segment restarts (relation ``restart``), with the reason recorded.
+  is moved to ``discarded/`` (each moved file re-pointed in the artifact inventory, see
+  :meth:`~mdbench.record.RunRecord.set_aside`) and the segment restarts (relation ``restart``), with the
+  reason recorded;
+* checkpoints are written at the registered cadence (:mod:`mdbench.engine.cadence`), scaled to the
+  attempt's length, so a kill loses at most about a tenth of a segment.
 
 Every attempt is reserved in the run record *before* mdrun starts, so a
 :class:`~mdbench.record.BudgetExceeded` refuses the segment before anything runs.
@@ -18,14 +22,18 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
-import shutil
 import signal
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from mdbench.engine.cadence import CheckpointCadence, measured_speed, register_cadence
+from mdbench.engine.recovery import set_aside_outputs
 from mdbench.engine.runner import EngineError, Runner
+from mdbench.record.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -128,10 +136,11 @@ def _load_state(seg_dir: Path, deffnm: str) -> dict:
 
 
 def _save_state(seg_dir: Path, deffnm: str, state: dict) -> None:
-    path = _state_path(seg_dir, deffnm)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2))
-    tmp.replace(path)
+    atomic_write_text(_state_path(seg_dir, deffnm), json.dumps(state, indent=2))
+
+
+#: Extensions of the files ``mdrun -deffnm`` writes.
+_MDRUN_OUTPUTS = ("log", "edr", "xtc", "cpt", "gro", "trr")
 
 
 def segment_files(seg_dir: Path, deffnm: str) -> dict[str, str]:
@@ -144,21 +153,58 @@ def segment_files(seg_dir: Path, deffnm: str) -> dict[str, str]:
     return out
 
 
+def output_names(deffnm: str) -> list[str]:
+    """What ``mdrun -deffnm`` writes in a segment (not its tpr, not the console logs of our commands)."""
+    return [f"{deffnm}.{ext}" for ext in _MDRUN_OUTPUTS] + [f"{deffnm}_prev.cpt"]
+
+
+def _rel(rec, path: str | Path) -> str:
+    """``path`` relative to the run directory when inside it, so a run directory can be moved."""
+    try:
+        return str(Path(path).resolve().relative_to(Path(rec.run_dir).resolve()))
+    except ValueError:
+        return str(path)
+
+
 def _ledger_paths(rec, files: dict[str, str]) -> dict[str, str]:
     """Segment files as paths relative to the run directory, so a run directory can be moved."""
-    root = Path(rec.run_dir).resolve()
-    out = {}
-    for key, path in files.items():
-        try:
-            out[key] = str(Path(path).resolve().relative_to(root))
-        except ValueError:
-            out[key] = str(path)
-    return out
+    return {key: _rel(rec, path) for key, path in files.items()}
+
+
+def _wait_for_orphan(pid: int | None, deffnm: str, seg_dir: Path, timeout_s: float = 120.0) -> None:
+    """Wait until the mdrun ``pid`` of this segment has exited (it checkpoints on the SIGTERM it got).
+
+    Raises
+    ------
+    EngineError
+        It still runs after ``timeout_s``; a second mdrun must not write the same files.
+    """
+    if not pid:
+        return
+    deadline = time.monotonic() + timeout_s
+    while _is_mdrun_of(pid, deffnm, seg_dir):
+        if time.monotonic() > deadline:
+            raise EngineError(f"mdrun (pid {pid}) of the interrupted segment {seg_dir / deffnm} is still running; "
+                              f"stop it (kill {pid}) or let it finish, then rerun the stage")
+        time.sleep(0.2)
+
+
+def _is_mdrun_of(pid: int, deffnm: str, seg_dir: Path) -> bool:
+    """True when process ``pid`` is alive and is ``mdrun -deffnm deffnm`` running in ``seg_dir`` (Linux /proc)."""
+    proc = Path("/proc") / str(pid)
+    try:
+        argv = (proc / "cmdline").read_bytes().split(b"\0")
+        cwd = os.readlink(proc / "cwd")
+        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return (state != "Z" and b"mdrun" in argv and deffnm.encode() in argv
+            and Path(cwd).resolve() == seg_dir.resolve())
 
 
 def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *, target_step: int,
                 dt_ps: float, stage: str, kind: str, parent: str | None, relation: str | None,
-                threads: int = 1, cpt_min: float = 15.0,
+                threads: int = 1, cpt_min: float | None = None, cadence: CheckpointCadence | None = None,
                 on_start: Callable | None = None) -> SegmentResult:
     """Run (or resume) the segment ``deffnm`` from ``tpr`` until step ``target_step``.
 
@@ -182,8 +228,10 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
         Lineage of the first attempt (later attempts of the same segment name their predecessor).
     threads : int
         Threads for mdrun (held against the machine-wide cap).
-    cpt_min : float
-        Checkpoint wall interval [min].
+    cpt_min : float, optional
+        Checkpoint wall interval [min]; by default the registered ``cadence`` sets it per attempt.
+    cadence : CheckpointCadence, optional
+        The checkpoint cadence (default: :class:`~mdbench.engine.cadence.CheckpointCadence` defaults).
 
     Raises
     ------
@@ -207,7 +255,9 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
             return SegmentResult("skipped", last["id"], target_step, target_step,
                                  reason="segment already completed", files=segment_files(seg_dir, deffnm))
         if row.get("status") == "reserved":
-            # the process running this attempt died without closing it: charge what its log shows
+            # the process running this attempt died without closing it: charge what its files show, once
+            # its mdrun (told to stop when its driver died) has written its last checkpoint and exited
+            _wait_for_orphan(last.get("pid"), deffnm, seg_dir)
             done, found = _steps_done(runner, seg_dir, deffnm, dt_ps)
             steps = max(0, done - last["start_step"])
             rec.complete(last["id"], completed_steps=steps, status="interrupted",
@@ -233,26 +283,36 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
                               f"{prev_cpt.name} at step {pstep}"})
             else:
                 relation = "restart"
-                dest = seg_dir / "discarded" / f"{deffnm}_{len(state['attempts']):02d}"
-                dest.mkdir(parents=True, exist_ok=True)
-                for p in seg_dir.glob(f"{deffnm}*"):
-                    if p.is_file() and p.suffix in (".log", ".edr", ".xtc", ".cpt", ".gro", ".trr"):
-                        shutil.move(str(p), dest / p.name)
+                reason = "no readable checkpoint (neither .cpt nor _prev.cpt); restarting the segment from its tpr"
+                moved = set_aside_outputs(rec, seg_dir, output_names(deffnm), deffnm, reason, case=case,
+                                          attempt_id=last["id"])
                 rec.append_event("segment_restart", {
-                    "case": case, "segment": str(seg_dir / deffnm), "moved_to": str(dest),
-                    "reason": "no readable checkpoint (neither .cpt nor _prev.cpt); restarting the segment "
-                              "from its tpr"})
+                    "case": case, "segment": _rel(rec, seg_dir / deffnm), "moved_to": moved.get("payload", {}).get(
+                        "dest"), "attempt_id": last["id"], "reason": reason})
     planned = max(0, target_step - start_step)
+    if cpt_min is None:  # the registered cadence, scaled to this attempt's steps and the case's speed
+        cadence = cadence or CheckpointCadence()
+        cpt_rule = register_cadence(rec, cadence)
+        cpt_min = cadence.interval_min(planned, measured_speed(rec, case))
+    else:
+        cpt_rule = "explicit"
     attempt_id = rec.reserve(case, planned_steps=planned, dt_ps=dt_ps, kind=kind, stage=stage,
                              parent=parent, relation=relation)
     state["target_step"] = target_step
-    state["attempts"].append({"id": attempt_id, "start_step": start_step, "cpi": cpi.name if cpi else None,
-                              "relation": relation, "parent": parent})
+    entry = {"id": attempt_id, "start_step": start_step, "cpi": cpi.name if cpi else None,
+             "relation": relation, "parent": parent, "checkpoint_interval_min": cpt_min}
+    state["attempts"].append(entry)
     _save_state(seg_dir, deffnm, state)
+
+    def started(proc) -> None:  # the pid lets a later resume wait for an mdrun its dead driver left running
+        entry["pid"] = proc.pid
+        _save_state(seg_dir, deffnm, state)
+        if on_start is not None:
+            on_start(proc)
 
     try:
         res = runner.mdrun(tpr, deffnm, threads=threads, cpi=cpi.name if cpi else None, cpt_min=cpt_min,
-                           on_start=on_start)
+                           on_start=started)
     except BaseException as exc:
         done, _ = _steps_done(runner, seg_dir, deffnm, dt_ps)
         rec.complete(attempt_id, completed_steps=max(0, done - start_step), status="interrupted",
@@ -261,7 +321,8 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
     rec.append_event("mdrun_finished", {"case": case, "attempt_id": attempt_id, "argv": res.argv,
                                          "cwd": res.cwd, "returncode": res.returncode, "wall_s": res.wall_s,
                                          "threads": res.threads, "engine": res.engine,
-                                         "console": res.console_path})
+                                         "console": _rel(rec, res.console_path),
+                                         "checkpoint_interval_min": cpt_min, "checkpoint_rule": cpt_rule})
     done, found = _steps_done(runner, seg_dir, deffnm, dt_ps)
     cstep, lstep = found["checkpoint"], found["log"]
     steps = max(0, done - start_step)
@@ -287,6 +348,31 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
         reason = f"mdrun exited with status {res.returncode} at step {done}; see {res.console_path}"
     rec.complete(attempt_id, completed_steps=steps, status=status, artifacts=_ledger_paths(rec, files), reason=reason)
     return SegmentResult(status, attempt_id, done, target_step, res.wall_s, reason, files)
+
+
+def segment_history(rec, seg_dir: Path, deffnm: str) -> list[dict]:
+    """The attempts of one segment in order: id, ledger status, relation, start step, steps charged."""
+    ledger = {a["id"]: a for a in rec.attempts()}
+    out = []
+    for entry in _load_state(Path(seg_dir), deffnm)["attempts"]:
+        row = ledger.get(entry["id"], {})
+        out.append({"attempt_id": entry["id"], "status": row.get("status"), "relation": entry.get("relation"),
+                    "start_step": entry.get("start_step"), "completed_steps": row.get("completed_steps"),
+                    "checkpoint_interval_min": entry.get("checkpoint_interval_min")})
+    return out
+
+
+def recovery_note(history: list[dict]) -> str | None:
+    """How a segment recovered from interruptions or failures, in one line (None when none occurred)."""
+    steps = []
+    for before, after in zip(history, history[1:]):
+        if before["status"] == "completed":
+            continue  # an extension of a finished segment is no recovery
+        how = ("restart from step 0 (no readable checkpoint)" if after["relation"] == "restart" else
+               f"{after['relation']} from checkpoint step {after['start_step']}")
+        steps.append(f"{before['attempt_id']} {before['status']} ({before['completed_steps']} steps charged) → "
+                     f"{after['attempt_id']} {how}")
+    return f"recovered: {'; '.join(steps)}" if steps else None
 
 
 def _received_signal(log_path: Path, start_step: int) -> str | None:

@@ -19,10 +19,12 @@ from typing import Any
 from mdbench.engine import gates as G
 from mdbench.engine.hardware import record_hardware_audit
 from mdbench.engine.protocols import Protocol, Timing, load_gates, load_protocol, write_mdp
+from mdbench.engine.recovery import set_aside_unfinished_minimization
 from mdbench.engine.runner import EngineError, Runner, get_runner
-from mdbench.engine.segments import checkpoint_step, log_last_step, run_segment
+from mdbench.engine.segments import checkpoint_step, log_last_step, recovery_note, run_segment, segment_history
 from mdbench.errors import InputError, MdbenchError
 from mdbench.paths import PARAMS_DIR
+from mdbench.record.atomic import atomic_write_text
 from mdbench.yamlio import load_yaml
 
 log = logging.getLogger(__name__)
@@ -170,14 +172,7 @@ def _add_artifacts(rec, run_dir: Path, paths: list[str | Path], producer: int | 
 
 def _register_gate(rec, case: str, definition: dict) -> str:
     """Register a gate once per case (the same definition is reused, a changed one revises it)."""
-    name = definition["gate"]
-    previous = [r for r in rec.registrations()
-                if r.get("kind") == "gate" and r.get("case") == case and r["definition"].get("gate") == name]
-    if previous and previous[-1]["definition"] == definition:
-        return previous[-1]["id"]
-    revises = previous[-1]["id"] if previous else None
-    evidence = {"reason": "gate definition changed (protocol or preset edited)"} if revises else None
-    return rec.register("gate", definition, case=case, revises=revises, evidence=evidence)
+    return rec.register_once("gate", definition, case=case, key="gate")
 
 
 def _upstream_ok(rec, case: str, upstream: str, stage: str) -> tuple[bool, str]:
@@ -239,6 +234,7 @@ def minimize(run_dir: str | Path, case: str, *, preset: str | dict | None = "mic
                            gate=(existing.get("evidence") or {}).get("gate"),
                            files={"gro": _rel(run_dir, wd / "em.gro")})
     wd.mkdir(parents=True, exist_ok=True)
+    set_aside_unfinished_minimization(rec, wd, case, existing)
     rec.set_stage_state(case, stage, "running", "steepest descent started")
     opts = write_mdp(prot, wd / "em.mdp", _cutoff_overrides(pre))
     emtol = float(opts["emtol"])
@@ -316,7 +312,7 @@ def equilibrate(run_dir: str | Path, case: str, *, preset: str | dict | None = "
     nvt, npt = load_protocol("nvt", protocols_dir), load_protocol("npt", protocols_dir)
     t_nvt = _timing(nvt, pre, "equilibration_nvt_ps", nvt_ps)
     t_npt = _timing(npt, pre, "equilibration_npt_ps", npt_ps)
-    cpt = float(cpt_min if cpt_min is not None else npt.checkpoint_interval_min)
+    cpt = dict(cpt_min=cpt_min, cadence=npt.checkpoint_cadence)  # explicit interval, else the registered cadence
     wd.mkdir(parents=True, exist_ok=True)
     rec.set_stage_state(case, stage, "running", "NVT/NPT equilibration started")
     definition = {"gate": "equilibration", "stage": stage, "target_temperature_K": TARGET_TEMPERATURE_K,
@@ -338,7 +334,7 @@ def equilibrate(run_dir: str | Path, case: str, *, preset: str | dict | None = "
             runner.grompp(wd / "nvt.mdp", em_gro.resolve(), top.resolve(), wd / "nvt.tpr")
             _add_artifacts(rec, run_dir, [wd / "nvt.mdp", wd / "nvt.tpr"])
         r_nvt = run_segment(rec, runner, case, wd / "nvt.tpr", "nvt", target_step=t_nvt.nsteps, dt_ps=t_nvt.dt_ps,
-                            stage=stage, kind="nvt", parent=None, relation=None, threads=threads, cpt_min=cpt)
+                            stage=stage, kind="nvt", parent=None, relation=None, threads=threads, **cpt)
         attempts.append(r_nvt.attempt_id)
         if not r_nvt.ok:
             raise EngineError(f"NVT segment {r_nvt.status}: {r_nvt.reason}")
@@ -355,7 +351,7 @@ def equilibrate(run_dir: str | Path, case: str, *, preset: str | dict | None = "
         n_ext = int(state.get("extensions", 0))
         while True:
             r = run_segment(rec, runner, case, tpr, "npt", target_step=target, dt_ps=t_npt.dt_ps, stage=stage,
-                            kind="npt", parent=r_nvt.attempt_id, relation="branch", threads=threads, cpt_min=cpt)
+                            kind="npt", parent=r_nvt.attempt_id, relation="branch", threads=threads, **cpt)
             attempts.append(r.attempt_id)
             if not r.ok:
                 raise EngineError(f"NPT segment {r.status}: {r.reason}")
@@ -412,19 +408,25 @@ def _equil_state(wd: Path) -> dict:
 def _equil_save(wd: Path, state: dict) -> None:
     import json  # noqa: PLC0415
 
-    (wd / "equil.state.json").write_text(json.dumps(state, indent=2))
+    atomic_write_text(wd / "equil.state.json", json.dumps(state, indent=2))
 
 
 def _equil_done(rec, run_dir: Path, wd: Path, case: str, stage: str, state: str, reason: str, gate, reg: str,
                 gate_event: int | None, attempts: list[str], t_start: float) -> StageReport:
     arts = _add_artifacts(rec, run_dir, [wd / f"npt.{e}" for e in ("log", "edr", "gro", "cpt", "xtc")])
+    histories = {d: segment_history(rec, wd, d) for d in ("nvt", "npt")}
+    attempts = sorted(set(attempts) | {h["attempt_id"] for hist in histories.values() for h in hist})
     ns = sum(a["ns_charged"] for a in rec.attempts() if a["id"] in set(attempts))
+    notes = {d: recovery_note(h) for d, h in histories.items() if recovery_note(h)}
+    recovery = {"notes": notes, "attempts": histories} if notes else None
+    reason += "".join(f"; {d.upper()} {note}" for d, note in notes.items())
     report = StageReport(case, stage, state, reason, gate=gate.as_dict() if gate else None,
-                         attempts=sorted(set(attempts)), ns_charged=ns, wall_s=time.monotonic() - t_start,
+                         attempts=attempts, ns_charged=ns, wall_s=time.monotonic() - t_start,
                          files={"gro": _rel(run_dir, wd / "npt.gro"), "edr": _rel(run_dir, wd / "npt.edr")},
-                         evidence={"registration_id": reg, "gate_event": gate_event, "artifacts": arts})
+                         evidence={"registration_id": reg, "gate_event": gate_event, "artifacts": arts,
+                                   "recovery": recovery})
     return _finish(rec, report, {"gate": gate.as_dict() if gate else None, "registration_id": reg,
-                                 "gate_event": gate_event, "attempts": sorted(set(attempts))})
+                                 "gate_event": gate_event, "attempts": attempts, "recovery": recovery})
 
 
 # ----------------------------------------------------------------------------- production
@@ -456,7 +458,7 @@ def produce(run_dir: str | Path, case: str, *, preset: str | dict | None = "micr
         raise InputError(f"production ensemble {ens!r} must be NVT or NPT", str(prot.sources and next(iter(prot.sources))))
     tm = _timing(prot, pre, "production_ps", production_ps)
     # dense energies for Green-Kubo unless the preset asks for its own interval
-    cpt = float(cpt_min if cpt_min is not None else prot.checkpoint_interval_min)
+    cpt = dict(cpt_min=cpt_min, cadence=prot.checkpoint_cadence)  # explicit interval, else the registered cadence
     eq = case_dir(run_dir, case) / "equil"
     wd = case_dir(run_dir, case) / "prod"
     wd.mkdir(parents=True, exist_ok=True)
@@ -471,8 +473,7 @@ def produce(run_dir: str | Path, case: str, *, preset: str | dict | None = "micr
         raise
     try:
         r = run_segment(rec, runner, case, wd / "prod.tpr", "prod", target_step=tm.nsteps, dt_ps=tm.dt_ps,
-                        stage=stage, kind="production", parent=parent, relation="branch", threads=threads,
-                        cpt_min=cpt)
+                        stage=stage, kind="production", parent=parent, relation="branch", threads=threads, **cpt)
     except MdbenchError as exc:
         from mdbench.record import BudgetExceeded  # noqa: PLC0415
 
@@ -493,16 +494,20 @@ def produce(run_dir: str | Path, case: str, *, preset: str | dict | None = "micr
     ledger = {a["id"]: a for a in rec.attempts()}
     ns = sum(ledger[a]["ns_charged"] for a in attempts if a in ledger)
     state = "valid" if cons["consistent"] else "invalid"
+    history = segment_history(rec, wd, "prod")
+    note = recovery_note(history)
     reason = (f"canonical production branch {r.attempt_id}: {tm.length_ps:g} ps {setup_ev.get('ensemble', ens)}; "
               + ("tpr/xtc/edr/cpt/log consistent" if cons["consistent"] else
-                 "INCONSISTENT outputs: " + "; ".join(cons["problems"])))
+                 "INCONSISTENT outputs: " + "; ".join(cons["problems"])) + (f"; {note}" if note else ""))
+    recovery = {"note": note, "attempts": history} if note else None
     report = StageReport(case, stage, state, reason, attempts=attempts, ns_charged=ns,
                          wall_s=time.monotonic() - t_start,
                          files={k: _rel(run_dir, wd / f"prod.{k}") for k in ("tpr", "xtc", "edr", "cpt", "log")},
                          evidence={"canonical_attempt": r.attempt_id, "consistency": cons, "artifacts": arts,
-                                   "attempt_wall_s": r.wall_s})
+                                   "attempt_wall_s": r.wall_s, "recovery": recovery})
     return _finish(rec, report, {"canonical_attempt": r.attempt_id, "consistency_event": cev["id"],
-                                 "attempts": attempts, **{k: v for k, v in cons.items() if k != "xtc_times_ps"}})
+                                 "attempts": attempts, "recovery": recovery,
+                                 **{k: v for k, v in cons.items() if k != "xtc_times_ps"}})
 
 
 def _production_input(runner: Runner, rec, run_dir: Path, case: str, wd: Path, eq: Path, top: Path, prot: Protocol,

@@ -21,6 +21,7 @@ from typing import Any
 from mdbench.errors import InputError, MdbenchError
 from mdbench.execute.parameters import read_schema, validate_parameters
 from mdbench.paths import TEMPLATES_DIR
+from mdbench.record.atomic import atomic_write_text
 from mdbench.record.store import RunRecord, _json_safe, sha256_file
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,45 @@ def _stage_order(stage: str) -> str:
     return stage.rsplit("/", 1)[-1]
 
 
+def _interrupted_start(rec: RunRecord, system: str, stage: str) -> dict | None:
+    """The ``stage_started`` event of this stage that no ``stage_finished``/``stage_failed`` closed, if the
+    latest execution of the stage is such an open one (its process was killed)."""
+    latest = None
+    for event in rec.events():
+        payload = event.get("payload", {})
+        if payload.get("system") != system or payload.get("stage") != stage:
+            continue
+        if event.get("type") == "stage_started":
+            latest = event
+        elif event.get("type") in ("stage_finished", "stage_failed"):
+            latest = None
+    return latest
+
+
+def _set_aside_previous(rec: RunRecord, system: str, stage: str, notebook: Path, scraps_path: Path) -> None:
+    """Before a stage runs again, record an interrupted execution and move its earlier outputs aside.
+
+    An execution whose ``stage_started`` event was never closed (the kernel or driver was killed) gets a
+    ``stage_interrupted`` event. The earlier executed notebook and scraps — a partial notebook, a failed
+    one kept as evidence, or a finished one being superseded — move to
+    ``notebooks/<system>/discarded/<name>_NN/`` with their inventory entries, so no listed file is overwritten.
+    """
+    open_start = _interrupted_start(rec, system, stage)
+    if open_start is not None:
+        rec.append_event("stage_interrupted", {
+            "system": system, "stage": stage, "started_event": open_start["id"],
+            "notebook": open_start.get("payload", {}).get("notebook"),
+            "reason": f"execution started by event {open_start['id']} never finished or failed: its process "
+                      "was stopped (killed, or the machine went down); the stage runs again"})
+    previous = [p for p in (notebook, scraps_path) if p.is_file()]
+    if previous:
+        name = _stage_order(stage)
+        discarded = notebook.parent / "discarded"
+        n = 1 + sum(1 for p in discarded.glob(f"{name}_*")) if discarded.is_dir() else 1
+        why = ("interrupted execution" if open_start is not None else "earlier execution superseded by a rerun")
+        rec.set_aside(previous, discarded / f"{name}_{n:02d}", why, system=system, stage=stage)
+
+
 def _latest_outcomes(rec: RunRecord, system: str) -> dict[str, dict]:
     """Latest stage_finished/stage_failed event payload per stage of one system."""
     latest: dict[str, dict] = {}
@@ -99,10 +139,14 @@ def _latest_outcomes(rec: RunRecord, system: str) -> dict[str, dict]:
 
 
 def input_hash(template: Path, params: dict[str, Any], upstream: dict[str, str]) -> str:
-    """sha256 over the template's bytes, the canonical parameters and the upstream stages' output hashes."""
+    """sha256 over the template's bytes, the canonical parameters and the upstream stages' output hashes.
+
+    ``run_dir`` is left out: it names the run, it is not an input, so a moved run directory resumes.
+    """
     digest = hashlib.sha256()
     digest.update(sha256_file(template).encode())
-    digest.update(json.dumps(_json_safe(params), sort_keys=True).encode())
+    digest.update(json.dumps(_json_safe({k: v for k, v in params.items() if k != "run_dir"}),
+                             sort_keys=True).encode())
     digest.update(json.dumps(upstream, sort_keys=True).encode())
     return digest.hexdigest()
 
@@ -185,6 +229,7 @@ def run_stage(run_dir: str | Path, system: str, stage: str, params: dict[str, An
     from papermill.exceptions import PapermillExecutionError
 
     notebook.parent.mkdir(parents=True, exist_ok=True)
+    _set_aside_previous(rec, system, stage, notebook, scraps_path)
     rel_nb = str(notebook.relative_to(run_dir))
     rec.append_event("stage_started", {"system": system, "stage": stage, "notebook": rel_nb,
                                        "input_hash": digest, "parameters": merged, "template": str(template.name),
@@ -213,7 +258,7 @@ def run_stage(run_dir: str | Path, system: str, stage: str, params: dict[str, An
         return StageResult(str(run_dir), system, stage, "failed", str(notebook), {}, error, digest, duration)
 
     scraps = _scraps_of(notebook)
-    scraps_path.write_text(json.dumps(scraps, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    atomic_write_text(scraps_path, json.dumps(scraps, indent=2, sort_keys=True) + "\n")
     rec.add_artifact(notebook)
     rec.add_artifact(scraps_path)
     rec.append_event("stage_finished", dict(payload, scraps=str(scraps_path.relative_to(run_dir)),

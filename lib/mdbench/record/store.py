@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 from filelock import FileLock
 
 from mdbench.errors import MdbenchError
+from mdbench.record.atomic import atomic_write_text
 
 SCHEMA_VERSION = "1.2"
 #: Contract budget: nanoseconds of MD per case and for the whole study (all newly completed steps count).
@@ -191,6 +192,14 @@ class RunRecord:
             yield
 
     def _append_line(self, name: str, obj: dict) -> None:
+        """Append one JSON line (fsynced). A torn tail left by a killed writer is ended first and, for the
+        ledger and the registrations, reported by a ``record_tail_truncated`` event (``append_event`` does
+        this itself for the event log), so the new row never fuses with the fragment."""
+        if name != EVENTS:
+            torn = self._terminate_truncated_tail(name)
+            if torn is not None:
+                self.append_event("record_tail_truncated", {
+                    "file": name, "line": torn, "note": "a writer stopped mid-line; the bytes are kept and not parsed"})
         path = self.dir / name
         line = (dumps_line(obj) + "\n").encode("utf-8")
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -222,14 +231,8 @@ class RunRecord:
         return line_number
 
     def _write_json(self, name: str, obj: Any) -> None:
-        path = self.dir / name
-        tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(_json_safe(obj), handle, indent=2, sort_keys=True, allow_nan=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        text = json.dumps(_json_safe(obj), indent=2, sort_keys=True, allow_nan=False) + "\n"
+        atomic_write_text(self.dir / name, text)
 
     def _read_json(self, name: str, default: Any) -> Any:
         path = self.dir / name
@@ -311,6 +314,22 @@ class RunRecord:
                    "definition": definition, "revises": revises, "evidence": evidence, "event_id": event["id"]}
             self._append_line(REGISTRATIONS, row)
         return reg_id
+
+    def register_once(self, kind: str, definition: dict, *, case: str | None = None, key: str | None = None) -> str:
+        """Id of the registration of ``definition``, registering it only if it is new.
+
+        The latest registration of the same ``kind`` and ``case`` (and, with ``key``, the same
+        ``definition[key]``) is reused when its definition is identical; a different one is revised, with
+        the reason recorded.
+        """
+        with self.locked():
+            previous = [r for r in self.registrations() if r.get("kind") == kind and r.get("case") == case
+                        and (key is None or (r.get("definition") or {}).get(key) == definition.get(key))]
+            if previous and previous[-1]["definition"] == json.loads(dumps_line(definition)):
+                return previous[-1]["id"]
+            revises = previous[-1]["id"] if previous else None
+            evidence = {"reason": "definition changed (protocol or preset edited)"} if revises else None
+            return self.register(kind, definition, case=case, revises=revises, evidence=evidence)
 
     def registrations(self) -> list[dict]:
         return [row for _, row in read_jsonl(self.dir / REGISTRATIONS).rows]
@@ -452,6 +471,64 @@ class RunRecord:
 
     def artifacts(self) -> dict[str, dict]:
         return self._read_json(ARTIFACTS, {})
+
+    def set_aside(self, paths: list[str | Path], dest_dir: str | Path, reason: str, **context: Any) -> dict:
+        """Move files or folders into ``dest_dir`` (inside the run directory), keeping the inventory true.
+
+        Used when a resume discards what an interrupted attempt left. Every file moved gets an inventory
+        entry at its new path: a listed file keeps its recorded sha256 and producer (its entry is re-pointed,
+        with ``moved_from``); a file never listed, or changed since it was listed, is recorded with the
+        sha256 it has now. One ``artifacts_set_aside`` event names every move (from, to, sha256, whether it
+        was listed) with ``reason`` and ``context``. Paths that do not exist are skipped.
+
+        Returns
+        -------
+        dict
+            The event.
+        """
+        root = self.run_dir.resolve()
+        dest = Path(dest_dir) if Path(dest_dir).is_absolute() else self.run_dir / dest_dir
+        try:
+            dest.resolve().relative_to(root)
+        except ValueError as exc:
+            raise RecordError(f"set-aside folder {dest} lies outside the run directory {self.run_dir}") from exc
+
+        def rel(p: Path) -> str:
+            return str(p.resolve().relative_to(root))
+
+        with self.locked():
+            inventory = self._read_json(ARTIFACTS, {})
+            moves = []  # (source, target, [(old rel, new rel, sha256, bytes)])
+            for p in paths:
+                src = Path(p) if Path(p).is_absolute() else self.run_dir / p
+                if not (src.is_file() or src.is_dir()) or src.is_symlink():
+                    continue
+                target, n = dest / src.name, 0
+                while target.exists() or any(t == target for _, t, _ in moves):  # never overwrite evidence
+                    n += 1
+                    target = dest / f"{src.name}.{n}"
+                files = [src] if src.is_file() else sorted(f for f in src.rglob("*") if f.is_file()
+                                                             and not f.is_symlink())
+                entries = [(rel(f), rel(target / f.relative_to(src)) if src.is_dir() else rel(target),
+                            sha256_file(f), f.stat().st_size) for f in files]
+                moves.append((src, target, entries))
+            if not moves:
+                return {}
+            listing = [{"from": old, "to": new, "sha256": digest, "listed": old in inventory}
+                       for _, _, entries in moves for old, new, digest, _ in entries]
+            event = self.append_event("artifacts_set_aside", {"reason": reason, "moved": listing,
+                                                              "dest": rel(dest), **context})
+            dest.mkdir(parents=True, exist_ok=True)
+            for src, target, entries in moves:
+                os.replace(src, target)
+                for old, new, digest, size in entries:
+                    before = inventory.pop(old, None)
+                    kept = isinstance(before, dict) and before.get("sha256") == digest
+                    inventory[new] = {"sha256": digest, "bytes": size, "moved_from": old,
+                                      "producer_event": before.get("producer_event") if kept else event["id"],
+                                      "recorded_event": event["id"]}
+            self._write_json(ARTIFACTS, inventory)
+        return event
 
     # ----------------------------------------------------------------- states
     def set_stage_state(self, case: str, stage: str, state: str, reason: str, evidence: dict | None = None) -> None:

@@ -87,6 +87,17 @@ def _inside(run_dir: Path, candidate: Path) -> bool:
         return False
 
 
+def _acknowledged_torn_lines(events) -> dict[tuple[str, int], int]:
+    """(file, line) → id of the ``record_tail_truncated`` event that reported that torn line."""
+    out: dict[tuple[str, int], int] = {}
+    for _, event in (events.rows if events is not None else []):
+        payload = event.get("payload")
+        if event.get("type") == "record_tail_truncated" and isinstance(payload, dict):
+            if isinstance(payload.get("file"), str) and isinstance(payload.get("line"), int):
+                out[(payload["file"], payload["line"])] = event.get("id")
+    return out
+
+
 def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Finding]:
     """Validate ``RUN_DIR/run_record`` file by file and across files.
 
@@ -107,20 +118,28 @@ def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Find
         return [Finding("run_record", 0, "missing: no run_record/ directory in the run directory")]
 
     parsed: dict[str, list[tuple[int, dict]]] = {}
-    for name, schema in JSONL_SCHEMAS.items():
+    reads = {}
+    for name in JSONL_SCHEMAS:
         path = record_dir / name
         if path.is_symlink() and not _inside(run_dir, path):
             add(name, 0, "symlink leaving the run directory; not followed")
-            parsed[name] = []
-            continue
-        if not path.exists():
+        elif not path.exists():
             if name == EVENTS:
                 add(name, 0, "missing")
+        else:
+            reads[name] = read_jsonl(path)
+    torn = _acknowledged_torn_lines(reads.get(EVENTS))
+    for name, schema in JSONL_SCHEMAS.items():
+        if name not in reads:
             parsed[name] = []
             continue
-        read = read_jsonl(path)
+        read = reads[name]
         for line, message in read.malformed:
-            add(name, line, message)
+            if (name, line) in torn:  # a killed writer's fragment, ended and reported by the next writer
+                add(name, line, f"{message}: the fragment of a writer killed mid-line, reported by event "
+                                f"{torn[(name, line)]} (record_tail_truncated) and not parsed", "warning")
+            else:
+                add(name, line, message)
         if read.truncated_tail_line is not None:
             add(name, read.truncated_tail_line,
                 "truncated last line (a writer stopped mid-write); record valid up to the line before")
@@ -145,8 +164,6 @@ def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Find
         if corrects is not None and corrects not in seen_ids:
             add(EVENTS, line, f"corrects event {corrects}, which does not precede it")
         seen_ids.add(event_id)
-        if event.get("type") == "record_tail_truncated":
-            add(EVENTS, line, f"writer recorded a truncated line earlier: {event.get('payload')}", "warning")
 
     # attempts: ledger order and parents
     states: dict[str, str] = {}

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from mdbench.errors import InputError, MdbenchError
 from mdbench.paths import NOTEBOOKS_DIR
+from mdbench.record.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,6 @@ def render_report(audit_dirs: list[str | Path], out_html: str | Path, *, noteboo
     exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
                             exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(nb)
-    out_html.write_text(strip_external_scripts(body), encoding="utf-8")
+    atomic_write_text(out_html, strip_external_scripts(body))  # issue 25: a killed render leaves no partial page
     log.info("report written to %s", out_html)
     return out_html
