@@ -1,0 +1,706 @@
+"""Start an untrusted process — an evaluated agent, a campaign coordinator, a task solver — confined by the OS.
+
+Whatever an agent runs must not read evaluator-private files, write the frozen inputs, reach the network or
+outlive its episode. Conventions cannot promise that; the kernel can. :func:`spawn_confined` starts ``argv``
+under a :class:`Confinement`:
+
+* **PID namespace.** The command runs below a reaper that is process 1 of a fresh PID namespace. When the
+  command's main process ends (or the caller ends it), the reaper exits and the kernel kills every process left
+  in the namespace — ``setsid`` or double-forked daemons included.
+* **Mount namespace.** ``hidden`` paths become an empty read-only tmpfs (folders) or ``/dev/null`` (files);
+  ``readonly`` paths are bind-mounted read-only (even their owner cannot write); ``/tmp`` is a private tmpfs;
+  the caller's home (``/root``) is hidden by default. Paths nest either way: an exposed path inside a hidden
+  folder is bound back from a file descriptor opened before the folder was covered.
+* **User.** When the caller is root the command runs as an unprivileged account (created when missing), with
+  no supplementary groups and ``no_new_privs`` (set-uid programs cannot give root back).
+* **Network namespace.** Only a loopback interface (up), unless ``network=True``.
+* **Resources.** A CPU set (cpuset cgroup where writable, else ``sched_setaffinity``), a wall-clock timeout
+  (SIGTERM to every process of the tree, SIGKILL after a grace period), CPU time and peak memory of the whole
+  tree (cgroup v1 ``cpuacct``/``memory`` where writable, else ``getrusage`` of the reaped children).
+
+Without root, a user namespace with the caller mapped to root gives the same namespaces where the kernel allows
+it; otherwise the command runs in its own session with nothing enforced and ``method["isolation"] == "none"`` —
+callers record that, tests that need isolation skip. Linux only.
+
+Process layout: caller → *supervisor* (this module's ``__main__``, which entered the new namespaces before it
+started, prepares the mounts) → *reaper* (PID 1 of the new PID namespace; mounts ``/proc``, forwards SIGTERM to
+every process of the namespace) → the command (dropped to the unprivileged user).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import fcntl
+import json
+import os
+import pwd
+import resource
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import IO, Any, Mapping, Sequence
+
+from mdbench.errors import MdbenchError
+
+__all__ = ["Confinement", "SandboxResult", "ConfinedProcess", "SandboxError", "spawn_confined", "run_confined",
+           "capabilities", "runtime_paths", "DEFAULT_USER"]
+
+DEFAULT_USER = "mdbench-sandbox"
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+_CGROUP_CONTROLLERS = ("cpuacct", "memory", "cpuset", "pids")
+
+# Linux constants (include/uapi/linux/sched.h, mount.h, prctl.h).
+_CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
+_O_PATH = getattr(os, "O_PATH", 0o10000000)
+
+
+class SandboxError(MdbenchError):
+    """The confinement could not be set up as asked (a path missing, a user that cannot be created, …)."""
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What an untrusted process may see and do. Paths must be absolute and exist (except ``hidden`` ones)."""
+
+    workdir: Path
+    env: Mapping[str, str]
+    readonly: tuple[Path, ...] = ()
+    writable: tuple[Path, ...] = ()
+    hidden: tuple[Path, ...] = ()
+    network: bool = False
+    cpus: tuple[int, ...] | None = None
+    user: str | None = DEFAULT_USER
+    private_tmp: bool = True
+    hide_home: bool = True
+    timeout_s: float | None = None
+    grace_s: float = 10.0
+    tag: str = "sandbox"
+
+
+@dataclass
+class SandboxResult:
+    """How a confined process tree ended and what it used."""
+
+    status: str  # "exited" | "timeout" | "terminated" | "failed_to_start"
+    exit_code: int | None
+    wall_s: float
+    cpu_s: float | None
+    peak_memory_mib: float | None
+    stragglers_killed: int
+    method: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------------------------------- probing
+
+@lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL:
+    # Not ctypes.util.find_library: it forks ldconfig, and inside a new PID namespace the first child forked
+    # becomes its process 1 — when that child exits, the namespace is dead and every later fork fails.
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+
+
+def _unshare(flags: int) -> None:
+    if _libc().unshare(flags) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare: {os.strerror(err)}")
+
+
+@lru_cache(maxsize=1)
+def capabilities() -> dict[str, Any]:
+    """What this machine lets us enforce, probed once in a throw-away child process."""
+    root = os.geteuid() == 0
+    caps: dict[str, Any] = {"root": root, "platform": sys.platform}
+    if not sys.platform.startswith("linux"):
+        return {**caps, "namespaces": False, "user_namespace": False, "cgroup": False}
+    flags = _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWNET | (0 if root else _CLONE_NEWUSER)
+    probe = subprocess.run([sys.executable, "-c", f"import mdbench.sandbox as s; s._unshare({flags})"],
+                           capture_output=True, text=True, env=_probe_env())
+    caps["namespaces"] = probe.returncode == 0
+    caps["user_namespace"] = (not root) and caps["namespaces"]
+    caps["cgroup"] = root and _cgroup_writable()
+    if probe.returncode != 0:
+        caps["namespace_error"] = (probe.stderr.strip().splitlines() or ["unknown"])[-1]
+    return caps
+
+
+def _probe_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME", "LANG")}
+    return env
+
+
+def _cgroup_writable() -> bool:
+    return all(os.access(CGROUP_ROOT / c, os.W_OK) for c in ("cpuacct", "memory"))
+
+
+def runtime_paths() -> tuple[Path, ...]:
+    """Folders a Python process of this installation needs (read-only): interpreter prefixes, site and lib/."""
+    paths: set[Path] = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent}
+    for entry in sys.path[1:]:  # sys.path[0] is the running script's folder, not the runtime
+        p = Path(entry)
+        if entry and p.is_absolute() and p.exists():
+            paths.add(p if p.is_dir() else p.parent)
+    # Keep the outermost folders only.
+    ordered = sorted(paths, key=lambda p: len(p.parts))
+    keep: list[Path] = []
+    for p in ordered:
+        if not any(p == k or k in p.parents for k in keep):
+            keep.append(p)
+    return tuple(keep)
+
+
+# ------------------------------------------------------------------------------------------------ accounts
+
+def ensure_user(name: str) -> tuple[int, int]:
+    """uid, gid of the unprivileged account ``name``, created (system, nologin, no home) when missing."""
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        nologin = shutil.which("nologin") or "/usr/sbin/nologin"
+        proc = subprocess.run(["useradd", "--system", "--no-create-home", "--user-group",
+                               "--shell", nologin, name], capture_output=True, text=True)
+        try:  # a concurrent creator may have won the race
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            raise SandboxError(f"cannot create the sandbox user {name!r}: {proc.stderr.strip() or 'useradd failed'}"
+                               " — run as root with useradd available, or pass user=None") from None
+    if entry.pw_uid == 0:
+        raise SandboxError(f"sandbox user {name!r} has uid 0; choose an unprivileged account")
+    return entry.pw_uid, entry.pw_gid
+
+
+# ------------------------------------------------------------------------------------------------- cgroups
+
+class _Cgroups:
+    """cgroup v1 folders for one confined tree: CPU time, peak memory, CPU set, process list."""
+
+    def __init__(self, tag: str, cpus: tuple[int, ...] | None):
+        self.dirs: dict[str, Path] = {}
+        name = f"mdbench-{tag}-{os.getpid()}-{time.monotonic_ns()}"
+        for ctrl in _CGROUP_CONTROLLERS:
+            if ctrl == "cpuset" and cpus is None:
+                continue
+            base = CGROUP_ROOT / ctrl
+            if not os.access(base, os.W_OK):
+                continue
+            d = base / name
+            try:
+                d.mkdir()
+                if ctrl == "cpuset":
+                    (d / "cpuset.mems").write_text((base / "cpuset.mems").read_text())
+                    (d / "cpuset.cpus").write_text(",".join(str(c) for c in cpus or ()))
+                self.dirs[ctrl] = d
+            except OSError:
+                _rmdir_quiet(d)
+
+    def attach(self, pid: int) -> None:
+        for d in self.dirs.values():
+            (d / "cgroup.procs").write_text(str(pid))
+
+    def cpu_s(self) -> float | None:
+        d = self.dirs.get("cpuacct")
+        return int((d / "cpuacct.usage").read_text()) / 1e9 if d else None
+
+    def peak_memory_mib(self) -> float | None:
+        d = self.dirs.get("memory")
+        return int((d / "memory.max_usage_in_bytes").read_text()) / 2**20 if d else None
+
+    def pids(self) -> list[int]:
+        d = self.dirs.get("pids") or self.dirs.get("cpuacct")
+        if not d:
+            return []
+        return [int(x) for x in (d / "cgroup.procs").read_text().split()]
+
+    def remove(self) -> None:
+        for d in self.dirs.values():
+            for _ in range(50):
+                if _rmdir_quiet(d):
+                    break
+                time.sleep(0.02)
+
+
+def _rmdir_quiet(d: Path) -> bool:
+    try:
+        d.rmdir()
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------- the caller
+
+class ConfinedProcess:
+    """A running confined tree. ``stdin``/``stdout`` are text pipes when asked for."""
+
+    def __init__(self, popen: subprocess.Popen, conf: Confinement, method: dict[str, Any],
+                 cgroups: _Cgroups | None, started: float,
+                 rusage0: resource.struct_rusage, files: list[IO]):
+        self.popen, self.conf, self.method = popen, conf, method
+        self._cgroups, self._started, self._rusage0, self._files = cgroups, started, rusage0, files
+        self._result: SandboxResult | None = None
+        self._status: str | None = None
+        self._stragglers = 0
+
+    @property
+    def stdin(self) -> IO[str] | None:
+        return self.popen.stdin
+
+    @property
+    def stdout(self) -> IO[str] | None:
+        return self.popen.stdout
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None = None) -> SandboxResult:
+        """Wait for the tree to end and return its result.
+
+        The confinement's own ``timeout_s`` ends the tree (status ``"timeout"``). A shorter ``timeout`` given
+        here only stops waiting: :class:`subprocess.TimeoutExpired` is raised and the tree keeps running.
+        """
+        if self._result is not None:
+            return self._result
+        own = None if self.conf.timeout_s is None else self._started + self.conf.timeout_s
+        mine = None if timeout is None else time.monotonic() + timeout
+        deadline = min((d for d in (own, mine) if d is not None), default=None)
+        try:
+            self.popen.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            if own is not None and deadline == own:
+                return self._end("timeout")
+            raise
+        return self._finish("exited")
+
+    def terminate(self) -> SandboxResult:
+        """End the whole tree now: SIGTERM to every process, SIGKILL after the grace period."""
+        if self._result is not None:
+            return self._result
+        return self._end("terminated")
+
+    def _end(self, status: str) -> SandboxResult:
+        self._status = status
+        if self.popen.poll() is None:
+            try:
+                self.popen.send_signal(signal.SIGTERM)  # the supervisor passes it to every process inside
+            except ProcessLookupError:
+                pass
+            try:
+                self.popen.wait(self.conf.grace_s + 2.0)  # the reaper gives the tree grace_s itself
+            except subprocess.TimeoutExpired:
+                self.popen.kill()  # supervisor gone → reaper gets SIGKILL (pdeathsig) → namespace dies
+                self.popen.wait()
+        return self._finish(status)
+
+    def _finish(self, status: str) -> SandboxResult:
+        wall = time.monotonic() - self._started
+        code = self.popen.returncode
+        report = self._read_report()
+        stragglers = int(report.get("stragglers", 0))
+        if self.method.get("isolation") == "none":
+            stragglers += _kill_group(self.popen.pid)
+        cpu = peak = None
+        if self._cgroups is not None:
+            stragglers += self._kill_cgroup_leftovers()
+            cpu, peak = self._cgroups.cpu_s(), self._cgroups.peak_memory_mib()
+            self._cgroups.remove()
+        if cpu is None:
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (r1.ru_utime - self._rusage0.ru_utime) + (r1.ru_stime - self._rusage0.ru_stime)
+            peak = r1.ru_maxrss / 1024.0  # kB → MiB; the largest reaped child, a lower bound for the tree
+        if "exit_code" in report:
+            code = report["exit_code"]  # the command's own status (128 + signal when a signal ended it)
+        elif code is not None and code < 0:
+            code = None  # the supervisor itself was killed: the command's status is unknown
+        for f in self._files:
+            f.close()
+        for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        if report.get("setup_error"):
+            status = "failed_to_start"
+            self.method["setup_error"] = report["setup_error"]
+        self._result = SandboxResult(status=status, exit_code=code, wall_s=round(wall, 3),
+                                     cpu_s=None if cpu is None else round(cpu, 3),
+                                     peak_memory_mib=None if peak is None else round(peak, 1),
+                                     stragglers_killed=stragglers, method=dict(self.method))
+        return self._result
+
+    def _read_report(self) -> dict[str, Any]:
+        path = self.method.get("_report")
+        try:
+            return json.loads(Path(path).read_text()) if path else {}
+        except (OSError, ValueError):
+            return {}
+        finally:
+            if path:
+                shutil.rmtree(Path(path).parent, ignore_errors=True)
+
+    def _kill_cgroup_leftovers(self) -> int:
+        killed = 0
+        for _ in range(100):
+            pids = self._cgroups.pids() if self._cgroups else []
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.02)
+        return killed
+
+
+def _kill_group(pgid: int) -> int:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+        return 1
+    except (ProcessLookupError, PermissionError):
+        return 0
+
+
+def _open_stream(target: Any, mode: str, files: list[IO]) -> Any:
+    if isinstance(target, (str, Path)):
+        f = open(target, mode)  # noqa: SIM115 — closed by the ConfinedProcess
+        files.append(f)
+        return f
+    return target
+
+
+def spawn_confined(argv: Sequence[str], conf: Confinement, *, stdin: Any = None, stdout: Any = None,
+                   stderr: Any = None) -> ConfinedProcess:
+    """Start ``argv`` confined by ``conf``; streams are a path, a file, ``subprocess.PIPE`` or ``None``.
+
+    Raises :class:`SandboxError` for a confinement that cannot be honoured (missing path, relative path).
+    """
+    if not argv:
+        raise SandboxError("spawn_confined: empty command")
+    _check_paths(conf)
+    caps = capabilities()
+    root = caps["root"]
+    isolate = bool(caps.get("namespaces"))
+    uid_gid = ensure_user(conf.user) if (root and conf.user) else None
+    method: dict[str, Any] = {
+        "isolation": "namespaces" if isolate else "none",
+        "user": conf.user if uid_gid else None, "uid": uid_gid[0] if uid_gid else os.geteuid(),
+        "pid_namespace": isolate, "mount_namespace": isolate, "network_namespace": isolate and not conf.network,
+        "user_namespace": isolate and not root, "cpus": list(conf.cpus) if conf.cpus is not None else None,
+        "hidden": [str(p) for p in _hidden_list(conf)], "readonly": [str(p) for p in conf.readonly],
+    }
+    if not isolate:
+        method["why_not"] = caps.get("namespace_error", "namespaces unavailable")
+    if uid_gid:
+        for p in (conf.workdir, *conf.writable):
+            os.chown(p, *uid_gid)
+    cgroups = _Cgroups(conf.tag, conf.cpus) if (root and caps.get("cgroup")) else None
+    method["cgroup"] = bool(cgroups and cgroups.dirs)
+    report_dir = Path(tempfile.mkdtemp(prefix="mdbench-sandbox-"))
+    method["_report"] = str(report_dir / "report.json")
+    spec = {"argv": list(argv), "workdir": str(conf.workdir), "env": dict(conf.env),
+            "readonly": [str(p) for p in conf.readonly], "writable": [str(p) for p in conf.writable],
+            "hidden": method["hidden"], "private_tmp": conf.private_tmp, "network": conf.network,
+            "cpus": list(conf.cpus) if conf.cpus is not None else None,
+            "uid_gid": list(uid_gid) if uid_gid else None, "isolate": isolate, "report": method["_report"],
+            "grace_s": conf.grace_s}
+    spec_path = report_dir / "spec.json"
+    spec_path.write_text(json.dumps(spec))
+    os.chmod(report_dir, 0o700)
+    flags = (_CLONE_NEWNS | _CLONE_NEWPID | (0 if conf.network else _CLONE_NEWNET)
+             | (0 if root else _CLONE_NEWUSER))
+
+    def enter() -> None:  # runs in the child between fork and exec
+        os.setsid()
+        if cgroups is not None:
+            cgroups.attach(os.getpid())
+        if isolate:
+            ids = os.getuid(), os.getgid()  # before unshare: inside a new user namespace they read as 65534
+            _unshare(flags)
+            if not root:
+                _map_root_user(*ids)
+
+    files: list[IO] = []
+    rusage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    supervisor_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": _package_parent(),
+                      "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
+    popen = subprocess.Popen(
+        [sys.executable, "-s", "-m", "mdbench.sandbox", str(spec_path)],
+        stdin=_open_stream(stdin, "r", files), stdout=_open_stream(stdout, "w", files),
+        stderr=_open_stream(stderr, "w", files), env=supervisor_env, preexec_fn=enter, close_fds=True,
+        text=True, bufsize=1 if (stdin is subprocess.PIPE or stdout is subprocess.PIPE) else -1)
+    return ConfinedProcess(popen, conf, method, cgroups, started, rusage0, files)
+
+
+def run_confined(argv: Sequence[str], conf: Confinement, *, stdout: Any = None, stderr: Any = None,
+                 stdin: Any = None) -> SandboxResult:
+    """Run ``argv`` confined by ``conf`` to its end (or its timeout) and return the result."""
+    return spawn_confined(argv, conf, stdin=stdin, stdout=stdout, stderr=stderr).wait()
+
+
+def _package_parent() -> str:
+    return str(Path(__file__).resolve().parent.parent)
+
+
+def _hidden_list(conf: Confinement) -> list[Path]:
+    hidden = list(conf.hidden)
+    home = Path(os.path.expanduser("~"))
+    if conf.hide_home and home != Path("/") and home.is_dir() and home not in hidden:
+        hidden.append(home)
+    return hidden
+
+
+def _check_paths(conf: Confinement) -> None:
+    for label, paths in (("workdir", (conf.workdir,)), ("readonly", conf.readonly), ("writable", conf.writable)):
+        for p in paths:
+            if not Path(p).is_absolute():
+                raise SandboxError(f"sandbox {label} path {p} is not absolute")
+            if not Path(p).exists():
+                raise SandboxError(f"sandbox {label} path {p} does not exist")
+    for p in conf.hidden:
+        if not Path(p).is_absolute():
+            raise SandboxError(f"sandbox hidden path {p} is not absolute")
+
+
+def _map_root_user(uid: int, gid: int) -> None:
+    Path("/proc/self/setgroups").write_text("deny")
+    Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
+    Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
+
+
+# ----------------------------------------------------------------------------- inside: supervisor and reaper
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    libc = _libc()
+    rc = libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None, ctypes.c_ulong(flags),
+                    data.encode() if data else None)
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
+
+
+def _prctl(option: int, arg: int) -> None:
+    _libc().prctl(option, ctypes.c_ulong(arg), 0, 0, 0)
+
+
+def _prepare_mounts(spec: dict[str, Any]) -> None:
+    """Private /tmp, hidden paths covered, exposed paths bound back (from fds opened first), read-only remounts."""
+    _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
+    entries: list[tuple[str, str]] = ([(p, "hidden") for p in spec["hidden"]]
+                                      + [(p, "readonly") for p in spec["readonly"]]
+                                      + [(p, "writable") for p in [spec["workdir"], *spec["writable"]]])
+    if spec["private_tmp"]:
+        entries.append(("/tmp", "tmp"))
+    fds = {p: os.open(p, _O_PATH) for p, kind in entries if kind in ("readonly", "writable")}
+    covered: list[str] = []  # tmpfs we made (read-only at the end)
+    for path, kind in sorted(entries, key=lambda e: (len(Path(e[0]).parts), e[1] != "tmp")):
+        if kind in ("hidden", "tmp"):
+            if kind == "hidden" and not os.path.lexists(path):
+                continue
+            if kind == "hidden" and not os.path.isdir(path):
+                _mount("/dev/null", path, None, _MS_BIND)
+                continue
+            mode = "1777" if kind == "tmp" else "0755"
+            _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode={mode},size=64m" if kind == "hidden"
+                   else f"mode={mode}")
+            if kind == "hidden":
+                covered.append(path)
+        else:
+            _ensure_mountpoint(path, os.path.isdir(f"/proc/self/fd/{fds[path]}"))
+            _mount(f"/proc/self/fd/{fds[path]}", path, None, _MS_BIND | _MS_REC)
+            if kind == "readonly":
+                _mount("none", path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _kept_flags(path))
+    for path in covered:
+        _mount("none", path, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    for fd in fds.values():
+        os.close(fd)
+
+
+def _kept_flags(path: str) -> int:
+    """Flags of the mount under ``path`` a remount must keep (a user namespace may not drop locked ones)."""
+    f = os.statvfs(path).f_flag
+    flags = f & (_MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    flags |= 1024 if f & os.ST_NOATIME else 0          # MS_NOATIME
+    flags |= 2048 if f & os.ST_NODIRATIME else 0       # MS_NODIRATIME
+    flags |= (1 << 21) if f & os.ST_RELATIME else 0    # MS_RELATIME
+    return flags
+
+
+def _ensure_mountpoint(path: str, is_dir: bool) -> None:
+    if os.path.lexists(path):
+        return
+    os.makedirs(path if is_dir else os.path.dirname(path), exist_ok=True)
+    if not is_dir:
+        Path(path).touch()
+
+
+def _loopback_up() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifr = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s, 0x8913, ifr))[1]  # SIOCGIFFLAGS
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", flags | 0x1 | 0x40))  # SIOCSIFFLAGS: UP|RUNNING
+
+
+def _ns_pids() -> list[int]:
+    """Every process of this PID namespace but PID 1 (as seen from inside, after /proc was remounted)."""
+    return [int(d) for d in os.listdir("/proc") if d.isdigit() and int(d) != 1]
+
+
+def _exec_command(spec: dict[str, Any]) -> None:
+    """In the command's process: drop to the user, pin CPUs, exec. Never returns."""
+    try:
+        if spec["cpus"] is not None:
+            os.sched_setaffinity(0, spec["cpus"])
+        if spec["uid_gid"]:
+            uid, gid = spec["uid_gid"]
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+        try:
+            os.chdir(spec["workdir"])
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot enter the workdir {spec['workdir']}: {exc.strerror} (every parent "
+                                     "folder must be searchable by the sandbox user)") from None
+        os.umask(0o022)
+        try:
+            os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot start {spec['argv'][0]!r}: {exc.strerror}") from None
+    except OSError as exc:
+        sys.stderr.write(f"mdbench sandbox: {exc.strerror or exc}\n")
+        sys.stderr.flush()
+        os._exit(127)
+
+
+def _signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+def _drain(deadline: float) -> int:
+    """Reap until no other process is left in the namespace or the deadline passes; how many are left."""
+    while True:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+        left = _ns_pids()
+        if not left or time.monotonic() >= deadline:
+            return len(left)
+        time.sleep(0.02)
+
+
+def _reaper(spec: dict[str, Any], report_fd: int) -> None:
+    """PID 1 of the new namespace: run the command, reap orphans, pass on SIGTERM, exit with its status.
+
+    When the command's main process ends, the processes it left get SIGTERM and a short grace; when the
+    caller ends the tree, every process gets SIGTERM and ``grace_s``. Whatever is left when this process
+    exits is killed by the kernel with the namespace.
+    """
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    isolated = spec["isolate"]
+    if isolated:
+        _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    child = os.fork()
+    if child == 0:
+        os.close(report_fd)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _exec_command(spec)
+    terminating: list[float] = []
+
+    def forward(_signum: int, _frame: Any) -> None:
+        terminating.append(time.monotonic())
+        _signal_all(_ns_pids() if isolated else [child], signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
+    code = 1
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        if pid == child:
+            code = os.waitstatus_to_exitcode(status)
+            break
+    stragglers = 0
+    if isolated:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:  # zombies are not stragglers
+                pass
+        except ChildProcessError:
+            pass
+        stragglers = len(_ns_pids())  # left behind by the main process; all are ended below
+        if terminating:
+            deadline = terminating[0] + spec["grace_s"]
+        else:
+            _signal_all(_ns_pids(), signal.SIGTERM)
+            deadline = time.monotonic() + min(spec["grace_s"], 1.0)
+        _drain(deadline)
+    code = code if code >= 0 else 128 - code
+    os.write(report_fd, json.dumps({"exit_code": code, "stragglers": stragglers}).encode())
+    os._exit(code)  # the kernel now kills every process left in the namespace
+
+
+def _supervise(spec_path: str) -> int:
+    """Prepare the mounts and the network, start the reaper, wait for it, write the report."""
+    spec = json.loads(Path(spec_path).read_text())
+    report_fd = os.open(spec["report"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # before /tmp is covered
+    try:
+        if spec["isolate"]:
+            _prepare_mounts(spec)
+            if not spec["network"]:
+                _loopback_up()
+    except OSError as exc:
+        os.write(report_fd, json.dumps({"setup_error": str(exc)}).encode())
+        sys.stderr.write(f"mdbench sandbox: could not confine the process: {exc}\n")
+        return 126
+    read_fd, write_fd = os.pipe()
+    reaper = os.fork()  # with a new PID namespace, this child is its process 1
+    if reaper == 0:
+        os.close(read_fd)
+        _reaper(spec, write_fd)
+    os.close(write_fd)
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(reaper, signal.SIGTERM))
+    _, status = os.waitpid(reaper, 0)
+    data = b""
+    while chunk := os.read(read_fd, 65536):
+        data += chunk
+    info = json.loads(data) if data else {"exit_code": None, "stragglers": 0,
+                                          "reaper_status": os.waitstatus_to_exitcode(status)}
+    os.write(report_fd, json.dumps(info).encode())
+    code = info["exit_code"]
+    return code if isinstance(code, int) and 0 <= code < 256 else 1
+
+
+if __name__ == "__main__":  # the supervisor, started by spawn_confined inside the new namespaces
+    sys.exit(_supervise(sys.argv[1]))

@@ -1,0 +1,266 @@
+"""The sandbox against processes that try to get out: read hidden files, write frozen ones, reach the network,
+outlive their timeout, widen their CPU set. Each test runs a real confined process (no mocks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mdbench.sandbox import Confinement, SandboxError, capabilities, run_confined, runtime_paths, spawn_confined
+
+CAPS = capabilities()
+needs_namespaces = pytest.mark.skipif(not CAPS.get("namespaces"),
+                                      reason=f"namespaces unavailable here: {CAPS.get('namespace_error')}")
+needs_root = pytest.mark.skipif(not CAPS.get("root"), reason="needs root (separate user, cgroups)")
+
+
+def _conf(workdir: Path, **kw) -> Confinement:
+    kw.setdefault("readonly", runtime_paths())
+    kw.setdefault("env", {"PATH": "/usr/bin:/bin", "HOME": str(workdir)})
+    kw.setdefault("grace_s", 2.0)
+    return Confinement(workdir=workdir, **kw)
+
+
+def _python(tmp_path: Path, code: str, conf: Confinement, **kw):
+    out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    res = run_confined([sys.executable, "-c", textwrap.dedent(code)], conf, stdout=out, stderr=err, **kw)
+    return res, out.read_text(), err.read_text()
+
+
+@pytest.fixture
+def world(tmp_path: Path):
+    """A workspace, a frozen input folder (world-writable, so only the mount stops writes), a private file.
+
+    Built in a folder every user may search (pytest's own base folder is private to root)."""
+    base = Path(tempfile.mkdtemp(prefix="mdbench-sandbox-test-"))
+    os.chmod(base, 0o755)
+    yield _world(base)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _world(tmp_path: Path) -> dict[str, Path]:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    frozen = tmp_path / "frozen"
+    frozen.mkdir()
+    (frozen / "input.txt").write_text("frozen\n")
+    os.chmod(frozen, 0o777)
+    os.chmod(frozen / "input.txt", 0o666)
+    private = tmp_path / "evaluator"
+    private.mkdir()
+    (private / "answers.json").write_text('{"t_plus": 0.42}')
+    os.chmod(private, 0o755)
+    os.chmod(private / "answers.json", 0o644)
+    os.chmod(tmp_path, 0o755)
+    return {"ws": ws, "frozen": frozen, "private": private, "tmp": tmp_path}
+
+
+@needs_namespaces
+def test_cheating_process_cannot_read_write_or_phone_home(world, monkeypatch):
+    monkeypatch.setenv("MDBENCH_TEST_SECRET", "s3cret")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    conf = _conf(world["ws"], readonly=(world["frozen"], *runtime_paths()), hidden=(world["private"],),
+                 private_tmp=False)  # the fixture lives in /tmp: keep it visible so that `hidden` is what hides
+    res, out, err = _python(world["tmp"], f"""
+        import json, os, socket
+        r = {{"uid": os.getuid(), "env": dict(os.environ), "procs": [p for p in os.listdir("/proc") if p.isdigit()]}}
+        try:
+            r["answers"] = open("{world['private']}/answers.json").read()
+        except OSError as e:
+            r["answers"] = type(e).__name__
+        r["private_listing"] = os.listdir("{world['private']}")
+        for name in ("input.txt", "new.txt"):
+            try:
+                open("{world['frozen']}/" + name, "w").write("tampered")
+                r["write_" + name] = "written"
+            except OSError as e:
+                r["write_" + name] = e.errno
+        open("result.txt", "w").write("mine")
+        s = socket.socket(); s.settimeout(2)
+        try:
+            s.connect(("127.0.0.1", {port})); r["host_port"] = "connected"
+        except OSError as e:
+            r["host_port"] = type(e).__name__
+        inner = socket.socket(); inner.bind(("127.0.0.1", 0)); inner.listen(1)
+        c = socket.create_connection(inner.getsockname(), timeout=2); r["loopback_inside"] = "ok"
+        print(json.dumps(r))
+    """, conf)
+    server.close()
+    assert res.status == "exited" and res.exit_code == 0, err
+    r = json.loads(out)
+    if CAPS["root"]:
+        assert r["uid"] != 0 and res.method["user"]
+    assert r["answers"] in ("FileNotFoundError", "PermissionError") and r["private_listing"] == []
+    assert r["write_input.txt"] == 30 and r["write_new.txt"] == 30  # EROFS although the folder is 0777
+    assert (world["frozen"] / "input.txt").read_text() == "frozen\n"
+    assert not (world["frozen"] / "new.txt").exists()
+    assert (world["ws"] / "result.txt").read_text() == "mine"
+    assert "MDBENCH_TEST_SECRET" not in r["env"] and set(r["env"]) <= {"PATH", "HOME", "LC_CTYPE"}
+    assert r["host_port"] != "connected" and r["loopback_inside"] == "ok"
+    assert len(r["procs"]) <= 3  # its own namespace: the reaper, itself (no host processes visible)
+    assert res.method["network_namespace"] and res.method["pid_namespace"]
+
+
+@needs_namespaces
+def test_timeout_ends_the_whole_tree_with_setsid_children(world):
+    beat = world["ws"] / "beat"
+    conf = _conf(world["ws"], timeout_s=2.0, grace_s=1.0)
+    t0 = time.monotonic()
+    res, out, err = _python(world["tmp"], f"""
+        import os, signal, time
+        if os.fork() == 0:
+            os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            while True:
+                open("{beat}", "w").write(str(time.time())); time.sleep(0.1)
+        time.sleep(60)
+    """, conf)
+    elapsed = time.monotonic() - t0
+    assert res.status == "timeout" and res.exit_code == 128 + 15
+    assert elapsed < 2.0 + 1.0 + 5.0  # timeout + grace + start-up margin
+    assert res.stragglers_killed >= 1
+    last = beat.read_text()
+    time.sleep(0.5)
+    assert beat.read_text() == last, "a child outlived the timeout"
+    if CAPS["root"]:
+        uid = res.method["uid"]
+        left = subprocess.run(["pgrep", "-u", str(uid)], capture_output=True, text=True).stdout.split()
+        assert left == [], f"processes of uid {uid} still running: {left}"
+
+
+@needs_namespaces
+def test_daemon_left_behind_dies_with_the_main_process(world):
+    beat = world["ws"] / "daemon"
+    res, _, err = _python(world["tmp"], f"""
+        import os, time
+        if os.fork() == 0:
+            if os.fork() == 0:
+                os.setsid()
+                while True:
+                    open("{beat}", "w").write(str(time.time())); time.sleep(0.1)
+            os._exit(0)
+        time.sleep(0.5)
+    """, _conf(world["ws"]))
+    assert res.status == "exited" and res.exit_code == 0, err
+    assert res.stragglers_killed >= 1
+    last = beat.read_text()
+    time.sleep(0.5)
+    assert beat.read_text() == last
+
+
+@needs_namespaces
+def test_terminate_from_the_caller_and_json_lines_pipes(world):
+    proc = spawn_confined([sys.executable, "-c", "import sys\nfor l in sys.stdin:\n print(l.strip()[::-1], flush=True)"],
+                          _conf(world["ws"]), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    for word in ("lithium", "imide"):
+        proc.stdin.write(word + "\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == word[::-1]
+    res = proc.terminate()
+    assert res.status == "terminated" and proc.poll() is not None
+
+
+@needs_namespaces
+@needs_root
+def test_cpu_set_cannot_be_widened_and_cpu_time_is_counted(world):
+    allowed = sorted(os.sched_getaffinity(0))[:1]
+    res, out, err = _python(world["tmp"], """
+        import os, time
+        try:
+            os.sched_setaffinity(0, set(range(os.cpu_count())))
+        except OSError:
+            pass
+        t = time.process_time()
+        while time.process_time() - t < 0.4:
+            pass
+        print(sorted(os.sched_getaffinity(0)))
+    """, _conf(world["ws"], cpus=tuple(allowed)))
+    assert res.exit_code == 0, err
+    assert json.loads(out) == allowed
+    assert res.cpu_s is not None and res.cpu_s >= 0.35
+    assert res.peak_memory_mib is not None and res.peak_memory_mib > 1
+    assert res.method["cgroup"] is True
+
+
+@needs_namespaces
+@needs_root
+def test_without_root_a_user_namespace_gives_the_same_boundary(world):
+    """The caller itself confined as an unprivileged user: its own sandbox then uses a user namespace."""
+    inner_ws = world["ws"] / "inner"
+    inner_ws.mkdir()
+    os.chmod(world["ws"], 0o777)
+    os.chmod(inner_ws, 0o777)
+    driver = world["tmp"] / "driver.py"
+    driver.write_text(textwrap.dedent(f"""
+        import json, sys
+        from pathlib import Path
+        from mdbench.sandbox import Confinement, capabilities, run_confined, runtime_paths
+        caps = capabilities()
+        res = run_confined([sys.executable, "-c", "print(open('{world['private']}/answers.json').read())"],
+                           Confinement(workdir=Path("{inner_ws}"), env={{}}, readonly=runtime_paths(),
+                                       hidden=(Path("{world['private']}"),)),
+                           stdout=Path("{inner_ws}/o"), stderr=Path("{inner_ws}/e"))
+        print(json.dumps({{"caps": caps, "status": res.status, "code": res.exit_code, "method": res.method}}))
+    """))
+    os.chmod(driver, 0o644)
+    pythonpath = str(Path(__file__).resolve().parents[1] / "lib")
+    res, out, err = _python(world["tmp"], f"import runpy; runpy.run_path('{driver}', run_name='__main__')",
+                            _conf(world["ws"], readonly=(driver, *runtime_paths()),
+                                  env={"PATH": "/usr/bin:/bin", "PYTHONPATH": pythonpath}))
+    assert res.exit_code == 0, err
+    r = json.loads(out.strip().splitlines()[-1])
+    assert r["caps"]["root"] is False
+    if not r["caps"]["namespaces"]:
+        pytest.skip(f"user namespaces refused inside the sandbox: {r['caps'].get('namespace_error')}")
+    assert r["method"]["user_namespace"] is True and r["method"]["isolation"] == "namespaces"
+    assert r["code"] != 0 and "0.42" not in (inner_ws / "o").read_text()
+
+
+def test_bad_confinements_are_clear_errors(tmp_path):
+    with pytest.raises(SandboxError, match="not absolute"):
+        spawn_confined(["true"], Confinement(workdir=Path("relative"), env={}))
+    with pytest.raises(SandboxError, match="does not exist"):
+        spawn_confined(["true"], Confinement(workdir=tmp_path, env={}, readonly=(tmp_path / "nope",)))
+    with pytest.raises(SandboxError, match="empty command"):
+        spawn_confined([], Confinement(workdir=tmp_path, env={}))
+
+
+def test_missing_program_is_one_line_and_127(tmp_path):
+    err = tmp_path / "err"
+    res = run_confined([str(tmp_path / "no-such-agent")], _conf(tmp_path), stderr=err)
+    assert res.exit_code == 127
+    assert err.read_text().strip().count("\n") == 0 and "cannot start" in err.read_text()
+
+
+def test_runtime_paths_let_python_start(tmp_path):
+    res = run_confined([sys.executable, "-c", "import mdbench, numpy"], _conf(tmp_path), stderr=tmp_path / "e")
+    assert res.exit_code == 0, (tmp_path / "e").read_text()
+
+
+def test_concurrent_sandboxes_keep_their_own_results(tmp_path):
+    results: dict[int, int | None] = {}
+
+    def one(i: int) -> None:
+        ws = tmp_path / f"w{i}"
+        ws.mkdir()
+        results[i] = run_confined([sys.executable, "-c", f"raise SystemExit({i + 3})"], _conf(ws)).exit_code
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {0: 3, 1: 4, 2: 5}
