@@ -1,0 +1,356 @@
+"""Run one agent on a prepared episode, confined by the OS, then audit what it left.
+
+:func:`run_episode` launches the agent command with ``EP/workspace`` as its working directory (the run
+directory it must write) through :mod:`mdbench.sandbox`: an unprivileged user (when the runner is root),
+mount/PID/network namespaces, everything of ``EP/`` but the workspace hidden, ``agent_input/`` and
+``PROMPT.md`` read-only, a CPU set of ``threads`` cores, a complete environment built here (nothing of the
+caller's leaks in but what ``env`` names), and a wall-clock timeout that ends the whole process tree (SIGTERM,
+then SIGKILL after the grace period). Afterwards: the input-integrity check, the cost files, the ledger, the
+SAEO audit of the workspace (:func:`mdbench.audit.audit_run`, against the evaluator's pristine bundle) and
+``result.json``.
+
+Statuses: ``completed`` (the agent exited 0), ``agent_error`` (non-zero exit, or it could not start),
+``timeout``, ``infrastructure_blocked`` (GROMACS or packmol missing: the agent is not started, the audit still
+runs and the score is not counted as a candidate's), ``interrupted`` (the runner was stopped).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from mdbench.episode import collect
+from mdbench.episode.workspace import RESULT_JSON, Episode, check_integrity, load_episode
+from mdbench.errors import InputError, MdbenchError
+from mdbench.paths import OUTPUTS_DIR, PROJECT_ROOT
+
+log = logging.getLogger(__name__)
+
+RESULT_SCHEMA = "mdbench-episode-result/1"
+#: The unprivileged account agents run as when the runner is root.
+AGENT_USER = "mdbench-episode-agent"
+#: Tools the study cannot do without; missing → infrastructure_blocked.
+REQUIRED_TOOLS = (("gmx", "gmx_mpi"), ("packmol",))
+STATUSES = ("completed", "agent_error", "timeout", "infrastructure_blocked", "interrupted")
+#: Shorthands of the reference agents (module :mod:`mdbench.episode.agents`) → console script.
+REFERENCE_AGENTS = {"oracle": "mdbench-oracle", "null": "mdbench-null-agent", "buggy": "mdbench-buggy-agent"}
+
+
+@dataclass
+class RunOptions:
+    """How to run an episode's agent (limits default to the episode's, resources to this machine's)."""
+
+    timeout_min: float | None = None
+    grace_s: float | None = None
+    threads: int | None = None
+    gpus: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    expose: tuple[Path, ...] = ()
+    hide: tuple[Path, ...] = ()
+    network: bool = False
+    as_caller: bool = False
+    allow_unconfined: bool = False
+    force: bool = False
+    reanalysis: bool = True
+    adjudication: Path | None = None
+
+
+def resolve_agent(spec: str) -> list[str]:
+    """The argv of an agent: a reference shorthand (``oracle``, ``null``, ``buggy:<kind>``) or a command line.
+
+    Raises
+    ------
+    InputError
+        An empty command, or an unknown ``buggy:`` kind.
+    """
+    spec = spec.strip()
+    if not spec:
+        raise InputError("--agent is empty; give a command line or oracle | null | buggy:<kind>")
+    name, _, arg = spec.partition(":")
+    if name in REFERENCE_AGENTS and " " not in spec:
+        if name == "buggy":
+            from mdbench.episode.defects import DEFECTS  # noqa: PLC0415
+
+            if arg not in DEFECTS:
+                raise InputError(f"unknown buggy kind {arg!r}; choose one of {', '.join(sorted(DEFECTS))}")
+        elif arg:
+            raise InputError(f"agent {name!r} takes no ':{arg}'")
+        script = Path(sys.executable).parent / REFERENCE_AGENTS[name]
+        argv = [str(script)] if script.is_file() else [sys.executable, "-m", "mdbench.episode.agents", name]
+        return argv + ([arg] if arg else [])
+    try:
+        argv = shlex.split(spec)
+    except ValueError as exc:
+        raise InputError(f"--agent is not a valid command line: {exc}") from None
+    return argv
+
+
+def _machine_cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+
+
+def effective_threads(requested: int | None, cap: int) -> int:
+    """Threads for the agent: ``requested`` or min(cap, usable cores); refused above either."""
+    cores = len(_machine_cpus())
+    n = requested if requested is not None else min(cap, cores)
+    if not 1 <= n <= cap:
+        raise InputError(f"--threads {n} outside 1..{cap} (the seed's cap on the candidate's CPU threads)")
+    if n > cores:
+        raise InputError(f"--threads {n} but only {cores} cores are usable here")
+    return n
+
+
+def agent_path() -> str:
+    """PATH for the agent: this installation's bin, the folders of gmx and packmol, the system folders."""
+    dirs = [str(Path(sys.executable).parent)]
+    for names in REQUIRED_TOOLS:
+        for n in names:
+            exe = shutil.which(n)
+            if exe:
+                dirs.append(str(Path(exe).parent))
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        if d in ("/usr/local/bin", "/usr/bin", "/bin"):
+            dirs.append(d)
+    return os.pathsep.join(dict.fromkeys(dirs))
+
+
+def missing_tools(path: str) -> list[str]:
+    """Required tools not found on ``path``."""
+    return [names[0] for names in REQUIRED_TOOLS if not any(shutil.which(n, path=path) for n in names)]
+
+
+def agent_env(ep: Episode, threads: int, gpus: str, extra: dict[str, str], path: str) -> dict[str, str]:
+    """The agent's complete environment (the caller's is not inherited)."""
+    env = {
+        "PATH": path, "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+        "MDBENCH_PROMPT": str(ep.prompt.resolve()), "MDBENCH_AGENT_INPUT": str(ep.agent_input.resolve()),
+        "MDBENCH_EPISODE_ID": ep.episode_id,
+        "OMP_NUM_THREADS": str(threads), "MDBENCH_THREAD_CAP": str(threads), "MDBENCH_THREADS": str(threads),
+        "MDBENCH_LOCK_DIR": "/tmp/mdbench-threads", "CUDA_VISIBLE_DEVICES": gpus,
+        "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "JUPYTER_PLATFORM_DIRS": "1",
+    }
+    if not gpus:
+        env["GMX_DISABLE_GPU_DETECTION"] = "1"
+    env.update(extra)
+    return env
+
+
+def parse_env(items: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """``--env KEY=VALUE`` (given value) or ``--env KEY`` (the caller's value)."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not key or not key.replace("_", "a").isalnum():
+            raise InputError(f"--env expects KEY=VALUE or KEY, got {item!r}")
+        if not sep:
+            if key not in os.environ:
+                raise InputError(f"--env {key}: not set in this shell")
+            value = os.environ[key]
+        out[key] = value
+    return out
+
+
+def _archive_previous(ep: Episode) -> int:
+    """Move a finished run's files to ``EP/previous/<n>/`` (nothing is deleted); returns n."""
+    prev = ep.root / "previous"
+    n = 1
+    while (prev / str(n)).exists():
+        n += 1
+    dest = prev / str(n)
+    dest.mkdir(parents=True)
+    for name in (RESULT_JSON, "agent", "audit", "integrity"):
+        if (ep.root / name).exists():
+            os.replace(ep.root / name, dest / name)
+    return n
+
+
+def _status(sandbox_status: str, exit_code: int | None) -> str:
+    if sandbox_status == "timeout":
+        return "timeout"
+    if sandbox_status == "terminated":
+        return "interrupted"
+    if sandbox_status == "exited" and exit_code == 0:
+        return "completed"
+    return "agent_error"
+
+
+def _audit(ep: Episode, opts: RunOptions, integrity: dict[str, Any]) -> dict[str, Any]:
+    """The SAEO audit of the workspace into ``EP/audit`` (a black box); never raises."""
+    from mdbench.audit import audit_run  # noqa: PLC0415
+
+    out = ep.root / "audit"
+    adjudication = opts.adjudication
+    if not integrity["intact"]:
+        adjudication = _integrity_adjudication(ep, integrity, opts.adjudication)
+    started = time.perf_counter()
+    try:
+        res = audit_run(ep.workspace, ep.bundle, out, reanalysis=opts.reanalysis, adjudication=adjudication)
+    except (MdbenchError, OSError, ValueError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:500], "seconds": round(time.perf_counter() - started, 3)}
+    items = {i: s.final for i, s in res.episode_items.items()}
+    states: dict[str, int] = {}
+    for o in res.observables:
+        states[o.state] = states.get(o.state, 0) + 1
+    return {"composite": round(res.composite_final, 3), "composite_preliminary": round(res.composite_preliminary, 3),
+            "dimensions": {k: round(v, 4) for k, v in res.dimension_means_final.items()}, "items": items,
+            "claimed_outcome": res.claimed_outcome, "expected_outcome": res.expected_outcome,
+            "observable_states": dict(sorted(states.items())), "findings": len(res.findings),
+            "saeo_json": "audit/saeo.json", "findings_md": "audit/findings.md",
+            "seconds": round(time.perf_counter() - started, 3)}
+
+
+def _integrity_adjudication(ep: Episode, integrity: dict[str, Any], expert: Path | None) -> Path:
+    """An adjudication file with the input-integrity finding (E2 = 0), after any expert entries.
+
+    The audit has no input for evaluator-held evidence other than adjudication; the entry names its source.
+    """
+    import yaml  # noqa: PLC0415
+
+    entries: list[dict[str, Any]] = []
+    if expert is not None:
+        from mdbench.yamlio import load_yaml  # noqa: PLC0415
+
+        data = load_yaml(expert) or []
+        entries = list(data["entries"] if isinstance(data, dict) and "entries" in data else data)
+    listed = "; ".join(integrity["findings"][:10])
+    entries.append({"item": "E2", "rating": 0,
+                    "reviewer": "mdbench episode runner (automatic input-integrity check)",
+                    "reason": f"agent_input/ differs from the frozen bundle after the run: {listed}",
+                    "evidence": integrity.get("evidence")})
+    path = ep.root / "integrity" / "adjudication.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(entries, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _confinement(ep: Episode, opts: RunOptions, env: dict[str, str], cpus: list[int], timeout_s: float,
+                 grace_s: float) -> Any:
+    from mdbench.sandbox import Confinement, runtime_paths  # noqa: PLC0415
+
+    ws = ep.workspace.resolve()
+    readonly = [*runtime_paths(), *(PROJECT_ROOT / d for d in ("lib", "params", "templates"))]
+    if not opts.as_caller:
+        readonly += [ep.agent_input.resolve(), ep.prompt.resolve()]
+    readonly += [Path(p).resolve() for p in opts.expose]
+    # EP/ (episode.json, the pristine bundle, logs, audit) and outputs/ (other episodes, audits) are the
+    # evaluator's; the workspace inside EP/ is bound back by the sandbox (exposed paths nest in hidden ones)
+    hidden = list(dict.fromkeys([ep.root.resolve(), OUTPUTS_DIR.resolve(), *(Path(p).resolve() for p in opts.hide)]))
+    return Confinement(workdir=ws, env=env, readonly=tuple(dict.fromkeys(p for p in readonly if p.exists())),
+                       writable=(ws,), hidden=tuple(hidden), network=opts.network, cpus=tuple(cpus),
+                       user=None if opts.as_caller else AGENT_USER, private_tmp=True, timeout_s=timeout_s,
+                       grace_s=grace_s, tag="episode")
+
+
+def run_episode(path: str | Path, agent: str, opts: RunOptions | None = None) -> dict[str, Any]:
+    """Run ``agent`` on the episode at ``path``; write and return ``result.json`` (see the module docstring).
+
+    Raises
+    ------
+    InputError
+        Not an episode folder; a finished run without ``force``; bad limits; isolation unavailable without
+        ``allow_unconfined``.
+    """
+    from mdbench.sandbox import capabilities, spawn_confined  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    opts = opts or RunOptions()
+    ep = load_episode(path)
+    if (ep.root / RESULT_JSON).exists() or (ep.root / "agent").exists():
+        if not opts.force:
+            raise InputError("this episode has already run; pass --force to run it again (the earlier run's "
+                             "files move to previous/<n>/, nothing is deleted)", str(ep.root / RESULT_JSON))
+    argv = resolve_agent(agent)
+    caps = capabilities()
+    if not caps.get("namespaces") and not opts.allow_unconfined:
+        why = caps.get("namespace_error", "no namespaces")
+        raise InputError(f"the operating system cannot confine the agent here ({why}); run as root or where user "
+                         "namespaces are allowed, or pass --allow-unconfined to record an unconfined episode")
+    threads = effective_threads(opts.threads, ep.limits.cpu_threads_max)
+    cpus = _machine_cpus()[:threads]
+    timeout_min = ep.limits.timeout_min if opts.timeout_min is None else opts.timeout_min
+    grace_s = ep.limits.grace_s if opts.grace_s is None else opts.grace_s
+    if not timeout_min > 0 or grace_s < 0:
+        raise InputError(f"--timeout must be > 0 min and the grace period >= 0 s (got {timeout_min}, {grace_s})")
+    previous = _archive_previous(ep) if opts.force and ((ep.root / RESULT_JSON).exists()
+                                                         or (ep.root / "agent").exists()) else 0
+    logs = ep.root / "agent"
+    logs.mkdir()
+    path_env = agent_path()
+    env = agent_env(ep, threads, opts.gpus, opts.env, path_env)
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    missing = missing_tools(path_env)
+    sandbox: dict[str, Any]
+    t_launch = t_end = time.perf_counter()
+    if missing:
+        status, exit_code = "infrastructure_blocked", None
+        msg = (f"infrastructure blocked: {', '.join(missing)} not found on the agent's PATH ({path_env}); "
+               "the agent was not started\n")
+        (logs / "stdout.log").write_text("")
+        (logs / "stderr.log").write_text(msg)
+        sandbox = {"status": "not_started", "exit_code": None, "wall_s": 0.0, "cpu_s": 0.0, "peak_memory_mib": 0.0,
+                   "stragglers_killed": 0, "method": {}, "reason": msg.strip()}
+    else:
+        conf = _confinement(ep, opts, env, cpus, timeout_min * 60.0, grace_s)
+        t_launch = time.perf_counter()
+        proc = spawn_confined(argv, conf, stdout=logs / "stdout.log", stderr=logs / "stderr.log")
+        try:
+            res = proc.wait()
+        except KeyboardInterrupt:
+            res = proc.terminate()
+        t_end = time.perf_counter()
+        sandbox = res.to_json()
+        sandbox["method"] = {k: v for k, v in sandbox["method"].items() if not k.startswith("_")}
+        status, exit_code = _status(res.status, res.exit_code), res.exit_code
+        if res.status == "failed_to_start":
+            sandbox["reason"] = sandbox["method"].get("setup_error")
+    (logs / "sandbox.json").write_text(json.dumps(sandbox, indent=1, sort_keys=True) + "\n")
+    integrity = check_integrity(ep)
+    costs = collect.agent_costs(ep.workspace)
+    if costs["source"]:
+        raw = collect.read_bounded(ep.workspace / costs["source"], collect.MAX_JSON_BYTES)
+        if raw is not None:
+            (logs / Path(costs["source"]).name).write_bytes(raw)
+    ledger = collect.ns_charged(ep.workspace)
+    gpu = collect.gpu_hours(ep.workspace)
+    t_collected = time.perf_counter()
+    audit = _audit(ep, opts, integrity)
+    t_audited = time.perf_counter()
+    result = {
+        "schema": RESULT_SCHEMA, "episode_id": ep.episode_id, "preset": ep.preset,
+        "configuration": ep.configuration, "status": status, "exit_code": exit_code,
+        "scored_as_candidate": status != "infrastructure_blocked",
+        "agent": {"spec": agent, "argv": argv}, "started_at": started_at,
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "wall_s": sandbox["wall_s"], "cpu_s": sandbox["cpu_s"], "peak_memory_mib": sandbox["peak_memory_mib"],
+        "gpu_hours": gpu["gpu_hours"], "gpus": opts.gpus or None, "gpu_detail": gpu,
+        "ns_charged": ledger["total_ns"], "ns_charged_per_case": ledger["per_case_ns"], "ledger": ledger,
+        "tokens": costs["total_tokens"], "cost_usd": costs["usd"], "cost": costs,
+        "score": audit.get("composite"), "dimensions": audit.get("dimensions"), "audit": audit,
+        "input_integrity": integrity, "agent_input_intact": integrity["intact"],
+        "limits": {"timeout_min": timeout_min, "grace_s": grace_s, "threads": threads, "cpus": cpus,
+                   "md_budget_ns_per_case": ep.limits.md_budget_ns_per_case,
+                   "md_budget_ns_total": ep.limits.md_budget_ns_total, "network": opts.network,
+                   "env_passed": sorted(opts.env)},
+        "isolation": sandbox.get("method") or {"isolation": "not_started"},
+        "stragglers_killed": sandbox["stragglers_killed"], "sandbox_status": sandbox["status"],
+        "previous_runs": previous,
+        "harness_s": {"before_agent": round(t_launch - t0, 3), "after_agent": round(t_collected - t_end, 3),
+                      "audit": round(t_audited - t_collected, 3)},
+    }
+    _write_json(ep.root / RESULT_JSON, result)
+    return result
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
