@@ -64,11 +64,16 @@ def _save(run: Path, case: str, doc: dict[str, Any]) -> None:
     write_results(run / "analysis" / case / "results.json", doc)
 
 
-def _set_state(run: Path, case: str, name: str, state: str, reason: str) -> None:
+def _set_state(run: Path, case: str, name: str, state: str, reason: str, *, in_results: bool = True) -> None:
+    """Record an observable's new state as the pipeline does (JSON-pointer reference, same registration)."""
     from mdbench.record import RunRecord  # noqa: PLC0415
 
-    RunRecord(run).set_observable_state(case, name, state, reason,
-                                        results_ref=f"analysis/{case}/results.json#/observables/{name}")
+    rec = RunRecord(run)
+    previous = (rec.observable_states().get(case) or {}).get(name) or {}
+    pointer = name.replace("~", "~0").replace("/", "~1")
+    ref = f"analysis/{case}/results.json" + (f"#/observables/{pointer}" if in_results else "")
+    rec.set_observable_state(case, name, state, reason, results_ref=ref,
+                             registration_id=previous.get("registration_id"))
 
 
 def _conductivity_L(doc: dict[str, Any]) -> tuple[np.ndarray, list[np.ndarray], list[str], dict[str, float]]:
@@ -100,6 +105,8 @@ def _tplus_convention(run: Path, cases: list[str]) -> None:
             frame = f"solvent frame, reference {ref}" if ref else "barycentric frame"
             o = obs[name]
             o.update(value=mixed(L), blocks=[float(b) for b in bvals], state=state, reason=reason,
+                     onsager=_signed_coefficients(solvent_frame(L, species, n_mol, ref) if ref else L, species,
+                                                  charges),
                      definition="t+ = sum_j z+ z_j s_{+j} / sum_ij z_i z_j s_ij with the signed-charge Onsager "
                                 f"coefficients s_ij = e^2 z_i z_j L^ij ({frame})",
                      uncertainty=dict(o.get("uncertainty") or {}, half_width_95=3.182 * float(bvals.std(ddof=1)) / 2,
@@ -107,6 +114,16 @@ def _tplus_convention(run: Path, cases: list[str]) -> None:
             _set_state(run, case, name, state, reason)
         _save(run, case, doc)
     _finish(run, cases, "recovered_valid")
+
+
+def _signed_coefficients(L: np.ndarray, species: list[str], charges: dict[str, float]) -> dict[str, Any]:
+    """The agent's reported coefficients: signed-charge weighted z_i z_j L^ij of the two ions [1/(J m s) e²]."""
+    ions = [i for i, s in enumerate(species) if abs(charges[s]) > 1e-3]
+    cat = next(i for i in ions if charges[species[i]] > 0)
+    an = next(i for i in ions if charges[species[i]] < 0)
+    z_c, z_a = charges[species[cat]], charges[species[an]]
+    return {"weighting": "signed_charge", "L_pp": float(z_c * z_c * L[cat, cat]),
+            "L_mm": float(z_a * z_a * L[an, an]), "L_pm": float(z_c * z_a * L[cat, an])}
 
 
 def _float32_volume(run: Path, cases: list[str]) -> None:
@@ -147,10 +164,12 @@ def _clean_claim(run: Path, cases: list[str]) -> None:
         for name in list(obs):
             if name.startswith("self_diffusion/") and name != "self_diffusion/LI":
                 del obs[name]
-                _set_state(run, case, name, "M", "species-resolved self-diffusion not delivered")
+                _set_state(run, case, name, "M", "species-resolved self-diffusion not delivered", in_results=False)
             elif name.startswith(("self_diffusion/", "viscosity", "conductivity/", "transference/")):
-                obs[name] = {k: v for k, v in obs[name].items() if k not in ("blocks", "block_ranges_ps")}
-                obs[name]["state"], obs[name]["reason"] = "M", reason
+                # the whole-interval value stays; its blocks (and so its uncertainty) were never computed
+                obs[name] = {k: v for k, v in obs[name].items() if k not in ("blocks", "block_ranges_ps",
+                                                                               "uncertainty")}
+                obs[name]["reason"] = f"whole interval only; {reason}"
                 _set_state(run, case, name, "M", reason)
         _save(run, case, doc)
     _finish(run, cases, "clean_valid")

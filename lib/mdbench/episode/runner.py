@@ -183,35 +183,39 @@ def _status(sandbox_status: str, exit_code: int | None) -> str:
     return "agent_error"
 
 
-def _audit(ep: Episode, opts: RunOptions, integrity: dict[str, Any]) -> dict[str, Any]:
-    """The SAEO audit of the workspace into ``EP/audit`` (a black box); never raises."""
+def audit_workspace(workspace: Path, bundle: Path, out: Path, integrity: dict[str, Any], *, reanalysis: bool = True,
+                    adjudication: Path | None = None, work_dir: Path | None = None) -> dict[str, Any]:
+    """The SAEO audit of an agent's workspace into ``out`` (the audit is a black box here); never raises.
+
+    A changed ``agent_input/`` becomes an E2 = 0 entry (:func:`integrity_adjudication`, written into
+    ``work_dir``) applied after any expert ``adjudication``. Returns the composite, the four dimension means,
+    the 21 item ratings, the claims and a count of observable states (or ``error`` when the audit failed).
+    """
     from mdbench.audit import audit_run  # noqa: PLC0415
 
-    out = ep.root / "audit"
-    adjudication = opts.adjudication
     if not integrity["intact"]:
-        adjudication = _integrity_adjudication(ep, integrity, opts.adjudication)
+        adjudication = integrity_adjudication(integrity, adjudication, work_dir or out.parent)
     started = time.perf_counter()
     try:
-        res = audit_run(ep.workspace, ep.bundle, out, reanalysis=opts.reanalysis, adjudication=adjudication)
+        res = audit_run(workspace, bundle, out, reanalysis=reanalysis, adjudication=adjudication)
     except (MdbenchError, OSError, ValueError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"[:500], "seconds": round(time.perf_counter() - started, 3)}
-    items = {i: s.final for i, s in res.episode_items.items()}
     states: dict[str, int] = {}
     for o in res.observables:
         states[o.state] = states.get(o.state, 0) + 1
     return {"composite": round(res.composite_final, 3), "composite_preliminary": round(res.composite_preliminary, 3),
-            "dimensions": {k: round(v, 4) for k, v in res.dimension_means_final.items()}, "items": items,
+            "dimensions": {k: round(v, 4) for k, v in res.dimension_means_final.items()},
+            "items": {i: s.final for i, s in res.episode_items.items()},
             "claimed_outcome": res.claimed_outcome, "expected_outcome": res.expected_outcome,
             "observable_states": dict(sorted(states.items())), "findings": len(res.findings),
-            "saeo_json": "audit/saeo.json", "findings_md": "audit/findings.md",
+            "saeo_json": f"{out.name}/saeo.json", "findings_md": f"{out.name}/findings.md",
             "seconds": round(time.perf_counter() - started, 3)}
 
 
-def _integrity_adjudication(ep: Episode, integrity: dict[str, Any], expert: Path | None) -> Path:
-    """An adjudication file with the input-integrity finding (E2 = 0), after any expert entries.
+def integrity_adjudication(integrity: dict[str, Any], expert: Path | None, work_dir: Path) -> Path:
+    """``work_dir/adjudication.yaml``: any expert entries, then the input-integrity finding as E2 = 0.
 
-    The audit has no input for evaluator-held evidence other than adjudication; the entry names its source.
+    The audit takes evaluator-held evidence only through adjudication; the entry names its source.
     """
     import yaml  # noqa: PLC0415
 
@@ -226,8 +230,8 @@ def _integrity_adjudication(ep: Episode, integrity: dict[str, Any], expert: Path
                     "reviewer": "mdbench episode runner (automatic input-integrity check)",
                     "reason": f"agent_input/ differs from the frozen bundle after the run: {listed}",
                     "evidence": integrity.get("evidence")})
-    path = ep.root / "integrity" / "adjudication.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    path = work_dir / "adjudication.yaml"
     path.write_text(yaml.safe_dump(entries, sort_keys=False), encoding="utf-8")
     return path
 
@@ -322,7 +326,8 @@ def run_episode(path: str | Path, agent: str, opts: RunOptions | None = None) ->
     ledger = collect.ns_charged(ep.workspace)
     gpu = collect.gpu_hours(ep.workspace)
     t_collected = time.perf_counter()
-    audit = _audit(ep, opts, integrity)
+    audit = audit_workspace(ep.workspace, ep.bundle, ep.root / "audit", integrity, reanalysis=opts.reanalysis,
+                            adjudication=opts.adjudication, work_dir=ep.root / "integrity")
     t_audited = time.perf_counter()
     result = {
         "schema": RESULT_SCHEMA, "episode_id": ep.episode_id, "preset": ep.preset,

@@ -165,7 +165,7 @@ def episode_id(preset: str, bundle_sha256: str, config: dict[str, Any]) -> str:
     return "__".join(parts) + f"__{preset}-{digest}"
 
 
-def _write_readonly_tree(files: dict[str, bytes], dest: Path) -> None:
+def write_readonly_tree(files: dict[str, bytes], dest: Path) -> None:
     """Write ``files`` under ``dest``; then files 0444 and folders 0555 (deepest first)."""
     for rel in sorted(files):
         target = dest / rel
@@ -220,7 +220,7 @@ def prepare_episode(preset: str, out: str | Path, config: dict[str, Any] | None 
         raise InputError("episode folder exists and is not empty; choose a new folder", str(out))
     config = parse_config([f"{k}={v}" for k, v in (config or {}).items()])
     files = bundle_tree(preset, bundle_dir)
-    preset_of_bundle = _bundle_preset(files)
+    preset_of_bundle = bundle_preset(files)
     if preset_of_bundle != preset:
         raise InputError(f"the bundle was built for preset {preset_of_bundle!r}, not {preset!r}", str(bundle_dir))
     sha = hashlib.sha256(files[CHECKSUMS]).hexdigest()
@@ -234,9 +234,9 @@ def prepare_episode(preset: str, out: str | Path, config: dict[str, Any] | None 
                    "bundle": BUNDLE, "agent_logs": "agent", "audit": "audit", "result": RESULT_JSON},
     }
     out.mkdir(parents=True, exist_ok=True)
-    _write_readonly_tree(files, out / BUNDLE)
+    write_readonly_tree(files, out / BUNDLE)
     (out / WORKSPACE).mkdir()
-    _write_readonly_tree(files, out / WORKSPACE / AGENT_INPUT)
+    write_readonly_tree(files, out / WORKSPACE / AGENT_INPUT)
     prompt = out / WORKSPACE / PROMPT
     prompt.write_bytes(files["PROMPT_TEMPLATE.md"])
     os.chmod(prompt, 0o444)
@@ -244,7 +244,7 @@ def prepare_episode(preset: str, out: str | Path, config: dict[str, Any] | None 
     return load_episode(out)
 
 
-def _bundle_preset(files: dict[str, bytes]) -> str | None:
+def bundle_preset(files: dict[str, bytes]) -> str | None:
     import yaml  # noqa: PLC0415
 
     try:
@@ -278,9 +278,9 @@ def load_episode(path: str | Path) -> Episode:
 
 
 # ----------------------------------------------------------------------------- integrity after the run
-def _expected(ep: Episode) -> dict[str, str]:
+def _expected(pristine: Path) -> dict[str, str]:
     """Relative path → sha256 of every bundle file, the checksum list included (from the pristine copy)."""
-    listing = (ep.bundle / CHECKSUMS).read_bytes()
+    listing = (pristine / CHECKSUMS).read_bytes()
     expected = {}
     for line in listing.decode().splitlines():
         digest, _, rel = line.partition("  ")
@@ -316,27 +316,29 @@ def _sha256_regular(path: Path) -> str | None:
         return digest.hexdigest()
 
 
-def check_integrity(ep: Episode, keep_evidence: bool = True) -> dict[str, Any]:
-    """Compare ``workspace/agent_input/`` with the pristine bundle; keep evidence of every difference.
+def compare_inputs(agent_input: Path, pristine: Path, prompt: Path | None = None,
+                   evidence_dir: Path | None = None) -> dict[str, Any]:
+    """Compare an agent's ``agent_input/`` (and ``PROMPT.md``) with the pristine bundle's checksum list.
 
     Returns
     -------
     dict
-        ``intact`` (bool), ``findings`` (``changed|missing|extra|not_a_file|mode: <path>``) and, when not
-        intact, ``evidence`` (``integrity/`` relative to the episode folder: ``findings.json`` and a copy of
-        each changed or extra file up to :data:`EVIDENCE_MAX_BYTES`; symlinks recorded by their target).
+        ``intact`` (bool), ``findings`` (``changed|missing|extra|not_a_file|mode: <path>``),
+        ``checked_files`` and, when not intact and ``evidence_dir`` is given, ``evidence``: the path of
+        ``findings.json`` in ``evidence_dir`` beside a copy of each changed or extra file (up to
+        :data:`EVIDENCE_MAX_BYTES`; symlinks recorded by their target, never followed).
     """
-    expected = _expected(ep)
-    root = ep.agent_input
+    expected = _expected(pristine)
     findings: list[str] = []
     evidence_files: dict[str, str] = {}
-    if root.is_symlink() or not root.is_dir():
+    present: dict[str, os.stat_result] = {}
+    if agent_input.is_symlink() or not agent_input.is_dir():
         findings.append(f"missing: {AGENT_INPUT}/ (replaced or removed)")
-        present: dict[str, os.stat_result] = {}
     else:
-        present = _tree(root)
-        if stat.S_IMODE(os.lstat(root).st_mode) != 0o555:
-            findings.append(f"mode: {AGENT_INPUT}/ is {oct(stat.S_IMODE(os.lstat(root).st_mode))}, expected 0o555")
+        present = _tree(agent_input)
+        mode = stat.S_IMODE(os.lstat(agent_input).st_mode)
+        if mode != 0o555:
+            findings.append(f"mode: {AGENT_INPUT}/ is {oct(mode)}, expected 0o555")
     for rel, digest in sorted(expected.items()):
         st = present.get(rel)
         if st is None:
@@ -344,30 +346,40 @@ def check_integrity(ep: Episode, keep_evidence: bool = True) -> dict[str, Any]:
         elif not stat.S_ISREG(st.st_mode):
             findings.append(f"not_a_file: {rel}")
             evidence_files[rel] = "symlink" if stat.S_ISLNK(st.st_mode) else "special"
-        elif _sha256_regular(root / rel) != digest:
+        elif _sha256_regular(agent_input / rel) != digest:
             findings.append(f"changed: {rel}")
             evidence_files[rel] = "changed"
         elif stat.S_IMODE(st.st_mode) != 0o444:
             findings.append(f"mode: {rel} is {oct(stat.S_IMODE(st.st_mode))}, expected 0o444")
-    dirs = {str(Path(r).parent.as_posix()) for r in expected} | {""}
+    parents = {Path(r).parent.as_posix() for r in expected}
     for rel, st in sorted(present.items()):
-        if rel in expected:
-            continue
-        if stat.S_ISDIR(st.st_mode) and any(d == rel or d.startswith(rel + "/") for d in dirs):
+        if rel in expected or (stat.S_ISDIR(st.st_mode) and any(d == rel or d.startswith(rel + "/")
+                                                                 for d in parents)):
             continue
         findings.append(f"extra: {rel}")
         evidence_files[rel] = "extra"
-    prompt_sha = _sha256_regular(ep.prompt)
-    if prompt_sha != expected.get("PROMPT_TEMPLATE.md"):
-        findings.append(f"changed: ../{PROMPT}" if prompt_sha else f"missing: ../{PROMPT}")
-    out: dict[str, Any] = {"intact": not findings, "findings": findings, "checked_files": len(expected) + 1}
-    if findings and keep_evidence:
-        out["evidence"] = _keep_evidence(ep, root, findings, evidence_files)
+    checked = len(expected)
+    if prompt is not None:
+        checked += 1
+        prompt_sha = _sha256_regular(prompt)
+        if prompt_sha != expected.get("PROMPT_TEMPLATE.md"):
+            findings.append(f"changed: ../{PROMPT}" if prompt_sha else f"missing: ../{PROMPT}")
+    out: dict[str, Any] = {"intact": not findings, "findings": findings, "checked_files": checked}
+    if findings and evidence_dir is not None:
+        out["evidence"] = _keep_evidence(agent_input, evidence_dir, findings, evidence_files)
     return out
 
 
-def _keep_evidence(ep: Episode, root: Path, findings: list[str], files: dict[str, str]) -> str:
-    dest = ep.root / "integrity"
+def check_integrity(ep: Episode, keep_evidence: bool = True) -> dict[str, Any]:
+    """:func:`compare_inputs` of an episode's workspace against its pristine ``bundle/``; evidence goes to
+    ``EP/integrity/`` (paths in the result relative to ``EP``)."""
+    out = compare_inputs(ep.agent_input, ep.bundle, ep.prompt, ep.root / "integrity" if keep_evidence else None)
+    if "evidence" in out:
+        out["evidence"] = Path(out["evidence"]).relative_to(ep.root).as_posix()
+    return out
+
+
+def _keep_evidence(root: Path, dest: Path, findings: list[str], files: dict[str, str]) -> str:
     copies = dest / "agent_input_after_run"
     kept: dict[str, Any] = {}
     for rel, why in sorted(files.items()):
@@ -384,10 +396,10 @@ def _keep_evidence(ep: Episode, root: Path, findings: list[str], files: dict[str
             fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
             with os.fdopen(fd, "rb") as fh:
                 target.write_bytes(fh.read(EVIDENCE_MAX_BYTES + 1))
-            kept[rel] = {"kind": why, "copy": f"integrity/agent_input_after_run/{rel}", "bytes": st.st_size}
+            kept[rel] = {"kind": why, "copy": f"{dest.name}/agent_input_after_run/{rel}", "bytes": st.st_size}
         else:
             kept[rel] = {"kind": why, "bytes": st.st_size, "copy": None}
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "findings.json").write_text(json.dumps({"findings": findings, "files": kept}, indent=1, sort_keys=True)
                                         + "\n", encoding="utf-8")
-    return "integrity/findings.json"
+    return str(dest / "findings.json")
