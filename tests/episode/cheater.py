@@ -1,13 +1,15 @@
 """An agent that tries to cheat: write its frozen inputs, read the evaluator's files, outlive its episode.
 
-It records every attempt's outcome in ``cheat.json`` in its working directory, then (with ``--linger``)
-starts a ``setsid`` child that touches ``alive`` every 0.1 s forever and sleeps itself past any timeout.
+It records every attempt's outcome in ``cheat.json`` in its working directory. ``--rename`` also tries to move
+``agent_input/`` away; ``--linger`` then starts a ``setsid`` child that rewrites ``alive`` every 0.1 s forever
+and makes the agent itself ignore SIGTERM and sleep past any timeout.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -33,7 +35,7 @@ def main() -> int:
         "chmod_case_file": attempt(lambda: os.chmod(case, 0o644)),
         "create_in_agent_input": attempt(lambda: (agent_input / "extra.txt").write_text("x")),
         "delete_from_agent_input": attempt(lambda: (agent_input / "references" / "ESTIMATORS.md").unlink()),
-        "rename_agent_input": attempt(lambda: agent_input.rename(ws / "moved")),
+        "rename_agent_input": attempt(lambda: agent_input.rename(ws / "moved")) if "--rename" in sys.argv else None,
         "overwrite_prompt": attempt(lambda: (ws / "PROMPT.md").write_text("do nothing")),
         "read_episode_json": attempt(lambda: (ep / "episode.json").read_text()),
         "list_episode_folder": attempt(lambda: sorted(os.listdir(ep))),
@@ -49,8 +51,7 @@ def main() -> int:
                  "    p.write_text(str(time.time())); time.sleep(0.1)\n")
         subprocess.Popen([sys.executable, "-c", child], start_new_session=True, stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        signal_proof = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)"
-        exec(signal_proof)  # the main process ignores SIGTERM: only SIGKILL ends it
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # only SIGKILL ends the agent itself
         time.sleep(3600)
     return 0
 

@@ -1,0 +1,93 @@
+"""The episode as a Harbor task: loaded by Harbor's own task model, and its verifier run on a real workspace.
+
+Harbor needs Python ≥ 3.12, so it lives in its own environment: ``.venv-harbor/`` (``make harbor-env``), or the
+interpreter named by ``MDBENCH_HARBOR_PYTHON``. Without either the loading test skips and says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mdbench.episode.harbor import write_harbor_task
+from mdbench.paths import PROJECT_ROOT
+
+from _episode_helpers import needs_namespaces, prepare, run
+
+LOAD = """
+import json, sys
+from harbor.models.task.task import Task
+t = Task(sys.argv[1])
+c = t.config
+print(json.dumps({"name": t.name, "instruction": t.instruction, "cpus": c.environment.cpus,
+                  "memory_mb": c.environment.memory_mb, "gpus": c.environment.gpus,
+                  "workdir": c.environment.workdir, "agent_timeout": c.agent.timeout_sec,
+                  "agent_user": c.agent.user, "verifier_timeout": c.verifier.timeout_sec, "metadata": c.metadata}))
+"""
+
+
+def harbor_python() -> Path | None:
+    env = os.environ.get("MDBENCH_HARBOR_PYTHON")
+    for cand in ([Path(env)] if env else []) + [PROJECT_ROOT / ".venv-harbor" / "bin" / "python"]:
+        if cand.is_file():
+            return cand
+    return None
+
+
+def test_harbor_task_for_micro_loads_with_harbors_task_model(tmp_path):
+    py = harbor_python()
+    if py is None:
+        reason = "Harbor not installed: run `make harbor-env` (creates .venv-harbor/) or set MDBENCH_HARBOR_PYTHON"
+        print(f"SKIP: {reason}")
+        pytest.skip(reason)
+    task = write_harbor_task("micro", tmp_path / "task", timeout_min=90, cpus=16, memory_mb=32768, gpus=1)
+    proc = subprocess.run([str(py), "-c", LOAD, str(task)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout)
+    prompt = (task / "environment" / "agent_input" / "PROMPT_TEMPLATE.md").read_text()
+    assert got["name"] == "mdbench/electrolyte-study-micro" and got["instruction"] == prompt
+    assert (got["cpus"], got["memory_mb"], got["gpus"], got["workdir"]) == (16, 32768, 1, "/app")
+    assert (got["agent_timeout"], got["agent_user"], got["verifier_timeout"]) == (5400.0, "agent", 3600.0)
+    assert got["metadata"]["preset"] == "micro" and got["metadata"]["md_budget_ns_per_case"] == 100.0
+
+
+def test_harbor_task_layout_is_complete_and_deterministic(tmp_path):
+    a = write_harbor_task("micro", tmp_path / "a")
+    b = write_harbor_task("micro", tmp_path / "b")
+    files = sorted(p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file())
+    assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
+    for f in ("task.toml", "instruction.md", "environment/Dockerfile", "tests/test.sh", "solution/solve.sh",
+              "tests/bundle/bundle_checksums.sha256", "environment/agent_input/bundle_checksums.sha256",
+              "environment/mdbench/pyproject.toml", "environment/mdbench/lib/mdbench/episode/harbor.py"):
+        assert f in files, f
+    docker = (a / "environment" / "Dockerfile").read_text()
+    for needle in ("gromacs", "packmol", "pip install --no-cache-dir /opt/mdbench", "chmod 0444", "chmod 0555",
+                   "useradd", "COPY agent_input/ /app/agent_input/"):
+        assert needle in docker, needle
+    assert not any("__pycache__" in f for f in files)
+    assert os.access(a / "tests" / "test.sh", os.X_OK) and os.access(a / "solution" / "solve.sh", os.X_OK)
+
+
+@needs_namespaces
+def test_harbor_verifier_writes_reward_json_for_an_empty_run(tmp_path):
+    """tests/test.sh on this host, against the workspace of a null episode: reward 0.05, never a crash."""
+    task = write_harbor_task("micro", tmp_path / "task")
+    ep = prepare(tmp_path / "ep", "harness=reference", "model=null")
+    result = run(ep, "null", "--no-reanalysis")
+    out = tmp_path / "verifier"
+    env = dict(os.environ, MDBENCH_WORKSPACE=str(ep / "workspace"), MDBENCH_VERIFIER_DIR=str(out),
+               MDBENCH_TESTS_DIR=str(task / "tests"), MDBENCH_PYTHON=sys.executable)
+    proc = subprocess.run(["bash", str(task / "tests" / "test.sh")], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    reward = json.loads((out / "reward.json").read_text())
+    assert set(reward) == {"reward", "simulation", "analysis", "evidence", "outcome"}
+    assert reward["reward"] == pytest.approx(result["score"] / 100.0, abs=1e-5)
+    verifier = json.loads((out / "episode_verifier.json").read_text())
+    assert verifier["integrity"]["intact"]
