@@ -236,7 +236,7 @@ def integrity_adjudication(integrity: dict[str, Any], expert: Path | None, work_
     return path
 
 
-def _confinement(ep: Episode, opts: RunOptions, env: dict[str, str], cpus: list[int], timeout_s: float,
+def confinement_for(ep: Episode, opts: RunOptions, env: dict[str, str], cpus: list[int], timeout_s: float,
                  grace_s: float) -> Any:
     from mdbench.sandbox import Confinement, runtime_paths  # noqa: PLC0415
 
@@ -303,7 +303,7 @@ def run_episode(path: str | Path, agent: str, opts: RunOptions | None = None) ->
         sandbox = {"status": "not_started", "exit_code": None, "wall_s": 0.0, "cpu_s": 0.0, "peak_memory_mib": 0.0,
                    "stragglers_killed": 0, "method": {}, "reason": msg.strip()}
     else:
-        conf = _confinement(ep, opts, env, cpus, timeout_min * 60.0, grace_s)
+        conf = confinement_for(ep, opts, env, cpus, timeout_min * 60.0, grace_s)
         t_launch = time.perf_counter()
         proc = spawn_confined(argv, conf, stdout=logs / "stdout.log", stderr=logs / "stderr.log")
         try:
@@ -351,11 +351,11 @@ def run_episode(path: str | Path, agent: str, opts: RunOptions | None = None) ->
         "harness_s": {"before_agent": round(t_launch - t0, 3), "after_agent": round(t_collected - t_end, 3),
                       "audit": round(t_audited - t_collected, 3)},
     }
-    _write_json(ep.root / RESULT_JSON, result)
+    write_result(ep.root / RESULT_JSON, result)
     return result
 
 
-def _write_json(path: Path, doc: dict[str, Any]) -> None:
+def write_result(path: Path, doc: dict[str, Any]) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
