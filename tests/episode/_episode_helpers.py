@@ -62,3 +62,15 @@ def copy_episode(src: Path, dest: Path, **config) -> Path:
         (dest / name).write_text(json.dumps(doc, indent=1))
     shutil.copytree(src / "audit", dest / "audit")
     return dest
+
+
+def run_verifier(task: Path, workspace: Path, out: Path) -> dict:
+    """The Harbor task's ``tests/test.sh`` run on this host against ``workspace``; returns reward.json."""
+    import os  # noqa: PLC0415
+
+    env = dict(os.environ, MDBENCH_WORKSPACE=str(workspace), MDBENCH_VERIFIER_DIR=str(out),
+               MDBENCH_TESTS_DIR=str(task / "tests"), MDBENCH_PYTHON=sys.executable)
+    proc = subprocess.run(["bash", str(task / "tests" / "test.sh")], env=env, capture_output=True, text=True,
+                          timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads((out / "reward.json").read_text())

@@ -10,7 +10,6 @@ import os
 import pwd
 import sys
 import time
-from pathlib import Path
 
 from mdbench.audit.model import composite_score
 from mdbench.episode.aggregate import load_episodes, notes

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 from mdbench.episode.harbor import write_harbor_task
 from mdbench.paths import PROJECT_ROOT
 
-from _episode_helpers import needs_namespaces, prepare, run
+from _episode_helpers import needs_namespaces, prepare, run, run_verifier
 
 LOAD = """
 import json, sys
@@ -81,12 +80,7 @@ def test_harbor_verifier_writes_reward_json_for_an_empty_run(tmp_path):
     ep = prepare(tmp_path / "ep", "harness=reference", "model=null")
     result = run(ep, "null", "--no-reanalysis")
     out = tmp_path / "verifier"
-    env = dict(os.environ, MDBENCH_WORKSPACE=str(ep / "workspace"), MDBENCH_VERIFIER_DIR=str(out),
-               MDBENCH_TESTS_DIR=str(task / "tests"), MDBENCH_PYTHON=sys.executable)
-    proc = subprocess.run(["bash", str(task / "tests" / "test.sh")], env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    reward = json.loads((out / "reward.json").read_text())
+    reward = run_verifier(task, ep / "workspace", out)
     assert set(reward) == {"reward", "simulation", "analysis", "evidence", "outcome"}
     assert reward["reward"] == pytest.approx(result["score"] / 100.0, abs=1e-5)
     verifier = json.loads((out / "episode_verifier.json").read_text())

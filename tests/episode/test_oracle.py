@@ -7,9 +7,6 @@ The oracle episode is made once per session (conftest.py); under load on two cor
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -17,7 +14,7 @@ from mdbench.audit import audit_run
 from mdbench.episode.defects import DEFECTS
 from mdbench.episode.harbor import write_harbor_task
 
-from _episode_helpers import ORACLE_TIMEOUT_MIN, saeo
+from _episode_helpers import ORACLE_TIMEOUT_MIN, run_verifier, saeo
 
 pytestmark = [pytest.mark.gromacs, pytest.mark.timeout(ORACLE_TIMEOUT_MIN * 60 + 1800)]
 
@@ -81,12 +78,7 @@ def test_harbor_verifier_scores_the_oracle_workspace_as_the_episode_did(oracle_e
     """tests/test.sh of the Harbor task, run on this host against the oracle's workspace."""
     task = write_harbor_task("micro", tmp_path / "task")
     out = tmp_path / "verifier"
-    env = dict(os.environ, MDBENCH_WORKSPACE=str(oracle_episode / "workspace"), MDBENCH_VERIFIER_DIR=str(out),
-               MDBENCH_TESTS_DIR=str(task / "tests"), MDBENCH_PYTHON=sys.executable)
-    proc = subprocess.run(["bash", str(task / "tests" / "test.sh")], env=env, capture_output=True, text=True,
-                          timeout=1800)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    reward = json.loads((out / "reward.json").read_text())
+    reward = run_verifier(task, oracle_episode / "workspace", out)
     result = json.loads((oracle_episode / "result.json").read_text())
     assert reward["reward"] == pytest.approx(result["score"] / 100.0, abs=1e-5)
     assert {k: reward[k] for k in ("simulation", "analysis", "evidence", "outcome")} == pytest.approx(

@@ -18,6 +18,17 @@ STATE_CMAP = ListedColormap(["#1e8449", "#f5b041", "#c0392b", "#7f8c8d", "#d5dbd
 STATE_SHORT = {"C": "C", "SI": "SI", "F": "F", "M": "M", "invalid_upstream": "IU", "not_reached": "NR"}
 
 
+def _matrix_axes(frame: pd.DataFrame, width_per_column: float, extra_height: float) -> tuple[Figure, object, bool]:
+    """A figure sized for a rows × columns matrix; ``False`` (and a note drawn) when there is nothing to show."""
+    fig = Figure(figsize=(max(6.0, width_per_column * frame.shape[1] + 3), 0.45 * max(1, len(frame)) + extra_height))
+    ax = fig.subplots()
+    if frame.empty:
+        ax.text(0.5, 0.5, "no scored episode", ha="center")
+        ax.axis("off")
+        return fig, ax, False
+    return fig, ax, True
+
+
 def composite_by_configuration(scores: pd.DataFrame, order: list[str]) -> Figure:
     """Fig. 2: per configuration, stacked dimension contributions (25 × mean over repeats) and each repeat's
     composite as a point; the mean composite is written above the bar."""
@@ -54,11 +65,8 @@ def rating_matrix(matrix: pd.DataFrame, separators: tuple[tuple[int, float], ...
 
     ``separators`` are (column boundary, line width) pairs, e.g. between items and between dimensions.
     """
-    fig = Figure(figsize=(max(6.0, 0.3 * matrix.shape[1] + 3), 0.45 * max(1, len(matrix)) + 1.8))
-    ax = fig.subplots()
-    if matrix.empty:
-        ax.text(0.5, 0.5, "no scored episode", ha="center")
-        ax.axis("off")
+    fig, ax, anything = _matrix_axes(matrix, 0.3, 1.8)
+    if not anything:
         return fig
     data = matrix.astype(float)
     ax.set_facecolor("#d9d9d9")  # shows through the masked (not applicable) cells
@@ -88,11 +96,8 @@ def fig3_heatmap(matrix: pd.DataFrame, per_case_columns: int) -> Figure:
 
 def state_matrix(states: pd.DataFrame) -> Figure:
     """Episode × ``CASE/observable`` observable states as coloured, labelled cells (C, SI, F, M, IU, NR)."""
-    fig = Figure(figsize=(max(6.0, 0.38 * states.shape[1] + 3), 0.45 * max(1, len(states)) + 2.2))
-    ax = fig.subplots()
-    if states.empty:
-        ax.text(0.5, 0.5, "no scored episode", ha="center")
-        ax.axis("off")
+    fig, ax, anything = _matrix_axes(states, 0.38, 2.2)
+    if not anything:
         return fig
     codes = states.apply(lambda col: col.map(STATE_CODES)).astype(float)
     labels = states.apply(lambda col: col.map(lambda s: STATE_SHORT.get(s, "") if isinstance(s, str) else ""))
