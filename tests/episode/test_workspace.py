@@ -111,6 +111,13 @@ def test_ledger_costs_and_gpu_hours_are_read_defensively(tmp_path):
     (ws / "cost.json").unlink()
     (ws / "cost.json").symlink_to("/etc/hostname")  # an agent pointing the evaluator elsewhere
     assert collect.agent_costs(ws)["source"] is None
+    elsewhere = tmp_path / "evaluator"
+    (elsewhere).mkdir()
+    (elsewhere / "cost.json").write_text(json.dumps({"usd": 99.0, "agent": "secret"}))
+    (ws / "run_record" / "cost.json").unlink(missing_ok=True)
+    os.rename(ws / "run_record", tmp_path / "rr")
+    (ws / "run_record").symlink_to(elsewhere)  # a folder link: the evaluator's files must not be read
+    assert collect.agent_costs(ws)["source"] is None and collect.ns_charged(ws)["total_ns"] is None
     log = ws / "cases" / "DE" / "prod" / "prod.log"
     log.parent.mkdir(parents=True)
     log.write_text("On host x 1 GPU selected for this run.\n...\n               Core t (s)   Wall t (s)        (%)\n"

@@ -30,8 +30,21 @@ COST_FILES = ("trajectory.json", "agent/trajectory.json", "logs/agent/trajectory
               "run_record/cost.json")
 
 
-def read_bounded(path: Path, limit: int, *, tail: bool = False) -> bytes | None:
+def within(root: Path, rel: str) -> Path | None:
+    """``root/rel`` when no component below ``root`` is a symlink (an agent pointing the evaluator elsewhere
+    is refused, not followed); None otherwise."""
+    path = root
+    for part in Path(rel).parts:
+        path = path / part
+        if path.is_symlink():
+            return None
+    return path
+
+
+def read_bounded(path: Path | None, limit: int, *, tail: bool = False) -> bytes | None:
     """Up to ``limit`` bytes of a regular file (its end when ``tail``); None for symlinks, folders, errors."""
+    if path is None:
+        return None
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
@@ -45,7 +58,7 @@ def read_bounded(path: Path, limit: int, *, tail: bool = False) -> bytes | None:
         return fh.read(limit)
 
 
-def read_json(path: Path, limit: int = MAX_JSON_BYTES) -> Any:
+def read_json(path: Path | None, limit: int = MAX_JSON_BYTES) -> Any:
     """Parsed JSON of an agent-written file, or None (missing, symlink, too large, malformed)."""
     raw = read_bounded(path, limit + 1)
     if raw is None or len(raw) > limit:
@@ -68,8 +81,7 @@ def ns_charged(workspace: Path) -> dict[str, Any]:
     Returns ``{"total_ns", "per_case_ns", "attempts", "source", "note"}``; ``total_ns`` is None when there
     is no readable ledger (the agent kept none).
     """
-    path = workspace / "run_record" / "attempts.jsonl"
-    raw = read_bounded(path, MAX_JSON_BYTES)
+    raw = read_bounded(within(workspace, "run_record/attempts.jsonl"), MAX_JSON_BYTES)
     if raw is None:
         return {"total_ns": None, "per_case_ns": {}, "attempts": 0, "source": None,
                 "note": "no ledger (run_record/attempts.jsonl) in the workspace"}
@@ -140,7 +152,7 @@ def agent_costs(workspace: Path) -> dict[str, Any]:
     should prefer that proxy's numbers.
     """
     for rel in COST_FILES:
-        doc = read_json(workspace / rel)
+        doc = read_json(within(workspace, rel))
         if not isinstance(doc, dict):
             continue
         out = _atif_costs(doc) if ("steps" in doc or "final_metrics" in doc) else _cost_json(doc)

@@ -320,7 +320,7 @@ def run_episode(path: str | Path, agent: str, opts: RunOptions | None = None) ->
     integrity = check_integrity(ep)
     costs = collect.agent_costs(ep.workspace)
     if costs["source"]:
-        raw = collect.read_bounded(ep.workspace / costs["source"], collect.MAX_JSON_BYTES)
+        raw = collect.read_bounded(collect.within(ep.workspace, costs["source"]), collect.MAX_JSON_BYTES)
         if raw is not None:
             (logs / Path(costs["source"]).name).write_bytes(raw)
     ledger = collect.ns_charged(ep.workspace)
