@@ -51,7 +51,7 @@ def test_four_configurations_times_two_repeats_render_every_figure(oracle_episod
     summary = agg.configuration_summary(agg.scores(eps)).set_index("configuration")
     assert len(summary) == 4 and set(summary["repeats"]) == {2}
     oracle_score = json.loads((oracle_episode / "result.json").read_text())["score"]
-    assert summary.loc["reference / oracle", "mean"] == pytest.approx(oracle_score)
+    assert summary.loc["reference / oracle", "mean"] == pytest.approx(oracle_score, abs=1e-3)
     assert summary["mean"].idxmax() == "reference / oracle"  # every defect costs points
     page, scraps = _render(dirs, tmp_path / "report.html")
     assert scraps["composite_by_configuration"].data == pytest.approx(summary["mean"].round(3).to_dict())
