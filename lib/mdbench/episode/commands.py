@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -56,16 +57,20 @@ def prepare_cmd(preset: str, out: Path, bundle_dir: Path | None, config: tuple[s
 @click.option("--no-reanalysis", is_flag=True, help="Audit without the canonical reanalysis.")
 @click.option("--adjudication", type=click.Path(path_type=Path, exists=True, dir_okay=False), default=None,
               help="Expert adjudication.yaml applied by the audit.")
+@click.option("--progress", "progress_s", type=float, default=None,
+              help="Print elapsed time and ns charged every so many seconds (default 60 on a terminal).")
 def run_cmd(ep: Path, agent: str, timeout_min: float | None, grace_s: float | None, threads: int | None, gpus: str,
             env: tuple[str, ...], expose: tuple[Path, ...], hide: tuple[Path, ...], network: bool, as_caller: bool,
-            allow_unconfined: bool, force: bool, no_reanalysis: bool, adjudication: Path | None) -> None:
+            allow_unconfined: bool, force: bool, no_reanalysis: bool, adjudication: Path | None,
+            progress_s: float | None) -> None:
     """Run AGENT in EP/workspace under the episode's limits, audit the workspace, write EP/result.json."""
     from mdbench.episode.runner import RunOptions, parse_env, run_episode  # noqa: PLC0415
 
     opts = RunOptions(timeout_min=timeout_min, grace_s=grace_s, threads=threads, gpus=gpus, env=parse_env(env),
                       expose=tuple(p.resolve() for p in expose), hide=tuple(p.resolve() for p in hide),
                       network=network, as_caller=as_caller, allow_unconfined=allow_unconfined, force=force,
-                      reanalysis=not no_reanalysis, adjudication=adjudication)
+                      reanalysis=not no_reanalysis, adjudication=adjudication,
+                      progress_s=progress_s if progress_s is not None else (60.0 if sys.stderr.isatty() else None))
     res = run_episode(ep, agent, opts)
     click.echo(summary_line(res) + f" → {ep / 'result.json'}")
     for f in res["input_integrity"]["findings"][:10]:

@@ -62,6 +62,7 @@ class RunOptions:
     force: bool = False
     reanalysis: bool = True
     adjudication: Path | None = None
+    progress_s: float | None = None  # print a progress line every so many seconds (None: silent)
 
 
 def resolve_agent(spec: str) -> list[str]:
@@ -254,6 +255,23 @@ def confinement_for(ep: Episode, opts: RunOptions, env: dict[str, str], cpus: li
                        grace_s=grace_s, tag="episode")
 
 
+def _wait(proc: Any, ep: Episode, every_s: float | None, timeout_min: float) -> Any:
+    """Wait for the confined tree; every ``every_s`` print elapsed time and the ns the agent's ledger charged."""
+    import subprocess  # noqa: PLC0415
+
+    if not every_s:
+        return proc.wait()
+    started = time.monotonic()
+    while True:
+        try:
+            return proc.wait(timeout=every_s)
+        except subprocess.TimeoutExpired:
+            ns = collect.ns_charged(ep.workspace)["total_ns"]
+            elapsed = time.monotonic() - started
+            print(f"  agent running: {int(elapsed // 60)}:{int(elapsed % 60):02d} of {timeout_min:g} min, "
+                  f"{'no ledger yet' if ns is None else f'{ns:.4f} ns charged'}", file=sys.stderr, flush=True)
+
+
 def run_episode(path: str | Path, agent: str, opts: RunOptions | None = None) -> dict[str, Any]:
     """Run ``agent`` on the episode at ``path``; write and return ``result.json`` (see the module docstring).
 
@@ -307,7 +325,7 @@ def run_episode(path: str | Path, agent: str, opts: RunOptions | None = None) ->
         t_launch = time.perf_counter()
         proc = spawn_confined(argv, conf, stdout=logs / "stdout.log", stderr=logs / "stderr.log")
         try:
-            res = proc.wait()
+            res = _wait(proc, ep, opts.progress_s, timeout_min)
         except KeyboardInterrupt:
             res = proc.terminate()
         t_end = time.perf_counter()
