@@ -238,7 +238,8 @@ def integrity_adjudication(integrity: dict[str, Any], expert: Path | None, work_
 
 
 def confinement_for(ep: Episode, opts: RunOptions, env: dict[str, str], cpus: list[int], timeout_s: float,
-                 grace_s: float) -> Any:
+                    grace_s: float) -> Any:
+    """The :class:`~mdbench.sandbox.Confinement` of an episode's agent (what it may see, write and use)."""
     from mdbench.sandbox import Confinement, runtime_paths  # noqa: PLC0415
 
     ws = ep.workspace.resolve()
@@ -253,6 +254,39 @@ def confinement_for(ep: Episode, opts: RunOptions, env: dict[str, str], cpus: li
                        writable=(ws,), hidden=tuple(hidden), network=opts.network, cpus=tuple(cpus),
                        user=None if opts.as_caller else AGENT_USER, private_tmp=True, timeout_s=timeout_s,
                        grace_s=grace_s, tag="episode")
+
+
+def _launch(ep: Episode, argv: list[str], opts: RunOptions, env: dict[str, str], path_env: str, cpus: list[int],
+            timeout_min: float, grace_s: float, logs: Path) -> dict[str, Any]:
+    """Start the agent confined (or not at all when a required tool is missing) and wait for its tree to end.
+
+    Returns the sandbox's account (:class:`~mdbench.sandbox.SandboxResult` as JSON) with ``episode_status``.
+    """
+    from mdbench.sandbox import spawn_confined  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    missing = missing_tools(path_env)
+    if missing:
+        msg = (f"infrastructure blocked: {', '.join(missing)} not found on the agent's PATH ({path_env}); "
+               "the agent was not started")
+        (logs / "stdout.log").write_text("")
+        (logs / "stderr.log").write_text(msg + "\n")
+        return {"status": "not_started", "exit_code": None, "wall_s": 0.0, "cpu_s": 0.0, "peak_memory_mib": 0.0,
+                "stragglers_killed": 0, "method": {}, "reason": msg, "episode_status": "infrastructure_blocked"}
+    conf = confinement_for(ep, opts, env, cpus, timeout_min * 60.0, grace_s)
+    prepared_s = time.perf_counter() - t0
+    proc = spawn_confined(argv, conf, stdout=logs / "stdout.log", stderr=logs / "stderr.log")
+    try:
+        res = _wait(proc, ep, opts.progress_s, timeout_min)
+    except KeyboardInterrupt:
+        res = proc.terminate()
+    out = res.to_json()
+    out["method"] = {k: v for k, v in out["method"].items() if not k.startswith("_")}
+    if res.status == "failed_to_start":
+        out["reason"] = out["method"].get("setup_error")
+    out["episode_status"] = _status(res.status, res.exit_code)
+    out["prepared_s"] = prepared_s
+    return out
 
 
 def _wait(proc: Any, ep: Episode, every_s: float | None, timeout_min: float) -> Any:
@@ -281,7 +315,7 @@ def run_episode(path: str | Path, agent: str, opts: RunOptions | None = None) ->
         Not an episode folder; a finished run without ``force``; bad limits; isolation unavailable without
         ``allow_unconfined``.
     """
-    from mdbench.sandbox import capabilities, spawn_confined  # noqa: PLC0415
+    from mdbench.sandbox import capabilities  # noqa: PLC0415
 
     t0 = time.perf_counter()
     opts = opts or RunOptions()
@@ -309,31 +343,12 @@ def run_episode(path: str | Path, agent: str, opts: RunOptions | None = None) ->
     path_env = agent_path()
     env = agent_env(ep, threads, opts.gpus, opts.env, path_env)
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    missing = missing_tools(path_env)
-    sandbox: dict[str, Any]
-    t_launch = t_end = time.perf_counter()
-    if missing:
-        status, exit_code = "infrastructure_blocked", None
-        msg = (f"infrastructure blocked: {', '.join(missing)} not found on the agent's PATH ({path_env}); "
-               "the agent was not started\n")
-        (logs / "stdout.log").write_text("")
-        (logs / "stderr.log").write_text(msg)
-        sandbox = {"status": "not_started", "exit_code": None, "wall_s": 0.0, "cpu_s": 0.0, "peak_memory_mib": 0.0,
-                   "stragglers_killed": 0, "method": {}, "reason": msg.strip()}
-    else:
-        conf = confinement_for(ep, opts, env, cpus, timeout_min * 60.0, grace_s)
-        t_launch = time.perf_counter()
-        proc = spawn_confined(argv, conf, stdout=logs / "stdout.log", stderr=logs / "stderr.log")
-        try:
-            res = _wait(proc, ep, opts.progress_s, timeout_min)
-        except KeyboardInterrupt:
-            res = proc.terminate()
-        t_end = time.perf_counter()
-        sandbox = res.to_json()
-        sandbox["method"] = {k: v for k, v in sandbox["method"].items() if not k.startswith("_")}
-        status, exit_code = _status(res.status, res.exit_code), res.exit_code
-        if res.status == "failed_to_start":
-            sandbox["reason"] = sandbox["method"].get("setup_error")
+    t_launch = time.perf_counter()
+    sandbox = _launch(ep, argv, opts, env, path_env, cpus, timeout_min, grace_s, logs)
+    t_end = time.perf_counter()
+    status = sandbox.pop("episode_status")
+    exit_code = sandbox["exit_code"]
+    before_agent = t_launch - t0 + sandbox.pop("prepared_s", 0.0)
     (logs / "sandbox.json").write_text(json.dumps(sandbox, indent=1, sort_keys=True) + "\n")
     integrity = check_integrity(ep)
     costs = collect.agent_costs(ep.workspace)
@@ -356,6 +371,9 @@ def run_episode(path: str | Path, agent: str, opts: RunOptions | None = None) ->
         "wall_s": sandbox["wall_s"], "cpu_s": sandbox["cpu_s"], "peak_memory_mib": sandbox["peak_memory_mib"],
         "gpu_hours": gpu["gpu_hours"], "gpus": opts.gpus or None, "gpu_detail": gpu,
         "ns_charged": ledger["total_ns"], "ns_charged_per_case": ledger["per_case_ns"], "ledger": ledger,
+        "budget_exceeded": bool(ledger["total_ns"] is not None and (
+            ledger["total_ns"] > ep.limits.md_budget_ns_total
+            or any(v > ep.limits.md_budget_ns_per_case for v in ledger["per_case_ns"].values()))),
         "tokens": costs["total_tokens"], "cost_usd": costs["usd"], "cost": costs,
         "score": audit.get("composite"), "dimensions": audit.get("dimensions"), "audit": audit,
         "input_integrity": integrity, "agent_input_intact": integrity["intact"],
@@ -366,7 +384,7 @@ def run_episode(path: str | Path, agent: str, opts: RunOptions | None = None) ->
         "isolation": sandbox.get("method") or {"isolation": "not_started"},
         "stragglers_killed": sandbox["stragglers_killed"], "sandbox_status": sandbox["status"],
         "previous_runs": previous,
-        "harness_s": {"before_agent": round(t_launch - t0, 3), "after_agent": round(t_collected - t_end, 3),
+        "harness_s": {"before_agent": round(before_agent, 3), "after_agent": round(t_collected - t_end, 3),
                       "audit": round(t_audited - t_collected, 3)},
     }
     write_result(ep.root / RESULT_JSON, result)
