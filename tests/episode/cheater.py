@@ -39,6 +39,7 @@ def main() -> int:
         "overwrite_prompt": attempt(lambda: (ws / "PROMPT.md").write_text("do nothing")),
         "read_episode_json": attempt(lambda: (ep / "episode.json").read_text()),
         "list_episode_folder": attempt(lambda: sorted(os.listdir(ep))),
+        "list_episodes_beside": attempt(lambda: sorted(os.listdir(ep.parent))),
         "read_pristine_checksums": attempt(lambda: (ep / "bundle" / "bundle_checksums.sha256").read_text()),
         "read_root_home": attempt(lambda: sorted(os.listdir("/root"))),
         "env_keys": sorted(os.environ),

@@ -41,6 +41,7 @@ def _agent_processes() -> list[int]:
 @needs_root
 def test_cheating_agent_is_stopped_by_the_os_and_its_setsid_child_dies_with_the_timeout(tmp_path):
     ep = prepare(tmp_path / "ep", "harness=test", "model=cheater")
+    prepare(tmp_path / "other", "harness=test", "model=neighbour")  # another episode in the same folder
     env = dict(os.environ, MDBENCH_TEST_SECRET="do-not-leak")
     timeout_min, grace_s = 0.05, 2.0
     res = mdbench("episode", "run", str(ep), "--agent", f"{CHEATER} --rename --linger", "--timeout", str(timeout_min),
@@ -56,6 +57,7 @@ def test_cheating_agent_is_stopped_by_the_os_and_its_setsid_child_dies_with_the_
     assert report["read_episode_json"].startswith("refused")
     assert report["read_pristine_checksums"].startswith("refused")
     assert report["list_episode_folder"] == "ok: ['workspace']"
+    assert report["list_episodes_beside"] == "ok: ['ep']"  # the neighbouring episode is hidden
     assert "bundle" not in report["list_episode_folder"] and ".ssh" not in report["read_root_home"]
     assert report["uid"] == pwd.getpwnam(AGENT_USER).pw_uid != 0
     # no inherited secrets; what --env passes arrives

@@ -43,6 +43,9 @@ def prepare_cmd(preset: str, out: Path, bundle_dir: Path | None, config: tuple[s
 @click.option("--timeout", "timeout_min", type=float, default=None, help="Wall-clock limit [min] (default: episode's).")
 @click.option("--grace", "grace_s", type=float, default=None, help="SIGTERM → SIGKILL grace period [s].")
 @click.option("--threads", type=int, default=None, help="CPU threads (cores) for the agent; default min(16, cores).")
+@click.option("--cpus", default=None, help="Exact cores for the agent, e.g. 0-7 or 8,9,10 (concurrent episodes).")
+@click.option("--user", default=None, help="Account the agent runs as when the runner is root (default "
+              "mdbench-episode-agent; give concurrent episodes different ones).")
 @click.option("--gpus", default="", help="GPU ids visible to the agent (CUDA_VISIBLE_DEVICES), e.g. 0.")
 @click.option("--env", "env", multiple=True, help="Pass KEY=VALUE (or KEY from this shell) to the agent.")
 @click.option("--expose", multiple=True, type=click.Path(path_type=Path, exists=True),
@@ -62,15 +65,16 @@ def prepare_cmd(preset: str, out: Path, bundle_dir: Path | None, config: tuple[s
 def run_cmd(ep: Path, agent: str, timeout_min: float | None, grace_s: float | None, threads: int | None, gpus: str,
             env: tuple[str, ...], expose: tuple[Path, ...], hide: tuple[Path, ...], network: bool, as_caller: bool,
             allow_unconfined: bool, force: bool, no_reanalysis: bool, adjudication: Path | None,
-            progress_s: float | None) -> None:
+            progress_s: float | None, cpus: str | None, user: str | None) -> None:
     """Run AGENT in EP/workspace under the episode's limits, audit the workspace, write EP/result.json."""
-    from mdbench.episode.runner import RunOptions, parse_env, run_episode  # noqa: PLC0415
+    from mdbench.episode.runner import AGENT_USER, RunOptions, parse_cpus, parse_env, run_episode  # noqa: PLC0415
 
     opts = RunOptions(timeout_min=timeout_min, grace_s=grace_s, threads=threads, gpus=gpus, env=parse_env(env),
                       expose=tuple(p.resolve() for p in expose), hide=tuple(p.resolve() for p in hide),
                       network=network, as_caller=as_caller, allow_unconfined=allow_unconfined, force=force,
                       reanalysis=not no_reanalysis, adjudication=adjudication,
-                      progress_s=progress_s if progress_s is not None else (60.0 if sys.stderr.isatty() else None))
+                      progress_s=progress_s if progress_s is not None else (60.0 if sys.stderr.isatty() else None),
+                      cpus=parse_cpus(cpus) if cpus else None, user=user or AGENT_USER)
     res = run_episode(ep, agent, opts)
     click.echo(summary_line(res) + f" → {ep / 'result.json'}")
     for f in res["input_integrity"]["findings"][:10]:

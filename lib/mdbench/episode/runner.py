@@ -63,6 +63,8 @@ class RunOptions:
     reanalysis: bool = True
     adjudication: Path | None = None
     progress_s: float | None = None  # print a progress line every so many seconds (None: silent)
+    cpus: tuple[int, ...] | None = None  # explicit cores (concurrent episodes on one machine); default the first N
+    user: str = AGENT_USER  # the agent's account when the runner is root (one per concurrent episode)
 
 
 def resolve_agent(spec: str) -> list[str]:
@@ -160,6 +162,20 @@ def parse_env(items: tuple[str, ...] | list[str]) -> dict[str, str]:
     return out
 
 
+def parse_cpus(text: str) -> tuple[int, ...]:
+    """``"0-3,8"`` → (0, 1, 2, 3, 8)."""
+    cores: list[int] = []
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.strip().partition("-")
+            cores += list(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise InputError(f"--cpus expects core ids like 0-7 or 0,2,4, got {text!r}") from None
+    if not cores:
+        raise InputError(f"--cpus {text!r} names no core")
+    return tuple(dict.fromkeys(cores))
+
+
 def _archive_previous(ep: Episode) -> int:
     """Move a finished run's files to ``EP/previous/<n>/`` (nothing is deleted); returns n."""
     prev = ep.root / "previous"
@@ -247,12 +263,16 @@ def confinement_for(ep: Episode, opts: RunOptions, env: dict[str, str], cpus: li
     if not opts.as_caller:
         readonly += [ep.agent_input.resolve(), ep.prompt.resolve()]
     readonly += [Path(p).resolve() for p in opts.expose]
-    # EP/ (episode.json, the pristine bundle, logs, audit) and outputs/ (other episodes, audits) are the
-    # evaluator's; the workspace inside EP/ is bound back by the sandbox (exposed paths nest in hidden ones)
-    hidden = list(dict.fromkeys([ep.root.resolve(), OUTPUTS_DIR.resolve(), *(Path(p).resolve() for p in opts.hide)]))
+    # EP/ (episode.json, the pristine bundle, logs, audit), the folder holding it (other episodes) and outputs/
+    # (audits) are the evaluator's; the workspace is bound back by the sandbox (exposed paths nest in hidden
+    # ones), and so are the runtime folders above
+    root = ep.root.resolve()
+    hidden = [root, *([root.parent] if root.parent != Path(root.anchor) else []), OUTPUTS_DIR.resolve(),
+              *(Path(p).resolve() for p in opts.hide)]
+    hidden = list(dict.fromkeys(hidden))
     return Confinement(workdir=ws, env=env, readonly=tuple(dict.fromkeys(p for p in readonly if p.exists())),
                        writable=(ws,), hidden=tuple(hidden), network=opts.network, cpus=tuple(cpus),
-                       user=None if opts.as_caller else AGENT_USER, private_tmp=True, timeout_s=timeout_s,
+                       user=None if opts.as_caller else opts.user, private_tmp=True, timeout_s=timeout_s,
                        grace_s=grace_s, tag="episode")
 
 
@@ -330,8 +350,10 @@ def run_episode(path: str | Path, agent: str, opts: RunOptions | None = None) ->
         why = caps.get("namespace_error", "no namespaces")
         raise InputError(f"the operating system cannot confine the agent here ({why}); run as root or where user "
                          "namespaces are allowed, or pass --allow-unconfined to record an unconfined episode")
-    threads = effective_threads(opts.threads, ep.limits.cpu_threads_max)
-    cpus = _machine_cpus()[:threads]
+    threads = effective_threads(opts.threads if opts.cpus is None else len(opts.cpus), ep.limits.cpu_threads_max)
+    cpus = list(opts.cpus) if opts.cpus is not None else _machine_cpus()[:threads]
+    if not set(cpus) <= set(_machine_cpus()):
+        raise InputError(f"--cpus {cpus}: only cores {_machine_cpus()} are usable here")
     timeout_min = ep.limits.timeout_min if opts.timeout_min is None else opts.timeout_min
     grace_s = ep.limits.grace_s if opts.grace_s is None else opts.grace_s
     if not timeout_min > 0 or grace_s < 0:
