@@ -94,6 +94,13 @@ def fig3_heatmap(matrix: pd.DataFrame, per_case_columns: int) -> Figure:
     return rating_matrix(matrix, separators=thin + bold)
 
 
+def per_case_matrix(matrix: pd.DataFrame, items: tuple[str, ...]) -> Figure:
+    """Figs. S1/S2: the ``<item> <D|H|L>`` columns of :func:`~mdbench.episode.aggregate.item_matrix` for
+    ``items``, a line between items; grey cells are not applicable."""
+    cols = [c for c in matrix.columns if c.split(" ")[0] in items]
+    return rating_matrix(matrix[cols], separators=tuple((x, 1.2) for x in range(3, len(cols), 3)))
+
+
 def state_matrix(states: pd.DataFrame) -> Figure:
     """Episode × ``CASE/observable`` observable states as coloured, labelled cells (C, SI, F, M, IU, NR)."""
     fig, ax, anything = _matrix_axes(states, 0.38, 2.2)
