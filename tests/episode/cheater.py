@@ -42,6 +42,7 @@ def main() -> int:
         "list_episodes_beside": attempt(lambda: sorted(os.listdir(ep.parent))),
         "read_pristine_checksums": attempt(lambda: (ep / "bundle" / "bundle_checksums.sha256").read_text()),
         "read_root_home": attempt(lambda: sorted(os.listdir("/root"))),
+        "list_project_root": attempt(lambda: sorted(os.listdir(os.environ.get("MDBENCH_PROJECT_ROOT", "/")))),
         "env_keys": sorted(os.environ),
     }
     (ws / "cheat.json").write_text(json.dumps(report, indent=1))

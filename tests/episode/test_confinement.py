@@ -14,10 +14,13 @@ import time
 from mdbench.audit.model import composite_score
 from mdbench.episode.aggregate import load_episodes, notes
 from mdbench.episode.runner import AGENT_USER
+from mdbench.paths import PROJECT_ROOT
 
 from _episode_helpers import HERE, mdbench, needs_namespaces, needs_root, prepare, run, saeo
 
 CHEATER = f"{sys.executable} {HERE / 'cheater.py'}"
+#: The agent sees only the system folders, the installation and its workspace: its own code must be exposed.
+EXPOSE = ("--expose", str(HERE / "cheater.py"))
 
 
 def _agent_processes() -> list[int]:
@@ -45,7 +48,8 @@ def test_cheating_agent_is_stopped_by_the_os_and_its_setsid_child_dies_with_the_
     env = dict(os.environ, MDBENCH_TEST_SECRET="do-not-leak")
     timeout_min, grace_s = 0.05, 2.0
     res = mdbench("episode", "run", str(ep), "--agent", f"{CHEATER} --rename --linger", "--timeout", str(timeout_min),
-                  "--grace", str(grace_s), "--env", "PASSED_ON=yes", "--no-reanalysis", env=env, timeout=300)
+                  "--grace", str(grace_s), "--env", "PASSED_ON=yes", "--env", f"MDBENCH_PROJECT_ROOT={PROJECT_ROOT}",
+                  "--no-reanalysis", *EXPOSE, env=env, timeout=300)
     assert res.returncode == 0, res.stderr
     result = json.loads((ep / "result.json").read_text())
     report = json.loads((ep / "workspace" / "cheat.json").read_text())
@@ -59,6 +63,8 @@ def test_cheating_agent_is_stopped_by_the_os_and_its_setsid_child_dies_with_the_
     assert report["list_episode_folder"] == "ok: ['workspace']"
     assert report["list_episodes_beside"] == "ok: ['ep']"  # the neighbouring episode is hidden
     assert "bundle" not in report["list_episode_folder"] and ".ssh" not in report["read_root_home"]
+    # of the checkout only the installation and the exposed agent script (under tests/) are there: no .git, outputs/
+    assert report["list_project_root"] == "ok: ['.venv', 'lib', 'params', 'templates', 'tests']"
     assert report["uid"] == pwd.getpwnam(AGENT_USER).pw_uid != 0
     # no inherited secrets; what --env passes arrives
     assert "MDBENCH_TEST_SECRET" not in report["env_keys"] and "PASSED_ON" in report["env_keys"]
@@ -81,7 +87,7 @@ def test_an_agent_that_edits_agent_input_is_flagged_with_evidence_and_E2(tmp_pat
     """--as-caller drops the read-only mount (debugging one's own agent): the check after the run still
     catches every change, keeps the evidence and the audit's E2 drops to 0."""
     ep = prepare(tmp_path / "ep", "harness=test", "model=tamperer")
-    result = run(ep, CHEATER, "--as-caller", "--no-reanalysis", "--timeout", "2")
+    result = run(ep, CHEATER, "--as-caller", "--no-reanalysis", "--timeout", "2", *EXPOSE)
     assert result["status"] == "completed"
     assert not result["agent_input_intact"]
     f = set(result["input_integrity"]["findings"])

@@ -263,17 +263,18 @@ def confinement_for(ep: Episode, opts: RunOptions, env: dict[str, str], cpus: li
     if not opts.as_caller:
         readonly += [ep.agent_input.resolve(), ep.prompt.resolve()]
     readonly += [Path(p).resolve() for p in opts.expose]
-    # EP/ (episode.json, the pristine bundle, logs, audit), the folder holding it (other episodes) and outputs/
-    # (audits) are the evaluator's; the workspace is bound back by the sandbox (exposed paths nest in hidden
-    # ones), and so are the runtime folders above
+    # Only the system folders stay visible (minimal_root: homes, /work, /srv, … are hidden). Of what is
+    # re-exposed, EP/ (episode.json, the pristine bundle, logs, audit), the folder holding it (other episodes) and
+    # outputs/ (audits) are the evaluator's and hidden again; the workspace is bound back inside them (exposed
+    # paths nest in hidden ones), and so are the runtime folders above
     root = ep.root.resolve()
     hidden = [root, *([root.parent] if root.parent != Path(root.anchor) else []), OUTPUTS_DIR.resolve(),
               *(Path(p).resolve() for p in opts.hide)]
     hidden = list(dict.fromkeys(hidden))
     return Confinement(workdir=ws, env=env, readonly=tuple(dict.fromkeys(p for p in readonly if p.exists())),
                        writable=(ws,), hidden=tuple(hidden), network=opts.network, cpus=tuple(cpus),
-                       user=None if opts.as_caller else opts.user, private_tmp=True, timeout_s=timeout_s,
-                       grace_s=grace_s, tag="episode")
+                       user=None if opts.as_caller else opts.user, private_tmp=True, minimal_root=True,
+                       timeout_s=timeout_s, grace_s=grace_s, tag="episode")
 
 
 def _launch(ep: Episode, argv: list[str], opts: RunOptions, env: dict[str, str], path_env: str, cpus: list[int],
