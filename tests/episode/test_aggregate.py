@@ -37,6 +37,7 @@ def _render(dirs, out):
     return page, sb.read_notebook(str(executed)).scraps
 
 
+@pytest.mark.slow
 @pytest.mark.gromacs
 @pytest.mark.timeout(ORACLE_TIMEOUT_MIN * 60 + 2400)
 def test_four_configurations_times_two_repeats_render_every_figure(oracle_episode, buggy_episodes, tmp_path):

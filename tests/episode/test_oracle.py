@@ -1,7 +1,8 @@
 """The oracle agent on the micro preset through ``mdbench episode run`` (real GROMACS, all three cases), and
 the scripted defects of seed §4.3 landing on the items the seed names.
 
-The oracle episode is made once per session (conftest.py); under load on two cores it takes 10–25 min.
+The oracle episode is made once per session (conftest.py); it takes ~8 min on an idle 2-core machine and up to
+25 min under load, so these tests are ``slow`` (``make test-slow``, or ``pytest -m slow tests/episode``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from mdbench.episode.harbor import write_harbor_task
 
 from _episode_helpers import ORACLE_TIMEOUT_MIN, run_verifier, saeo
 
-pytestmark = [pytest.mark.gromacs, pytest.mark.timeout(ORACLE_TIMEOUT_MIN * 60 + 1800)]
+pytestmark = [pytest.mark.slow, pytest.mark.gromacs, pytest.mark.timeout(ORACLE_TIMEOUT_MIN * 60 + 1800)]
 
 
 def test_oracle_audit_has_no_F_or_M_and_equals_the_direct_audit(oracle_episode, tmp_path):

@@ -125,9 +125,13 @@ def aggregate_cmd(episodes: tuple[Path, ...], out: Path, title: str) -> None:
 @click.option("--cpus", type=int, default=16, show_default=True, help="CPUs of the task environment (seed: 16).")
 @click.option("--memory-mb", type=int, default=32768, show_default=True)
 @click.option("--gpus", type=int, default=0, show_default=True, help="GPUs of the task environment (seed: 1).")
-def harbor_task_cmd(preset: str, out: Path, timeout_min: float | None, cpus: int, memory_mb: int, gpus: int) -> None:
+@click.option("--base-image", default="python:3.11-slim", show_default=True,
+              help="FROM of the Dockerfile; pin it for a paper, e.g. python:3.11-slim@sha256:<digest>.")
+def harbor_task_cmd(preset: str, out: Path, timeout_min: float | None, cpus: int, memory_mb: int, gpus: int,
+                    base_image: str) -> None:
     """Write the episode as a Harbor task (task.toml, instruction.md, environment/, tests/, solution/)."""
     from mdbench.episode.harbor import write_harbor_task  # noqa: PLC0415
 
-    path = write_harbor_task(preset, out, timeout_min=timeout_min, cpus=cpus, memory_mb=memory_mb, gpus=gpus)
+    path = write_harbor_task(preset, out, timeout_min=timeout_min, cpus=cpus, memory_mb=memory_mb, gpus=gpus,
+                             base_image=base_image)
     click.echo(f"Harbor task written to {path}; run it with: harbor run -p {path} -a <agent> -m <model>")
