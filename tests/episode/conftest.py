@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _episode_helpers import BIN, CAPS, ORACLE_TIMEOUT_MIN, prepare, run  # noqa: E402
+from _testseed import seed_for  # noqa: E402  (tests/conftest.py puts tests/ on the path)
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +21,8 @@ def oracle_episode(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not CAPS.get("namespaces"):
         pytest.skip(f"the OS cannot confine processes here: {CAPS.get('namespace_error')}")
     ep = prepare(tmp_path_factory.mktemp("oracle") / "ep", "harness=reference", "model=oracle", "repeat=1")
-    run(ep, "oracle", "--threads", "2", "--timeout", str(ORACLE_TIMEOUT_MIN), timeout=ORACLE_TIMEOUT_MIN * 60 + 900)
+    oracle = f"{BIN / 'mdbench-oracle'} --seed {seed_for('episode/oracle')}"  # seeds from MDBENCH_TEST_SEED
+    run(ep, oracle, "--threads", "2", "--timeout", str(ORACLE_TIMEOUT_MIN), timeout=ORACLE_TIMEOUT_MIN * 60 + 900)
     return ep
 
 
