@@ -30,11 +30,17 @@ from typing import Any, Callable
 
 import numpy as np
 
+from mdbench.analysis import observables as registry
 from mdbench.errors import InputError
 
 log = logging.getLogger(__name__)
 
 CASES = ("DE", "HCE", "LHCE")
+#: Result names and families the defects rewrite, from the observable registry.
+SIGMA = registry.CONDUCTIVITY.key("sigma")
+SIGMA_NE = registry.CONDUCTIVITY.key("sigma_NE")
+D_LI = registry.SELF_DIFFUSION.key("LI")
+_T, _S, _D = registry.TRANSFERENCE.name + "/", registry.CONDUCTIVITY.name + "/", registry.SELF_DIFFUSION.name + "/"
 #: Boltzmann constant [J/K] (CODATA 2018, exact).
 K_B = 1.380649e-23
 
@@ -77,7 +83,7 @@ def _set_state(run: Path, case: str, name: str, state: str, reason: str, *, in_r
 
 
 def _conductivity_L(doc: dict[str, Any]) -> tuple[np.ndarray, list[np.ndarray], list[str], dict[str, float]]:
-    sigma = doc["observables"]["conductivity/sigma"]
+    sigma = doc["observables"][SIGMA]
     L = sigma["details"]["L"]
     return (np.asarray(L["whole"], dtype=np.float64), [np.asarray(b, dtype=np.float64) for b in L["blocks"]],
             list(doc["system"]["species"]), dict(doc["system"]["charges_e"]))
@@ -94,7 +100,7 @@ def _tplus_convention(run: Path, cases: list[str]) -> None:
         n_mol = doc["system"]["n_molecules"]
         state = labels.get(case, "SI")
         reason = "block values scatter; more sampling needed" if state == "SI" else "stable across blocks"
-        for name in [k for k in obs if k.startswith("transference/")]:
+        for name in [k for k in obs if k.startswith(_T)]:
             ref = name.split("/")[1].split(":")[1] if name.split("/")[1].startswith("solvent:") else None
 
             def mixed(A: np.ndarray, ref: str | None = ref) -> float:
@@ -135,15 +141,15 @@ def _float32_volume(run: Path, cases: list[str]) -> None:
         temperature = float(doc.get("temperature_K") or 298.15)
         with np.errstate(all="ignore"):
             denominator = np.float32(volume_m3) * np.float32(K_B) * np.float32(temperature)  # underflows to 0
-            for name in [k for k in obs if k.startswith(("conductivity/", "transference/"))]:
+            for name in [k for k in obs if k.startswith((_S, _T))]:
                 o = obs[name]
-                if not isinstance(o.get("blocks"), list) or name == "conductivity/sigma_NE":
+                if not isinstance(o.get("blocks"), list) or name == SIGMA_NE:
                     continue
                 # the float64 block values times the float64 normalisation recover the unnormalised sums;
                 # dividing them by the float32 denominator (0.0) is the agent's bug
                 num = np.asarray([b if b is not None else np.nan for b in o["blocks"]], dtype=np.float64)
                 ref = volume_m3 * K_B * temperature
-                if name.startswith("transference/"):
+                if name.startswith(_T):
                     bad = (num * ref / denominator) / (np.ones_like(num) * ref / denominator)  # inf / inf
                 else:
                     bad = num * ref / denominator
@@ -162,10 +168,10 @@ def _clean_claim(run: Path, cases: list[str]) -> None:
         doc = _load(run, case)
         obs = doc["observables"]
         for name in list(obs):
-            if name.startswith("self_diffusion/") and name != "self_diffusion/LI":
+            if name.startswith(_D) and name != D_LI:
                 del obs[name]
                 _set_state(run, case, name, "M", "species-resolved self-diffusion not delivered", in_results=False)
-            elif name.startswith(("self_diffusion/", "viscosity", "conductivity/", "transference/")):
+            elif name.startswith((_D, registry.VISCOSITY.name, _S, _T)):
                 # the whole-interval value stays; its blocks (and so its uncertainty) were never computed
                 obs[name] = {k: v for k, v in obs[name].items() if k not in ("blocks", "block_ranges_ps",
                                                                                "uncertainty")}
