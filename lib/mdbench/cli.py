@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("mdbench.report.commands:report", "Render audits into one HTML report."),
     "arena": ("mdbench.arena.commands:arena", "Harbor-format task suite: validate, oracle, run, aggregate."),
     "sdl": ("mdbench.sdl.commands:sdl", "SDL-style campaign replay: compile, run, score."),
+    "episode": ("mdbench.episode.commands:episode", "Agent episodes: prepare, run confined, audit, aggregate."),
 }
 
 

@@ -63,11 +63,12 @@ def itp_charges(path: Path) -> float:
     return total
 
 
-def audit_forcefield(setup_dir: Path) -> Audit:
+def audit_forcefield(setup_dir: Path, reference: Path = forcefield.FORCEFIELD_DIR) -> Audit:
+    """The setup folder's itp files are byte-identical to ``reference`` (the frozen model or a bundle's)."""
     bad = [n for n in topology.ITP_FILES
            if hashlib.sha256((setup_dir / n).read_bytes()).digest()
-           != hashlib.sha256((forcefield.FORCEFIELD_DIR / n).read_bytes()).digest()]
-    return Audit("forcefield_frozen", not bad, forcefield.forcefield_checksum(),
+           != hashlib.sha256((Path(reference) / n).read_bytes()).digest()]
+    return Audit("forcefield_frozen", not bad, forcefield.forcefield_checksum(reference),
                  "itp files identical to the frozen model" if not bad else f"differ from the frozen model: {bad}")
 
 

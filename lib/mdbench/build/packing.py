@@ -83,7 +83,8 @@ def packmol_input(counts: dict[str, int], box_nm: float, seed: int, output: str 
     return "\n".join(lines)
 
 
-def run_packmol(workdir: Path, counts: dict[str, int], box_nm: float, seed: int, density_g_cm3: float) -> Path:
+def run_packmol(workdir: Path, counts: dict[str, int], box_nm: float, seed: int, density_g_cm3: float,
+                geometry_dir: Path | None = None) -> Path:
     """Pack ``counts`` into ``workdir/packed.pdb``; raise :class:`PackingError` if impossible.
 
     Parameters
@@ -98,6 +99,8 @@ def run_packmol(workdir: Path, counts: dict[str, int], box_nm: float, seed: int,
         packmol random seed (recorded in ``packmol.inp``).
     density_g_cm3 : float
         The density the box corresponds to (for the error message) [g/cm^3].
+    geometry_dir : Path, optional
+        Folder of ``<MOL>.pdb`` molecule geometries (a bundle's ``geometries/``); default the frozen model's.
     """
     phi = packing_fraction(counts, box_nm)
     if phi > MAX_PACKING_FRACTION:
@@ -110,7 +113,9 @@ def run_packmol(workdir: Path, counts: dict[str, int], box_nm: float, seed: int,
         raise MdbenchError("packmol not found on PATH; install it (conda install -c conda-forge packmol)")
     for sp, n in counts.items():
         if n:
-            (workdir / f"{forcefield.MOLNAME[sp]}.pdb").write_text(forcefield.geometry_pdb(sp))
+            name = f"{forcefield.MOLNAME[sp]}.pdb"
+            text = (Path(geometry_dir) / name).read_text() if geometry_dir else forcefield.geometry_pdb(sp)
+            (workdir / name).write_text(text)
     inp = packmol_input(counts, box_nm, seed)
     (workdir / "packmol.inp").write_text(inp)
     log.info("packmol: %s molecules in %.3f nm box (phi = %.2f)", sum(counts.values()), box_nm, phi)

@@ -15,8 +15,12 @@ SETUP_ARTIFACTS = ("build.json", "topol.top", "packmol.inp", "grompp_audit.log",
 
 
 def setup_case(run_dir: str | Path, system: str, preset: str = "micro", seed: int = 2026,
-               density_g_cm3: float | None = None, overwrite: bool = False) -> BuildResult:
+               density_g_cm3: float | None = None, overwrite: bool = False,
+               bundle: str | Path | None = None) -> BuildResult:
     """Build case ``system`` into ``RUN_DIR/cases/<system>/setup`` and record the setup stage.
+
+    With ``bundle`` (an agent input bundle), counts, force field and geometries come from the bundle
+    (see :func:`~mdbench.build.system.build_system`).
 
     The run record gets a ``setup_started`` and a ``setup_built`` event (seed, density, counts, audits),
     the setup files as artifacts, and the stage state ``setup`` = ``valid`` when every audit passed,
@@ -28,10 +32,14 @@ def setup_case(run_dir: str | Path, system: str, preset: str = "micro", seed: in
     run_dir = Path(run_dir).resolve()
     out = run_dir / "cases" / system / "setup"
     rec = RunRecord(run_dir)
-    rec.append_event("setup_started", {"case": system, "preset": preset, "seed": seed,
-                                       "density_g_cm3": density_g_cm3, "out_dir": f"cases/{system}/setup"})
+    started = {"case": system, "preset": preset, "seed": seed, "density_g_cm3": density_g_cm3,
+               "out_dir": f"cases/{system}/setup"}
+    if bundle:
+        started["bundle"] = str(bundle)
+    rec.append_event("setup_started", started)
     try:
-        res = build_system(system, preset, out, seed=seed, density_g_cm3=density_g_cm3, overwrite=overwrite)
+        res = build_system(system, preset, out, seed=seed, density_g_cm3=density_g_cm3, overwrite=overwrite,
+                           bundle=bundle)
     except Exception as exc:
         ev = rec.append_event("setup_failed", {"case": system, "error": str(exc)})
         rec.set_stage_state(system, "setup", "invalid", f"build failed: {exc}", {"event": ev["id"]})

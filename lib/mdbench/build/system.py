@@ -14,6 +14,7 @@ from mdbench.build import audits as _audits
 from mdbench.build import packing, topology
 from mdbench.errors import InputError
 from mdbench.inputs import cases, forcefield, units
+from mdbench.inputs.bundle import load_bundle_inputs
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,8 @@ class BuildResult:
         Named setup checks.
     passed : bool
         All audits passed.
+    inputs : dict
+        Where counts and force field came from: ``{"params": ...}`` or ``{"bundle": ..., "bundle_sha256": ...}``.
     """
 
     case: str
@@ -55,6 +58,7 @@ class BuildResult:
     forcefield_sha256: str
     audits: list[_audits.Audit] = field(default_factory=list)
     passed: bool = False
+    inputs: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -64,7 +68,7 @@ class BuildResult:
 
 
 def build_system(case: str, preset: str, out_dir: Path, seed: int = 2026, density_g_cm3: float | None = None,
-                 *, overwrite: bool = False) -> BuildResult:
+                 *, overwrite: bool = False, bundle: str | Path | None = None) -> BuildResult:
     """Pack ``case`` at the ``preset`` size into ``out_dir`` and run the setup audits.
 
     Parameters
@@ -83,6 +87,9 @@ def build_system(case: str, preset: str, out_dir: Path, seed: int = 2026, densit
         :math:`L = (M / (N_A \\rho))^{1/3}`.
     overwrite : bool
         Replace an existing non-empty ``out_dir``.
+    bundle : path, optional
+        An agent input bundle (verified first): molecule counts, force field and geometries come from it
+        instead of ``params/presets`` and the package data; ``preset`` then only sets the cut-off checks.
 
     Returns
     -------
@@ -99,24 +106,28 @@ def build_system(case: str, preset: str, out_dir: Path, seed: int = 2026, densit
     """
     c = cases.load_case(case)
     p = cases.load_preset(preset)
+    inputs = load_bundle_inputs(bundle) if bundle else None
+    ff_dir = inputs.forcefield_dir if inputs else forcefield.FORCEFIELD_DIR
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
         raise InputError("output folder is not empty; choose another folder or pass overwrite=True", str(out_dir))
     rho = float(density_g_cm3 if density_g_cm3 is not None else c.initial_density_g_cm3)
     if not rho > 0:
         raise InputError(f"density must be positive, got {rho} g/cm^3", c.path)
-    counts = p.counts[case]
+    counts = inputs.counts[case] if inputs else p.counts[case]
+    n_atoms = inputs.atoms[case] if inputs else p.atoms[case]
     box = units.cubic_box_nm(cases.case_mass_u(counts), rho)
     title = f"{case} preset={preset} seed={seed} density={rho:g} g/cm^3 (mdbench)"
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        xyz = packing.read_packed_pdb(packing.run_packmol(tmp, counts, box, seed, rho))
+        xyz = packing.read_packed_pdb(packing.run_packmol(tmp, counts, box, seed, rho,
+                                                          geometry_dir=inputs.geometry_dir if inputs else None))
         gro, top = f"{case}.gro", "topol.top"
         topology.write_gro(tmp / gro, title, counts, xyz, box)
-        topology.copy_forcefield(tmp)
+        topology.copy_forcefield(tmp, ff_dir)
         (tmp / top).write_text(topology.topology_text(title, counts))
-        checks = [_audits.audit_forcefield(tmp), *_audits.audit_counts(tmp / gro, counts, p.atoms[case]),
+        checks = [_audits.audit_forcefield(tmp, ff_dir), *_audits.audit_counts(tmp / gro, counts, n_atoms),
                   *_audits.audit_charges(tmp, counts),
                   *_audits.audit_geometry(tmp / gro, counts, p.cutoff_nm, p.box_margin_nm),
                   _audits.audit_grompp(tmp, gro, top, p.cutoff_nm)]
@@ -126,8 +137,10 @@ def build_system(case: str, preset: str, out_dir: Path, seed: int = 2026, densit
         result = BuildResult(case=case, preset=preset, gro_path=out_dir / gro, top_path=out_dir / top,
                              n_atoms=len(xyz), box_nm=(box, box, box), counts=dict(counts), seed=seed,
                              density_g_cm3=rho, cutoff_nm=p.cutoff_nm,
-                             forcefield_sha256=forcefield.forcefield_checksum(), audits=checks,
-                             passed=all(a.passed for a in checks))
+                             forcefield_sha256=forcefield.forcefield_checksum(ff_dir), audits=checks,
+                             passed=all(a.passed for a in checks),
+                             inputs={"bundle": str(inputs.root), "bundle_sha256": inputs.sha256} if inputs
+                             else {"params": f"params/presets/{preset}.yaml"})
         (tmp / "build.json").write_text(json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
         if out_dir.exists():
             shutil.rmtree(out_dir)

@@ -12,10 +12,11 @@ from mdbench.inputs import forcefield
 ITP_FILES = ["forcefield.itp"] + [f"{forcefield.MOLNAME[s]}.itp" for s in forcefield.SPECIES_ORDER]
 
 
-def copy_forcefield(dest: Path) -> list[str]:
-    """Copy the frozen itp files into ``dest``; returns their names."""
+def copy_forcefield(dest: Path, source: Path = forcefield.FORCEFIELD_DIR) -> list[str]:
+    """Copy the frozen itp files (from ``source``: the package's model or a bundle's ``forcefield/``) into
+    ``dest``; returns their names."""
     for name in ITP_FILES:
-        shutil.copyfile(forcefield.FORCEFIELD_DIR / name, dest / name)
+        shutil.copyfile(Path(source) / name, dest / name)
     return list(ITP_FILES)
 
 

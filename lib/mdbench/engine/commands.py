@@ -24,11 +24,13 @@ def study() -> None:
 
 
 def build_jobs(out: Path, systems: list[str], preset: str, engine: str, threads: int, seed: int,
-               stages: tuple[str, ...] = STUDY_STAGES) -> list:
+               stages: tuple[str, ...] = STUDY_STAGES, bundle: str = "") -> list:
     """The executor jobs of a study: every stage for every system, with the parameters each template declares."""
     from mdbench.execute import Job, read_schema, template_path  # noqa: PLC0415
 
     offered = {"preset": preset, "engine": engine, "threads": threads, "seed": seed}
+    if bundle:
+        offered["bundle"] = bundle
     jobs = []
     for system in systems:
         for stage in stages:
@@ -37,9 +39,29 @@ def build_jobs(out: Path, systems: list[str], preset: str, engine: str, threads:
     return jobs
 
 
+def _preset_and_bundle(preset: str | None, bundle: Path | None) -> tuple[str, str]:
+    """(preset name, bundle path or "") for a study: a bundle is verified and sets the size unless --preset does."""
+    if bundle is None:
+        return preset or "micro", ""
+    from mdbench.engine.stages import TARGET_TEMPERATURE_K  # noqa: PLC0415
+    from mdbench.errors import InputError  # noqa: PLC0415
+    from mdbench.inputs.bundle import load_bundle_inputs  # noqa: PLC0415
+
+    inputs = load_bundle_inputs(bundle)
+    off = {c: (t, inputs.pressure_bar[c]) for c, t in inputs.temperature_K.items()
+           if abs(t - TARGET_TEMPERATURE_K) > 1e-6 or abs(inputs.pressure_bar[c] - 1.0) > 1e-9}
+    if off:
+        raise InputError(f"this pipeline's protocols run 298.15 K and 1 bar; the bundle asks for {off}",
+                         str(inputs.root / "cases"))
+    return preset or inputs.preset, str(inputs.root)
+
+
 @study.command("run")
-@click.option("--preset", type=click.Choice(["micro", "tiny", "small", "paper"]), default="micro", show_default=True,
-              help="System size and protocol lengths (params/presets/).")
+@click.option("--preset", type=click.Choice(["micro", "tiny", "small", "paper"]), default=None,
+              help="System size and protocol lengths (params/presets/); default micro, or the bundle's size.")
+@click.option("--bundle", "bundle", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Agent input bundle (e.g. agent_input/): verified, then molecule counts, force field and "
+                   "geometries come from it instead of params/ presets.")
 @click.option("--systems", multiple=True, default=("DE", "HCE", "LHCE"), show_default=True,
               help="Cases to run; repeat the option or give several names (--systems DE HCE).")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run directory.")
@@ -57,8 +79,8 @@ def build_jobs(out: Path, systems: list[str], preset: str, engine: str, threads:
               help="Last stage to run; rerun the command (with a later one) to continue.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @click.argument("more_systems", nargs=-1)
-def run(preset: str, systems: tuple[str, ...], out: Path, executor: str, engine: str, threads: int,
-        workers: int | None, seed: int, force: bool, analysis: bool, through: str, quiet: bool,
+def run(preset: str | None, bundle: Path | None, systems: tuple[str, ...], out: Path, executor: str, engine: str,
+        threads: int, workers: int | None, seed: int, force: bool, analysis: bool, through: str, quiet: bool,
         more_systems: tuple[str, ...]) -> None:
     """Run setup → production (→ analysis → comparison) per system; prints ns done / ns planned.
 
@@ -83,10 +105,11 @@ def run(preset: str, systems: tuple[str, ...], out: Path, executor: str, engine:
     cap = default_thread_cap()
     if threads > cap:
         raise InputError(f"--threads {threads} exceeds the thread cap {cap} (MDBENCH_THREAD_CAP, max 16)")
+    preset, bundle_arg = _preset_and_bundle(preset, bundle)
     out = out.resolve()
     analysis = analysis and THROUGH[through] is None
     stages = STUDY_STAGES[:THROUGH[through]] + (ANALYSIS_STAGES if analysis else ())
-    jobs = build_jobs(out, names, preset, engine, threads, seed, stages=stages)
+    jobs = build_jobs(out, names, preset, engine, threads, seed, stages=stages, bundle=bundle_arg)
     workers = workers or max(1, min(len(names), cap // threads, os.cpu_count() or 1))
     planned = planned_ns(load_preset(preset))
     with ProgressWatcher(out, names, planned, verbose=not quiet):

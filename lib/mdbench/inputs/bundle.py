@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -144,3 +145,86 @@ def verify_bundle(bundle_dir: str | Path) -> list[str]:
             findings.append(f"changed: {rel}")
     findings += [f"extra: {rel}" for rel in sorted(present - set(expected))]
     return findings
+
+
+@dataclass(frozen=True)
+class BundleInputs:
+    """What the study pipeline takes from an agent input bundle instead of ``params/`` and package data.
+
+    Attributes
+    ----------
+    root : Path
+        The bundle folder (e.g. an episode's read-only ``agent_input/``).
+    preset : str
+        The size preset the bundle was built for (its case files say it); the pipeline's own protocol
+        lengths for that size come from ``params/presets/<preset>.yaml``.
+    counts : dict[str, dict[str, int]]
+        case -> species -> number of molecules (order Li, FSI, DMC, TTE).
+    atoms : dict[str, int]
+        case -> total number of atoms.
+    temperature_K, pressure_bar : dict[str, float]
+        case -> target state.
+    sha256 : str
+        sha256 of ``bundle_checksums.sha256`` (binds a run to the exact bundle).
+    """
+
+    root: Path
+    preset: str
+    counts: dict[str, dict[str, int]]
+    atoms: dict[str, int]
+    temperature_K: dict[str, float]
+    pressure_bar: dict[str, float]
+    sha256: str
+
+    @property
+    def forcefield_dir(self) -> Path:
+        """``forcefield/`` of the bundle (itp files, manifest)."""
+        return self.root / "forcefield"
+
+    @property
+    def geometry_dir(self) -> Path:
+        """``geometries/`` of the bundle (one PDB per species)."""
+        return self.root / "geometries"
+
+
+def load_bundle_inputs(bundle_dir: str | Path) -> BundleInputs:
+    """Verify a bundle against its checksums and read its case definitions.
+
+    Raises
+    ------
+    InputError
+        The bundle fails verification (naming the first changed/missing/extra file), or a case file is
+        missing or malformed, or the case files name different presets.
+    """
+    root = Path(bundle_dir).resolve()
+    if not root.is_dir():
+        raise InputError("bundle folder not found; pass the agent_input/ folder (mdbench bundle build)", str(root))
+    findings = verify_bundle(root)
+    if findings:
+        raise InputError(f"bundle verification failed ({len(findings)} finding(s), first: {findings[0]}); "
+                         "use an intact bundle — the inputs are frozen", str(root / CHECKSUMS))
+    counts: dict[str, dict[str, int]] = {}
+    atoms: dict[str, int] = {}
+    temps: dict[str, float] = {}
+    press: dict[str, float] = {}
+    presets: set[str] = set()
+    for c in cases.CASES:
+        path = root / "cases" / f"{c}.yaml"
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+            mols = doc["molecules"]
+            counts[c] = {s: int(mols[s]["count"]) for s in cases.SPECIES}
+            atoms[c] = int(doc["total_atoms"])
+            temps[c], press[c] = float(doc["temperature_K"]), float(doc["pressure_bar"])
+            presets.add(str(doc["preset"]))
+        except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"case definition unreadable ({type(exc).__name__}: {exc}); expected the layout "
+                             "mdbench bundle build writes", str(path)) from None
+        if cases.case_atoms(counts[c]) != atoms[c]:
+            raise InputError(f"total_atoms {atoms[c]} disagrees with the molecule counts "
+                             f"({cases.case_atoms(counts[c])} atoms)", str(path))
+    if len(presets) != 1:
+        raise InputError(f"the case files name different presets {sorted(presets)}", str(root / "cases"))
+    digest = hashlib.sha256((root / CHECKSUMS).read_bytes()).hexdigest()
+    return BundleInputs(root=root, preset=presets.pop(), counts=counts, atoms=atoms, temperature_K=temps,
+                        pressure_bar=press, sha256=digest)

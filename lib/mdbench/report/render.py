@@ -61,12 +61,6 @@ def render_report(audit_dirs: list[str | Path], out_html: str | Path, *, noteboo
     Path
         ``out_html``.
     """
-    import papermill as pm  # noqa: PLC0415
-    from nbconvert import HTMLExporter  # noqa: PLC0415
-
-    from mdbench.execute import check_kernel  # noqa: PLC0415
-
-    check_kernel(KERNEL)
     dirs = [str(Path(d).resolve()) for d in audit_dirs]
     if not dirs:
         raise InputError("no audit directory given")
@@ -79,12 +73,34 @@ def render_report(audit_dirs: list[str | Path], out_html: str | Path, *, noteboo
     if name == "audit_run" and len(dirs) != 1:
         raise InputError("the per-run report (audit_run) takes exactly one audit directory")
     params = {"audit_dirs": dirs, "title": title} if name == "aggregate" else {"audit_dir": dirs[0], "title": title}
+    render_notebook(NOTEBOOKS_DIR / f"{name}.ipynb", params, out_html, timeout_s=timeout_s)
+    return Path(out_html)
+
+
+def render_notebook(notebook: str | Path, parameters: dict, out_html: str | Path, *, timeout_s: int = 600) -> Path:
+    """Execute ``notebook`` with papermill (``parameters``) and write it as one self-contained HTML page.
+
+    The executed notebook is kept beside the page (``.ipynb``); code cells and scrapbook scraps are left
+    out of the page, and so are the template's CDN scripts (the page works offline).
+
+    Raises
+    ------
+    ReportError
+        A cell failed (the partially executed notebook is named).
+    """
+    import papermill as pm  # noqa: PLC0415
+    from nbconvert import HTMLExporter  # noqa: PLC0415
+
+    from mdbench.execute import check_kernel  # noqa: PLC0415
+
+    check_kernel(KERNEL)  # one line naming `make setup`, never papermill's NoSuchKernel traceback
+    name = Path(notebook).stem
     out_html = Path(out_html)
     out_html.parent.mkdir(parents=True, exist_ok=True)
     executed = out_html.with_suffix(".ipynb")
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            pm.execute_notebook(str(NOTEBOOKS_DIR / f"{name}.ipynb"), str(executed), parameters=params,
+            pm.execute_notebook(str(notebook), str(executed), parameters=parameters,
                                 kernel_name=KERNEL, progress_bar=False, cwd=tmp, execution_timeout=timeout_s,
                                 log_output=False)
         except pm.PapermillExecutionError as exc:

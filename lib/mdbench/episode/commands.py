@@ -1,0 +1,137 @@
+"""CLI commands of the ``episode`` room: ``mdbench episode prepare | run | aggregate | harbor-task``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.group(name="episode")
+def episode() -> None:
+    """Agent episodes: prepare the frozen workspace, run an agent confined, audit, aggregate."""
+
+
+@episode.command("prepare")
+@click.option("--preset", default="micro", show_default=True, help="micro | tiny | small | paper")
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path), help="New episode folder EP.")
+@click.option("--bundle", "bundle_dir", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
+              help="Use this bundle (verified) instead of building it from the preset.")
+@click.option("--config", "config", multiple=True, help="KEY=VALUE labels: harness=NAME model=NAME repeat=K.")
+@click.option("--timeout", "timeout_min", type=float, default=None,
+              help="Default wall-clock limit of the run [min] (default per preset).")
+@click.argument("pairs", nargs=-1)
+def prepare_cmd(preset: str, out: Path, bundle_dir: Path | None, config: tuple[str, ...], timeout_min: float | None,
+                pairs: tuple[str, ...]) -> None:
+    """Write EP/: workspace/agent_input/ (read-only bundle), workspace/PROMPT.md, episode.json."""
+    from mdbench.episode.workspace import DEFAULT_TIMEOUT_MIN, Limits, parse_config, prepare_episode  # noqa: PLC0415
+
+    cfg = parse_config([*config, *pairs])
+    limits = Limits(timeout_min=timeout_min or DEFAULT_TIMEOUT_MIN.get(preset, 120.0))
+    ep = prepare_episode(preset, out, cfg, limits=limits, bundle_dir=bundle_dir)
+    click.echo(f"episode {ep.episode_id} prepared in {ep.root}: bundle sha256 {ep.bundle_sha256[:16]}…, "
+               f"timeout {ep.limits.timeout_min:g} min, {ep.limits.md_budget_ns_per_case:g} ns/case budget")
+
+
+@episode.command("run")
+@click.argument("ep", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--agent", required=True,
+              help="Agent command line, or oracle | null | buggy:<kind> (tplus_convention, float32_volume, "
+                   "clean_claim).")
+@click.option("--timeout", "timeout_min", type=float, default=None, help="Wall-clock limit [min] (default: episode's).")
+@click.option("--grace", "grace_s", type=float, default=None, help="SIGTERM → SIGKILL grace period [s].")
+@click.option("--threads", type=int, default=None, help="CPU threads (cores) for the agent; default min(16, cores).")
+@click.option("--cpus", default=None, help="Exact cores for the agent, e.g. 0-7 or 8,9,10 (concurrent episodes).")
+@click.option("--user", default=None, help="Account the agent runs as when the runner is root (default "
+              "mdbench-episode-agent; give concurrent episodes different ones).")
+@click.option("--gpus", default="", help="GPU ids visible to the agent (CUDA_VISIBLE_DEVICES), e.g. 0.")
+@click.option("--env", "env", multiple=True, help="Pass KEY=VALUE (or KEY from this shell) to the agent.")
+@click.option("--expose", multiple=True, type=click.Path(path_type=Path, exists=True),
+              help="Extra path the agent may read (read-only).")
+@click.option("--hide", multiple=True, type=click.Path(path_type=Path), help="Extra path hidden from the agent.")
+@click.option("--network", is_flag=True, help="Give the agent the host network (e.g. to reach its LLM API).")
+@click.option("--as-caller", is_flag=True,
+              help="Debugging your own agent: run as the calling user, agent_input/ not mounted read-only "
+                   "(changes are still detected afterwards).")
+@click.option("--allow-unconfined", is_flag=True, help="Run even where the OS cannot confine the agent (recorded).")
+@click.option("--force", is_flag=True, help="Run a finished episode again (earlier files move to previous/<n>/).")
+@click.option("--no-reanalysis", is_flag=True, help="Audit without the canonical reanalysis.")
+@click.option("--adjudication", type=click.Path(path_type=Path, exists=True, dir_okay=False), default=None,
+              help="Expert adjudication.yaml applied by the audit.")
+@click.option("--progress", "progress_s", type=float, default=None,
+              help="Print elapsed time and ns charged every so many seconds (default 60 on a terminal).")
+def run_cmd(ep: Path, agent: str, timeout_min: float | None, grace_s: float | None, threads: int | None, gpus: str,
+            env: tuple[str, ...], expose: tuple[Path, ...], hide: tuple[Path, ...], network: bool, as_caller: bool,
+            allow_unconfined: bool, force: bool, no_reanalysis: bool, adjudication: Path | None,
+            progress_s: float | None, cpus: str | None, user: str | None) -> None:
+    """Run AGENT in EP/workspace under the episode's limits, audit the workspace, write EP/result.json."""
+    from mdbench.episode.runner import AGENT_USER, RunOptions, parse_cpus, parse_env, run_episode  # noqa: PLC0415
+
+    opts = RunOptions(timeout_min=timeout_min, grace_s=grace_s, threads=threads, gpus=gpus, env=parse_env(env),
+                      expose=tuple(p.resolve() for p in expose), hide=tuple(p.resolve() for p in hide),
+                      network=network, as_caller=as_caller, allow_unconfined=allow_unconfined, force=force,
+                      reanalysis=not no_reanalysis, adjudication=adjudication,
+                      progress_s=progress_s if progress_s is not None else (60.0 if sys.stderr.isatty() else None),
+                      cpus=parse_cpus(cpus) if cpus else None, user=user or AGENT_USER)
+    res = run_episode(ep, agent, opts)
+    click.echo(summary_line(res) + f" → {ep / 'result.json'}")
+    for f in res["input_integrity"]["findings"][:10]:
+        click.echo(f"  input integrity: {f}", err=True)
+    if "error" in res["audit"]:
+        click.echo(f"  audit failed: {res['audit']['error']}", err=True)
+
+
+def summary_line(res: dict) -> str:
+    """One line per episode result: status, time, ns, score, integrity."""
+    score = res.get("score")
+    ns = res.get("ns_charged")
+    return (f"{res['episode_id']}: {res['status']} (exit {res['exit_code']}) in {res['wall_s']:.1f} s, "
+            f"CPU {res['cpu_s'] if res['cpu_s'] is not None else 'n/a'} s, "
+            f"{'n/a' if ns is None else f'{ns:.4f}'} ns charged, score "
+            f"{'n/a' if score is None else f'{score:.1f}'}; agent_input "
+            f"{'intact' if res['agent_input_intact'] else 'CHANGED'}; {res['stragglers_killed']} straggler(s) "
+            "killed")
+
+
+@episode.command("show")
+@click.argument("ep", type=click.Path(path_type=Path, file_okay=False, exists=True))
+def show_cmd(ep: Path) -> None:
+    """Print EP/result.json (or that the episode has not run)."""
+    path = ep / "result.json"
+    if not path.is_file():
+        click.echo(f"{ep}: prepared, not run yet")
+        return
+    click.echo(json.dumps(json.loads(path.read_text()), indent=1))
+
+
+@episode.command("aggregate")
+@click.argument("episodes", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path, dir_okay=False), help="report.html")
+@click.option("--title", default="ElectrolyteMD-Bench episodes", show_default=True)
+def aggregate_cmd(episodes: tuple[Path, ...], out: Path, title: str) -> None:
+    """One self-contained HTML page over EPISODES: Figs. 2, 3, S1–S4, 5 and the cost table."""
+    from mdbench.episode.aggregate import render_report  # noqa: PLC0415
+
+    path = render_report(list(episodes), out, title=title)
+    click.echo(f"report of {len(episodes)} episode(s) written to {path}")
+
+
+@episode.command("harbor-task")
+@click.option("--preset", default="micro", show_default=True)
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path), help="New task folder.")
+@click.option("--timeout", "timeout_min", type=float, default=None, help="Agent timeout [min] (default per preset).")
+@click.option("--cpus", type=int, default=16, show_default=True, help="CPUs of the task environment (seed: 16).")
+@click.option("--memory-mb", type=int, default=32768, show_default=True)
+@click.option("--gpus", type=int, default=0, show_default=True, help="GPUs of the task environment (seed: 1).")
+@click.option("--base-image", default="python:3.11-slim", show_default=True,
+              help="FROM of the Dockerfile; pin it for a paper, e.g. python:3.11-slim@sha256:<digest>.")
+def harbor_task_cmd(preset: str, out: Path, timeout_min: float | None, cpus: int, memory_mb: int, gpus: int,
+                    base_image: str) -> None:
+    """Write the episode as a Harbor task (task.toml, instruction.md, environment/, tests/, solution/)."""
+    from mdbench.episode.harbor import write_harbor_task  # noqa: PLC0415
+
+    path = write_harbor_task(preset, out, timeout_min=timeout_min, cpus=cpus, memory_mb=memory_mb, gpus=gpus,
+                             base_image=base_image)
+    click.echo(f"Harbor task written to {path}; run it with: harbor run -p {path} -a <agent> -m <model>")

@@ -1,0 +1,76 @@
+"""Helpers of the episode tests (kept out of conftest.py so that imports are unambiguous).
+
+The fixtures (conftest.py): one real oracle episode on the micro preset (GROMACS, all three cases) is made once per session and shared;
+buggy episodes replay it (``mdbench-buggy-agent KIND --from-run``) instead of simulating again, and the
+aggregate test copies finished episodes under other configurations. Everything else uses agents that run in
+seconds (null, the cheater in ``cheater.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mdbench.sandbox import capabilities
+
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+CAPS = capabilities()
+needs_namespaces = pytest.mark.skipif(not CAPS.get("namespaces"),
+                                      reason=f"the OS cannot confine processes here: {CAPS.get('namespace_error')}")
+needs_root = pytest.mark.skipif(not CAPS.get("root"), reason="needs root (a separate user for the agent)")
+needs_gmx = pytest.mark.skipif(shutil.which("gmx") is None or shutil.which("packmol") is None,
+                               reason="needs gmx and packmol on PATH")
+#: Wall-clock limit of the oracle micro episode [min] (3 cases, 2 cores shared with other work).
+ORACLE_TIMEOUT_MIN = 90
+
+
+def mdbench(*args: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the ``mdbench`` CLI of this installation."""
+    return subprocess.run([sys.executable, "-m", "mdbench.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def prepare(ep: Path, *config: str, preset: str = "micro") -> Path:
+    res = mdbench("episode", "prepare", "--preset", preset, "--out", str(ep), *config)
+    assert res.returncode == 0, res.stderr
+    return ep
+
+
+def run(ep: Path, agent: str, *opts: str, timeout: float = 900) -> dict:
+    """``mdbench episode run EP --agent AGENT OPTS`` → result.json (asserting the command succeeded)."""
+    res = mdbench("episode", "run", str(ep), "--agent", agent, *opts, timeout=timeout)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return json.loads((ep / "result.json").read_text())
+
+
+def saeo(ep: Path) -> dict:
+    return json.loads((ep / "audit" / "saeo.json").read_text())
+
+
+def copy_episode(src: Path, dest: Path, **config) -> Path:
+    """A copy of a finished episode's records (episode.json, result.json, audit/) under another configuration."""
+    dest.mkdir(parents=True)
+    for name in ("episode.json", "result.json"):
+        doc = json.loads((src / name).read_text())
+        doc["configuration"] = dict(doc["configuration"], **config)
+        (dest / name).write_text(json.dumps(doc, indent=1))
+    shutil.copytree(src / "audit", dest / "audit")
+    return dest
+
+
+def run_verifier(task: Path, workspace: Path, out: Path) -> dict:
+    """The Harbor task's ``tests/test.sh`` run on this host against ``workspace``; returns reward.json."""
+    import os  # noqa: PLC0415
+
+    env = dict(os.environ, MDBENCH_WORKSPACE=str(workspace), MDBENCH_VERIFIER_DIR=str(out),
+               MDBENCH_TESTS_DIR=str(task / "tests"), MDBENCH_PYTHON=sys.executable)
+    proc = subprocess.run(["bash", str(task / "tests" / "test.sh")], env=env, capture_output=True, text=True,
+                          timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads((out / "reward.json").read_text())

