@@ -8,6 +8,7 @@ errors and non-finite numbers become findings with line numbers instead of excep
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -120,7 +121,16 @@ class RunFS:
             for name in list(dirnames) + filenames:
                 full = Path(dirpath) / name
                 if full.is_symlink():
-                    self.resolve(full.relative_to(self.root))
+                    rel = full.relative_to(self.root).as_posix()
+                    if self.resolve(rel) is None:
+                        continue  # leaves the run directory: reported by resolve
+                    try:
+                        os.stat(full)
+                    except OSError as exc:
+                        loop = exc.errno == errno.ELOOP
+                        self.add("symlink_loop" if loop else "dangling_symlink",
+                                 "symlink loop; not followed" if loop else
+                                 f"dangling symlink (→ {os.readlink(full)}); not followed", rel, item="E3")
 
     def glob(self, rel_dir: str, pattern: str) -> list[str]:
         """Relative paths of files in ``rel_dir`` matching ``pattern`` (no recursion, links checked)."""
