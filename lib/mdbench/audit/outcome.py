@@ -76,7 +76,7 @@ def state_disagreements(run: RunData, assessments: list[ObservableAssessment]) -
         rs = declared_state(run, a)
         if rs is not None and rs != a.state:
             out.append(Finding("state_disagrees", f"{a.case}/{a.observable}: run declares {rs}, the audit finds "
-                               f"{a.state} ({a.reason[:200]})", OBS, item="O2", case=a.case))
+                               f"{a.state} ({a.reason[:200]})", f"{OBS}#/{a.case}/{a.observable}", item="O2", case=a.case))
     return out
 
 

@@ -66,6 +66,7 @@ class RunFS:
         self.max_parse_bytes = max_parse_bytes
         self.findings: list[Finding] = []
         self._escaping: set[str] = set()
+        self._json_cache: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ paths
     def rel(self, path: str | Path) -> str:
@@ -167,7 +168,16 @@ class RunFS:
             return None
 
     def read_json(self, rel: str, *, item: str = "E3", required: bool = False) -> Any:
-        """Parsed JSON of ``rel`` or ``None``; parse errors and NaN/inf become findings with lines."""
+        """Parsed JSON of ``rel`` or ``None``; parse errors and NaN/inf become findings with lines (once per
+        file: a file read again comes from the cache, so its findings are not repeated)."""
+        key = Path(rel).as_posix()
+        if key in self._json_cache:
+            return self._json_cache[key]
+        data = self._read_json(rel, item=item, required=required)
+        self._json_cache[key] = data
+        return data
+
+    def _read_json(self, rel: str, *, item: str, required: bool) -> Any:
         text = self.read_text(rel, item=item)
         if text is None:
             if required:
