@@ -1,34 +1,32 @@
 """Analysis items A1–A7 per case and observable, observable states, and definition-level diagnosis.
 
-States (seed §A.2.2) are decided in this order, the first match winning:
+The audit's state of an observable is derived from the evidence only — values, blocks, the estimator's
+sampling checks and recorded failures, the canonical reanalysis — never from the state the run declared
+(observables.json, the terminal record or a results entry's ``state`` label); :mod:`mdbench.audit.outcome`
+compares the two afterwards (O1/O2). States (seed §A.2.2, the order of :mod:`mdbench.analysis.states`):
 
 1. production invalid (Sim4 not satisfied or the run's production stage invalid) → ``invalid_upstream``;
    production never reached → ``not_reached``;
 2. a required target is missing → ``M``;
-3. a definition failure (transference convention mix-up, conductivity without cross-correlations) or an
-   implementation/numerical failure (non-finite whole or block value; disagreement with the canonical
-   reanalysis beyond the R5 rule) → ``F``;
+3. a definition failure (transference convention mix-up, conductivity without cross-correlations, a
+   self-diffusion surrogate recognised by its content) or an implementation/numerical failure (non-finite
+   whole or block value; a failure the estimator recorded; a reported value or block mean outside the
+   canonical four-block interval of a matched definition) → ``F``;
 4. whole value present but the four-block analysis missing → ``M`` (incomplete required delivery);
-5. a sampling diagnostic fails (the entry's own ``diagnostics.sampling_checks`` when it reports them; otherwise
-   the audit's backstop: relative block 95 % half-width above :data:`SI_REL_HALF_WIDTH`; diffusive
-   exponent outside [0.9, 1.1], no viscosity plateau, or the run itself declared SI) → ``SI``; the relative
-   half-width is not used for quantities fluctuating about zero (pressure);
-6. otherwise ``C``.
+5. a value withheld with a stated reason (a ratio whose denominator is consistent with zero) →
+   ``not_estimable``;
+6. a sampling diagnostic fails (the entry's own ``diagnostics.sampling_checks`` where reported — what each
+   says, applied to the result it names; otherwise the audit's backstop: relative block 95 % half-width above
+   :data:`SI_REL_HALF_WIDTH`; the diffusive exponent outside the registered range; no viscosity plateau;
+   a reported diagnostic contradicted by the evidence) → ``SI``; the relative half-width is not used for
+   quantities fluctuating about zero (pressure);
+7. otherwise ``C``.
 
 Each rule is a structured :class:`~mdbench.audit.model.Check` (:data:`CODES`: its code and severity) made
 before any decision; the state follows from the severities and every item rating from the codes, so a
 reworded message can never change a verdict. The groups, their targets per case and the group-specific
 rules (definition checks, regime, treatment, R5) come from the registry (:mod:`mdbench.analysis.observables`).
-
-Item rules per (case, observable): A2 0 for a definition failure, 0.5 when the definition was never
-registered, else 1. A3 0 for an implementation/numerical failure (or a wrong definition), else 1 (with the
-R5 comparison named when reanalysed). A4 0 when a declared volume/temperature disagrees with the production
-files (2 % / 5 K), 0.5 when no trajectory treatment is declared (and no canonical agreement shows it), else 1.
-A5 (transport only) 0 for a bare fitted number, 0.5 when the regime/plateau diagnostic fails (the audit's
-β or plateau check, or the estimator's own regime check: :data:`REGIME_CHECK_NAMES`), else 1.
-A6 0 for non-finite or missing block values, 0.5 for SI, else 1. A7 1 with a defined uncertainty, 0.5
-without definition or for some targets, 0 for none. A1 per case: 1 all targets delivered; 0.5 when the
-missing ones (at most half the groups) are declared explicitly by the run; else 0.
+The item rules and the seed sentence each implements are listed in ``docs/saeo-rules.md``.
 """
 
 from __future__ import annotations
@@ -610,7 +608,51 @@ def _canonical_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] |
     return out, canon_value
 
 
-def _sampling_checks(g: Any, chosen: list[Entry], path: str) -> list[Check]:
+#: Block-precision thresholds of the registered adequacy rules (``analysis_adequacy_and_stopping`` →
+#: ``thresholds``, :class:`mdbench.analysis.settings.AnalysisSettings`) per audit group: (relative limit,
+#: absolute half-width accepted whatever the relative one). The audit's backstop for results that do not
+#: report their own sampling checks.
+PRECISION_THRESHOLDS: dict[str, tuple[str | None, str | None]] = {
+    "coordination": ("cn_max_rel_half_width", "cn_abs_half_width_ok"),
+    "association": (None, "association_fraction_max_half_width"),
+    "self_diffusion": ("diffusion_max_rel_half_width", None),
+    "conductivity": ("sigma_t_plus_max_rel_half_width", None),
+    "transference_number": ("sigma_t_plus_max_rel_half_width", None),
+    "viscosity": ("viscosity_max_rel_half_width", None),
+}
+
+
+def precision_limits(run: RunData, case: str, group: str) -> tuple[float | None, float | None]:
+    """(relative, absolute) block half-width limits of ``group``: the registration in force, else the
+    analysis settings' defaults, else the audit's :data:`SI_REL_HALF_WIDTH`."""
+    rel_key, abs_key = PRECISION_THRESHOLDS.get(group, (None, None))
+    if rel_key is None and abs_key is None:
+        return SI_REL_HALF_WIDTH, None
+    thresholds: dict[str, Any] = {}
+    for reg in run.in_force("adequacy", "thresholds", case=case):
+        d = reg.get("definition") if isinstance(reg.get("definition"), dict) else {}
+        if isinstance(d.get("thresholds"), dict):
+            thresholds = d["thresholds"]
+            break
+    try:
+        from mdbench.analysis.settings import AnalysisSettings  # noqa: PLC0415
+
+        defaults = AnalysisSettings()
+    except Exception:  # noqa: BLE001 - settings unreadable: the audit's own backstop
+        defaults = None
+
+    def value(key: str | None) -> float | None:
+        if key is None:
+            return None
+        v = thresholds.get(key, getattr(defaults, key, None))
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    rel, ab = value(rel_key), value(abs_key)
+    return (rel if rel is not None or ab is not None else SI_REL_HALF_WIDTH), ab
+
+
+def _sampling_checks(g: Any, chosen: list[Entry], path: str,
+                     limits: tuple[float | None, float | None] = (SI_REL_HALF_WIDTH, None)) -> list[Check]:
     """The audit's own reading of the sampling evidence: the estimator's sampling diagnostics where it
     reports them (what each says, not the state label the run chose), else the audit's backstop (relative
     block half-width); the diffusive exponent and the Green–Kubo plateau, and a reported diagnostic that
@@ -636,10 +678,12 @@ def _sampling_checks(g: Any, chosen: list[Entry], path: str) -> list[Check]:
         if own is None and e.blocks and len(e.blocks) >= 4 and not e.nonfinite_blocks() and e.finite_value \
                 and e.value != 0 and not fluctuates_about_zero:
             arr = np.asarray(e.blocks, dtype=np.float64)
-            rel = T_975_DOF3 * float(arr.std(ddof=1)) / 2.0 / abs(e.value)
-            if rel > SI_REL_HALF_WIDTH:
-                out.append(_check("block_half_width", f"{e.key}: block 95 % half-width {100 * rel:.0f} % of the value",
-                                  e, path=path))
+            hw = T_975_DOF3 * float(arr.std(ddof=1)) / 2.0
+            rel = hw / abs(e.value)
+            rel_max, abs_ok = limits
+            if not (abs_ok is not None and hw <= abs_ok) and (rel_max is None or rel > rel_max):
+                out.append(_check("block_half_width", f"{e.key}: block 95 % half-width {hw:.3g} ({100 * rel:.0f} % "
+                                  f"of the value) beyond the registered limit", e, path=path))
         beta_name = next((n for n in ("beta", "msd_exponent", "charge_msd_beta") if _declared(e, n) is not None),
                          None)
         beta = _declared(e, beta_name) if beta_name else None
@@ -831,7 +875,8 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
     r5, canon_value = _canonical_checks(g, chosen, canonical, res_rel, prod_state)
     checks += r5
     # Table A3: block sensitivity of every delivered member of the group (RDF minima beside the CNs)
-    checks += _sampling_checks(g, chosen + [e for e in extra if e.finite_value], res_rel)
+    checks += _sampling_checks(g, chosen + [e for e in extra if e.finite_value], res_rel,
+                               precision_limits(run, case, group))
     state, reason = _state(checks, missing)
     severities = {c.severity for c in checks}
     kind = "definition" if "definition" in severities else ("implementation" if "implementation" in severities
