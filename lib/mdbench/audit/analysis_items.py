@@ -40,7 +40,9 @@ import numpy as np
 
 from mdbench.analysis.blocks import T_975_DOF3
 from mdbench.analysis.states import NOT_ESTIMABLE
-from mdbench.analysis.observables import AUDIT_GROUPS, CONDUCTIVITY, audit_group
+from mdbench.analysis.observables import (ASSOCIATION_GROUP, AUDIT_GROUPS, CONDUCTIVITY, CONDUCTIVITY_GROUP,
+                                          COORDINATION_GROUP, SELF_DIFFUSION_GROUP, TRANSFERENCE_GROUP,
+                                          VISCOSITY_GROUP, audit_group)
 from mdbench.analysis.observables import targets as registry_targets
 from mdbench.audit.bundle import Bundle
 from mdbench.audit.model import PER_OBSERVABLE_ITEMS, Check, Evidence, Judgment, ObservableAssessment
@@ -203,8 +205,8 @@ def _definitions_match(group: str, run_entry: Entry, canon: Entry) -> bool:
     the same η); t+ matches in the same reference frame (barycentric unless a solvent frame is named);
     structural quantities need equal declared cutoffs (±0.005 nm)."""
     g = audit_group(group)
-    if g.treatment == "energy" or g.definition_check == "cross_correlations" or group in ("self_diffusion",
-                                                                                          "viscosity"):
+    if g.treatment == "energy" or g.definition_check == "cross_correlations" or (g.regime and
+                                                                                 g.definition_check is None):
         return True
     if g.definition_check == "transference_convention":
         solvent = "solvent" in (_definition_text(run_entry) + " " + str(run_entry.raw.get("frame", ""))
@@ -323,10 +325,11 @@ def _check_applies(name: str, key: str, group: str) -> bool:
     """A shared check named after one result (``sigma_block_precision``, ``t_plus_block_precision``) applies
     to that result only; every other check applies to every entry that reports it."""
     low = name.lower()
+    g = audit_group(group)
     if low.startswith(("t_plus_", "tplus_")):
-        return group == "transference_number"
+        return g.definition_check == "transference_convention"
     if low.startswith("sigma_"):
-        return group == "conductivity" and "ionicity" not in key.lower()
+        return g.definition_check == "cross_correlations" and "ionicity" not in key.lower()
     return True
 
 
@@ -445,7 +448,7 @@ def _canonical_ne(canonical_results: Any) -> Entry | None:
 
 
 def _self_diffusion_values(others: dict[str, dict[str, Entry]]) -> list[tuple[str, float]]:
-    return [(k, e.value) for k, e in (others.get("self_diffusion") or {}).items() if e.finite_value and e.value > 0]
+    return [(k, e.value) for k, e in (others.get(SELF_DIFFUSION_GROUP.name) or {}).items() if e.finite_value and e.value > 0]
 
 
 def surrogate_checks(g: Any, chosen: list[Entry], others: dict[str, dict[str, Entry]],
@@ -613,12 +616,12 @@ def _canonical_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] |
 #: absolute half-width accepted whatever the relative one). The audit's backstop for results that do not
 #: report their own sampling checks.
 PRECISION_THRESHOLDS: dict[str, tuple[str | None, str | None]] = {
-    "coordination": ("cn_max_rel_half_width", "cn_abs_half_width_ok"),
-    "association": (None, "association_fraction_max_half_width"),
-    "self_diffusion": ("diffusion_max_rel_half_width", None),
-    "conductivity": ("sigma_t_plus_max_rel_half_width", None),
-    "transference_number": ("sigma_t_plus_max_rel_half_width", None),
-    "viscosity": ("viscosity_max_rel_half_width", None),
+    COORDINATION_GROUP.name: ("cn_max_rel_half_width", "cn_abs_half_width_ok"),
+    ASSOCIATION_GROUP.name: (None, "association_fraction_max_half_width"),
+    SELF_DIFFUSION_GROUP.name: ("diffusion_max_rel_half_width", None),
+    CONDUCTIVITY_GROUP.name: ("sigma_t_plus_max_rel_half_width", None),
+    TRANSFERENCE_GROUP.name: ("sigma_t_plus_max_rel_half_width", None),
+    VISCOSITY_GROUP.name: ("viscosity_max_rel_half_width", None),
 }
 
 
@@ -869,7 +872,7 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
     regs = run.in_force(*g.definition_words, case=case) if g.definition_words else []
     reg_text = " ".join(f"{k} {v}" for r in regs for k, v in (r.get("definition") or {}).items()
                         if isinstance(r.get("definition"), dict) and any(w in str(k).lower() for w in (
-                            g.name, "conductivity", "transference") if g.definition_check)).lower()
+                            g.name, *g.definition_words[:1]) if g.definition_check)).lower()
     checks = gaps + _definition_checks(g, chosen, canonical, canonical_results, res_rel, others, reg_text)
     checks += _numeric_checks(chosen, extra, res_rel)
     r5, canon_value = _canonical_checks(g, chosen, canonical, res_rel, prod_state)
