@@ -116,7 +116,8 @@ def _reanalyse(run_fs: RunFS, case: str, pf: simulation.ProdFiles, out: Path, gu
         args.append(str(dst))
     t0 = time.perf_counter()
     try:
-        ret = analyze_files(args[0], args[1], args[2], str(work), guard_ps=guard_ps)
+        # numbers only: the audit compares values and diagnostics, it draws no figures (most of an analysis' time)
+        ret = analyze_files(args[0], args[1], args[2], str(work), guard_ps=guard_ps, figures=False)
     except Exception as exc:  # noqa: BLE001 - a failing reanalysis is a finding, not a crash
         findings.append(Finding("reanalysis_failed", f"canonical reanalysis failed: {type(exc).__name__}: {exc}"[:300],
                                 item="A3", case=case))
