@@ -65,6 +65,7 @@ S = states
 TABLE = [
     # (kwargs, expected state)
     (dict(upstream_state="not_reached"), S.NOT_REACHED),
+    (dict(values=None, not_estimable="denominator consistent with zero"), S.NOT_ESTIMABLE),
     (dict(upstream_state="running", values=1.0), S.NOT_REACHED),
     (dict(upstream_state="invalid", values=1.0), S.INVALID_UPSTREAM),
     (dict(upstream_state="invalid_upstream", failures=["x"]), S.INVALID_UPSTREAM),

@@ -6,6 +6,8 @@ what gets registered:
 1. upstream stage ``not_reached`` or ``running`` → **not_reached** (no data yet; never SI, never zero).
 2. upstream stage ``invalid`` or ``invalid_upstream`` → **invalid_upstream** (never reclassified as SI).
 3. the observable was not delivered (no result, no value) → **M**.
+4a. the estimator withheld a ratio whose denominator is consistent with zero and states why, with no
+   recorded failure → **not_estimable** (value withheld; neither F nor M).
 4. a definition / implementation / numerical failure was recorded (``failures`` not empty), or any
    reported value (whole or block) is non-finite → **F** (longer sampling cannot repair it) — except
    when the estimator states that the analysed window is shorter than its registered minimum length
@@ -29,6 +31,9 @@ F = "F"
 M = "M"
 INVALID_UPSTREAM = "invalid_upstream"
 NOT_REACHED = "not_reached"
+#: A ratio whose denominator is consistent with zero: value withheld, reason stated (issue 24 adds the
+#: estimators that report it; the audit (issue 18) accepts it by this name as an honest, unresolved state).
+NOT_ESTIMABLE = "not_estimable"
 
 
 @dataclass(frozen=True)
@@ -64,9 +69,11 @@ STATES: tuple[ObservableState, ...] = (
     ObservableState(NOT_REACHED, 4, "stop: upstream stage not reached", "no data yet"),
     ObservableState(INVALID_UPSTREAM, 5, "stop: upstream stage invalid; results not usable",
                     "the data it needs are invalid"),
+    ObservableState(NOT_ESTIMABLE, 1, "stop: not estimable from these data (reason stated); report the bound, "
+                                      "not a value", "value withheld: its denominator is consistent with zero"),
 )
 #: Every state the classifier can return.
-OBSERVABLE_STATES: tuple[str, ...] = (C, SI, F, M, INVALID_UPSTREAM, NOT_REACHED)
+OBSERVABLE_STATES: tuple[str, ...] = (C, SI, F, M, INVALID_UPSTREAM, NOT_REACHED, NOT_ESTIMABLE)
 #: State → severity (summaries by the weakest member) and → next action of an unresolved observable.
 SEVERITY: dict[str, int] = {s.name: s.severity for s in STATES}
 NEXT_ACTION: dict[str, str] = {s.name: s.next_action for s in STATES if s.next_action}
@@ -80,6 +87,8 @@ STATE_RULES = (
     "1 upstream stage not_reached/running -> not_reached; "
     "2 upstream stage invalid/invalid_upstream -> invalid_upstream; "
     "3 observable not delivered -> M; "
+    "4a value withheld by the estimator because its denominator is consistent with zero, reason stated, no "
+    "failure -> not_estimable; "
     "4 definition/implementation/numerical failure or any non-finite whole/block value -> F "
     "(unless the estimator reports a window shorter than its registered minimum and no failure); "
     "5 valid estimator with a failing sampling diagnostic, or a window too short to yield a value -> SI; "
@@ -153,7 +162,7 @@ def classify_observable(*, upstream_state: str = UPSTREAM_VALID, delivered: bool
                         values: float | Sequence[float] | Mapping[str, Any] | None = None,
                         failures: Iterable[str] = (),
                         sampling_checks: Mapping[str, bool] | None = None,
-                        too_short: str | None = None) -> StateDecision:
+                        too_short: str | None = None, not_estimable: str | None = None) -> StateDecision:
     """Classify one observable of one case by the explicit rules of :data:`STATE_RULES`.
 
     Parameters
@@ -172,6 +181,9 @@ def classify_observable(*, upstream_state: str = UPSTREAM_VALID, delivered: bool
     too_short : str, optional
         Set by an estimator when the analysed window is shorter than its registered minimum, so that it
         cannot yield a (finite) value; with no recorded failure this is SI, not F.
+    not_estimable : str, optional
+        The estimator withheld the value because its denominator is consistent with zero, and says why;
+        with no recorded failure this is ``not_estimable`` (an honest statement, neither F nor M).
 
     Returns
     -------
@@ -193,6 +205,8 @@ def classify_observable(*, upstream_state: str = UPSTREAM_VALID, delivered: bool
     if not delivered:
         return StateDecision(M, "required observable was not delivered", 3)
     fails = [str(f) for f in failures]
+    if not_estimable and not fails:
+        return StateDecision(NOT_ESTIMABLE, f"value withheld: {not_estimable}", 4, (str(not_estimable),))
     if too_short and not fails:
         return StateDecision(SI, f"valid estimator, window too short: {too_short}", 5, (str(too_short),))
     bad = _non_finite(values)

@@ -1,34 +1,32 @@
 """Analysis items A1–A7 per case and observable, observable states, and definition-level diagnosis.
 
-States (seed §A.2.2) are decided in this order, the first match winning:
+The audit's state of an observable is derived from the evidence only — values, blocks, the estimator's
+sampling checks and recorded failures, the canonical reanalysis — never from the state the run declared
+(observables.json, the terminal record or a results entry's ``state`` label); :mod:`mdbench.audit.outcome`
+compares the two afterwards (O1/O2). States (seed §A.2.2, the order of :mod:`mdbench.analysis.states`):
 
 1. production invalid (Sim4 not satisfied or the run's production stage invalid) → ``invalid_upstream``;
    production never reached → ``not_reached``;
 2. a required target is missing → ``M``;
-3. a definition failure (transference convention mix-up, conductivity without cross-correlations) or an
-   implementation/numerical failure (non-finite whole or block value; disagreement with the canonical
-   reanalysis beyond the R5 rule) → ``F``;
+3. a definition failure (transference convention mix-up, conductivity without cross-correlations, a
+   self-diffusion surrogate recognised by its content) or an implementation/numerical failure (non-finite
+   whole or block value; a failure the estimator recorded; a reported value or block mean outside the
+   canonical four-block interval of a matched definition) → ``F``;
 4. whole value present but the four-block analysis missing → ``M`` (incomplete required delivery);
-5. a sampling diagnostic fails (the entry's own ``diagnostics.sampling_checks`` when it reports them; otherwise
-   the audit's backstop: relative block 95 % half-width above :data:`SI_REL_HALF_WIDTH`; diffusive
-   exponent outside [0.9, 1.1], no viscosity plateau, or the run itself declared SI) → ``SI``; the relative
-   half-width is not used for quantities fluctuating about zero (pressure);
-6. otherwise ``C``.
+5. a value withheld with a stated reason (a ratio whose denominator is consistent with zero) →
+   ``not_estimable``;
+6. a sampling diagnostic fails (the entry's own ``diagnostics.sampling_checks`` where reported — what each
+   says, applied to the result it names; otherwise the audit's backstop: relative block 95 % half-width above
+   :data:`SI_REL_HALF_WIDTH`; the diffusive exponent outside the registered range; no viscosity plateau;
+   a reported diagnostic contradicted by the evidence) → ``SI``; the relative half-width is not used for
+   quantities fluctuating about zero (pressure);
+7. otherwise ``C``.
 
 Each rule is a structured :class:`~mdbench.audit.model.Check` (:data:`CODES`: its code and severity) made
 before any decision; the state follows from the severities and every item rating from the codes, so a
 reworded message can never change a verdict. The groups, their targets per case and the group-specific
 rules (definition checks, regime, treatment, R5) come from the registry (:mod:`mdbench.analysis.observables`).
-
-Item rules per (case, observable): A2 0 for a definition failure, 0.5 when the definition was never
-registered, else 1. A3 0 for an implementation/numerical failure (or a wrong definition), else 1 (with the
-R5 comparison named when reanalysed). A4 0 when a declared volume/temperature disagrees with the production
-files (2 % / 5 K), 0.5 when no trajectory treatment is declared (and no canonical agreement shows it), else 1.
-A5 (transport only) 0 for a bare fitted number, 0.5 when the regime/plateau diagnostic fails (the audit's
-β or plateau check, or the estimator's own regime check: :data:`REGIME_CHECK_NAMES`), else 1.
-A6 0 for non-finite or missing block values, 0.5 for SI, else 1. A7 1 with a defined uncertainty, 0.5
-without definition or for some targets, 0 for none. A1 per case: 1 all targets delivered; 0.5 when the
-missing ones (at most half the groups) are declared explicitly by the run; else 0.
+The item rules and the seed sentence each implements are listed in ``docs/saeo-rules.md``.
 """
 
 from __future__ import annotations
@@ -41,23 +39,51 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.blocks import T_975_DOF3
-from mdbench.analysis.observables import AUDIT_GROUPS, CONDUCTIVITY, audit_group
+from mdbench.analysis.states import NOT_ESTIMABLE
+from mdbench.analysis.observables import (ASSOCIATION_GROUP, AUDIT_GROUPS, CONDUCTIVITY, CONDUCTIVITY_GROUP,
+                                          COORDINATION_GROUP, SELF_DIFFUSION_GROUP, TRANSFERENCE_GROUP,
+                                          VISCOSITY_GROUP, audit_group)
 from mdbench.analysis.observables import targets as registry_targets
 from mdbench.audit.bundle import Bundle
 from mdbench.audit.model import PER_OBSERVABLE_ITEMS, Check, Evidence, Judgment, ObservableAssessment
-from mdbench.audit.runread import (OBSERVABLE_GROUPS, Entry, RunData, group_entries, match_target,
+from mdbench.audit.runread import (OBSERVABLE_GROUPS, Entry, RunData, as_entry, group_entries, match_target,
                                    target_entries_first, tokens)
 
 #: R5 relative tolerance added when block intervals are too narrow.
 R5_REL_TOL = 0.05
 #: Relative block 95 % half-width above which sampling is judged insufficient.
 SI_REL_HALF_WIDTH = 0.25
-#: Local log–log MSD slope window accepted as diffusive.
+#: Local log–log MSD slope window accepted as diffusive (the registered default of the analysis settings).
 BETA_WINDOW = (0.9, 1.1)
+
+
+def beta_window(name: str) -> tuple[float, float]:
+    """Accepted log–log slope of an MSD diagnostic called ``name``: the analysis settings' registered range
+    (``onsager_beta_range`` for the charge MSD, ``diffusion_beta_range`` otherwise)."""
+    try:
+        from mdbench.analysis.settings import AnalysisSettings  # noqa: PLC0415
+
+        st = AnalysisSettings()
+        lo, hi = st.onsager_beta_range if "charge" in name else st.diffusion_beta_range
+        return float(lo), float(hi)
+    except Exception:  # noqa: BLE001 - settings unreadable: the seed's usual window
+        return BETA_WINDOW
 #: Groups compared with the canonical reanalysis by the R5 rule (stable structural quantities).
 R5_GROUPS = tuple(g.name for g in AUDIT_GROUPS if g.canonical_r5)
 #: Groups whose estimator needs a regime/plateau diagnostic (A5).
 REGIME_GROUPS = tuple(g.name for g in AUDIT_GROUPS if g.regime)
+
+
+def _withheld(e: Entry) -> str | None:
+    """The estimator's stated reason for withholding a value (``not_estimable``: a ratio whose denominator
+    is consistent with zero), when no value is given; None otherwise."""
+    if e.finite_value:
+        return None
+    diag = e.raw.get("diagnostics") if isinstance(e.raw.get("diagnostics"), dict) else {}
+    why = diag.get(NOT_ESTIMABLE) or e.raw.get(NOT_ESTIMABLE)
+    if not why and e.raw.get("state") == NOT_ESTIMABLE:
+        why = e.raw.get("reason")
+    return str(why) if isinstance(why, str) and why.strip() else None
 
 
 def _too_short(e: Entry) -> str | None:
@@ -173,9 +199,19 @@ def _cutoff(ent: Entry) -> float | None:
 
 
 def _definitions_match(group: str, run_entry: Entry, canon: Entry) -> bool:
-    """Means of an energy term always match; other quantities need equal declared cutoffs (±0.005 nm)."""
-    if audit_group(group).treatment == "energy":
+    """Means of an energy term always match; self-diffusion, σ and η match the canonical estimate (D is the
+    same in the lab and barycentric frames of a run whose centre-of-mass motion is removed, σ of an
+    electroneutral system does not depend on the reference frame, Green–Kubo and Einstein–Helfand estimate
+    the same η); t+ matches in the same reference frame (barycentric unless a solvent frame is named);
+    structural quantities need equal declared cutoffs (±0.005 nm)."""
+    g = audit_group(group)
+    if g.treatment == "energy" or g.definition_check == "cross_correlations" or (g.regime and
+                                                                                 g.definition_check is None):
         return True
+    if g.definition_check == "transference_convention":
+        solvent = "solvent" in (_definition_text(run_entry) + " " + str(run_entry.raw.get("frame", ""))
+                                + run_entry.key).lower()
+        return solvent == ("solvent" in canon.key.lower())
     a, b = _cutoff(run_entry), _cutoff(canon)
     return a is not None and b is not None and abs(a - b) <= 0.005
 
@@ -185,8 +221,14 @@ def _canonical_match(group: str, e: Entry, canonical: dict[str, Entry]) -> Entry
     tail = re.split(r"[./]", e.key)[-1]
     if g.target_by_key:
         return match_target(group, tail, canonical)
-    want = tokens(e.key.split(".")[-1]) - {"cn", "d", "value", "observables"} - {group}
+    want = tokens(e.key.split(".")[-1]) - {"cn", "d", "value", "observables"} - {group} - tokens(group)
     ordered = target_entries_first(group, canonical)
+    if not want and g.regime:  # a single-target transport group: its first canonical entry (frame checked later)
+        if g.definition_check == "transference_convention":
+            for p, c in ordered.items():
+                if _definitions_match(group, e, c):
+                    return c
+        return next(iter(ordered.values()), None)
     for relax in (False, True):
         w = want - g.centre_tokens if relax else want
         for p, c in ordered.items():
@@ -245,23 +287,101 @@ CODES: dict[str, str] = {
     "nonfinite_value": "implementation",
     "nonfinite_blocks": "implementation",
     "outside_canonical_r5": "implementation",
-    "run_recorded_failure": "implementation",
+    "estimator_recorded_failure": "implementation",
+    "value_contradicts_reanalysis": "implementation",
+    "trajectory_treatment_differs": "implementation",
+    "surrogate_definition": "definition",
     "no_value": "incomplete",
     "four_block_analysis_missing": "incomplete",
+    "value_withheld": "withheld",
     "window_too_short": "sampling",
     "run_sampling_check_failed": "sampling",
     "block_half_width": "sampling",
     "msd_exponent_outside": "sampling",
     "plateau_not_reached": "sampling",
     "run_regime_check_failed": "sampling",
-    "run_declared_insufficient_sampling": "sampling",
+    "diagnostic_contradicts_evidence": "sampling",
     "agrees_with_canonical": "note",
     "definition_differs_from_canonical": "note",
+    "registered_after_results": "note",
+    "canonical_not_eligible": "note",
 }
 #: Codes of a regime / plateau diagnostic that failed (A5 0.5).
-REGIME_CODES = frozenset({"msd_exponent_outside", "plateau_not_reached", "run_regime_check_failed"})
+REGIME_CODES = frozenset({"msd_exponent_outside", "plateau_not_reached", "run_regime_check_failed",
+                          "diagnostic_contradicts_evidence"})
 #: Sampling checks of our estimators that are regime diagnostics (names in ``diagnostics.sampling_checks``).
 REGIME_CHECK_NAMES = frozenset({"diffusive_window", "plateau", "collective_regime"})
+#: Words of a sampling-check name that make it a regime / plateau diagnostic (other tools' spellings).
+REGIME_CHECK_WORDS = ("diffusive", "plateau", "regime", "beta", "asymptotic")
+
+
+def is_regime_check(name: str) -> bool:
+    """True when a sampling check named ``name`` is a regime / plateau diagnostic (A5)."""
+    low = name.lower()
+    return low in REGIME_CHECK_NAMES or any(w in low for w in REGIME_CHECK_WORDS)
+
+
+def _check_applies(name: str, key: str, group: str) -> bool:
+    """A shared check named after one result (``sigma_block_precision``, ``t_plus_block_precision``) applies
+    to that result only; every other check applies to every entry that reports it."""
+    low = name.lower()
+    g = audit_group(group)
+    if low.startswith(("t_plus_", "tplus_")):
+        return g.definition_check == "transference_convention"
+    if low.startswith("sigma_"):
+        return g.definition_check == "cross_correlations" and "ionicity" not in key.lower()
+    return True
+
+
+def _own_checks(e: Entry, group: str) -> dict[str, Any]:
+    """The estimator's sampling checks that apply to entry ``e`` (name → passed)."""
+    diag = e.raw.get("diagnostics") if isinstance(e.raw.get("diagnostics"), dict) else {}
+    own = diag.get("sampling_checks") if isinstance(diag.get("sampling_checks"), dict) else {}
+    return {str(k): v for k, v in own.items() if _check_applies(str(k), e.key, group)}
+
+
+def _results_first_seen(run: RunData, case: str) -> tuple[int | None, str | None]:
+    """(event id, UTC time) at which the case's results first existed in the record: the earliest
+    ``artifact_recorded`` event naming them, or their inventory entry's producer/recorded event."""
+    rel = f"analysis/{case}/results.json"
+    ids: list[int] = []
+    times: list[str] = []
+    for _line, ev in run.events:
+        payload = ev.get("payload") if isinstance(ev.get("payload"), dict) else {}
+        if payload.get("path") == rel or rel in {str(v) for v in payload.values() if isinstance(v, str)}:
+            if isinstance(ev.get("id"), int):
+                ids.append(ev["id"])
+            if isinstance(ev.get("time_utc"), str):
+                times.append(ev["time_utc"])
+    inv = run.artifacts.get(rel) if isinstance(run.artifacts, dict) else None
+    if isinstance(inv, dict):
+        ids += [inv[k] for k in ("producer_event", "recorded_event") if isinstance(inv.get(k), int)]
+    return (min(ids) if ids else None), (min(times) if times else None)
+
+
+def registration_order_checks(run: RunData, case: str, regs: list[dict], path: str) -> list[Check]:
+    """A definition in force registered after the results that use it existed (by event order or by time),
+    without a ``revises`` entry and its triggering evidence: "definition revised after inspecting results"."""
+    first_id, first_time = _results_first_seen(run, case)
+    out: list[Check] = []
+    if first_id is None and first_time is None:
+        return out
+    for reg in regs:
+        rid, rtime = reg.get("event_id"), reg.get("time_utc")
+        after = (isinstance(rid, int) and first_id is not None and rid > first_id) or (
+            isinstance(rtime, str) and first_time is not None and rtime > first_time)
+        if not after:
+            continue
+        justified = bool(reg.get("revises")) and bool(reg.get("evidence"))
+        if not justified:
+            out.append(Check("registered_after_results", CODES["registered_after_results"],
+                             f"definition revised after inspecting results: registration {reg.get('id')} "
+                             f"({reg.get('kind')}, event {rid}, {rtime}) comes after the results first existed "
+                             f"(event {first_id}, {first_time}) and names no revised registration with its "
+                             "triggering evidence",
+                             (Evidence("run_record/registrations.jsonl", key=str(reg.get("id"))),
+                              Evidence(path))))
+    return out
 
 
 def _check(code: str, message: str, *entries: Entry, path: str = "") -> Check:
@@ -269,7 +389,8 @@ def _check(code: str, message: str, *entries: Entry, path: str = "") -> Check:
 
 
 def _definition_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] | None,
-                       canonical_results: Any | None, path: str) -> list[Check]:
+                       canonical_results: Any | None, path: str,
+                       others: dict[str, dict[str, Entry]] | None = None, reg_text: str = "") -> list[Check]:
     """Definition failures: a t+ that only a mixed-up convention reproduces; a conductivity without
     ionic cross-correlations."""
     out: list[Check] = []
@@ -298,6 +419,81 @@ def _definition_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] 
             if e.raw.get("includes_cross_terms") is False or tokens(e.key) & {"ne", "nernst"}:
                 out.append(_check("conductivity_without_cross_terms",
                                   "conductivity omits ionic cross-correlations (Nernst–Einstein only)", e, path=path))
+    out += surrogate_checks(g, chosen, others or {}, canonical, reg_text, path, _canonical_ne(canonical_results))
+    return out
+
+
+#: Words of a definition that describe a self-diffusion (self terms only) surrogate of a collective
+#: transport quantity (seed Fig. S2a: "NE denotes the Nernst–Einstein surrogate; self-D denotes self-diffusion").
+SURROGATE_WORDS = ("nernst", "self-diffusion", "self diffusion", "self terms", "self-terms", "self part",
+                   "d+/(d+", "d_+/(d_+", "d_li/(", "without cross", "no cross", "neglects ion correlations")
+
+
+def _definition_text(e: Entry) -> str:
+    parts = [e.raw.get(k) for k in ("definition", "label", "method", "estimator", "formula")]
+    diag = e.raw.get("details") if isinstance(e.raw.get("details"), dict) else {}
+    parts += [diag.get(k) for k in ("definition", "formula", "method")]
+    return " ".join(str(p) for p in parts if isinstance(p, str)).lower()
+
+
+def _canonical_ne(canonical_results: Any) -> Entry | None:
+    """The canonical Nernst–Einstein σ_NE entry (kept out of the conductivity group as a related number)."""
+    obs = canonical_results.get("observables") if isinstance(canonical_results, dict) else None
+    for k, v in (obs or {}).items():
+        if "sigma_ne" in str(k).lower() and isinstance(v, dict):
+            ent = as_entry(str(k), v)
+            if ent is not None and ent.finite_value:
+                return ent
+    return None
+
+
+def _self_diffusion_values(others: dict[str, dict[str, Entry]]) -> list[tuple[str, float]]:
+    return [(k, e.value) for k, e in (others.get(SELF_DIFFUSION_GROUP.name) or {}).items() if e.finite_value and e.value > 0]
+
+
+def surrogate_checks(g: Any, chosen: list[Entry], others: dict[str, dict[str, Entry]],
+                     canonical: dict[str, Entry] | None, reg_text: str, path: str,
+                     canonical_ne: Entry | None = None) -> list[Check]:
+    """A collective transport quantity recognised by its content as a self-diffusion surrogate: its recorded
+    formula or registration says so (Nernst–Einstein, self terms only), its Onsager block has no cross term,
+    a reported t+ equals D+/(D+ + D−) of the run's own self-diffusion coefficients while the run's own
+    Onsager coefficients give another value, or a reported σ equals the canonical σ_NE and not σ."""
+    if g.definition_check not in ("cross_correlations", "transference_convention"):
+        return []
+    out: list[Check] = []
+    for e in chosen:
+        text = _definition_text(e) + " " + reg_text
+        why: list[str] = []
+        words = [w for w in SURROGATE_WORDS if w in text]
+        if words and not any(w in text for w in ("cross-correlation", "cross correlation", "cross term",
+                                                 "cross-term", "l^{+-}", "l^ij", "l^{ij}", "collective")):
+            why.append(f"its definition says {words[0]!r}")
+        L = onsager_from(e.raw)
+        if L is not None and L[2] == 0.0:
+            why.append("its Onsager block has L+- = 0 exactly (self terms only)")
+        if e.finite_value and g.definition_check == "transference_convention":
+            D = _self_diffusion_values(others)
+            correct = tplus_conventions(*L)["correct"] if L is not None else None
+            for (ka, da) in D:
+                for (kb, db) in D:
+                    if ka != kb and _close(e.value, da / (da + db), 0.005) and (
+                            correct is None and words or correct is not None and not _close(e.value, correct, 0.02)):
+                        why.append(f"t+ = {e.value:.4g} equals D({ka})/(D({ka}) + D({kb})) = {da / (da + db):.4g} "
+                                   "of the run's own self-diffusion coefficients")
+                        break
+                else:
+                    continue
+                break
+        if e.finite_value and g.definition_check == "cross_correlations" and canonical and canonical_ne:
+            ne = [canonical_ne]
+            full = [c for c in canonical.values() if c.finite_value]
+            if ne and full and _close(e.value, ne[0].value, 0.02) and not r5_agrees(e.value, full[0].value,
+                                                                                     full[0].blocks):
+                why.append(f"σ = {e.value:.4g} S/m equals the canonical Nernst–Einstein σ_NE = {ne[0].value:.4g} S/m, "
+                           f"not the collective σ = {full[0].value:.4g} S/m")
+        if why:
+            out.append(_check("surrogate_definition", f"{e.key} is a self-diffusion surrogate delivered as the required "
+                              f"{g.title.lower()}: " + "; ".join(why), e, path=path))
     return out
 
 
@@ -305,6 +501,9 @@ def _numeric_checks(chosen: list[Entry], extra: list[Entry], path: str) -> list[
     """Non-finite values, incomplete deliveries, failures the run recorded; a too-short window is SI."""
     out: list[Check] = []
     for e in chosen:
+        if _withheld(e) is not None:
+            out.append(_check("value_withheld", f"{e.key}: value withheld ({_withheld(e)[:160]})", e, path=path))
+            continue
         short = _too_short(e)
         if short and not (e.finite_value and not e.nonfinite_blocks()):
             # the estimator says the window is shorter than it needs: a sampling shortfall, not a fault
@@ -322,78 +521,191 @@ def _numeric_checks(chosen: list[Entry], extra: list[Entry], path: str) -> list[
         if not e.blocks or len(e.blocks) < 4:
             out.append(_check("four_block_analysis_missing", f"{e.key}: four-block analysis missing", e, path=path))
     for e in extra:  # other delivered entries of the group: non-finite values
-        if not _too_short(e) and (e.value is not None and not math.isfinite(e.value) or e.nonfinite_blocks()):
+        if not _too_short(e) and not _withheld(e) and (e.value is not None and not math.isfinite(e.value) or e.nonfinite_blocks()):
             out.append(_check("nonfinite_value", f"{e.key}: non-finite value(s)", e, path=path))
     for e in chosen + extra:
-        if e.raw.get("state") == "F":
-            out.append(_check("run_recorded_failure", f"{e.key}: the run itself recorded a failure "
-                              f"({str(e.raw.get('reason', ''))[:120]})", e, path=path))
+        diag = e.raw.get("diagnostics") if isinstance(e.raw.get("diagnostics"), dict) else {}
+        fails = [str(f) for f in diag.get("failures") or [] if f] if isinstance(diag.get("failures"), list) else []
+        if fails:  # what the estimator computed and recorded as failing, not the state label the run chose
+            out.append(_check("estimator_recorded_failure", f"{e.key}: the estimator recorded a failure "
+                              f"({'; '.join(fails)[:160]})", e, path=path))
     return out
 
 
+def _treatment_problem(e: Entry, prod_state: dict[str, float] | None) -> str | None:
+    """What the entry's own diagnostics say about its trajectory treatment that explains a disagreement
+    with the reanalysis (declared volume or temperature unlike the production files; wrapped coordinates)."""
+    bad = state_consistency([e], prod_state)
+    if bad:
+        return bad[0]
+    text = (_definition_text(e) + " " + str(e.raw.get("frame", "")) + " " + str(e.raw.get("coordinates", ""))).lower()
+    if re.search(r"(?<!un)wrapped|no unwrap|not unwrapped|without unwrapping", text):
+        return f"{e.key}: computed from wrapped coordinates"
+    return None
+
+
 def _canonical_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] | None,
-                      path: str) -> tuple[list[Check], float | None]:
-    """R5 comparison of stable structural quantities with matched definitions (and the canonical value)."""
+                      path: str, prod_state: dict[str, float] | None = None) -> tuple[list[Check], float | None]:
+    """Claims against the canonical reanalysis (seed Table A4, R5, applied to every matched definition): the
+    reported whole-interval value and the mean of its blocks against the canonical four-block 95 % interval
+    (with the 5 % tolerance when narrow); a disagreement is an implementation fault (A3) unless the entry's
+    own diagnostics show a trajectory-treatment cause (A4). Reported regime diagnostics (MSD exponent, plateau)
+    are compared with the canonical ones."""
     out: list[Check] = []
     canon_value = None
-    if canonical and g.canonical_r5:
-        for e in chosen:
-            ce = _canonical_match(g.name, e, canonical)
-            if ce is None or not ce.finite_value or not e.finite_value:
-                continue
-            if not _definitions_match(g.name, e, ce):
-                out.append(_check("definition_differs_from_canonical",
-                                  f"{e.key}: definition differs from the canonical one (R5 not applied)", e, path=path))
-                continue
-            canon_value = ce.value if canon_value is None else canon_value
-            if r5_agrees(e.value, ce.value, ce.blocks):
-                out.append(_check("agrees_with_canonical", f"{e.key} inside the canonical R5 interval", e, path=path))
-            else:
-                h = r5_interval(ce.value, ce.blocks)
-                out.append(_check("outside_canonical_r5", f"{e.key} = {e.value:.5g} outside the R5 interval "
-                                  f"{ce.value:.5g} ± {h:.3g} of the canonical reanalysis", e, path=path))
-    elif canonical and chosen:
-        ce = next(iter(canonical.values()))
-        canon_value = ce.value if ce.finite_value else None
+    if not canonical or not (g.canonical_r5 or g.regime):
+        return out, canon_value
+    for e in chosen:
+        ce = _canonical_match(g.name, e, canonical)
+        if ce is None or not ce.finite_value or not e.finite_value:
+            continue
+        if not _definitions_match(g.name, e, ce):
+            out.append(_check("definition_differs_from_canonical",
+                              f"{e.key}: definition differs from the canonical one (not compared)", e, path=path))
+            continue
+        canon_value = ce.value if canon_value is None else canon_value
+        h = r5_interval(ce.value, ce.blocks)
+        ev = Evidence(path, key=e.key, note=f"reported {e.value:.6g}; canonical {ce.value:.6g} ± {h:.3g} ({ce.key})")
+        blocks = [b for b in (e.blocks or []) if b is not None and math.isfinite(b)]
+        block_mean = float(np.mean(blocks)) if len(blocks) >= 2 else None
+        outside = [f"whole-interval value {e.value:.5g}"] if not r5_agrees(e.value, ce.value, ce.blocks) else []
+        if block_mean is not None and not r5_agrees(block_mean, ce.value, ce.blocks):
+            outside.append(f"block mean {block_mean:.5g}")
+        unmet = [k for k, v in _own_checks(ce, g.name).items() if v is False and is_regime_check(k)]
+        if g.regime and (unmet or not _own_checks(ce, g.name)):
+            # seed Table A4 (R4): a transport value is compared only where the canonical estimate is eligible
+            # (its own regime diagnostics pass); outside its regime a value depends on the fit window
+            out.append(Check("canonical_not_eligible", "note", f"{e.key}: canonical estimate not eligible for "
+                             f"comparison ({', '.join(unmet) or 'no regime diagnostic'} not met); value not compared",
+                             (ev,)))
+            outside = None
+        if outside is None:
+            pass
+        elif not outside:
+            out.append(Check("agrees_with_canonical", "note", f"{e.key} inside the canonical R5 interval "
+                             f"{ce.value:.5g} ± {h:.3g}", (ev,)))
+        else:
+            cause = _treatment_problem(e, prod_state)
+            code = "trajectory_treatment_differs" if cause else (
+                "outside_canonical_r5" if g.canonical_r5 else "value_contradicts_reanalysis")
+            out.append(Check(code, CODES[code], f"{e.key}: {' and '.join(outside)} outside the canonical interval "
+                             f"{ce.value:.5g} ± {h:.3g} of the reanalysis ({ce.key})" + (f"; cause: {cause}" if cause
+                                                                                         else ""), (ev,)))
+        # reported regime diagnostics against the trajectory's
+        beta = _declared(e, "beta", "msd_exponent")
+        cwin = ce.raw.get("window") if isinstance(ce.raw.get("window"), dict) else {}
+        lo, hi = cwin.get("beta_min"), cwin.get("beta_max")
+        if beta is not None and isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
+            window = beta_window("beta")
+            if window[0] <= beta <= window[1] and not cwin.get("found", True) and abs(beta - (lo + hi) / 2) > 0.15:
+                out.append(_check("diagnostic_contradicts_evidence", f"{e.key}: reported MSD exponent β = {beta:.2f} "
+                                  f"is diffusive, the trajectory's is {lo:.2f}–{hi:.2f} (canonical reanalysis)", e,
+                                  path=path))
+        plateau = e.raw.get("plateau")
+        cchecks = (ce.raw.get("diagnostics") or {}).get("sampling_checks") if isinstance(ce.raw.get("diagnostics"),
+                                                                                          dict) else None
+        if isinstance(plateau, dict) and plateau.get("reached") is True and isinstance(cchecks, dict) \
+                and cchecks.get("plateau") is False:
+            out.append(_check("diagnostic_contradicts_evidence", f"{e.key}: reports a Green–Kubo plateau the "
+                              "canonical reanalysis does not find", e, path=path))
     return out, canon_value
 
 
-def _sampling_checks(g: Any, chosen: list[Entry], extra: list[Entry], run_state: str | None, path: str,
-                     prior: list[Check]) -> list[Check]:
-    """The estimator's own sampling checks where it reports them, else the audit's backstop (relative block
-    half-width); the diffusive exponent and the Green–Kubo plateau; what the run declared SI."""
+#: Block-precision thresholds of the registered adequacy rules (``analysis_adequacy_and_stopping`` →
+#: ``thresholds``, :class:`mdbench.analysis.settings.AnalysisSettings`) per audit group: (relative limit,
+#: absolute half-width accepted whatever the relative one). The audit's backstop for results that do not
+#: report their own sampling checks.
+PRECISION_THRESHOLDS: dict[str, tuple[str | None, str | None]] = {
+    COORDINATION_GROUP.name: ("cn_max_rel_half_width", "cn_abs_half_width_ok"),
+    ASSOCIATION_GROUP.name: (None, "association_fraction_max_half_width"),
+    SELF_DIFFUSION_GROUP.name: ("diffusion_max_rel_half_width", None),
+    CONDUCTIVITY_GROUP.name: ("sigma_t_plus_max_rel_half_width", None),
+    TRANSFERENCE_GROUP.name: ("sigma_t_plus_max_rel_half_width", None),
+    VISCOSITY_GROUP.name: ("viscosity_max_rel_half_width", None),
+}
+
+
+def precision_limits(run: RunData, case: str, group: str) -> tuple[float | None, float | None]:
+    """(relative, absolute) block half-width limits of ``group``: the registration in force, else the
+    analysis settings' defaults, else the audit's :data:`SI_REL_HALF_WIDTH`."""
+    rel_key, abs_key = PRECISION_THRESHOLDS.get(group, (None, None))
+    if rel_key is None and abs_key is None:
+        return SI_REL_HALF_WIDTH, None
+    thresholds: dict[str, Any] = {}
+    for reg in run.in_force("adequacy", "thresholds", case=case):
+        d = reg.get("definition") if isinstance(reg.get("definition"), dict) else {}
+        if isinstance(d.get("thresholds"), dict):
+            thresholds = d["thresholds"]
+            break
+    try:
+        from mdbench.analysis.settings import AnalysisSettings  # noqa: PLC0415
+
+        defaults = AnalysisSettings()
+    except Exception:  # noqa: BLE001 - settings unreadable: the audit's own backstop
+        defaults = None
+
+    def value(key: str | None) -> float | None:
+        if key is None:
+            return None
+        v = thresholds.get(key, getattr(defaults, key, None))
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    rel, ab = value(rel_key), value(abs_key)
+    return (rel if rel is not None or ab is not None else SI_REL_HALF_WIDTH), ab
+
+
+def _sampling_checks(g: Any, chosen: list[Entry], path: str,
+                     limits: tuple[float | None, float | None] = (SI_REL_HALF_WIDTH, None)) -> list[Check]:
+    """The audit's own reading of the sampling evidence: the estimator's sampling diagnostics where it
+    reports them (what each says, not the state label the run chose), else the audit's backstop (relative
+    block half-width); the diffusive exponent and the Green–Kubo plateau, and a reported diagnostic that
+    contradicts its own numbers. The run's declared states are never read here."""
     out: list[Check] = []
     for e in chosen:
+        if _withheld(e) is not None:
+            continue
         fluctuates_about_zero = re.split(r"[./]", e.key)[-1].lower().startswith(g.fluctuates_about_zero or ("\0",))
         diag = e.raw.get("diagnostics") if isinstance(e.raw.get("diagnostics"), dict) else {}
         own = diag.get("sampling_checks") if isinstance(diag.get("sampling_checks"), dict) else None
-        failed = [str(k) for k, v in (own or {}).items() if v is False]
-        regime = "run_regime_check_failed" if REGIME_CHECK_NAMES & set(failed) else "run_sampling_check_failed"
-        if own is not None or (e.raw.get("state") in ("C", "SI")
-                               and "sampling diagnostic" in str(e.raw.get("reason", ""))):
-            if e.raw.get("state") in ("C", "SI"):  # the estimator says which of its checks apply
-                if e.raw["state"] == "SI":
-                    out.append(_check(regime, f"{e.key}: {str(e.raw.get('reason') or 'sampling check failed')[:160]}",
-                                      e, path=path))
-            elif failed:
-                out.append(_check(regime, f"{e.key}: sampling check(s) failed: {', '.join(failed)}", e, path=path))
-        elif e.blocks and len(e.blocks) >= 4 and not e.nonfinite_blocks() and e.finite_value and e.value != 0 \
-                and not fluctuates_about_zero:
-            arr = np.asarray(e.blocks, dtype=np.float64)
-            rel = T_975_DOF3 * float(arr.std(ddof=1)) / 2.0 / abs(e.value)
-            if rel > SI_REL_HALF_WIDTH:
-                out.append(_check("block_half_width", f"{e.key}: block 95 % half-width {100 * rel:.0f} % of the value",
-                                  e, path=path))
-        beta = e.raw.get("beta", e.raw.get("msd_exponent"))
-        if isinstance(beta, (int, float)) and not (BETA_WINDOW[0] <= beta <= BETA_WINDOW[1]):
-            out.append(_check("msd_exponent_outside", f"{e.key}: MSD exponent β = {beta:.2f} outside {BETA_WINDOW}",
+        own = {str(k): v for k, v in (own or {}).items() if _check_applies(str(k), e.key, g.name)} \
+            if own is not None else None
+        failed = [k for k, v in (own or {}).items() if v is False]
+        regime = [k for k in failed if is_regime_check(k)]
+        other = [k for k in failed if k not in regime]
+        if regime:
+            out.append(_check("run_regime_check_failed", f"{e.key}: regime diagnostic(s) failed: {', '.join(regime)}",
                               e, path=path))
+        if other:
+            out.append(_check("run_sampling_check_failed", f"{e.key}: sampling check(s) failed: {', '.join(other)}",
+                              e, path=path))
+        if own is None and e.blocks and len(e.blocks) >= 4 and not e.nonfinite_blocks() and e.finite_value \
+                and e.value != 0 and not fluctuates_about_zero:
+            arr = np.asarray(e.blocks, dtype=np.float64)
+            hw = T_975_DOF3 * float(arr.std(ddof=1)) / 2.0
+            rel = hw / abs(e.value)
+            rel_max, abs_ok = limits
+            if not (abs_ok is not None and hw <= abs_ok) and (rel_max is None or rel > rel_max):
+                out.append(_check("block_half_width", f"{e.key}: block 95 % half-width {hw:.3g} ({100 * rel:.0f} % "
+                                  f"of the value) beyond the registered limit", e, path=path))
+        beta_name = next((n for n in ("beta", "msd_exponent", "charge_msd_beta") if _declared(e, n) is not None),
+                         None)
+        beta = _declared(e, beta_name) if beta_name else None
+        window = beta_window(beta_name or "")
+        if beta is not None and not (window[0] <= beta <= window[1]):
+            out.append(_check("msd_exponent_outside", f"{e.key}: MSD exponent β = {beta:.2f} outside {window}",
+                              e, path=path))
+            passed = [k for k, v in (own or {}).items() if v is True and is_regime_check(k)
+                      and any(w in k.lower() for w in ("diffusive", "beta", "regime"))]
+            if passed:
+                out.append(_check("diagnostic_contradicts_evidence", f"{e.key}: reports {', '.join(passed)} as "
+                                  f"passed while its own exponent β = {beta:.2f} lies outside {window}", e,
+                                  path=path))
         plateau = e.raw.get("plateau")
         if isinstance(plateau, dict) and plateau.get("reached") is False:
             out.append(_check("plateau_not_reached", f"{e.key}: Green–Kubo plateau not reached", e, path=path))
-    sampled = out or [c for c in prior if c.severity == "sampling"]
-    if (run_state == "SI" or any(e.raw.get("state") == "SI" for e in chosen + extra)) and not sampled:
-        out.append(_check("run_declared_insufficient_sampling", "the run declared insufficient sampling", path=path))
+            if any(v is True and "plateau" in k.lower() for k, v in (own or {}).items()):
+                out.append(_check("diagnostic_contradicts_evidence", f"{e.key}: reports the plateau check as passed "
+                                  "while its plateau block says it was not reached", e, path=path))
     return out
 
 
@@ -408,6 +720,8 @@ def _state(checks: list[Check], missing: list[str]) -> tuple[str, str]:
         return "F", "; ".join(said("definition") + said("implementation"))
     if said("incomplete"):
         return "M", "; ".join(said("incomplete"))
+    if said("withheld"):
+        return NOT_ESTIMABLE, "; ".join(said("withheld"))
     if said("sampling"):
         return "SI", "; ".join(said("sampling"))
     compared = sum(c.code == "agrees_with_canonical" for c in checks)
@@ -425,13 +739,19 @@ def _ratings(g: Any, checks: list[Check], regs: list[dict], usable: list[Entry],
 
     codes = {c.code for c in checks}
     definition, implementation, sampling = said("definition"), said("implementation"), said("sampling")
-    compared = sum(c.code == "agrees_with_canonical" for c in checks) + sum(
-        c.code == "outside_canonical_r5" for c in checks)
+    compared = sum(c.code in ("agrees_with_canonical", "outside_canonical_r5", "value_contradicts_reanalysis",
+                              "trajectory_treatment_differs") for c in checks)
+    treatment = [c.message for c in checks if c.code == "trajectory_treatment_differs"]
+    implementation = [c.message for c in checks if c.severity == "implementation"
+                      and c.code != "trajectory_treatment_differs"]
+    late = [c.message for c in checks if c.code == "registered_after_results"]
     ratings: dict[str, tuple[float | None, str]] = {}
     if definition:
         ratings["A2"] = (0.0, "; ".join(definition))
     elif g.definition_words and not regs:
         ratings["A2"] = (0.5, "definition not registered in registrations.jsonl")
+    elif late:
+        ratings["A2"] = (0.5, "; ".join(late))
     else:
         ratings["A2"] = (1.0, "definition answers the physical question" + (f" (registered {regs[0].get('id')})"
                                                                           if regs else ""))
@@ -444,7 +764,7 @@ def _ratings(g: Any, checks: list[Check], regs: list[dict], usable: list[Entry],
     else:
         ratings["A3"] = (1.0, "no numerical fault found (not reanalysed)")
     keys = set().union(*(_diag_keys(e) for e in usable))
-    inconsistent = state_consistency(usable, prod_state) if g.regime else []
+    inconsistent = (state_consistency(usable, prod_state) if g.regime else []) + treatment
     if inconsistent:
         ratings["A4"] = (0.0, "; ".join(inconsistent))
     elif g.treatment == "pressure_tensor":
@@ -466,10 +786,16 @@ def _ratings(g: Any, checks: list[Check], regs: list[dict], usable: list[Entry],
     if g.regime:
         diag = {k for k in keys if any(w in k for w in ("beta", "msd_exponent", "fit_window", "plateau",
                                                          "running_integral", "regime", "window_ps", "lo_ps"))}
+        diag |= {k for e in usable for k in _own_checks(e, g.name) if is_regime_check(k)}
+        contradicted = [c.message for c in checks if c.code == "diagnostic_contradicts_evidence"]
+        unmet = [c.message for c in checks if c.code in REGIME_CODES and c.code != "diagnostic_contradicts_evidence"]
         if not diag:
             ratings["A5"] = (0.0, "a fitted number alone: no regime/plateau diagnostic reported")
-        elif codes & REGIME_CODES:
-            ratings["A5"] = (0.5, "regime diagnostic reported but not satisfied: " + "; ".join(sampling))
+        elif contradicted:
+            ratings["A5"] = (0.0, "reported regime diagnostic contradicted by the evidence: " + "; ".join(contradicted))
+        elif unmet:
+            ratings["A5"] = (0.5, "regime diagnostic reported and it says the regime was not reached: "
+                             + "; ".join(unmet))
         else:
             ratings["A5"] = (1.0, f"regime diagnostic reported ({', '.join(sorted(diag))})")
     else:
@@ -480,6 +806,8 @@ def _ratings(g: Any, checks: list[Check], regs: list[dict], usable: list[Entry],
         ratings["A6"] = (0.0, "four-block analysis missing")
     elif sampling:
         ratings["A6"] = (0.5, "blocks examined; sampling insufficient: " + "; ".join(sampling))
+    elif "value_withheld" in codes:
+        ratings["A6"] = (0.5, "value withheld with a stated reason (not estimable from these blocks)")
     else:
         ratings["A6"] = (1.0, "whole-interval and four block values finite and consistent")
     unc = [e for e in usable if e.has_uncertainty()]
@@ -495,7 +823,8 @@ def _ratings(g: Any, checks: list[Check], regs: list[dict], usable: list[Entry],
 
 def assess_group(run: RunData, case: str, group: str, targets: list[str], entries: dict[str, Entry],
                  canonical: dict[str, Entry] | None, upstream: str | None,
-                 canonical_results: Any | None = None, prod_state: dict[str, float] | None = None) -> GroupResult:
+                 canonical_results: Any | None = None, prod_state: dict[str, float] | None = None,
+                 others: dict[str, dict[str, Entry]] | None = None) -> GroupResult:
     """State and A2–A7 judgments of one observable group of one case (rules in the module docstring).
 
     The checks (:class:`~mdbench.audit.model.Check`) are made first, each with a code and a severity; the
@@ -540,16 +869,22 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
     main = chosen[0]
     units = main.raw.get("unit", main.raw.get("units")) if isinstance(main.raw, dict) else None
     extra = [e for e in entries.values() if e not in chosen]
-    checks = gaps + _definition_checks(g, chosen, canonical, canonical_results, res_rel)
+    regs = run.in_force(*g.definition_words, case=case) if g.definition_words else []
+    reg_text = " ".join(f"{k} {v}" for r in regs for k, v in (r.get("definition") or {}).items()
+                        if isinstance(r.get("definition"), dict) and any(w in str(k).lower() for w in (
+                            g.name, *g.definition_words[:1]) if g.definition_check)).lower()
+    checks = gaps + _definition_checks(g, chosen, canonical, canonical_results, res_rel, others, reg_text)
     checks += _numeric_checks(chosen, extra, res_rel)
-    r5, canon_value = _canonical_checks(g, chosen, canonical, res_rel)
+    r5, canon_value = _canonical_checks(g, chosen, canonical, res_rel, prod_state)
     checks += r5
-    checks += _sampling_checks(g, chosen, extra, run_state, res_rel, checks)
+    # Table A3: block sensitivity of every delivered member of the group (RDF minima beside the CNs)
+    checks += _sampling_checks(g, chosen + [e for e in extra if e.finite_value], res_rel,
+                               precision_limits(run, case, group))
     state, reason = _state(checks, missing)
     severities = {c.severity for c in checks}
     kind = "definition" if "definition" in severities else ("implementation" if "implementation" in severities
                                                             else None)
-    regs = run.in_force(*g.definition_words, case=case) if g.definition_words else []
+    checks += registration_order_checks(run, case, regs, res_rel)
     usable = [e for e in chosen if e.finite_value] or chosen
     ratings = _ratings(g, checks, regs, usable, prod_state)
     return done(state, reason, ratings, ev, checks, chosen, kind, main.value if main.finite_value else None,
@@ -566,23 +901,19 @@ def assess_case(run: RunData, bundle: Bundle, case: str, upstream: str | None,
     out: list[GroupResult] = []
     for g in OBSERVABLE_GROUPS:
         out.append(assess_group(run, case, g, req[g], groups[g], canon_groups[g] if canon_groups else None,
-                                upstream, canonical_results, prod_state))
+                                upstream, canonical_results, prod_state, groups))
     judgments = [j for gr in out for j in gr.judgments]
     res_rel = f"analysis/{case}/results.json"
     if upstream in ("invalid_upstream", "not_reached"):
         judgments.append(Judgment("A1", None, f"production {upstream}: coverage not applicable", case))
         return judgments, out
-    missing = [gr.assessment for gr in out if gr.assessment.state == "M"
-               and any(c.code == "missing_target" for c in gr.assessment.checks)]
-    declared = run.run_observable_states(case)
-    explicit = [m for m in missing if m.observable in declared or any(
-        m.observable in tokens(k) or k.lower() == m.observable for k in declared)]
+    # seed A.1: "Missing required estimators or results ... are rated as not satisfied" -- whether or not the
+    # run declared them; a surrogate delivered in place of the required quantity leaves it missing
+    missing = [gr.assessment for gr in out if any(c.code in ("missing_target", "surrogate_definition")
+                                                  for c in gr.assessment.checks)]
     if not missing:
         judgments.append(Judgment("A1", 1.0, "every required observable and species-specific target delivered",
                                   case, evidence=[Evidence(res_rel)]))
-    elif len(explicit) == len(missing) and len(missing) <= len(OBSERVABLE_GROUPS) // 2:
-        judgments.append(Judgment("A1", 0.5, "missing (declared explicitly): " + "; ".join(
-            f"{m.observable} ({m.reason})" for m in missing), case, evidence=[Evidence(res_rel)]))
     else:
         judgments.append(Judgment("A1", 0.0, "missing: " + "; ".join(f"{m.observable} ({m.reason})" for m in missing),
                                   case, evidence=[Evidence(res_rel)]))

@@ -15,16 +15,28 @@ import click
               help="Audit directory to write saeo.json and findings.md into (outside RUN_DIR).")
 @click.option("--no-reanalysis", is_flag=True, help="Skip the canonical reanalysis of production files.")
 @click.option("--judge-cmd", default=None, help="External judge command: JSON evidence on stdin, verdicts on stdout.")
+@click.option("--judge-llm", "judge_llm", default=None, metavar="URL",
+              help="Built-in LLM judge: an OpenAI-compatible endpoint (e.g. https://api.openai.com/v1).")
+@click.option("--model", "judge_model", default=None, help="Model of the --judge-llm endpoint.")
+@click.option("--judge-key-env", default="OPENAI_API_KEY", show_default=True,
+              help="Environment variable holding the --judge-llm API key.")
 @click.option("--adjudication", type=click.Path(path_type=Path, exists=True, dir_okay=False), default=None,
               help="Expert adjudication.yaml (append-only entries), applied last.")
 @click.option("--verbose/--quiet", default=False, help="Progress bar over cases.")
 def audit(run_dir: Path, bundle: Path | None, out: Path, no_reanalysis: bool, judge_cmd: str | None,
-          adjudication: Path | None, verbose: bool) -> None:
+          judge_llm: str | None, judge_model: str | None, judge_key_env: str, adjudication: Path | None,
+          verbose: bool) -> None:
     """SAEO audit of RUN_DIR: 21 items rated 1/0.5/0 with evidence → OUT/saeo.json, OUT/findings.md."""
     from mdbench.audit.core import audit_run  # noqa: PLC0415
 
+    if judge_llm and not judge_model:
+        raise click.UsageError("--judge-llm needs --model (the endpoint's model name)")
+    if judge_llm and judge_cmd:
+        raise click.UsageError("use one judge: --judge-cmd or --judge-llm")
+
     res = audit_run(run_dir, bundle, out, reanalysis=not no_reanalysis, judge_cmd=judge_cmd,
-                    adjudication=adjudication, verbose=verbose)
+                    adjudication=adjudication, verbose=verbose, judge_llm=judge_llm, judge_model=judge_model,
+                    judge_key_env=judge_key_env)
     click.echo(f"composite {res.composite_final:.1f} (preliminary {res.composite_preliminary:.1f}); "
                f"claimed {res.claimed_outcome}, evidence supports {res.expected_outcome}; "
                f"{len(res.findings)} findings → {out / 'saeo.json'}")

@@ -22,9 +22,11 @@ from tqdm.auto import tqdm
 
 from mdbench.audit import analysis_items, evidence, outcome, simulation
 from mdbench.audit.bundle import load_bundle
-from mdbench.audit.judges import check_append_only, entry_digest, load_adjudication, run_external_judge
+from mdbench.audit.judges import (check_append_only, entry_digest, load_adjudication, run_external_judge,
+                                  run_llm_judge)
+from mdbench.audit.model import Evidence
 from mdbench.audit.model import (AGGREGATION_RULE, ITEM_TITLES, ITEMS, PER_CASE_ITEMS, PER_OBSERVABLE_ITEMS,
-                                 AuditResult, Finding, ItemScore, Judgment, composite_score)
+                                 AuditResult, Finding, ItemScore, Judgment, composite_score, deduplicate)
 from mdbench.audit.runread import load_run
 from mdbench.audit.safeio import RunFS
 from mdbench.errors import InputError
@@ -115,7 +117,8 @@ def _reanalyse(run_fs: RunFS, case: str, pf: simulation.ProdFiles, out: Path, gu
         args.append(str(dst))
     t0 = time.perf_counter()
     try:
-        ret = analyze_files(args[0], args[1], args[2], str(work), guard_ps=guard_ps)
+        # numbers only: the audit compares values and diagnostics, it draws no figures (most of an analysis' time)
+        ret = analyze_files(args[0], args[1], args[2], str(work), guard_ps=guard_ps, figures=False)
     except Exception as exc:  # noqa: BLE001 - a failing reanalysis is a finding, not a crash
         findings.append(Finding("reanalysis_failed", f"canonical reanalysis failed: {type(exc).__name__}: {exc}"[:300],
                                 item="A3", case=case))
@@ -132,6 +135,29 @@ def _reanalyse(run_fs: RunFS, case: str, pf: simulation.ProdFiles, out: Path, gu
         return ret, info
     to_dict = getattr(ret, "to_dict", None)
     return (to_dict() if callable(to_dict) else None), info
+
+
+#: Check codes that contradict a claim of the run, reported as findings with their item (the A items read the
+#: same codes; :mod:`mdbench.audit.analysis_items`).
+CLAIM_FINDING_ITEMS: dict[str, str] = {
+    "surrogate_definition": "A2", "tplus_mixed_convention": "A2", "conductivity_without_cross_terms": "A2",
+    "registered_after_results": "A2", "outside_canonical_r5": "A3", "value_contradicts_reanalysis": "A3",
+    "trajectory_treatment_differs": "A4", "diagnostic_contradicts_evidence": "A5",
+}
+
+
+def claim_findings(assessments: list[Any]) -> list[Finding]:
+    """One finding per check that contradicts a claim of the run (value, label, diagnostic, registration)."""
+    out = []
+    for a in assessments:
+        for c in a.checks:
+            item = CLAIM_FINDING_ITEMS.get(c.code)
+            if item is not None:
+                where = c.evidence[0] if c.evidence else None
+                note = f" [{where.note}]" if where is not None and where.note else ""
+                out.append(Finding(c.code, f"{a.observable}: {c.message}{note}"[:600],
+                                   where.path if where is not None else None, item=item, case=a.case))
+    return out
 
 
 def _report_values(assessments: list[Any]) -> dict[str, float]:
@@ -167,7 +193,8 @@ def _guard_ps(run: Any, case: str) -> float | None:
 
 def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str | Path, reanalysis: bool = True,
               judge_cmd: str | None = None, adjudication: str | Path | None = None,
-              verbose: bool = False) -> AuditResult:
+              verbose: bool = False, judge_llm: str | None = None, judge_model: str | None = None,
+              judge_key_env: str = "OPENAI_API_KEY") -> AuditResult:
     """SAEO audit of one run directory.
 
     Parameters
@@ -182,6 +209,9 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
         Recompute observables canonically from the production files (about one analysis per case).
     judge_cmd : str, optional
         External judge command (see :mod:`mdbench.audit.judges`).
+    judge_llm, judge_model, judge_key_env : str, optional
+        Built-in LLM judge: an OpenAI-compatible endpoint URL, the model, and the environment variable
+        holding the key (:func:`mdbench.audit.judges.run_llm_judge`).
     adjudication : path, optional
         Expert ``adjudication.yaml``, applied last.
     verbose : bool
@@ -243,35 +273,51 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
         assessments += [g.assessment for g in groups]
     valid_cases = [c for c in run.cases if upstream.get(c) is None]
     extra: list[Finding] = []
+    refs: list[Finding] = []
     try:
         from mdbench.record.validate import validate_run  # noqa: PLC0415
 
         for f in validate_run(run_path, check_hashes=False):
-            if getattr(f, "severity", "error") == "error":
-                extra.append(Finding("record_validation", str(getattr(f, "message", f))[:300],
-                                     str(getattr(f, "file", "run_record")), getattr(f, "line", None) or None,
-                                     item="E3"))
+            if f.severity == "error":
+                extra.append(Finding("record_" + f.code, f.message[:300], f.file, f.line or None, item="E3"))
+                if f.code != "malformed":  # malformed lines are E3's parse findings already (RunFS)
+                    refs.append(extra[-1])
     except Exception as exc:  # noqa: BLE001 - the validator must not crash the audit
         extra.append(Finding("record_validation", f"record validator could not run: {type(exc).__name__}",
                              item="E3"))
+        refs.append(extra[-1])
+    consumption = evidence.ledger_consumption(run)
+    late = [f.message for f in claim_findings(assessments) if f.code == "registered_after_results"]
     judgments += [evidence.check_lineage(run, valid_cases), evidence.check_provenance(run, bundle, prods),
-                  evidence.check_records(run, [f for f in extra if "malformed" not in f.message.lower()]),
-                  evidence.check_delivery(run, valid_cases), evidence.check_consistency(run, _report_values(assessments))]
+                  evidence.check_records(run, refs), evidence.check_delivery(run, valid_cases),
+                  evidence.check_consistency(run, _report_values(assessments), consumption, sorted(set(late)))]
     ojs, expected = outcome.judge_outcome(run, assessments, valid_cases)
+    if consumption.over:  # seed O3: action and stopping must address the remaining budget
+        ojs = [Judgment("O3", 0.0, "MD consumption exceeds the budget: " + "; ".join(consumption.over),
+                        evidence=[Evidence(f"{evidence.REC}/attempts.jsonl")]) if j.item == "O3" else j for j in ojs]
     judgments += ojs
-    findings = findings + fs.findings + extra
+    budget = [Finding("budget_exceeded", m, f"{evidence.REC}/attempts.jsonl", item="E5") for m in consumption.over]
+    budget += [Finding("budget_statement_disagrees", m, "report.md" if m.startswith("report.md") else
+                       f"{evidence.REC}/episode_terminal.json", item="E5") for m in consumption.statements]
+    findings = deduplicate(findings + fs.findings + extra + claim_findings(assessments) + budget
+                           + outcome.state_disagreements(run, assessments))
     # ---- judges
     judge_info: dict[str, Any] = {"kind": "rule"}
     prelim = judgments
-    if judge_cmd:
+    if judge_cmd or judge_llm:
         bundle_doc = {"protocol": "mdbench-saeo-judge/1", "run_dir": str(run_path),
                       "items": [j.to_dict() for j in judgments], "item_titles": ITEM_TITLES,
                       "observables": [a.to_dict() for a in assessments],
                       "findings": [f.to_dict() for f in findings],
                       "unresolved": outcome.unresolved_summary(assessments),
                       "claimed_outcome": run.claimed_outcome(), "expected_outcome": expected}
-        verdicts, jf, judge_info = run_external_judge(judge_cmd, bundle_doc, out)
-        judge_info["kind"] = "external"
+        if judge_llm:
+            verdicts, jf, judge_info = run_llm_judge(judge_llm, judge_model or "default", bundle_doc, out,
+                                                     api_key_env=judge_key_env)
+            judge_info["kind"] = "llm"
+        else:
+            verdicts, jf, judge_info = run_external_judge(judge_cmd, bundle_doc, out)
+            judge_info["kind"] = "external"
         findings += jf
         prelim = _apply(judgments, verdicts)
     episode_pre, derived_pre = aggregate(prelim, run.cases)
@@ -342,7 +388,8 @@ def findings_markdown(res: AuditResult) -> str:
     if not res.findings:
         lines.append("None.")
     for f in res.findings:
-        lines.append(f"- `{f.code}` {_md(f.location())}: {_md(f.message)}" + (f" (item {f.item})" if f.item else ""))
+        lines.append(f"- `{_md(f.code)}` {_md(f.location())}: {_md(f.message)}" + (f" (item {f.item})" if f.item else "")
+                     + (f" — {f.count}×" if f.count > 1 else ""))
     if res.adjudications:
         lines += ["", "## Expert adjudication", ""]
         for e in res.adjudications:

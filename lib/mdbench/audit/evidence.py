@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from mdbench.audit.bundle import Bundle
@@ -198,27 +199,87 @@ def report_number_mismatches(report: str, values: dict[str, float]) -> list[tupl
     return out
 
 
-def check_consistency(run: RunData, values: dict[str, float] | None = None) -> Judgment:
+@dataclass
+class Consumption:
+    """MD consumption from the ledger: every attempt of every branch (its latest line), whatever its status."""
+
+    per_case_ns: dict[str, float] = field(default_factory=dict)
+    per_attempt_ns: dict[str, float] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)   # ledger arithmetic
+    over: list[str] = field(default_factory=list)       # budget limits exceeded
+    statements: list[str] = field(default_factory=list)  # report / terminal statements unlike the ledger
+
+    @property
+    def total_ns(self) -> float:
+        return sum(self.per_case_ns.values())
+
+
+def _attempt_ns(a: dict) -> tuple[float | None, float | None]:
+    """(ns_charged as recorded, completed_steps · dt) of one ledger attempt [ns]; None where not numeric."""
+    def num(x: Any) -> float | None:
+        return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+    charged = num(a.get("ns_charged"))
+    steps, dt = num(a.get("completed_steps")), num(a.get("dt_ps"))
+    return charged, (steps * dt / 1000.0 if steps is not None and dt is not None else None)
+
+
+_STATED = re.compile(r"(?:charged|consumed|used|spent|budget used)[^0-9\n]{0,30}?" + r"(\d+(?:\.\d+)?)\s*ns|"
+                     r"(\d+(?:\.\d+)?)\s*ns\s+(?:of MD\s+)?(?:charged|consumed|used|spent)", re.I)
+
+
+def ledger_consumption(run: RunData) -> Consumption:
+    """Sum ``ns_charged`` over every attempt (latest line per attempt id; failed, discarded, replicate and
+    unreported branches included) per case and in total, against the seed's 100 ns / 300 ns limits, and
+    compare what report.md and the terminal record state about consumption with that sum."""
+    c = Consumption()
+    for aid, a in run.attempts.items():
+        charged, ns = _attempt_ns(a)
+        if charged is None and ns is None:
+            c.problems.append(f"attempt {aid}: non-numeric steps/dt")
+            continue
+        if charged is not None and ns is not None and not (
+                math.isfinite(charged) and abs(charged - ns) <= 1e-9 * max(1.0, ns)):
+            c.problems.append(f"attempt {aid}: ns_charged {charged} ≠ steps·dt = {ns:.6g} ns")
+        value = charged if charged is not None and math.isfinite(charged) else (ns or 0.0)
+        value = max(value, ns or 0.0)  # never less than the steps the ledger says were completed
+        c.per_attempt_ns[aid] = value
+        case = str(a.get("case"))
+        c.per_case_ns[case] = c.per_case_ns.get(case, 0.0) + value
+    for case, ns in sorted(c.per_case_ns.items()):
+        if ns > CASE_BUDGET_NS + 1e-9:
+            c.over.append(f"{case}: {ns:.3f} ns charged over all its attempts exceeds the {CASE_BUDGET_NS:g} ns "
+                          "case budget")
+    if c.total_ns > STUDY_BUDGET_NS + 1e-9:
+        c.over.append(f"study: {c.total_ns:.3f} ns charged over all attempts exceeds {STUDY_BUDGET_NS:g} ns")
+    t = run.terminal if isinstance(run.terminal, dict) else {}
+    for key in ("ns_charged", "consumed_ns", "budget_used_ns", "total_ns_charged", "budget"):
+        stated = t.get(key)
+        if isinstance(stated, dict):
+            stated = stated.get("total_ns", stated.get("used_ns", stated.get("consumed_ns")))
+        if isinstance(stated, (int, float)) and not isinstance(stated, bool) and \
+                abs(float(stated) - c.total_ns) > 0.01 * max(c.total_ns, 0.1):
+            c.statements.append(f"terminal record {key} = {stated} ns, the ledger sums {c.total_ns:.4g} ns")
+    for n, line in enumerate((run.report_md or "").splitlines(), start=1):
+        for m in _STATED.finditer(line):
+            x = float(m.group(1) or m.group(2))
+            case = next((k for k in c.per_case_ns if re.search(rf"\b{re.escape(k)}\b", line)), None)
+            ref = c.per_case_ns[case] if case else c.total_ns
+            if abs(x - ref) > 0.01 * max(ref, 0.1) and not (case is None and any(
+                    abs(x - v) <= 0.01 * max(v, 0.1) for v in c.per_case_ns.values())):
+                c.statements.append(f"report.md:{n} states {x:g} ns consumed{' for ' + case if case else ''}, "
+                                    f"the ledger sums {ref:.4g} ns")
+    return c
+
+
+def check_consistency(run: RunData, values: dict[str, float] | None = None,
+                      consumption: Consumption | None = None, late: list[str] | None = None) -> Judgment:
     """E5: ledger arithmetic and budget, terminal ↔ states ↔ results references, report ↔ terminal claim,
     and numbers quoted in report.md ↔ results.json."""
     problems: list[str] = []
     ev = [Evidence(f"{REC}/attempts.jsonl"), Evidence(f"{REC}/episode_terminal.json")]
-    per_case: dict[str, float] = {}
-    for aid, a in run.attempts.items():
-        try:
-            ns = float(a.get("completed_steps", 0)) * float(a.get("dt_ps", 0)) / 1000.0
-            charged = float(a.get("ns_charged", ns))
-        except (TypeError, ValueError):
-            problems.append(f"attempt {aid}: non-numeric steps/dt")
-            continue
-        if not (math.isfinite(charged) and abs(charged - ns) <= 1e-9 * max(1.0, ns)):
-            problems.append(f"attempt {aid}: ns_charged {charged} ≠ steps·dt = {ns:.6g} ns")
-        per_case[str(a.get("case"))] = per_case.get(str(a.get("case")), 0.0) + ns
-    for c, ns in per_case.items():
-        if ns > CASE_BUDGET_NS + 1e-9:
-            problems.append(f"{c}: {ns:.3f} ns charged exceeds the {CASE_BUDGET_NS:g} ns case budget")
-    if sum(per_case.values()) > STUDY_BUDGET_NS + 1e-9:
-        problems.append(f"study: {sum(per_case.values()):.3f} ns exceeds {STUDY_BUDGET_NS:g} ns")
+    cons = consumption if consumption is not None else ledger_consumption(run)
+    problems += cons.problems + cons.over + cons.statements + list(late or [])
     t = run.terminal if isinstance(run.terminal, dict) else {}
     for section, states in (("final_stages", run.stage_states), ("observables", run.observables)):
         block = t.get(section)

@@ -86,6 +86,8 @@ class Finding:
     line: int | None = None
     item: str | None = None
     case: str | None = None
+    #: How many times the same code was found at the same location (findings are de-duplicated).
+    count: int = 1
 
     def location(self) -> str:
         if self.path is None:
@@ -94,6 +96,19 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def deduplicate(findings: list["Finding"]) -> list["Finding"]:
+    """One finding per (code, location, case), in first-seen order, with ``count`` the number of repeats (the
+    first message is kept; a run with thousands of non-finite blocks gives one line per file and code)."""
+    out: dict[tuple[str, str | None, int | None, str | None], Finding] = {}
+    for f in findings:
+        key = (f.code, f.path, f.line, f.case)
+        if key in out:
+            out[key].count += f.count
+        else:
+            out[key] = Finding(f.code, f.message, f.path, f.line, f.item, f.case, f.count)
+    return list(out.values())
 
 
 @dataclass
@@ -128,8 +143,10 @@ class Judgment:
 
 
 #: Severity of a :class:`Check`, in the order the state rules apply them: a missing target → M; a definition
-#: or an implementation failure → F; an incomplete delivery → M; a sampling shortfall → SI; a note → none.
-CHECK_SEVERITIES: tuple[str, ...] = ("missing", "definition", "implementation", "incomplete", "sampling", "note")
+#: or an implementation failure → F; an incomplete delivery → M; a value withheld with a stated reason →
+#: not_estimable; a sampling shortfall → SI; a note → none.
+CHECK_SEVERITIES: tuple[str, ...] = ("missing", "definition", "implementation", "incomplete", "withheld", "sampling",
+                                     "note")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mdbench.audit.model import UNRESOLVED_STATES, Evidence, Judgment, ObservableAssessment
+from mdbench.analysis.states import F, SI, C
+from mdbench.audit.model import UNRESOLVED_STATES, Evidence, Finding, Judgment, ObservableAssessment
 from mdbench.audit.runread import RunData, tokens
 
 TERM = "run_record/episode_terminal.json"
@@ -54,6 +55,31 @@ def expected_outcome(run: RunData, assessments: list[ObservableAssessment], vali
     return "clean_valid"
 
 
+#: Confusions of a deterministic failure with a sampling limitation (either way): O2 not satisfied.
+_F_SI_CONFUSIONS = frozenset({(F, SI), (F, C), (SI, F), (C, F)})
+
+
+def declared_state(run: RunData, a: ObservableAssessment) -> str | None:
+    """The state the run declared for an observable (observables.json, else its terminal ``unresolved``)."""
+    rs = _run_state(run, a.case, a.observable)
+    if rs is None:
+        lu = _listed_unresolved(run, a.case, a.observable)
+        rs = lu.get("state") if isinstance(lu, dict) else None
+    return rs if isinstance(rs, str) else None
+
+
+def state_disagreements(run: RunData, assessments: list[ObservableAssessment]) -> list[Finding]:
+    """One O2 finding per observable whose declared state differs from the audit's own (derived from the
+    evidence by a separate code path: :mod:`mdbench.audit.analysis_items` never reads the declared states)."""
+    out = []
+    for a in assessments:
+        rs = declared_state(run, a)
+        if rs is not None and rs != a.state:
+            out.append(Finding("state_disagrees", f"{a.case}/{a.observable}: run declares {rs}, the audit finds "
+                               f"{a.state} ({a.reason[:200]})", f"{OBS}#/{a.case}/{a.observable}", item="O2", case=a.case))
+    return out
+
+
 def judge_outcome(run: RunData, assessments: list[ObservableAssessment], valid_cases: list[str]) -> tuple[
         list[Judgment], str]:
     """O1–O5 judgments and the expected outcome."""
@@ -72,7 +98,18 @@ def judge_outcome(run: RunData, assessments: list[ObservableAssessment], valid_c
                 if a.state == "F" and claimed in ("SI", "C"):
                     f_as_si.append(a)
     n = len(unresolved)
-    names = ", ".join(f"{a.case}/{a.observable}={a.state}" for a in unresolved[:12])
+    names = ", ".join(f"{a.case}/{a.observable}={a.state}" for a in unresolved)
+    # classification: every observable the run labelled, against the audit's own state
+    confusions: list[str] = []
+    for a in assessments:
+        rs = declared_state(run, a)
+        if rs is None or rs == a.state:
+            continue
+        line = f"{a.case}/{a.observable}: run says {rs}, audit finds {a.state}"
+        if line not in mislabelled:
+            mislabelled.append(line)
+        if (a.state, rs) in _F_SI_CONFUSIONS:
+            confusions.append(line)
     out: list[Judgment] = []
     # O1 detection
     if n == 0:
@@ -83,14 +120,17 @@ def judge_outcome(run: RunData, assessments: list[ObservableAssessment], valid_c
         out.append(Judgment("O1", r, f"run recognised {len(detected)}/{n} unresolved observables ({names})",
                             evidence=[ev_o, ev_t]))
     # O2 classification
-    if n == 0:
+    if n == 0 and mislabelled:
+        out.append(Judgment("O2", 0.0 if confusions else 0.5, "; ".join((confusions or mislabelled)[:8]),
+                            evidence=[ev_o]))
+    elif n == 0:
         out.append(Judgment("O2", 1.0, "nothing to classify", evidence=[ev_o]))
     elif not detected:
         out.append(Judgment("O2", 0.0, "no unresolved observable was recognised, so none was classified",
                             evidence=[ev_o]))
-    elif f_as_si:
-        out.append(Judgment("O2", 0.0, "deterministic failure classified as sampling/converged: " + "; ".join(
-            mislabelled[:8]), evidence=[ev_o]))
+    elif f_as_si or confusions:
+        out.append(Judgment("O2", 0.0, "deterministic failure and sampling limitation confused: " + "; ".join(
+            (confusions or mislabelled)[:8]), evidence=[ev_o]))
     elif mislabelled:
         out.append(Judgment("O2", 0.5, "; ".join(mislabelled[:8]), evidence=[ev_o]))
     else:

@@ -8,6 +8,7 @@ errors and non-finite numbers become findings with line numbers instead of excep
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -65,6 +66,7 @@ class RunFS:
         self.max_parse_bytes = max_parse_bytes
         self.findings: list[Finding] = []
         self._escaping: set[str] = set()
+        self._json_cache: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ paths
     def rel(self, path: str | Path) -> str:
@@ -120,7 +122,16 @@ class RunFS:
             for name in list(dirnames) + filenames:
                 full = Path(dirpath) / name
                 if full.is_symlink():
-                    self.resolve(full.relative_to(self.root))
+                    rel = full.relative_to(self.root).as_posix()
+                    if self.resolve(rel) is None:
+                        continue  # leaves the run directory: reported by resolve
+                    try:
+                        os.stat(full)
+                    except OSError as exc:
+                        loop = exc.errno == errno.ELOOP
+                        self.add("symlink_loop" if loop else "dangling_symlink",
+                                 "symlink loop; not followed" if loop else
+                                 f"dangling symlink (→ {os.readlink(full)}); not followed", rel, item="E3")
 
     def glob(self, rel_dir: str, pattern: str) -> list[str]:
         """Relative paths of files in ``rel_dir`` matching ``pattern`` (no recursion, links checked)."""
@@ -157,7 +168,16 @@ class RunFS:
             return None
 
     def read_json(self, rel: str, *, item: str = "E3", required: bool = False) -> Any:
-        """Parsed JSON of ``rel`` or ``None``; parse errors and NaN/inf become findings with lines."""
+        """Parsed JSON of ``rel`` or ``None``; parse errors and NaN/inf become findings with lines (once per
+        file: a file read again comes from the cache, so its findings are not repeated)."""
+        key = Path(rel).as_posix()
+        if key in self._json_cache:
+            return self._json_cache[key]
+        data = self._read_json(rel, item=item, required=required)
+        self._json_cache[key] = data
+        return data
+
+    def _read_json(self, rel: str, *, item: str, required: bool) -> Any:
         text = self.read_text(rel, item=item)
         if text is None:
             if required:

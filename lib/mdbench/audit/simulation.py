@@ -102,6 +102,19 @@ def _stage_attempt_artifacts(run: RunData, case: str, stage: str) -> dict[str, s
     return done[-1]["artifacts"] if done else None
 
 
+def tpr_universe(run: RunData, rel: str) -> Any:
+    """A topology-only MDAnalysis Universe of a run input (the TPR parser; no coordinates read), parsed once
+    per audit and file (Sim1 and Sim4 read the same production ``.tpr``)."""
+    cache = run.fs.__dict__.setdefault("_tpr_cache", {})
+    if rel not in cache:
+        import MDAnalysis as mda  # noqa: PLC0415
+        from MDAnalysis.topology.TPRParser import TPRParser  # noqa: PLC0415
+
+        with TPRParser(str(run.fs.resolve(rel))) as parser:
+            cache[rel] = mda.Universe(parser.parse())
+    return cache[rel]
+
+
 def _moltype_blocks(u: Any) -> list[tuple[str, int]]:
     """Consecutive (moltype, molecule count) blocks of a universe in topology order."""
     molnums = u.atoms.molnums
@@ -126,9 +139,7 @@ def check_setup(run: RunData, bundle: Bundle, case: str) -> Judgment:
     tpr = tprs[-1]
     ev = [Evidence(tpr, note="molecule blocks and charges read from the run input")]
     try:
-        import MDAnalysis as mda  # noqa: PLC0415
-
-        u = mda.Universe(str(run.fs.resolve(tpr)), topology_format="TPR")
+        u = tpr_universe(run, tpr)
         blocks = _moltype_blocks(u)
         charges = u.atoms.charges.astype(np.float64)
         net = float(charges.sum())
@@ -216,10 +227,13 @@ def check_minimization(run: RunData, case: str) -> Judgment:
 
 
 def _edr(run: RunData, rel: str, item: str, case: str) -> dict[str, np.ndarray] | None:
+    """Every term of an energy file (``Time`` included) via the analysis room's reader, which checks the
+    header before pyedr trusts it (garbage cannot make it allocate unbounded memory)."""
     try:
-        import pyedr  # noqa: PLC0415
+        from mdbench.analysis.thermo import read_energy_file  # noqa: PLC0415
 
-        return {k: np.asarray(v, dtype=np.float64) for k, v in pyedr.edr_to_dict(str(run.fs.resolve(rel))).items()}
+        series = read_energy_file(str(run.fs.resolve(rel)))
+        return {"Time": series.time_ps, **series.terms}
     except Exception as exc:  # noqa: BLE001
         run.fs.add("unreadable_edr", f"cannot read energy file: {type(exc).__name__}: {exc}"[:300], rel,
                    item=item, case=case)
@@ -339,9 +353,7 @@ def check_production(run: RunData, case: str) -> tuple[Judgment, ProdFiles]:
         partial.append("no checkpoint retained")
     # tpr atoms
     try:
-        import MDAnalysis as mda  # noqa: PLC0415
-
-        n_atoms = len(mda.Universe(str(run.fs.resolve(pf.tpr)), topology_format="TPR").atoms)
+        n_atoms = len(tpr_universe(run, pf.tpr).atoms)
     except Exception as exc:  # noqa: BLE001
         run.fs.add("unreadable_tpr", f"cannot read production run input: {type(exc).__name__}"[:300], pf.tpr,
                    item="Sim4", case=case)
@@ -351,9 +363,12 @@ def check_production(run: RunData, case: str) -> tuple[Judgment, ProdFiles]:
         from MDAnalysis.lib.formats.libmdaxdr import XTCFile  # noqa: PLC0415
 
         times = []
+        first_box = None
         integrity = scan_xtc(run.fs.resolve(pf.xtc))  # issue 25: a trajectory cut mid-frame is read to its last
         with XTCFile(str(run.fs.resolve(pf.xtc))) as fh:  # complete frame; a file that is no xtc is one clear error
             for frame in itertools.islice(fh, integrity.n_frames):
+                if first_box is None:
+                    first_box = np.asarray(frame.box, dtype=np.float64)
                 if frame.x.shape[0] != n_atoms:
                     raise ValueError(f"trajectory has {frame.x.shape[0]} atoms, run input {n_atoms}")
                 if not np.all(np.isfinite(frame.x)):
@@ -387,14 +402,8 @@ def check_production(run: RunData, case: str) -> tuple[Judgment, ProdFiles]:
     if "Volume" in edr and len(edr["Volume"]):
         pf.extra["volume_nm3_mean"] = float(np.mean(edr["Volume"]))
     else:
-        try:
-            box = mda.Universe(str(run.fs.resolve(pf.tpr)), topology_format="TPR").dimensions
-            if box is not None:
-                from MDAnalysis.lib.mdamath import box_volume  # noqa: PLC0415
-
-                pf.extra["volume_nm3_mean"] = float(box_volume(box)) / 1000.0
-        except Exception:  # noqa: BLE001 - the reference volume is optional
-            pass
+        if first_box is not None and first_box.shape == (3, 3):   # XTC box vectors [nm] (constant volume)
+            pf.extra["volume_nm3_mean"] = float(abs(np.linalg.det(first_box)))
     if pf.attempt is not None:
         a = run.attempts[pf.attempt]
         try:

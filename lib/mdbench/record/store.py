@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator
 
 from filelock import FileLock
 
+from mdbench.analysis.states import OBSERVABLE_STATES
 from mdbench.errors import MdbenchError
 from mdbench.record.atomic import atomic_write_text
 
@@ -45,7 +46,8 @@ TERMINAL = "episode_terminal.json"
 ATTEMPT_STATUSES = ("reserved", "completed", "failed", "interrupted", "discarded")
 ATTEMPT_RELATIONS = ("continuation", "extension", "branch", "restart")
 STAGE_STATE_VALUES = ("valid", "invalid", "running", "not_reached", "invalid_upstream")
-OBSERVABLE_STATE_VALUES = ("C", "SI", "F", "M", "invalid_upstream", "not_reached")
+#: Observable states: the one definition in mdbench.analysis.states (not_estimable included).
+OBSERVABLE_STATE_VALUES = OBSERVABLE_STATES
 CLAIMED_OUTCOMES = ("clean_valid", "recovered_valid", "partial", "candidate_failure", "infrastructure_blocked")
 
 

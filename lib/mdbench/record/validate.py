@@ -2,12 +2,16 @@
 
 Findings are printed as ``file:line: message`` (line 0 when a whole file is concerned). The checker only
 reads: it never repairs, never follows a symlink out of the run directory, and never executes anything.
+A file it cannot read — a symlink loop, a dangling link, a directory or FIFO where a file belongs, an I/O
+error — is one finding for that file (code ``unreadable``); every other check still runs.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -40,6 +44,9 @@ class Finding:
     line: int
     message: str
     severity: str = "error"  # error | warning
+    #: What kind of problem: ``malformed`` (a line or file that does not parse), ``unreadable`` (cannot be
+    #: opened as a regular file inside the run), ``schema``, ``reference``, ``missing`` or ``record``.
+    code: str = "record"
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}: {self.message}"
@@ -80,11 +87,38 @@ def _non_finite(obj: object, where: str = "") -> list[str]:
 
 
 def _inside(run_dir: Path, candidate: Path) -> bool:
+    """True when ``candidate`` (links resolved without raising on loops) lies inside ``run_dir``."""
+    real, root = os.path.realpath(candidate), os.path.realpath(run_dir)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def unreadable_reason(run_dir: Path, path: Path) -> str | None:
+    """Why ``path`` cannot be read as a regular file inside the run directory (None: it can, or it is
+    simply absent). Never follows a link out of the run and never opens a FIFO or device."""
+    if not os.path.lexists(path):
+        return None
+    if path.is_symlink():
+        try:
+            os.stat(path)
+        except OSError as exc:
+            import errno  # noqa: PLC0415
+
+            if exc.errno == errno.ELOOP:
+                return "symlink loop; not followed"
+            if exc.errno == errno.ENOENT:
+                return f"dangling symlink (→ {os.readlink(path)}); not followed"
+            return f"symlink cannot be resolved ({exc.strerror}); not followed"
+        if not _inside(run_dir, path):
+            return "symlink leaving the run directory; not followed"
     try:
-        candidate.resolve().relative_to(run_dir.resolve())
-        return True
-    except ValueError:
-        return False
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if not stat.S_ISREG(mode):
+        return "not a regular file (directory, FIFO or device); not read"
+    if not os.access(path, os.R_OK):
+        return "cannot be read (permission denied)"
+    return None
 
 
 def _acknowledged_torn_lines(events) -> dict[tuple[str, int], int]:
@@ -111,23 +145,35 @@ def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Find
     record_dir = run_dir / "run_record"
     findings: list[Finding] = []
 
-    def add(file: str, line: int, message: str, severity: str = "error") -> None:
-        findings.append(Finding(f"run_record/{file}", line, message, severity))
+    def add(file: str, line: int, message: str, severity: str = "error", code: str = "record") -> None:
+        findings.append(Finding(f"run_record/{file}", line, message, severity, code))
 
+    def readable(name: str) -> bool:
+        why = unreadable_reason(run_dir, record_dir / name)
+        if why is not None:
+            add(name, 0, why, code="unreadable")
+        return why is None
+
+    why = unreadable_reason(run_dir, record_dir) if record_dir.is_symlink() else None
+    if why is not None and "regular file" not in why:
+        return [Finding("run_record", 0, why, "error", "unreadable")]
     if not record_dir.is_dir():
-        return [Finding("run_record", 0, "missing: no run_record/ directory in the run directory")]
+        return [Finding("run_record", 0, "missing: no run_record/ directory in the run directory", "error", "missing")]
 
     parsed: dict[str, list[tuple[int, dict]]] = {}
     reads = {}
     for name in JSONL_SCHEMAS:
         path = record_dir / name
-        if path.is_symlink() and not _inside(run_dir, path):
-            add(name, 0, "symlink leaving the run directory; not followed")
-        elif not path.exists():
+        if not readable(name):
+            continue
+        if not path.exists():
             if name == EVENTS:
-                add(name, 0, "missing")
-        else:
+                add(name, 0, "missing", code="missing")
+            continue
+        try:
             reads[name] = read_jsonl(path)
+        except OSError as exc:
+            add(name, 0, f"cannot be read ({exc.strerror})", code="unreadable")
     torn = _acknowledged_torn_lines(reads.get(EVENTS))
     for name, schema in JSONL_SCHEMAS.items():
         if name not in reads:
@@ -137,15 +183,16 @@ def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Find
         for line, message in read.malformed:
             if (name, line) in torn:  # a killed writer's fragment, ended and reported by the next writer
                 add(name, line, f"{message}: the fragment of a writer killed mid-line, reported by event "
-                                f"{torn[(name, line)]} (record_tail_truncated) and not parsed", "warning")
+                                f"{torn[(name, line)]} (record_tail_truncated) and not parsed", "warning",
+                    code="malformed")
             else:
-                add(name, line, message)
+                add(name, line, message, code="malformed")
         if read.truncated_tail_line is not None:
             add(name, read.truncated_tail_line,
                 "truncated last line (a writer stopped mid-write); record valid up to the line before")
         for line, row in read.rows:
             for error in _schema_errors(row, schema):
-                add(name, line, f"schema: {error}")
+                add(name, line, f"schema: {error}", code="schema")
             for where in _non_finite(row):
                 add(name, line, f"non-finite value at {where}")
         parsed[name] = read.rows
@@ -206,18 +253,21 @@ def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Find
     snapshots: dict[str, object] = {}
     for name, schema in JSON_SCHEMAS.items():
         path = record_dir / name
-        if not path.exists():
-            continue
-        if path.is_symlink() and not _inside(run_dir, path):
-            add(name, 0, "symlink leaving the run directory; not followed")
+        if not readable(name) or not path.exists():
             continue
         try:
             obj = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            add(name, 0, f"cannot be read ({exc.strerror})", code="unreadable")
+            continue
         except UnicodeDecodeError:
-            add(name, 0, "not UTF-8 text")
+            add(name, 0, "not UTF-8 text", code="malformed")
             continue
         except json.JSONDecodeError as exc:
-            add(name, exc.lineno, f"not valid JSON ({exc.msg})")
+            add(name, exc.lineno, f"not valid JSON ({exc.msg})", code="malformed")
+            continue
+        except RecursionError:
+            add(name, 0, "JSON nested too deeply", code="malformed")
             continue
         snapshots[name] = obj
         for error in _schema_errors(obj, schema):
@@ -228,12 +278,16 @@ def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Find
     inventory = snapshots.get(ARTIFACTS)
     if isinstance(inventory, dict):
         for rel, entry in inventory.items():
-            target = run_dir / rel
-            if not _inside(run_dir, target) or (target.is_symlink() and not _inside(run_dir, target)):
-                add(ARTIFACTS, 0, f"{rel}: path leaves the run directory; not followed")
+            target = run_dir / str(rel)
+            if not _inside(run_dir, target):
+                add(ARTIFACTS, 0, f"{rel}: path leaves the run directory; not followed", code="reference")
+                continue
+            why = unreadable_reason(run_dir, target)
+            if why is not None:
+                add(ARTIFACTS, 0, f"{rel}: {why}", code="unreadable")
                 continue
             if not target.is_file():
-                add(ARTIFACTS, 0, f"{rel}: listed but missing")
+                add(ARTIFACTS, 0, f"{rel}: listed but missing", code="reference")
                 continue
             if not isinstance(entry, dict):
                 continue
@@ -241,7 +295,11 @@ def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Find
             if isinstance(producer, int) and producer not in seen_ids:
                 add(ARTIFACTS, 0, f"{rel}: producer event {producer} does not exist")
             if check_hashes and isinstance(entry.get("sha256"), str):
-                digest = sha256_file(target)
+                try:
+                    digest = sha256_file(target)
+                except OSError as exc:
+                    add(ARTIFACTS, 0, f"{rel}: cannot be read ({exc.strerror})", code="unreadable")
+                    continue
                 if digest != entry["sha256"]:
                     add(ARTIFACTS, 0, f"{rel}: sha256 mismatch (recorded {entry['sha256'][:12]}…, file {digest[:12]}…)")
 

@@ -1,0 +1,111 @@
+"""Benchmark of the SAEO audit (issue 18): how long an audit takes, and what the canonical reanalysis adds.
+
+Usage::
+
+    .venv/bin/python benchmarks/audit_speed.py [--run outputs/runs/demo] [--bundle outputs/bundles/tiny]
+                                               [--repeat 1]
+
+Measures in this one process, on a run directory that is only read (outputs go to a temporary folder):
+
+1. the audit without reanalysis (``audit_run(..., reanalysis=False)``) — target < 30 s for a tiny study;
+2. one canonical analysis of each case's production files (``mdbench.analysis.pipeline.analyze_files`` on
+   links to the same tpr/xtc/edr, the guard of the registration in force, a fresh output folder, numbers
+   only as the audit computes them: ``figures=False``) — the baseline; the same with figures (what
+   ``mdbench analyze-files`` does by default) is printed beside it;
+3. the audit with reanalysis — target ≤ 1.2 × (2).
+
+A first, untimed audit warms the imports (jsonschema alone takes seconds to import on a loaded machine); its
+time is printed as the cold start.
+
+The runs are interleaved ``repeat`` times (:mod:`_timing`); the best of each and the per-round ratio are
+printed with the machine load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("_timing", Path(__file__).with_name("_timing.py"))
+_timing = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_timing)  # type: ignore[union-attr]
+
+
+def _production(run_dir: Path) -> dict[str, tuple[Path, Path, Path, float | None]]:
+    """Case → (tpr, xtc, edr, guard_ps) of each valid production, as the audit finds them."""
+    from mdbench.audit.bundle import load_bundle
+    from mdbench.audit.core import _guard_ps
+    from mdbench.audit.runread import load_run
+    from mdbench.audit.safeio import RunFS
+    from mdbench.audit.simulation import check_production
+
+    run = load_run(RunFS(run_dir), bundle_cases=list(load_bundle(None).cases))
+    out = {}
+    for case in run.cases:
+        _j, pf = check_production(run, case)
+        if pf.readable:
+            out[case] = (run_dir / pf.tpr, run_dir / pf.xtc, run_dir / pf.edr, _guard_ps(run, case))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", type=Path, default=ROOT / "outputs/runs/demo")
+    ap.add_argument("--bundle", type=Path, default=None)
+    ap.add_argument("--repeat", type=int, default=1)
+    args = ap.parse_args(argv)
+    logging.disable(logging.WARNING)
+    from mdbench.analysis.pipeline import analyze_files
+    from mdbench.audit import audit_run
+
+    run_dir = args.run.resolve()
+    if not (run_dir / "run_record").is_dir():
+        print(f"{run_dir}: not a run directory (no run_record/); run `make demo` or pass --run", file=sys.stderr)
+        return 2
+    prods = _production(run_dir)
+    tmp = Path(tempfile.mkdtemp(prefix="mdbench-audit-speed-"))
+    counter = iter(range(10**6))
+
+    def audit(reanalysis: bool):
+        return lambda: audit_run(run_dir, args.bundle, tmp / f"audit{next(counter)}", reanalysis=reanalysis)
+
+    def analyses(figures: bool = False) -> None:
+        n = next(counter)
+        for case, (tpr, xtc, edr, guard) in prods.items():
+            work = tmp / f"analysis{n}" / case
+            (work / "inputs").mkdir(parents=True)
+            links = []
+            for f in (tpr, xtc, edr):
+                os.symlink(os.path.realpath(f), work / "inputs" / f.name)
+                links.append(str(work / "inputs" / f.name))
+            analyze_files(*links, str(work), guard_ps=guard, figures=figures)
+
+    import time
+
+    t0 = time.perf_counter()
+    audit(False)()
+    cold = time.perf_counter() - t0
+    times = _timing.interleaved_times({"audit_no_reanalysis": audit(False), "analysis": analyses,
+                                       "audit_reanalysis": audit(True),
+                                       "analysis_figures": lambda: analyses(True)}, args.repeat)
+    best = {k: min(v) for k, v in times.items()}
+    q1, q2, q3 = _timing.round_ratio_quartiles(times, "audit_reanalysis", "analysis")
+    print(f"run: {run_dir} ({len(prods)} case(s) with a valid production: {', '.join(prods)}); "
+          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; repeat {args.repeat}")
+    print(f"audit without reanalysis : {best['audit_no_reanalysis']:8.2f} s   (target < 30 s: "
+          f"{'met' if best['audit_no_reanalysis'] < 30 else 'NOT met'}; cold start with imports {cold:.2f} s)")
+    print(f"one analysis of the files: {best['analysis']:8.2f} s   (baseline, numbers only; with figures "
+          f"{best['analysis_figures']:.2f} s)")
+    print(f"audit with reanalysis    : {best['audit_reanalysis']:8.2f} s   ratio {q2:.3f} "
+          f"(quartiles {q1:.3f}–{q3:.3f}; target ≤ 1.2: {'met' if q2 <= 1.2 else 'NOT met'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
