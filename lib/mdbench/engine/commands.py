@@ -13,6 +13,8 @@ STUDY_STAGES = ("study/10_setup", "study/20_minimize", "study/30_equilibrate", "
 ANALYSIS_STAGES = ("analysis/50_thermo", "analysis/51_structure", "analysis/52_association",
                    "analysis/53_diffusion", "analysis/54_viscosity", "analysis/55_conductivity")
 COMPARE_STAGE = "study/60_compare"
+#: ``--through`` choices: the last stage to run (``comparison`` runs everything).
+THROUGH = {"setup": 1, "minimization": 2, "equilibration": 3, "production": 4, "comparison": None}
 
 
 @click.group()
@@ -50,12 +52,19 @@ def build_jobs(out: Path, systems: list[str], preset: str, engine: str, threads:
 @click.option("--force", is_flag=True, help="Rerun stages whose inputs did not change.")
 @click.option("--analysis/--no-analysis", default=True, show_default=True,
               help="Run the analysis templates per system and the cross-case comparison after production.")
+@click.option("--through", type=click.Choice(list(THROUGH)), default="comparison", show_default=True,
+              help="Last stage to run; rerun the command (with a later one) to continue.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @click.argument("more_systems", nargs=-1)
 def run(preset: str, systems: tuple[str, ...], out: Path, executor: str, engine: str, threads: int,
-        workers: int | None, seed: int, force: bool, analysis: bool, quiet: bool,
+        workers: int | None, seed: int, force: bool, analysis: bool, through: str, quiet: bool,
         more_systems: tuple[str, ...]) -> None:
-    """Run setup → production (→ analysis → comparison) per system; prints ns done / ns planned."""
+    """Run setup → production (→ analysis → comparison) per system; prints ns done / ns planned.
+
+    Interrupted anywhere (Ctrl-C, a kill, a machine going down), the same command resumes: finished stages
+    are skipped, MD continues from its last checkpoint, and what the interruption left is set aside and
+    recorded.
+    """
     import os  # noqa: PLC0415
 
     from mdbench.engine.progress import ProgressWatcher, planned_ns  # noqa: PLC0415
@@ -74,7 +83,8 @@ def run(preset: str, systems: tuple[str, ...], out: Path, executor: str, engine:
     if threads > cap:
         raise InputError(f"--threads {threads} exceeds the thread cap {cap} (MDBENCH_THREAD_CAP, max 16)")
     out = out.resolve()
-    stages = STUDY_STAGES + (ANALYSIS_STAGES if analysis else ())
+    analysis = analysis and THROUGH[through] is None
+    stages = STUDY_STAGES[:THROUGH[through]] + (ANALYSIS_STAGES if analysis else ())
     jobs = build_jobs(out, names, preset, engine, threads, seed, stages=stages)
     workers = workers or max(1, min(len(names), cap // threads, os.cpu_count() or 1))
     planned = planned_ns(load_preset(preset))
