@@ -7,9 +7,11 @@ Usage::
 
 Input: a real production of the tiny preset (``prod.tpr``/``prod.xtc``/``prod.edr`` and ``../setup``; default
 ``outputs/runs/demo/cases/DE/prod``, written by ``make demo``), tiled 3 × 3 × 3 in space to paper size and in
-time to the longest length asked for by sweeping its frames forth and back (``analysis_electrolyte.tile_case``:
-every frame a real MD frame, every atom put in the box on its own as mdrun writes it). The shorter lengths
-are byte prefixes of the longest xtc (whole frames), so all lengths share one ~14 GB file.
+time by sweeping its frames forth and back (``analysis_electrolyte.tile_case``: every frame a real MD frame,
+every atom put in the box on its own as mdrun writes it). One forth-and-back sweep of the 401 frames is a
+period of 800 frames, so it is written once and repeated, with each frame's step and time fields set to its
+place in the long run (the XTC frame header: magic, atoms, step, time), up to the longest length asked for;
+the shorter lengths are byte prefixes of that xtc (whole frames), so all lengths share one ~14 GB file.
 
 For each length the analysis (:func:`mdbench.analysis.pipeline.analyze_files`, figures off, default workers)
 runs in a fresh process; this script samples the proportional set size (PSS, ``/proc/PID/smaps_rollup``) of
@@ -82,11 +84,37 @@ def _tree(root: int) -> list[int]:
     return found
 
 
+def long_xtc(period_xtc: Path, period: int, frames: int, dt_ps: float, dst: Path) -> Path:
+    """Repeat the first ``period`` frames of ``period_xtc`` up to ``frames`` frames, renumbering each frame's
+    step and time (big-endian XDR: int magic, int atoms, int step, float time at bytes 0, 4, 8, 12)."""
+    import struct  # noqa: PLC0415
+
+    import MDAnalysis as mda  # noqa: PLC0415
+
+    if dst.is_file():
+        return dst
+    reader = mda.coordinates.XTC.XTCReader(str(period_xtc))
+    offsets = [int(o) for o in reader._xdr.offsets] + [period_xtc.stat().st_size]
+    reader.close()
+    if len(offsets) - 1 < period:
+        raise SystemExit(f"{period_xtc} has {len(offsets) - 1} frames, fewer than the period {period}")
+    data = period_xtc.read_bytes()
+    template = [bytearray(data[offsets[i]:offsets[i + 1]]) for i in range(period)]
+    tmp = dst.with_suffix(".part")
+    with open(tmp, "wb") as out:
+        for k in range(frames):
+            frame = template[k % period]
+            frame[8:16] = struct.pack(">if", k, k * dt_ps)
+            out.write(frame)
+    tmp.replace(dst)
+    return dst
+
+
 def xtc_prefix(src: Path, frames: int) -> Path:
     """A copy of the first ``frames`` whole frames of ``src`` (next to it), made once."""
     import MDAnalysis as mda  # noqa: PLC0415
 
-    dst = src.with_name(f"prod_{frames}f.xtc")
+    dst = src.with_name(f"prod_{frames}f_prefix.xtc")
     if dst.is_file():
         return dst
     reader = mda.coordinates.XTC.XTCReader(str(src))
@@ -139,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prod-dir", type=Path, default=DEFAULT_PROD, help="tiny-preset production folder")
     ap.add_argument("--frames", type=int, nargs="+", default=[10000, 30000, 60000], help="trajectory lengths")
+    ap.add_argument("--total-frames", type=int, default=60000,
+                    help="length of the one long xtc the lengths are prefixes of (written once)")
     ap.add_argument("--tile", type=int, default=3, help="N for the N x N x N supercell (3: paper size)")
     ap.add_argument("--max-gib", type=float, default=14.0, help="address-space cap of each analysis [GiB]")
     ap.add_argument("--label", default="current", help="name of the JSON written to outputs/benchmarks/")
@@ -146,13 +176,17 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if not (a.prod_dir / "prod.xtc").is_file():
         raise SystemExit(f"{a.prod_dir / 'prod.xtc'} not found: run `make demo` or give --prod-dir")
-    longest = max(a.frames)
-    passes = 1 + -(-(longest - SOURCE_FRAMES) // (SOURCE_FRAMES - 1))
-    print(f"tiling {a.prod_dir} {a.tile}^3 with {passes} passes ({SOURCE_FRAMES + (passes - 1) * (SOURCE_FRAMES - 1)} "
-          "frames; written once, cached)", flush=True)
-    case = tile_case(a.prod_dir, a.tile, SOURCE_FRAMES, passes)
+    longest = max(max(a.frames), a.total_frames)
+    period = 2 * (SOURCE_FRAMES - 1)
+    print(f"tiling {a.prod_dir} {a.tile}^3, one forth-and-back sweep ({period} frames), repeated to {longest} frames "
+          "(cached)", flush=True)
+    case = tile_case(a.prod_dir, a.tile, SOURCE_FRAMES, passes=2)
     tpr, edr = case / "prod.tpr", case / "prod.edr"
-    xtcs = {n: xtc_prefix(case / "prod.xtc", n) for n in sorted(a.frames)}
+    import MDAnalysis as mda  # noqa: PLC0415
+
+    dt_ps = float(mda.Universe(str(case / "prod.tpr"), str(case / "prod.xtc")).trajectory.dt)
+    full = long_xtc(case / "prod.xtc", period, longest, dt_ps, case / f"prod_{longest}f.xtc")
+    xtcs = {n: (full if n == longest else xtc_prefix(full, n)) for n in sorted(a.frames)}
     if a.prepare_only:
         return 0
     import MDAnalysis as mda  # noqa: PLC0415

@@ -111,6 +111,7 @@ python: ${MDBENCH_SLURM_PYTHON:-python3}
 log_directory: $dir/jobs
 env:
   SLURM_CONF: $dir/slurm.conf
+  MDBENCH_REPRODUCIBLE: "1"
 EOF
     echo "slurm_localhost: up (SLURM_CONF=$dir/slurm.conf, slurmctld :$ctld_port, slurmd :$slurmd_port)"
 }

@@ -305,6 +305,25 @@ def test_gpu_use_reaches_the_ledger_and_the_hardware_audit(water_tprs, tmp_path,
 
 
 @needs_gmx
+def test_reproducible_mode_gives_bit_identical_cpu_runs(water_tprs, tmp_path, monkeypatch):
+    """MDBENCH_REPRODUCIBLE=1 adds -reprod: two runs of one tpr write the same energy file, byte for byte."""
+    import shutil  # noqa: PLC0415
+
+    monkeypatch.setenv("MDBENCH_REPRODUCIBLE", "1")
+    monkeypatch.setenv("MDBENCH_THREAD_CAP", "1")
+    G.build_info.cache_clear()
+    edrs = []
+    for k in range(2):
+        wd = tmp_path / f"rep{k}"
+        wd.mkdir()
+        shutil.copy(water_tprs["nvt"], wd / "nvt.tpr")
+        res = CliRunner().mdrun(wd / "nvt.tpr", "nvt", threads=1, nsteps=300)
+        assert res.ok and "-reprod" in res.argv
+        edrs.append((wd / "nvt.edr").read_bytes())
+    assert edrs[0] == edrs[1]
+
+
+@needs_gmx
 def test_real_cpu_mdrun_records_its_resources_and_can_be_pinned(water_tprs, monkeypatch):
     """Real Debian GROMACS: no GPU flags, and MDBENCH_PIN=on gives GROMACS' own pinning (its log says so)."""
     monkeypatch.setenv("MDBENCH_PIN", "on")

@@ -119,9 +119,16 @@ def comparable(value, run_dir: str):
 
 
 @needs_slurm
-def test_micro_study_through_slurm_matches_the_local_executor(tmp_path):
+@pytest.mark.timeout(3600)  # two micro studies through production: ~10 min on a quiet 2-core machine
+def test_micro_study_through_slurm_matches_the_local_executor(tmp_path, monkeypatch):
     """Micro DE: setup, minimisation, equilibration, production and the six analyses, once through a real
-    Slurm job (dask-jobqueue) and once with the local executor; every scrap agrees."""
+    Slurm job (dask-jobqueue) and once with the local executor; every scrap agrees.
+
+    Both sides run mdrun with ``-reprod`` (``MDBENCH_REPRODUCIBLE=1``; the Slurm jobs get it from the
+    profile): without it two runs of one tpr on this machine already part after a few hundred steps.
+    """
+    monkeypatch.setenv("MDBENCH_REPRODUCIBLE", "1")
+    assert load_profile(REAL).env.get("MDBENCH_REPRODUCIBLE") == "1", "the Slurm profile must export it too"
     from mdbench.engine.commands import ANALYSIS_STAGES, STUDY_STAGES, build_jobs
 
     assert shutil.which("sbatch"), "MDBENCH_SLURM_PROFILE is set but sbatch is not on PATH"

@@ -459,6 +459,7 @@ class MdrunOffload:
         env = env if env is not None else os.environ
         self.mode = gpu_mode(env)
         self.pin_mode = pin_mode(env)
+        self.reproducible = env.get("MDBENCH_REPRODUCIBLE", "") not in ("", "0")
         build = build_info(gmx) if self.mode != "off" else {}
         mdp_path = processed_mdp(tpr)
         mdp = read_mdp(mdp_path) if mdp_path.is_file() else None
@@ -490,8 +491,14 @@ class MdrunOffload:
         return args
 
     def mdrun_args(self) -> list[str]:
-        """The offload options (``-nb gpu -pme gpu -bonded gpu -update gpu`` or fewer; none when CPU-only)."""
-        return self.plan.mdrun_args()
+        """The offload options (``-nb gpu -pme gpu -bonded gpu -update gpu`` or fewer; none when CPU-only),
+        and ``-reprod`` under ``MDBENCH_REPRODUCIBLE=1``.
+
+        Without ``-reprod`` two runs of one tpr with the same threads on the same CPU can differ after a few
+        hundred steps (FFTW chooses its plans by timing them); ``-reprod`` makes CPU runs bit-identical, which
+        the executor-equivalence test (``make test-slurm``) needs. GPU runs stay non-deterministic.
+        """
+        return self.plan.mdrun_args() + (["-reprod"] if self.reproducible else [])
 
     def resources(self, wall_s: float, threads: int, log_path: str | Path) -> dict:
         """The ledger entry for the finished mdrun."""
