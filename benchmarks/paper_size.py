@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-smoke", action="store_true")
     ap.add_argument("--load-log", type=Path, default=None, help="load-average log to quote per stage")
     a = ap.parse_args(argv)
+    a.run = a.run.resolve()  # grompp and mdrun run in the smoke folder
     if not 0 < a.smoke_ps <= 10:
         raise SystemExit("--smoke-ps must be in (0, 10] ps")
     loads = _load_samples(a.load_log)
