@@ -50,6 +50,7 @@ continuation = {cont}
 gen-vel = {genvel}
 gen-temp = 298.15
 gen-seed = {seed}
+ld-seed = {seed}
 constraints = h-bonds
 constraint-algorithm = lincs
 tcoupl = v-rescale
