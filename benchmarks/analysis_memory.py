@@ -4,6 +4,7 @@ Usage::
 
     .venv/bin/python benchmarks/analysis_memory.py [--prod-dir RUN/cases/DE/prod] [--frames 10000 30000 60000]
                                                    [--tile 3] [--max-gib 14] [--label after]
+                                                   [--extrapolate-to 60000]
 
 Input: a real production of the tiny preset (``prod.tpr``/``prod.xtc``/``prod.edr`` and ``../setup``; default
 ``outputs/runs/demo/cases/DE/prod``, written by ``make demo``), tiled 3 × 3 × 3 in space to paper size and in
@@ -21,6 +22,10 @@ tracemalloc and ``ru_maxrss`` miss or count twice. Printed per length: frames, w
 per-molecule time series the analysis must keep (COMs of every molecule: frames × molecules × 3 × the
 element size), peak ÷ time series and peak − time series (the part that must not grow with frames), and the
 ratio of each peak to the shortest length's peak (the baseline measured in the same run).
+
+A straight-line fit of the peak over the measured lengths (two or more) prints the per-frame growth, split
+into the COM series' own bytes and the rest, and the peak it predicts at ``--extrapolate-to`` frames (default
+60,000): the figure to quote where the longest length is too slow for the machine (say that it is one).
 
 ``--max-gib`` caps each analysis' address space (``RLIMIT_AS``), so a code that would exhaust the shared
 machine fails with a MemoryError (reported) instead of waking the out-of-memory killer.
@@ -163,6 +168,22 @@ def com_dtype_size() -> int:
     return int(getattr(R, "COM_DTYPE", __import__("numpy").float64)().itemsize)
 
 
+def extrapolate(rows: list[dict], frames: int, n_mol: int, size: int) -> dict | None:
+    """Straight-line fit of peak PSS against frames (needs two lengths): the per-frame growth, split into the
+    COM series' own ``n_mol × 3 × size`` bytes and the rest, and the peak it predicts at ``frames``."""
+    import numpy as np  # noqa: PLC0415
+
+    if len({r["frames"] for r in rows}) < 2:
+        return None
+    f = np.array([r["frames"] for r in rows], dtype=float)
+    peak = np.array([r["peak_pss_GiB"] for r in rows])
+    slope, intercept = np.polyfit(f, peak, 1)
+    series = n_mol * 3 * size / 2**10
+    return {"lengths": len(rows), "intercept_GiB": float(intercept), "slope_KiB_per_frame": float(slope * 2**20),
+            "series_KiB_per_frame": series, "rest_KiB_per_frame": float(slope * 2**20 - series),
+            "frames": frames, "peak_GiB": float(intercept + slope * frames)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prod-dir", type=Path, default=DEFAULT_PROD, help="tiny-preset production folder")
@@ -173,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-gib", type=float, default=14.0, help="address-space cap of each analysis [GiB]")
     ap.add_argument("--label", default="current", help="name of the JSON written to outputs/benchmarks/")
     ap.add_argument("--prepare-only", action="store_true", help="write the trajectories and stop")
+    ap.add_argument("--extrapolate-to", type=int, default=60000,
+                    help="frames to extrapolate the peak to from a straight-line fit of the measured lengths")
     a = ap.parse_args(argv)
     if not (a.prod_dir / "prod.xtc").is_file():
         raise SystemExit(f"{a.prod_dir / 'prod.xtc'} not found: run `make demo` or give --prod-dir")
@@ -213,6 +236,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"{n:7d} failed (exit {row['returncode']}: {row['error']}); peak PSS before it "
                   f"{row['peak_pss_GiB']:.2f} GiB; COM series {series:.2f} GiB", flush=True)
+    fit = extrapolate([r for r in rows if r["returncode"] == 0], a.extrapolate_to, n_mol, size)
+    if fit:
+        print(f"fit over {fit['lengths']} lengths: peak = {fit['intercept_GiB']:.2f} GiB + "
+              f"{fit['slope_KiB_per_frame']:.1f} KiB/frame (COM series {fit['series_KiB_per_frame']:.1f} KiB/frame, "
+              f"the rest {fit['rest_KiB_per_frame']:.1f} KiB/frame); at {a.extrapolate_to} frames "
+              f"{fit['peak_GiB']:.2f} GiB (extrapolated)", flush=True)
+        rows.append({"extrapolation": fit})
     out = BENCH / f"analysis_memory_{a.label}.json"
     out.write_text(json.dumps(rows, indent=2) + "\n")
     print(f"written {out}")
