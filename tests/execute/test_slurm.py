@@ -100,9 +100,23 @@ _PER_EXECUTION = ("wall_s", "duration_s", "time_utc", "started_utc", "finished_u
                   "hostname", "date")
 
 
-#: Files whose bytes name the execution (host, date, absolute paths: GROMACS logs, our console logs), and the
-#: minimisation tpr, whose mdp leaves ld-seed = -1 so that grompp draws one (steepest descent never uses it).
-_PER_EXECUTION_FILES = (".log", ".console.log", ".cmd.json", "em/em.tpr")
+#: Files whose bytes name the execution (host, date, absolute paths: GROMACS logs, our console logs; the
+#: checkpoints, whose header records the host and the wall-clock time of writing — two ``-reprod`` runs of one
+#: tpr give identical xtc, edr and gro but different cpt bytes), and the minimisation tpr, whose mdp leaves
+#: ld-seed = -1 so that grompp draws one (steepest descent never uses it).
+_PER_EXECUTION_FILES = (".log", ".console.log", ".cmd.json", ".cpt", "em/em.tpr")
+
+
+def _leaves(value, path: str = ""):
+    """(path, value) of every leaf of a scrap, for a readable list of what differs."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _leaves(v, f"{path}/{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _leaves(v, f"{path}[{i}]")
+    else:
+        yield path, value
 
 
 def comparable(value, run_dir: str):
@@ -150,5 +164,7 @@ def test_micro_study_through_slurm_matches_the_local_executor(tmp_path, monkeypa
     for a, b in zip(results["slurm"], results["local"]):
         sa, sb = comparable(a.scraps, str(runs["slurm"])), comparable(b.scraps, str(runs["local"]))
         if sa != sb:
-            mismatches.append((a.stage, sorted(k for k in set(sa) | set(sb) if sa.get(k) != sb.get(k))))
+            la, lb = dict(_leaves(sa)), dict(_leaves(sb))
+            mismatches.append((a.stage, [(k, la.get(k), lb.get(k)) for k in sorted(set(la) | set(lb))
+                                         if la.get(k) != lb.get(k)][:20]))
     assert not mismatches, mismatches
