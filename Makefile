@@ -44,6 +44,14 @@ test: setup  ## the whole default test suite (pytest exit 5, "no tests collected
 test-slow: setup  ## opt-in long physics tests
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
+.PHONY: test-slurm
+test-slurm: setup  ## opt-in: a micro study through a real single-node Slurm (slurm-wlm + munge on 127.0.0.1) vs local
+	@bash scripts/slurm_localhost.sh ensure
+	@d=$$(mktemp -d /tmp/mdbench-slurm-XXXXXX); trap 'bash scripts/slurm_localhost.sh stop '"$$d" EXIT; \
+	MDBENCH_SLURM_PYTHON=$(abspath $(BIN))/python bash scripts/slurm_localhost.sh start $$d && \
+	SLURM_CONF=$$d/slurm.conf MDBENCH_SLURM_PROFILE=$$d/profile.yaml \
+	$(BIN)/python -m pytest tests/execute/test_slurm.py -rs --basetemp=$$d/pytest $(PYTEST_ARGS)
+
 test-seeds: setup  ## the GROMACS-backed tests (marker gromacs) once per MDBENCH_TEST_SEED in TEST_SEEDS
 	@rc=0; for s in $(TEST_SEEDS); do \
 	  echo "make test-seeds: MDBENCH_TEST_SEED=$$s"; \

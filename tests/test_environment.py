@@ -65,3 +65,11 @@ def test_python_dash_m_mdbench_is_the_cli():
 def test_ci_script_runs_make_test():
     text = (PROJECT_ROOT / ".ci" / "run").read_text()
     assert "make test" in text and "CI=true" in text
+
+
+def test_gpu_machines_get_a_cuda_gromacs_and_slurm_gets_dask_jobqueue():
+    """environment-cuda.yml layers conda-forge's CUDA GROMACS build over environment.yml, which names it."""
+    cuda = yaml.safe_load((PROJECT_ROOT / "environment-cuda.yml").read_text())
+    assert cuda["channels"] == ["conda-forge"] and cuda["dependencies"] == ["gromacs=*=*cuda*"]
+    assert "gromacs=*=*cuda*" in (PROJECT_ROOT / "environment.yml").read_text()
+    assert "dask-jobqueue" in _pyproject_names() and "dask-jobqueue" in _environment_names()

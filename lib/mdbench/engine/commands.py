@@ -65,7 +65,10 @@ def _preset_and_bundle(preset: str | None, bundle: Path | None) -> tuple[str, st
 @click.option("--systems", multiple=True, default=("DE", "HCE", "LHCE"), show_default=True,
               help="Cases to run; repeat the option or give several names (--systems DE HCE).")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run directory.")
-@click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True)
+@click.option("--executor", type=click.Choice(["local", "dask", "slurm"]), default="local", show_default=True)
+@click.option("--slurm-profile", type=click.Path(exists=True, dir_okay=False), expose_value=False,
+              callback=lambda ctx, _param, value: ctx.meta.__setitem__("slurm_profile", value),
+              help="Slurm profile YAML for --executor slurm (queue, cores, memory, GPUs, walltime, modules).")
 @click.option("--engine", type=click.Choice(["auto", "cli", "gmxapi"]), default="auto", show_default=True,
               help="GROMACS adapter: gmxapi when usable (auto), or the gmx command line.")
 @click.option("--threads", type=int, default=1, show_default=True, help="Threads per mdrun (all jobs together stay "
@@ -102,7 +105,13 @@ def run(preset: str | None, bundle: Path | None, systems: tuple[str, ...], out: 
     if bad:
         raise InputError(f"unknown system(s) {bad}; choose from DE HCE LHCE")
     get_runner(engine)  # fail now, with the reason, if the engine cannot be used here
-    cap = default_thread_cap()
+    profile = click.get_current_context().meta.get("slurm_profile")
+    if executor == "slurm" and profile:  # the threads of a Slurm job are its profile's cores, not this host's
+        from mdbench.execute.slurm import load_profile  # noqa: PLC0415
+
+        cap = load_profile(profile).cores
+    else:
+        cap = default_thread_cap()
     if threads > cap:
         raise InputError(f"--threads {threads} exceeds the thread cap {cap} (MDBENCH_THREAD_CAP, max 16)")
     preset, bundle_arg = _preset_and_bundle(preset, bundle)
@@ -113,7 +122,8 @@ def run(preset: str | None, bundle: Path | None, systems: tuple[str, ...], out: 
     workers = workers or max(1, min(len(names), cap // threads, os.cpu_count() or 1))
     planned = planned_ns(load_preset(preset))
     with ProgressWatcher(out, names, planned, verbose=not quiet):
-        results = run_jobs(jobs, executor=executor, workers=workers, force=force, verbose=not quiet)
+        results = run_jobs(jobs, executor=executor, workers=workers, force=force, verbose=not quiet,
+                           slurm_profile=profile)
     if analysis:  # the comparison needs every system's analysis, so it runs after them
         from mdbench.execute import Job  # noqa: PLC0415
 

@@ -40,6 +40,9 @@ class HardwareAudit:
         Free space where the run directory lives.
     gpus : list of str
         ``nvidia-smi -L`` lines (empty when none).
+    gpu : dict
+        Devices visible to the run (model, memory, driver), the build's GPU API, the ``MDBENCH_GPU`` mode and
+        whether (else why not) mdrun can offload here (:func:`mdbench.engine.gpu.audit_summary`).
     gromacs : dict
         ``gmx --version`` fields: version, precision, SIMD instructions, GPU support, MPI library, FFT.
     packages : dict
@@ -62,6 +65,7 @@ class HardwareAudit:
     os_platform: str = field(default_factory=platform.platform)
     python: str = field(default_factory=platform.python_version)
     other_gmx_processes: int = 0
+    gpu: dict = field(default_factory=dict)
 
 
 def _meminfo_GiB() -> tuple[float, float]:
@@ -132,6 +136,9 @@ def hardware_audit(run_dir: str | Path, gmx: str, thread_cap: int) -> HardwareAu
             packages[name] = None
     path = Path(run_dir)
     path.mkdir(parents=True, exist_ok=True)
+    from mdbench.engine.gpu import audit_summary, detect_gpus  # noqa: PLC0415
+
+    build = gromacs_build_info(gmx)
     return HardwareAudit(
         cpu_model=_cpu_model(),
         logical_cpus=os.cpu_count() or 1,
@@ -141,10 +148,11 @@ def hardware_audit(run_dir: str | Path, gmx: str, thread_cap: int) -> HardwareAu
         memory_available_GiB=round(avail, 3),
         disk_free_GiB=round(shutil.disk_usage(path).free / 2**30, 3),
         gpus=gpus,
-        gromacs=gromacs_build_info(gmx),
+        gromacs=build,
         packages=packages,
         thread_cap=thread_cap,
         other_gmx_processes=_other_gmx_processes(),
+        gpu=audit_summary(build, detect_gpus()),
     )
 
 

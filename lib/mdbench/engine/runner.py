@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from mdbench.engine.gpu import MdrunOffload
 from mdbench.engine.threads import ThreadSlots
 from mdbench.errors import MdbenchError
 
@@ -199,17 +200,19 @@ class CliRunner(Runner):
               cpt_min: float = 15.0, extra: Sequence[str] = (), nsteps: int | None = None,
               on_start: Callable[[subprocess.Popen], None] | None = None) -> CommandResult:
         tpr = Path(tpr)
-        argv = [self.gmx, "mdrun", "-s", tpr.name, "-deffnm", deffnm, "-nt", str(threads),
-                "-ntomp", str(threads), "-pin", "off", "-cpt", f"{cpt_min:g}"]
-        if cpi is not None:
-            argv += ["-cpi", str(cpi), "-append"]
-        if nsteps is not None:
-            argv += ["-nsteps", str(nsteps)]
-        argv += list(extra)
+        offload = MdrunOffload(self.gmx, tpr)  # GPU tasks, the study-wide GPU lock, pinning (engine/gpu.py)
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-        with self.slots.acquire(threads):
+        with offload.exclusive(), self.slots.acquire(threads) as held:
+            argv = [self.gmx, "mdrun", "-s", tpr.name, "-deffnm", deffnm, "-nt", str(threads),
+                    "-ntomp", str(threads), *offload.pin_args(held, threads), "-cpt", f"{cpt_min:g}"]
+            if cpi is not None:
+                argv += ["-cpi", str(cpi), "-append"]
+            if nsteps is not None:
+                argv += ["-nsteps", str(nsteps)]
+            argv += offload.mdrun_args() + list(extra)
             res = run_logged(argv, cwd=tpr.parent, name=deffnm + ".mdrun", threads=threads,
                              engine=self.name, env=env, on_start=on_start)
+        res.extra["resources"] = offload.resources(res.wall_s, threads, tpr.parent / f"{deffnm}.log")
         return res
 
 
@@ -242,9 +245,12 @@ class GmxapiRunner(CliRunner):
             runtime.update({"-cpi": str(cpi), "-append": ""})
         if nsteps is not None:
             runtime["-nsteps"] = str(nsteps)
+        offload = MdrunOffload(self.gmx, tpr)
         start = time.monotonic()
         cwd = os.getcwd()
-        with self.slots.acquire(threads):
+        with offload.exclusive(), self.slots.acquire(threads) as held:
+            pairs = offload.pin_args(held, threads) + offload.mdrun_args()
+            runtime.update(dict(zip(pairs[::2], pairs[1::2])))
             try:
                 os.chdir(tpr.parent)
                 md = gmxapi.mdrun(gmxapi.read_tpr(tpr.name), runtime_args=runtime)
@@ -255,9 +261,11 @@ class GmxapiRunner(CliRunner):
                 rc = 1
             finally:
                 os.chdir(cwd)
+        wall_s = time.monotonic() - start
         return CommandResult(argv=["gmxapi.mdrun", tpr.name, json.dumps(runtime)], cwd=str(tpr.parent),
-                             returncode=rc, wall_s=time.monotonic() - start, console_path=str(
-                                 tpr.parent / f"{deffnm}.log"), threads=threads, engine=self.name)
+                             returncode=rc, wall_s=wall_s, console_path=str(tpr.parent / f"{deffnm}.log"),
+                             threads=threads, engine=self.name,
+                             extra={"resources": offload.resources(wall_s, threads, tpr.parent / f"{deffnm}.log")})
 
 
 def gmxapi_unavailable_reason() -> str | None:

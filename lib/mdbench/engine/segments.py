@@ -329,7 +329,7 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
     files = segment_files(seg_dir, deffnm)
     if res.ok and done >= target_step:
         rec.complete(attempt_id, completed_steps=steps, status="completed", artifacts=_ledger_paths(rec, files),
-                     reason=f"reached step {done}")
+                     reason=f"reached step {done}", resources=res.extra.get("resources"))
         return SegmentResult("completed", attempt_id, done, target_step, res.wall_s, f"reached step {done}", files)
     if res.returncode < 0 or res.returncode in (128 + signal.SIGTERM, 128 + signal.SIGKILL, 128 + signal.SIGINT):
         sig = -res.returncode if res.returncode < 0 else res.returncode - 128
@@ -346,7 +346,8 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
     else:
         status = "failed"
         reason = f"mdrun exited with status {res.returncode} at step {done}; see {res.console_path}"
-    rec.complete(attempt_id, completed_steps=steps, status=status, artifacts=_ledger_paths(rec, files), reason=reason)
+    rec.complete(attempt_id, completed_steps=steps, status=status, artifacts=_ledger_paths(rec, files), reason=reason,
+                 resources=res.extra.get("resources"))
     return SegmentResult(status, attempt_id, done, target_step, res.wall_s, reason, files)
 
 

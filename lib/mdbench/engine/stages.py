@@ -253,6 +253,7 @@ def minimize(run_dir: str | Path, case: str, *, preset: str | dict | None = "mic
     em = G.parse_em_log(wd / "em.log") if (wd / "em.log").is_file() else {}
     ev = rec.append_event("minimization_run", {"case": case, "argv": res.argv, "returncode": res.returncode,
                                                "wall_s": res.wall_s, "threads": res.threads, "steps": em.get("steps"),
+                                               "resources": res.extra.get("resources"),
                                                "ns_charged": 0.0, "note": "energy minimisation is not MD time"})
     arts = _add_artifacts(rec, run_dir, [wd / "em.mdp", wd / "em.tpr", wd / "em.log", wd / "em.edr",
                                          wd / "em.gro", wd / "em.grompp.console.log"], ev["id"])

@@ -50,18 +50,22 @@ def run_template(stage: str, run_dir: Path, system: str, pairs: tuple[str, ...],
 
 @click.command()
 @click.argument("plan", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--executor", type=click.Choice(["local", "dask"]), default=None, help="Default: the plan's, or local.")
+@click.option("--executor", type=click.Choice(["local", "dask", "slurm"]), default=None,
+              help="Default: the plan's, or local.")
 @click.option("--workers", type=int, default=None, help="Parallel systems (default: cores).")
 @click.option("--scheduler", default=None, help="Dask scheduler ADDRESS (default: start a LocalCluster).")
+@click.option("--slurm-profile", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Slurm profile YAML for --executor slurm (default: the plan's slurm_profile).")
 @click.option("--force", is_flag=True, help="Rerun finished jobs too.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def batch(plan: Path, executor: str | None, workers: int | None, scheduler: str | None, force: bool,
-          quiet: bool) -> None:
+def batch(plan: Path, executor: str | None, workers: int | None, scheduler: str | None, slurm_profile: Path | None,
+          force: bool, quiet: bool) -> None:
     """Run a plan of (run, system, stage) jobs; finished jobs with unchanged inputs are skipped."""
     from mdbench.execute import load_plan, run_jobs
 
     jobs, options = load_plan(plan)
     results = run_jobs(jobs, executor=executor or options.get("executor", "local"),
                        workers=workers or options.get("workers"), scheduler=scheduler or options.get("scheduler"),
-                       force=force, verbose=not quiet)
+                       force=force, verbose=not quiet,
+                       slurm_profile=str(slurm_profile) if slurm_profile else options.get("slurm_profile"))
     sys.exit(1 if _summarise(results) else 0)

@@ -1,8 +1,9 @@
 """Run many (run, system, stage) jobs: stages of one system in order, systems in parallel.
 
 Executors are registered explicitly in :data:`EXECUTORS`: ``local`` (a process pool, default workers =
-cores) and ``dask`` (a running scheduler given by address, or a ``LocalCluster``; on a cluster,
-dask-jobqueue provides the scheduler). Both run the same function on the same chains, so results agree.
+cores), ``dask`` (a running scheduler given by address, or a ``LocalCluster``) and ``slurm`` (Slurm jobs as
+Dask workers through dask-jobqueue, from a YAML profile: :mod:`mdbench.execute.slurm`). All run the same
+function on the same chains, so results agree.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Callable
 from tqdm.auto import tqdm
 
 from mdbench.errors import InputError
+from mdbench.execute.slurm import run_on_slurm
 from mdbench.execute.stage import StageResult, prepare_parameters, run_stage
 from mdbench.yamlio import load_yaml
 
@@ -92,13 +94,16 @@ def _dask(chains: list[list[Job]], workers: int, force: bool, on_done: Callable[
             cluster.close()
 
 
-#: executor name → function(chains, workers, force, on_done, scheduler)
-EXECUTORS: dict[str, Callable[..., None]] = {"local": _local, "dask": _dask}
+#: executor name → function(chains, workers, force, on_done, target); target: the Dask scheduler address
+#: (``dask``) or the profile YAML (``slurm``, :mod:`mdbench.execute.slurm`).
+EXECUTORS: dict[str, Callable[..., None]] = {"local": _local, "dask": _dask, "slurm": run_on_slurm}
 
 
 def run_jobs(jobs: list[Job], executor: str = "local", workers: int | None = None, scheduler: str | None = None,
-             force: bool = False, verbose: bool = True) -> list[StageResult]:
+             force: bool = False, verbose: bool = True, slurm_profile: str | None = None) -> list[StageResult]:
     """Run jobs with the chosen executor; returns one :class:`StageResult` per job, in input order.
+
+    ``scheduler`` is the Dask scheduler address (``dask``), ``slurm_profile`` the profile YAML (``slurm``).
 
     Every job's parameters are validated before any kernel starts. A failed stage stops only the later
     stages of its own system.
@@ -118,7 +123,7 @@ def run_jobs(jobs: list[Job], executor: str = "local", workers: int | None = Non
                 bar.set_postfix_str(f"{result.system} {result.stage.rsplit('/', 1)[-1]}: {result.status}")
                 bar.update(1)
 
-        EXECUTORS[executor](chains, workers, force, on_done, scheduler)
+        EXECUTORS[executor](chains, workers, force, on_done, slurm_profile if executor == "slurm" else scheduler)
     return [collected[(str(Path(j.run_dir).resolve()), j.system, j.stage)] for j in jobs]
 
 
@@ -136,13 +141,16 @@ def load_plan(path: str | Path) -> tuple[list[Job], dict[str, Any]]:
         params: {preset: micro}              # given to every stage that declares them
         stage_params: {study/10_setup: {seed: 7}}
 
-    Top-level ``executor``, ``workers`` and ``scheduler`` set the defaults for ``mdbench batch``.
+    Top-level ``executor``, ``workers``, ``scheduler`` and ``slurm_profile`` (a path relative to the plan) set
+    the defaults for ``mdbench batch``.
     """
     plan = load_yaml(path)
     if not isinstance(plan, dict):
         raise InputError("a batch plan must be a mapping with 'jobs' or 'systems' + 'stages'", str(path))
     base = Path(path).resolve().parent
     options = {k: plan[k] for k in ("executor", "workers", "scheduler") if k in plan}
+    if "slurm_profile" in plan:
+        options["slurm_profile"] = str(base / str(plan["slurm_profile"]))
     jobs: list[Job] = []
 
     def run_dir_of(value: Any) -> str:

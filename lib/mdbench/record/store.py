@@ -426,8 +426,13 @@ class RunRecord:
         return attempt_id
 
     def complete(self, attempt_id: str, *, completed_steps: int, status: str,
-                 artifacts: dict[str, str] | None = None, reason: str | None = None) -> dict:
-        """Close a reserved attempt, charging its newly completed steps (whatever the status)."""
+                 artifacts: dict[str, str] | None = None, reason: str | None = None,
+                 resources: dict | None = None) -> dict:
+        """Close a reserved attempt, charging its newly completed steps (whatever the status).
+
+        ``resources`` (threads, CPU-hours, pinning, GPU model, offloaded tasks and GPU-hours of the mdrun,
+        see :func:`mdbench.engine.gpu.resources_of_run`) is kept in the ledger row when given.
+        """
         if status not in ATTEMPT_STATUSES or status == "reserved":
             raise RecordError(f"status {status!r} is not one of completed|failed|interrupted|discarded")
         with self.locked():
@@ -446,6 +451,8 @@ class RunRecord:
             row = dict(current, completed_steps=int(completed_steps), ns_charged=ns_charged, status=status,
                        artifacts=dict(artifacts or {}), reason=reason, time_utc=event["time_utc"],
                        event_id=event["id"])
+            if resources is not None:
+                row["resources"] = resources
             self._append_line(ATTEMPTS, row)
         return row
 
