@@ -1,17 +1,94 @@
-"""Plumbing of the pure-liquid density validation (the real validation is a command, see docs/forcefield.md)."""
+"""Model validation against experiment: the charge-level rule, the transport errors, and the run plumbing."""
 
 import math
 import shutil
 
 import pytest
 
-from mdbench.inputs.validate_ff import run_density
+from mdbench.errors import InputError
+from mdbench.inputs import forcefield
+from mdbench.inputs.validate_ff import (REFERENCES, LiquidResult, combined_transport_error, record_level,
+                                        run_liquid, select_level)
+
+
+def _liquid(species, level, rho, eta=float("nan"), eta_hw=float("nan"), D=float("nan"), D_hw=float("nan")):
+    ref = REFERENCES[species]["density"]
+    dev = rho / ref.value - 1
+    return LiquidResult(species, level, 100, 150.0, 250.0, (75.0, 150.0), rho, 0.002, ref.value,
+                        ref.tolerance_rel, dev, abs(dev) <= ref.tolerance_rel, viscosity_mPa_s=eta,
+                        viscosity_hw95_mPa_s=eta_hw, D_yh_m2_s=D, D_yh_hw95_m2_s=D_hw)
+
+
+def _cands(**dmc):
+    """levels -> {DMC, TTE}; TTE density always admissible unless given."""
+    return {lv: {"DMC": _liquid("DMC", lv, *args), "TTE": _liquid("TTE", lv, 1.55)} for lv, args in dmc.items()}
+
+
+def test_transport_error_is_relative_to_experiment():
+    r = _liquid("DMC", "x", 1.07, eta=0.59 * 1.3, eta_hw=0.1, D=2.3e-9 * 0.6, D_hw=0.2e-9)
+    E, hw = combined_transport_error(r)
+    assert E == pytest.approx(math.hypot(0.3, 0.4))
+    assert hw == pytest.approx(math.hypot(0.3 * 0.1 / 0.59, 0.4 * 0.2e-9 / 2.3e-9) / 0.5)
+
+
+def test_rule_density_first_then_transport():
+    res = _cands(A=(1.12, 0.60, 0.02, 2.3e-9, 0.05e-9),  # best transport, density +5.2 %: not admissible
+                 B=(1.08, 0.90, 0.05, 1.6e-9, 0.05e-9),
+                 C=(1.05, 0.65, 0.05, 2.1e-9, 0.05e-9))
+    sel = select_level(res)
+    assert sel.admissible == ["B", "C"]
+    assert sel.chosen == "C" and "smallest combined" in sel.reason
+
+
+def test_rule_unresolved_transport_falls_back_to_density():
+    res = _cands(B=(1.08, 0.70, 0.5, 2.0e-9, 0.5e-9), C=(1.055, 0.66, 0.5, 2.1e-9, 0.5e-9))
+    sel = select_level(res)
+    assert "does not resolve" in sel.reason
+    assert sel.chosen == "C"  # C has the better transport but not resolved; -0.9 % beats +1.4 %
+    res = _cands(B=(1.07, 0.70, 0.5, 2.0e-9, 0.5e-9), C=(1.04, 0.66, 0.5, 2.1e-9, 0.5e-9))
+    assert select_level(res).chosen == "B"  # +0.5 % beats -2.3 %
+
+
+def test_rule_without_admissible_candidate_takes_the_nearest_density():
+    res = _cands(A=(1.12, 0.6, 0.01, 2.3e-9, 1e-11), B=(1.10, 2.0, 0.01, 1e-9, 1e-11))
+    sel = select_level(res)
+    assert sel.admissible == [] and sel.chosen == "B" and "no candidate" in sel.reason
+
+
+def test_rule_needs_both_liquids():
+    with pytest.raises(InputError, match="lacks results for TTE"):
+        select_level({"A": {"DMC": _liquid("DMC", "A", 1.06)}})
+
+
+def test_candidate_charges_change_only_the_charge_column():
+    frozen = forcefield.derived_charges()
+    other = {**frozen, "species": {s: dict(r, charges_e=[round(q * 0.5, 6) for q in r["charges_e"]])
+                                   for s, r in frozen["species"].items()}}
+    a = forcefield.molecule_itp("DMC").splitlines()
+    b = forcefield.molecule_itp("DMC", other).splitlines()
+    changed = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+    assert len(a) == len(b) and changed
+    assert all(a[i].split()[:6] == b[i].split()[:6] and a[i].split()[7:] == b[i].split()[7:] for i in changed[:-1])
+    assert forcefield.molecule_itp("DMC", frozen) == forcefield.molecule_itp("DMC")
+
+
+def test_unknown_candidate_is_a_clear_error():
+    with pytest.raises(FileNotFoundError, match="no charge candidate"):
+        forcefield.charge_candidate("MP2/cc-pVQZ")
+
+
+def test_record_level_of_the_frozen_record():
+    rec = forcefield.derived_charges()
+    lv = record_level(rec)
+    assert lv == rec.get("level", lv) and "/" in lv
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("gmx") is None or shutil.which("packmol") is None, reason="needs gmx and packmol")
-def test_short_dmc_density_run(tmp_path):
-    res = run_density("DMC", tmp_path, n_molecules=40, nvt_ps=1.0, npt_ps=4.0, threads=1, cutoff_nm=0.8)
-    assert math.isfinite(res.density_g_cm3) and 0.7 < res.density_g_cm3 < 1.5
-    assert res.average_window_ps == (pytest.approx(2.0, abs=0.11), pytest.approx(4.0))
-    assert (tmp_path / "DMC" / "density.json").is_file()
+def test_short_dmc_run_with_transport(tmp_path):
+    res = run_liquid("DMC", tmp_path, n_molecules=80, nvt_ps=1.0, npt_ps=4.0, prod_ps=10.0)
+    assert 0.7 < res.density_g_cm3 < 1.5
+    assert res.density_window_ps == (pytest.approx(2.0, abs=0.11), pytest.approx(4.0))
+    assert res.viscosity_mPa_s > 0 and res.D_pbc_m2_s > 0 and res.D_yh_m2_s > res.D_pbc_m2_s
+    assert res.viscosity_state and res.D_state
+    assert (tmp_path / res.level.replace("/", "_").replace("*", "s") / "DMC" / "validation.json").is_file()
