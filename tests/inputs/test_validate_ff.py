@@ -92,3 +92,13 @@ def test_short_dmc_run_with_transport(tmp_path):
     assert res.viscosity_mPa_s > 0 and res.D_pbc_m2_s > 0 and res.D_yh_m2_s > res.D_pbc_m2_s
     assert res.viscosity_state and res.D_state
     assert (tmp_path / res.level.replace("/", "_").replace("*", "s") / "DMC" / "validation.json").is_file()
+
+
+def test_markdown_table_has_one_row_per_candidate_and_liquid():
+    from mdbench.inputs.validate_ff import markdown_table
+
+    text = markdown_table(_cands(A=(1.12, 0.6, 0.1, 2.3e-9, 1e-10), B=(1.07,)))
+    rows = [ln for ln in text.splitlines() if ln.startswith("| A") or ln.startswith("| B")]
+    assert len(rows) == 4
+    assert "| +5.2% |" in rows[0] and "0.60 +- 0.10" in rows[0] and "2.30 +- 0.10" in rows[0]
+    assert "nan" not in rows[2] and rows[2].split(" | ").count("-") == 6  # B: no transport, dashes

@@ -42,19 +42,22 @@ def _produce(wd: Path) -> None:
     from mdbench.build import build_system
     from mdbench.inputs.validate_ff import protocol_segment, scale_to_volume
 
-    res = build_system(CASE, PRESET, wd / "setup", seed=SEED)
-    assert res.passed, [a for a in res.audits if not a.passed]
     run = wd / "md"
-    run.mkdir()
-    for f in (wd / "setup").iterdir():
-        if f.suffix in (".itp", ".top", ".gro"):
-            shutil.copy(f, run / f.name)
+    if not (run / "topol.top").is_file():  # an interrupted session resumes after its last finished segment
+        shutil.rmtree(wd / "setup", ignore_errors=True)
+        res = build_system(CASE, PRESET, wd / "setup", seed=SEED)
+        assert res.passed, [a for a in res.audits if not a.passed]
+        run.mkdir(exist_ok=True)
+        for f in (wd / "setup").iterdir():
+            if f.suffix in (".itp", ".top", ".gro"):
+                shutil.copy(f, run / f.name)
     protocol_segment(run, "em", "em", f"{CASE}.gro", seed=SEED)
     protocol_segment(run, "nvt", "nvt", "em.gro", length_ps=NVT_PS, seed=SEED)
     protocol_segment(run, "npt", "npt", "nvt.gro", length_ps=NPT_PS, seed=SEED, checkpoint="nvt.cpt")
     e = pyedr.edr_to_dict(str(run / "npt.edr"))
     half = e["Time"] >= e["Time"][-1] / 2
-    scale_to_volume(run, "npt.gro", "prod_start.gro", float(e["Volume"][half].mean()))
+    if not (run / "prod_start.gro").is_file():
+        scale_to_volume(run, "npt.gro", "prod_start.gro", float(e["Volume"][half].mean()))
     protocol_segment(run, "prod", "production", "prod_start.gro", length_ps=PROD_PS, seed=SEED + 1,
                      xtc_interval_ps=XTC_PS, energy_interval_ps=ENERGY_PS)
 
@@ -69,8 +72,6 @@ def micro_de(request, tmp_path_factory) -> dict:
     cache = Path(request.config.cache.mkdir(f"mdbench-peers-{_key()}"))
     md = cache / "md"
     if not (md / "prod.gro").is_file():
-        shutil.rmtree(cache)
-        cache.mkdir(parents=True)
         _produce(cache)
     files = {k: md / f"prod.{k}" for k in ("tpr", "xtc", "edr")}
     out = tmp_path_factory.mktemp("peers") / "analysis"

@@ -14,6 +14,9 @@ import pytest
 
 from _peers import dump, observable
 
+#: the shared micro production (built once per session, ~2 min on an idle core) counts against the first test
+pytestmark = pytest.mark.timeout(2400)
+
 SPECIES = {"Li": "LI", "FSI": "FSI", "DMC": "DMC"}
 A2_PS_TO_M2_S = 1e-8
 

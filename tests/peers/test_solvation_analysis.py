@@ -14,6 +14,9 @@ import pytest
 
 from _peers import dump, observable
 
+#: the shared micro production (built once per session, ~2 min on an idle core) counts against the first test
+pytestmark = pytest.mark.timeout(2400)
+
 #: our channel -> (resname, atom names) of the sites (names as in the frozen itp files)
 SITES = {"FSI:O": ("FSI", "O1 O3 O7 O8"), "DMC:O_carbonyl": ("DMC", "O4"), "DMC:O_ether": ("DMC", "O2 O5")}
 

@@ -11,8 +11,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from _peers import dump, observable
+
+#: the shared micro production (built once per session, ~2 min on an idle core) counts against the first test
+pytestmark = pytest.mark.timeout(2400)
 
 KB = 1.380649e-23  # J/K
 BAR = 1e5  # Pa

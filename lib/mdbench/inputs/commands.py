@@ -66,10 +66,12 @@ def validate_ff_cmd(out_dir: Path, level: str, species: tuple[str, ...], molecul
 
     Exit 1 when a density misses its tolerance (DMC 1.065 g/cm^3 +-3 %, TTE 1.54 g/cm^3 +-5 %).
     """
-    from mdbench.inputs.validate_ff import collect, select_level, validate_forcefield
+    from mdbench.inputs.validate_ff import collect, markdown_table, select_level, validate_forcefield
 
     if select:
-        sel = select_level(collect(out_dir))
+        results = collect(out_dir)
+        click.echo(markdown_table(results))
+        sel = select_level(results)
         click.echo(json.dumps(asdict(sel), indent=1))
         return
     res = validate_forcefield(out_dir, species=species, level=level, n_molecules=molecules, nvt_ps=nvt_ps,

@@ -34,6 +34,9 @@ GEOMETRY_DIR = DATA_DIR / "geometries"
 DERIVED_CHARGES = DATA_DIR / "derived_charges.json"
 CHARGE_CANDIDATES_DIR = DATA_DIR / "charge_candidates"
 
+#: Version of the frozen model; bumped whenever a parameter or charge changes (history in docs/forcefield.md):
+#: 1 = RHF/6-31G* CHELPG solvent charges; 2 = the level chosen by the validation rule (issue #24).
+MODEL_VERSION = 2
 #: Ionic charge scaling (Leontyev & Stuchebrukhov 2011), applied to Li+ and FSI-.
 ION_CHARGE_SCALE = 0.72
 #: Molecule order in every box and topology.
@@ -455,6 +458,9 @@ def manifest() -> dict:
                        "flag": term.flag, "note": term.note, "source": _src(term.source), "n_instances": n})
     return {
         "model": "mdbench LiFSI/DMC/TTE frozen model",
+        "model_version": MODEL_VERSION,
+        "charge_level": derived_charges().get("level", "RHF/6-31G*"),
+        "validation": "docs/forcefield.md (mdbench bundle validate-ff; rule fixed before the comparison)",
         "format": "GROMACS topology (itp); units nm, kJ/mol, deg, e, u",
         "defaults": {"nbfunc": 1, "comb_rule": 3, "gen_pairs": "yes", "fudgeLJ": 0.5, "fudgeQQ": 0.5,
                      "source": _src(Source("gromacs:oplsaa.ff/forcefield.itp", 20)),

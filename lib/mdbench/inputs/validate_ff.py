@@ -351,6 +351,33 @@ def select_level(results: dict[str, dict[str, LiquidResult]]) -> Selection:
                      f"candidates (E = {ea:.2f} +- {ha:.2f}; next {b}: {eb:.2f} +- {hb:.2f})")
 
 
+def _pm(v: float, hw: float, scale: float = 1.0, fmt: str = ".3f") -> str:
+    if not math.isfinite(v):
+        return "-"
+    return f"{v * scale:{fmt}} +- {hw * scale:{fmt}}" if math.isfinite(hw) else f"{v * scale:{fmt}}"
+
+
+def markdown_table(results: dict[str, dict[str, LiquidResult]]) -> str:
+    """One row per candidate and liquid: density, eta (GK, EH), D (PBC, Yeh-Hummer), errors, wall times."""
+    rows = ["| level | liquid | N | NPT / prod [ps] | density [g/cm^3] | dev. | eta GK [mPa s] | eta EH [mPa s] "
+            "| D PBC [1e-9 m^2/s] | D YH [1e-9 m^2/s] | e_eta | e_D | wall [s] |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for lv in sorted(results):
+        for sp in ("DMC", "TTE"):
+            r = results[lv].get(sp)
+            if r is None:
+                continue
+            e_eta, e_D = r.relative_error("viscosity")[0], r.relative_error("self_diffusion")[0]
+            rows.append(
+                f"| {lv} | {sp} | {r.n_molecules} | {r.npt_ps:g} / {r.prod_ps:g} | "
+                f"{_pm(r.density_g_cm3, r.density_sem_g_cm3, fmt='.4f')} | {r.density_deviation_rel:+.1%} | "
+                f"{_pm(r.viscosity_mPa_s, r.viscosity_hw95_mPa_s, fmt='.2f')} | "
+                f"{_pm(r.viscosity_eh_mPa_s, float('nan'), fmt='.2f')} | "
+                f"{_pm(r.D_pbc_m2_s, r.D_pbc_hw95_m2_s, 1e9, '.2f')} | {_pm(r.D_yh_m2_s, r.D_yh_hw95_m2_s, 1e9, '.2f')} | "
+                f"{e_eta:+.0%} | {e_D:+.0%} | {sum(r.wall_s.values()):.0f} |".replace("+nan%", "-"))
+    return "\n".join(rows) + "\n"
+
+
 def collect(out_dir: Path) -> dict[str, dict[str, LiquidResult]]:
     """Every ``<level>/<species>/validation.json`` under ``out_dir``, keyed by level and species."""
     out: dict[str, dict[str, LiquidResult]] = {}
