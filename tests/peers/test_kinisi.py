@@ -17,11 +17,10 @@ from _peers import dump, observable
 #: the shared micro production (built once per session, ~2 min on an idle core) counts against the first test
 pytestmark = pytest.mark.timeout(2400)
 
-SPECIES = {"Li": "LI", "FSI": "FSI", "DMC": "DMC"}
-A2_PS_TO_M2_S = 1e-8
+SPECIES = {"LI": "LI", "FSI": "FSI", "DMC": "DMC"}  # our species label -> resname
 
 
-def kinisi_D(universe, resname: str, lo_ps: float, hi_ps: float, frame_ps: float, dt_fs: float) -> np.ndarray:
+def kinisi_D(universe, resname: str, lo_ps: float, hi_ps: float, dt_fs: float) -> np.ndarray:
     """Posterior samples of D [m^2/s] of the centres of mass of ``resname`` (kinisi, MSD over lags <= hi)."""
     import scipp as sc
     from kinisi.analyze import DiffusionAnalyzer
@@ -29,15 +28,17 @@ def kinisi_D(universe, resname: str, lo_ps: float, hi_ps: float, frame_ps: float
     res = universe.select_atoms(f"resname {resname}").residues
     idx = np.array([r.atoms.ix for r in res])
     masses = res[0].atoms.masses
-    step_skip = int(round(frame_ps * 1000.0 / dt_fs))
-    n_lags = int(hi_ps / frame_ps + 1e-9)
-    dt = sc.array(dims=["time interval"], values=np.arange(1, n_lags + 1) * frame_ps, unit="ps")
+    step_skip = int(round(float(universe.trajectory.dt) * 1000.0 / dt_fs))
+    frame_ps = step_skip * dt_fs / 1000.0
+    n_lags = int(round(hi_ps / frame_ps))
+    # kinisi accepts only lags on its own grid k * time_step * step_skip
+    dt = sc.arange("time interval", 1, n_lags + 1, 1) * sc.scalar(dt_fs / 1000.0, unit="ps") * step_skip
     an = DiffusionAnalyzer.from_universe(
         universe, time_step=sc.scalar(dt_fs / 1000.0, unit="ps"), step_skip=sc.scalar(step_skip),
         dt=dt, specie_indices=sc.array(dims=["particle", "atoms in particle"], values=idx),
         masses=sc.array(dims=["atoms in particle"], values=masses), progress=False)
     an.diffusion(start_dt=sc.scalar(lo_ps, unit="ps"), progress=False, random_state=np.random.RandomState(7))
-    return np.asarray(an.D.values) * A2_PS_TO_M2_S
+    return np.asarray(sc.to_unit(an.D, "m^2/s").values)
 
 
 @pytest.mark.parametrize("species", sorted(SPECIES))
@@ -48,11 +49,14 @@ def test_self_diffusion_agrees_with_kinisi(micro_de, species):
     ob = observable(doc, f"self_diffusion/{species}")
     ours, ours_hw = ob["value"], ob["uncertainty"]["half_width_95"]
     lo, hi = ob["window"]["lo_ps"], ob["window"]["hi_ps"]
-    assert ours is not None and math.isfinite(ours) and ours > 0, ob
+    if ours is None:
+        # 40 ps is too short for the ions' registered diffusive window; ours must say so (SI), not guess
+        assert ob["state"] == "SI" and "window" in ob["reason"], ob
+        pytest.skip(f"our analysis withholds D({species}) on 40 ps (SI: {ob['reason'][:80]}); nothing to compare")
+    assert math.isfinite(ours) and ours > 0, ob
     assert lo is not None and hi is not None and hi > lo, ob["window"]
     u = mda.Universe(str(micro_de["tpr"]), str(micro_de["xtc"]))
-    frame_ps = float(u.trajectory.dt)
-    samples = kinisi_D(u, SPECIES[species], lo, hi, frame_ps, dt_fs=2.0)
+    samples = kinisi_D(u, SPECIES[species], lo, hi, dt_fs=2.0)
     k_mid = float(np.median(samples))
     k_lo, k_hi = np.percentile(samples, [2.5, 97.5])
     k_hw = float(k_hi - k_lo) / 2.0

@@ -3,8 +3,11 @@
 solvation_analysis (Cohen et al., J. Open Source Softw. 8, 5409 (2023), doi:10.21105/joss.05409) finds the
 solvent molecules within a radius of each solute atom (MDAnalysis capped_distance, minimum image) and
 counts each solvent molecule once per solute atom. Both sides count partner molecules (any listed site
-within the cutoff), so on identical frames and cutoffs the numbers must agree to rounding; a difference
-is a definition difference and fails the test.
+within the cutoff), so on identical frames and cutoffs the counts must agree except for pairs whose distance
+lies within :data:`BOUNDARY_NM` of the cutoff: xtc coordinates sit on a 0.001 nm grid, so distances are
+discrete and a pair on the grid point next to the cutoff can fall on either side depending on float32
+rounding (MDAnalysis works in Angstrom, our reduction in nm). The tests allow exactly that many differing
+counts, counted on the same frames in float64; anything more is a definition difference and fails.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from _peers import dump, observable
 #: the shared micro production (built once per session, ~2 min on an idle core) counts against the first test
 pytestmark = pytest.mark.timeout(2400)
 
+#: half-width of the band around a cutoff where float32 rounding can flip a contact [nm] (10 x the largest
+#: coordinate rounding difference of ~1e-6 nm between Angstrom and nm float32 positions)
+BOUNDARY_NM = 1e-5
 #: our channel -> (resname, atom names) of the sites (names as in the frozen itp files)
 SITES = {"FSI:O": ("FSI", "O1 O3 O7 O8"), "DMC:O_carbonyl": ("DMC", "O4"), "DMC:O_ether": ("DMC", "O2 O5")}
 
@@ -28,15 +34,32 @@ def universe(micro_de):
     return mda.Universe(str(micro_de["tpr"]), str(micro_de["xtc"]))
 
 
-def _frames(doc):
-    """(start, stop, step) of the frames our structure results use."""
+def _frames(doc, universe):
+    """(start, stop, step) of the frames our whole-interval structure results use: the union of the four
+    blocks (equal blocks drop the remainder frames at the end), every k-th frame when strided."""
     every = int(doc["system"]["structure_every_n_frames"] or 1)
-    return 0, int(doc["system"]["n_frames"]), every
+    t0, t1 = doc["windows"]["whole_range_ps"]
+    half = 0.5 * float(doc["windows"]["dt_ps"])  # xtc times are float32
+    times = np.array([ts.time for ts in universe.trajectory])
+    idx = np.flatnonzero((times > t0 - half) & (times < t1 + half))
+    return int(idx[0]), int(idx[-1]) + 1, every
 
 
 def _sites(u, channel):
     res, names = SITES[channel]
     return u.select_atoms(f"resname {res} and name {names}")
+
+
+def boundary_pairs(u, a, b, cutoff_nm: float, frames: range) -> int:
+    """Number of (a atom, b atom, frame) pairs with | d - cutoff | <= BOUNDARY_NM (minimum image, float64)."""
+    from MDAnalysis.lib.distances import distance_array
+
+    n = 0
+    for ts in u.trajectory[frames.start:frames.stop:frames.step]:
+        d = distance_array(a.positions.astype(np.float64), b.positions.astype(np.float64),
+                           box=ts.dimensions.astype(np.float64)) / 10.0
+        n += int(np.count_nonzero(np.abs(d - cutoff_nm) <= BOUNDARY_NM))
+    return n
 
 
 @pytest.mark.parametrize("channel", sorted(SITES))
@@ -46,16 +69,20 @@ def test_li_coordination_numbers_agree(micro_de, universe, channel):
     doc = micro_de["results"]
     ob = observable(doc, f"coordination/{channel}@first_min")
     cutoff_nm = ob["details"]["cutoff_nm"]
-    start, stop, step = _frames(doc)
+    start, stop, step = _frames(doc, universe)
     li = universe.select_atoms("resname LI")
     solute = Solute.from_atoms(li, {"X": _sites(universe, channel)}, radii={"X": cutoff_nm * 10.0},
                                skip_rdf=True, analysis_classes=["coordination"])
     solute.run(start=start, stop=stop, step=step)
     theirs = float(solute.coordination.coordination_numbers["X"])
+    n_counts = li.n_atoms * solute.n_frames
+    differing = round(abs(theirs - ob["value"]) * n_counts)
+    ambiguous = boundary_pairs(universe, li, _sites(universe, channel), cutoff_nm, range(start, stop, step))
     dump(f"CN Li-{channel}", {"ours": ob["value"], "solvation_analysis": theirs, "cutoff_nm": cutoff_nm,
-                               "frames": solute.n_frames})
-    assert solute.n_frames == doc["system"]["n_structure_frames"]
-    assert theirs == pytest.approx(ob["value"], abs=1e-6)
+                               "frames": solute.n_frames, "differing_counts": differing,
+                               "pairs_within_1e-5_nm_of_cutoff": ambiguous})
+    assert differing <= ambiguous, (ob["value"], theirs, differing, ambiguous)
+    assert ambiguous <= 0.01 * ob["value"] * n_counts  # the allowance stays small
 
 
 def test_ion_association_classes_agree(micro_de, universe):
@@ -65,10 +92,11 @@ def test_ion_association_classes_agree(micro_de, universe):
     doc = micro_de["results"]
     assoc = doc["association"]["FSI"]
     cutoff_nm = assoc["cutoff_nm"]
-    start, stop, step = _frames(doc)
+    start, stop, step = _frames(doc, universe)
     fsi_o = _sites(universe, "FSI:O")
+    # skip_rdf=False: solvation_analysis 0.4.2 indexes the (then missing) RDF data of multi-atom solutes
     solute = Solute.from_atoms(fsi_o, {"Li": universe.select_atoms("resname LI")},
-                               radii={"Li": cutoff_nm * 10.0}, skip_rdf=True, analysis_classes=["coordination"])
+                               radii={"Li": cutoff_nm * 10.0}, analysis_classes=["coordination"])
     solute.run(start=start, stop=stop, step=step)
     data = solute.solvation_data.reset_index()
     n_fsi = fsi_o.n_residues
@@ -91,6 +119,9 @@ def test_ion_association_classes_agree(micro_de, universe):
     dump("association", {"ours": ours, "solvation_analysis": theirs, "cutoff_nm": cutoff_nm,
                          "anions_per_cation_ours": assoc["anions_per_cation"]["value"],
                          "anions_per_cation_solvation_analysis": per_li})
-    for c in theirs:
-        assert theirs[c] == pytest.approx(ours[c], abs=1e-6), c
-    assert per_li == pytest.approx(assoc["anions_per_cation"]["value"], abs=1e-6)
+    li = universe.select_atoms("resname LI")
+    ambiguous = boundary_pairs(universe, li, fsi_o, cutoff_nm, range(start, stop, step))
+    dump("association boundary", {"pairs_within_1e-5_nm_of_cutoff": ambiguous})
+    for c in theirs:  # one flipped Li-O pair changes at most one anion's class in one frame
+        assert abs(theirs[c] - ours[c]) * n_fsi * n_frames <= ambiguous + 1e-6, (c, ours, theirs, ambiguous)
+    assert abs(per_li - assoc["anions_per_cation"]["value"]) * li.n_atoms * n_frames <= ambiguous + 1e-6
