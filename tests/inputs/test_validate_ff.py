@@ -101,4 +101,4 @@ def test_markdown_table_has_one_row_per_candidate_and_liquid():
     rows = [ln for ln in text.splitlines() if ln.startswith("| A") or ln.startswith("| B")]
     assert len(rows) == 4
     assert "| +5.2% |" in rows[0] and "0.60 +- 0.10" in rows[0] and "2.30 +- 0.10" in rows[0]
-    assert "nan" not in rows[2] and rows[2].split(" | ").count("-") == 6  # B: no transport, dashes
+    assert "nan" not in rows[2] and rows[2].split(" | ").count("-") == 7  # B: no transport, dashes

@@ -92,6 +92,8 @@ class LiquidResult:
     viscosity_state: str = ""
     viscosity_reason: str = ""
     viscosity_eh_mPa_s: float = float("nan")
+    viscosity_stacie_mPa_s: float = float("nan")
+    viscosity_stacie_hw95_mPa_s: float = float("nan")
     D_pbc_m2_s: float = float("nan")
     D_pbc_hw95_m2_s: float = float("nan")
     D_state: str = ""
@@ -201,6 +203,34 @@ def _density(edr: Path) -> tuple[float, float, tuple[float, float], float]:
             float(vol[sel].mean()))
 
 
+def stacie_viscosity(edr: Path, volume_nm3: float) -> tuple[float, float]:
+    """Shear viscosity [mPa s] and its 1-sigma from STACIE (a peer estimator, installed with ``mdbench[dev]``).
+
+    STACIE (Toraman et al., J. Chem. Theory Comput. 2025, doi:10.1021/acs.jctc.5c00496) fits
+    ``ExpPolyModel([0, 1, 2])`` to the low-frequency power spectrum of the five independent anisotropic
+    stress components (Pxy, Pxz, Pyz, (Pxx-Pyy)/2, (2Pzz-Pxx-Pyy)/(2 sqrt 3), off-diagonals symmetrised)
+    with prefactor V/(k_B T): its zero-frequency limit is eta. Reported beside the registered Green-Kubo
+    value because the plateau rule stops early in carbonate liquids (docs/validation.md, section 2).
+    """
+    try:
+        import pyedr
+        from stacie import ExpPolyModel, compute_spectrum, estimate_acint
+    except ImportError as exc:  # pragma: no cover - dev extra missing
+        raise MdbenchError(f"{exc.name} is not installed; pip install -e '.[dev]' (make setup) for STACIE") from exc
+    from mdbench.analysis.units import BAR_PA, KB_J_PER_K, NM3_M3
+
+    e = pyedr.edr_to_dict(str(edr))
+    p = {k: np.asarray(e[f"Pres-{k}"]) * BAR_PA for k in ("XX", "YY", "ZZ", "XY", "XZ", "YZ", "YX", "ZX", "ZY")}
+    comps = np.array([(p["XY"] + p["YX"]) / 2, (p["XZ"] + p["ZX"]) / 2, (p["YZ"] + p["ZY"]) / 2,
+                      (p["XX"] - p["YY"]) / 2, (2 * p["ZZ"] - p["XX"] - p["YY"]) / (2 * math.sqrt(3))])
+    comps -= comps.mean(axis=1, keepdims=True)
+    temperature = float(np.mean(e["Temperature"]))
+    dt_s = float(np.median(np.diff(e["Time"]))) * 1e-12
+    spectrum = compute_spectrum(comps, prefactors=volume_nm3 * NM3_M3 / (KB_J_PER_K * temperature), timestep=dt_s)
+    result = estimate_acint(spectrum, ExpPolyModel([0, 1, 2]), rng=np.random.default_rng(7))
+    return float(result.acint) * 1e3, float(result.acint_std) * 1e3
+
+
 def _num(x: Any) -> float:
     """JSON number or null -> float (nan)."""
     return float("nan") if x is None else float(x)
@@ -286,6 +316,8 @@ def _transport(res: LiquidResult, wd: Path, v_mean: float, prod_ps: float, seed:
     res.viscosity_mPa_s, res.viscosity_hw95_mPa_s = eta, eta_hw
     res.viscosity_state, res.viscosity_reason = visc["state"], visc["reason"]
     res.viscosity_eh_mPa_s = _num(visc["diagnostics"].get("einstein_helfand_mPa_s"))
+    eta_s, sd_s = stacie_viscosity(wd / "prod.edr", L ** 3)
+    res.viscosity_stacie_mPa_s, res.viscosity_stacie_hw95_mPa_s = eta_s, 1.96 * sd_s
     res.D_pbc_m2_s, res.D_pbc_hw95_m2_s, res.D_state = D, D_hw, dif["state"]
     res.D_yh_m2_s, res.D_yh_hw95_m2_s = D_yh, D_yh_hw
     res.temperature_K = T
@@ -360,8 +392,8 @@ def _pm(v: float, hw: float, scale: float = 1.0, fmt: str = ".3f") -> str:
 def markdown_table(results: dict[str, dict[str, LiquidResult]]) -> str:
     """One row per candidate and liquid: density, eta (GK, EH), D (PBC, Yeh-Hummer), errors, wall times."""
     rows = ["| level | liquid | N | NPT / prod [ps] | density [g/cm^3] | dev. | eta GK [mPa s] | eta EH [mPa s] "
-            "| D PBC [1e-9 m^2/s] | D YH [1e-9 m^2/s] | e_eta | e_D | wall [s] |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "| eta STACIE [mPa s] | D PBC [1e-9 m^2/s] | D YH [1e-9 m^2/s] | e_eta | e_D | wall [s] |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for lv in sorted(results):
         for sp in ("DMC", "TTE"):
             r = results[lv].get(sp)
@@ -373,6 +405,7 @@ def markdown_table(results: dict[str, dict[str, LiquidResult]]) -> str:
                 f"{_pm(r.density_g_cm3, r.density_sem_g_cm3, fmt='.4f')} | {r.density_deviation_rel:+.1%} | "
                 f"{_pm(r.viscosity_mPa_s, r.viscosity_hw95_mPa_s, fmt='.2f')} | "
                 f"{_pm(r.viscosity_eh_mPa_s, float('nan'), fmt='.2f')} | "
+                f"{_pm(r.viscosity_stacie_mPa_s, r.viscosity_stacie_hw95_mPa_s, fmt='.2f')} | "
                 f"{_pm(r.D_pbc_m2_s, r.D_pbc_hw95_m2_s, 1e9, '.2f')} | {_pm(r.D_yh_m2_s, r.D_yh_hw95_m2_s, 1e9, '.2f')} | "
                 f"{e_eta:+.0%} | {e_D:+.0%} | {sum(r.wall_s.values()):.0f} |".replace("+nan%", "-"))
     return "\n".join(rows) + "\n"
