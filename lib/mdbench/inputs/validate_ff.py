@@ -282,8 +282,12 @@ def run_liquid(species: str, out_dir: Path, *, level: str = FROZEN, n_molecules:
                        ref.value, float(ref.tolerance_rel), round(dev, 4), abs(dev) <= ref.tolerance_rel)
     if prod_ps > 0:
         res = _transport(res, wd, v_mean, prod_ps, seed, threads, wall, guard_ps)
+    previous = wd / "validation.json"
+    if previous.is_file():  # a rerun skips finished segments: keep the wall time they took then
+        old = json.loads(previous.read_text()).get("wall_s", {})
+        wall = {k: (v if v or not old.get(k) else old[k]) for k, v in wall.items()}
     res.wall_s = wall
-    (wd / "validation.json").write_text(res.to_json())
+    previous.write_text(res.to_json())
     return res
 
 
