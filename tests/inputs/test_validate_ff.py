@@ -56,8 +56,13 @@ def test_rule_without_admissible_candidate_takes_the_nearest_density():
 
 
 def test_rule_needs_both_liquids():
-    with pytest.raises(InputError, match="lacks results for TTE"):
-        select_level({"A": {"DMC": _liquid("DMC", "A", 1.06)}})
+    res = {"A": {"DMC": _liquid("DMC", "A", 1.06)}, **_cands(B=(1.10,))}
+    sel = select_level(res)  # A has the better DMC density but no TTE result: not admissible
+    assert sel.admissible == [] and sel.chosen == "A"
+    res = {"A": {"DMC": _liquid("DMC", "A", 1.06)}, **_cands(B=(1.07,))}
+    assert select_level(res).chosen == "B" and select_level(res).admissible == ["B"]
+    with pytest.raises(InputError, match="no candidate"):
+        select_level({"A": {"TTE": _liquid("TTE", "A", 1.5)}})
 
 
 def test_candidate_charges_change_only_the_charge_column():

@@ -352,18 +352,17 @@ def combined_transport_error(dmc: LiquidResult) -> tuple[float, float]:
 def select_level(results: dict[str, dict[str, LiquidResult]]) -> Selection:
     """Apply the registered rule to ``{level: {"DMC": result, "TTE": result}}``.
 
-    1. admissible: DMC and TTE densities within their tolerances; 2. smallest combined DMC transport
+    1. admissible: DMC and TTE densities within their tolerances (a candidate lacking either result is not);
+    2. smallest combined DMC transport
     error E; 3. if the two best differ by less than the 95 % half-width of the difference, the smaller
     |DMC density deviation| decides; 4. no admissible level: smallest |DMC density deviation|.
     """
+    results = {lv: r for lv, r in results.items() if "DMC" in r}
     if not results:
-        raise InputError("no candidate results to select from")
-    for lv, r in results.items():
-        missing = {"DMC", "TTE"} - set(r)
-        if missing:
-            raise InputError(f"candidate {lv} lacks results for {', '.join(sorted(missing))}")
+        raise InputError("no candidate with a pure-DMC result to select from")
     dens = {lv: abs(r["DMC"].density_deviation_rel) for lv, r in results.items()}
-    adm = [lv for lv, r in results.items() if r["DMC"].density_passed and r["TTE"].density_passed]
+    # a candidate without its TTE result cannot be shown admissible
+    adm = [lv for lv, r in results.items() if r["DMC"].density_passed and "TTE" in r and r["TTE"].density_passed]
     errs = {lv: combined_transport_error(results[lv]["DMC"]) for lv in results}
     if not adm:
         best = min(dens, key=dens.get)
