@@ -8,8 +8,12 @@ KERNEL := $(VENV)/share/jupyter/kernels/mdbench/kernel.json
 RUN ?= outputs/runs/demo
 PRESET ?= tiny
 PYTEST_ARGS ?=
+TEST_SEEDS ?= 1 2
+LAB_IP ?= 127.0.0.1
+LAB_PORT ?= 8888
+LAB_ARGS ?=
 
-.PHONY: setup tools venv demo test test-slow lab clean-outputs
+.PHONY: setup tools venv demo test test-slow test-seeds lab clean-outputs
 
 setup: tools venv  ## idempotent: GROMACS + packmol, .venv with the project, the 'mdbench' Jupyter kernel
 
@@ -40,8 +44,16 @@ test: setup  ## the whole default test suite (pytest exit 5, "no tests collected
 test-slow: setup  ## opt-in long physics tests
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
-lab: setup  ## JupyterLab on the project's notebooks with the 'mdbench' kernel
-	$(BIN)/jupyter lab --notebook-dir=.
+test-seeds: setup  ## the GROMACS-backed tests (marker gromacs) once per MDBENCH_TEST_SEED in TEST_SEEDS
+	@rc=0; for s in $(TEST_SEEDS); do \
+	  echo "make test-seeds: MDBENCH_TEST_SEED=$$s"; \
+	  MDBENCH_TEST_SEED=$$s $(BIN)/python -m pytest -m "gromacs and not slow" $(PYTEST_ARGS) || rc=1; \
+	done; exit $$rc
+
+lab: setup  ## JupyterLab with the 'mdbench' kernel on LAB_IP:LAB_PORT (127.0.0.1:8888); --allow-root as root
+	@if [ "$$(id -u)" = 0 ]; then root=--allow-root; \
+	  echo "make lab: running as root, so JupyterLab is started with --allow-root"; fi; \
+	exec $(BIN)/jupyter lab --notebook-dir=. --ip=$(LAB_IP) --port=$(LAB_PORT) --no-browser $$root $(LAB_ARGS)
 
 clean-outputs:
 	rm -rf outputs/runs outputs/audits outputs/reports

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from mdbench.sandbox import Confinement, SandboxError, capabilities, run_confined, runtime_paths, spawn_confined
+from mdbench.sandbox import (SYSTEM_DIRS, Confinement, SandboxError, capabilities, run_confined, runtime_paths,
+                             spawn_confined)
 
 CAPS = capabilities()
 needs_namespaces = pytest.mark.skipif(not CAPS.get("namespaces"),
@@ -264,3 +265,32 @@ def test_concurrent_sandboxes_keep_their_own_results(tmp_path):
     for t in threads:
         t.join()
     assert results == {0: 3, 1: 4, 2: 5}
+
+
+@needs_namespaces
+def test_minimal_root_hides_everything_but_the_system_and_what_is_exposed(world):
+    """Top-level trees outside the system (homes, checkouts, reference outputs) show only what is exposed."""
+    exposed = runtime_paths()
+    non_system = sorted({p.parts[1] for p in exposed if p.parts[1] not in SYSTEM_DIRS})
+    res, out, err = _python(world["tmp"], f"""
+        import json, os
+        def walk(top, depth):
+            return {{e: (walk(os.path.join(top, e), depth - 1) if depth and os.path.isdir(os.path.join(top, e))
+                         else None) for e in os.listdir(top)}}
+        print(json.dumps({{t: walk("/" + t, 2) for t in {non_system!r}}}))
+    """, _conf(world["ws"], minimal_root=True, private_tmp=False))
+    assert res.exit_code == 0, err
+    seen = json.loads(out)
+
+    def names(tree, prefix=()):
+        for name, sub in tree.items():
+            yield prefix + (name,)
+            if sub:
+                yield from names(sub, prefix + (name,))
+
+    for top in non_system:
+        for parts in names(seen[top], (top,)):
+            # every visible entry is inside an exposed path, or a folder on the way to one
+            assert any(p.parts[1:1 + len(parts)] == parts or parts[:len(p.parts) - 1] == p.parts[1:]
+                       for p in exposed), "/" + "/".join(parts)
+    assert "_report" not in res.method

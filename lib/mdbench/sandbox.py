@@ -55,6 +55,11 @@ __all__ = ["Confinement", "SandboxResult", "ConfinedProcess", "SandboxError", "s
            "capabilities", "runtime_paths", "DEFAULT_USER"]
 
 DEFAULT_USER = "mdbench-sandbox"
+#: Top-level folders a process keeps under ``minimal_root``: the system (programs, libraries, configuration,
+#: devices, kernel views). Everything else at the top (homes, /work, /srv, /mnt, /run with its sockets, …) is
+#: hidden unless a path of the confinement re-exposes part of it.
+SYSTEM_DIRS = frozenset({"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "dev", "proc", "sys",
+                         "opt", "var", "tmp"})
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _CGROUP_CONTROLLERS = ("cpuacct", "memory", "cpuset", "pids")
 
@@ -84,6 +89,7 @@ class Confinement:
     user: str | None = DEFAULT_USER
     private_tmp: bool = True
     hide_home: bool = True
+    minimal_root: bool = False
     timeout_s: float | None = None
     grace_s: float = 10.0
     tag: str = "sandbox"
@@ -253,8 +259,8 @@ class ConfinedProcess:
 
     def __init__(self, popen: subprocess.Popen, conf: Confinement, method: dict[str, Any],
                  cgroups: _Cgroups | None, started: float,
-                 rusage0: resource.struct_rusage, files: list[IO]):
-        self.popen, self.conf, self.method = popen, conf, method
+                 rusage0: resource.struct_rusage, files: list[IO], report_path: Path):
+        self.popen, self.conf, self.method, self._report_path = popen, conf, method, report_path
         self._cgroups, self._started, self._rusage0, self._files = cgroups, started, rusage0, files
         self._result: SandboxResult | None = None
         self._status: str | None = None
@@ -352,14 +358,12 @@ class ConfinedProcess:
         return self._result
 
     def _read_report(self) -> dict[str, Any]:
-        path = self.method.get("_report")
         try:
-            return json.loads(Path(path).read_text()) if path else {}
+            return json.loads(self._report_path.read_text())
         except (OSError, ValueError):
             return {}
         finally:
-            if path:
-                shutil.rmtree(Path(path).parent, ignore_errors=True)
+            shutil.rmtree(self._report_path.parent, ignore_errors=True)
 
     def _kill_cgroup_leftovers(self) -> int:
         killed = 0
@@ -421,12 +425,12 @@ def spawn_confined(argv: Sequence[str], conf: Confinement, *, stdin: Any = None,
     cgroups = _Cgroups(conf.tag, conf.cpus) if (root and caps.get("cgroup")) else None
     method["cgroup"] = bool(cgroups and cgroups.dirs)
     report_dir = Path(tempfile.mkdtemp(prefix="mdbench-sandbox-"))
-    method["_report"] = str(report_dir / "report.json")
+    report_path = report_dir / "report.json"
     spec = {"argv": list(argv), "workdir": str(conf.workdir), "env": dict(conf.env),
             "readonly": [str(p) for p in conf.readonly], "writable": [str(p) for p in conf.writable],
             "hidden": method["hidden"], "private_tmp": conf.private_tmp, "network": conf.network,
             "cpus": list(conf.cpus) if conf.cpus is not None else None,
-            "uid_gid": list(uid_gid) if uid_gid else None, "isolate": isolate, "report": method["_report"],
+            "uid_gid": list(uid_gid) if uid_gid else None, "isolate": isolate, "report": str(report_path),
             "grace_s": conf.grace_s}
     spec_path = report_dir / "spec.json"
     spec_path.write_text(json.dumps(spec))
@@ -454,7 +458,7 @@ def spawn_confined(argv: Sequence[str], conf: Confinement, *, stdin: Any = None,
         stdin=_open_stream(stdin, "r", files), stdout=_open_stream(stdout, "w", files),
         stderr=_open_stream(stderr, "w", files), env=supervisor_env, preexec_fn=enter, close_fds=True,
         text=True, bufsize=1 if (stdin is subprocess.PIPE or stdout is subprocess.PIPE) else -1)
-    return ConfinedProcess(popen, conf, method, cgroups, started, rusage0, files)
+    return ConfinedProcess(popen, conf, method, cgroups, started, rusage0, files, report_path)
 
 
 def run_confined(argv: Sequence[str], conf: Confinement, *, stdout: Any = None, stderr: Any = None,
@@ -469,6 +473,10 @@ def _package_parent() -> str:
 
 def _hidden_list(conf: Confinement) -> list[Path]:
     hidden = list(conf.hidden)
+    if conf.minimal_root:
+        for entry in sorted(Path("/").iterdir()):
+            if entry.name not in SYSTEM_DIRS and not entry.is_symlink() and entry not in hidden:
+                hidden.append(entry)
     home = Path(os.path.expanduser("~"))
     if conf.hide_home and home != Path("/") and home.is_dir() and home not in hidden:
         hidden.append(home)

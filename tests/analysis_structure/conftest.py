@@ -11,9 +11,13 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: also when a benchmark loads this file
+from _testseed import seed_for  # noqa: E402
 
 TOPOL = """#include "oplsaa.ff/forcefield.itp"
 #include "oplsaa.ff/spce.itp"
@@ -50,8 +54,8 @@ ref-t = 300
 pcoupl = no
 gen-vel = yes
 gen-temp = 300
-gen-seed = 2024
-ld-seed = 2024
+gen-seed = {gen_seed}
+ld-seed = {ld_seed}
 constraints = h-bonds
 comm-grps = System
 nstcalcenergy = 5
@@ -74,11 +78,18 @@ def _gmx(args: list[str], cwd: Path, stdin: str | None = None) -> None:
         raise RuntimeError(f"gmx {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
 
 
+def md_mdp(nsteps: int = NSTEPS, nstxtc: int = NSTXTC) -> str:
+    """The production .mdp with this session's velocity and thermostat seeds (``MDBENCH_TEST_SEED``)."""
+    return MD_MDP.format(nsteps=nsteps, nstxtc=nstxtc, gen_seed=seed_for("water_nacl/gen-seed"),
+                         ld_seed=seed_for("water_nacl/ld-seed"))
+
+
 def build_water_nacl(workdir: Path, *, box_nm: float = 2.2, n_ions: int = N_IONS, nsteps: int = NSTEPS,
                      nstxtc: int = NSTXTC, threads: int = 1) -> dict[str, Path]:
     """Build, minimise and run the water/NaCl fixture in ``workdir``; return tpr/xtc/edr paths.
 
-    The defaults are the test fixture; benchmarks pass a larger ``box_nm`` [nm] and more ions.
+    The defaults are the test fixture; benchmarks pass a larger ``box_nm`` [nm] and more ions. Ion placement
+    and velocities are seeded from ``MDBENCH_TEST_SEED`` (``tests/_testseed.py``).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     b = f"{box_nm:g}"
@@ -87,11 +98,12 @@ def build_water_nacl(workdir: Path, *, box_nm: float = 2.2, n_ions: int = N_IONS
                if line[5:10].strip() == "SOL") // 3
     (workdir / "topol.top").write_text(TOPOL.format(nsol=nsol))
     (workdir / "em.mdp").write_text(EM_MDP)
-    (workdir / "md.mdp").write_text(MD_MDP.format(nsteps=nsteps, nstxtc=nstxtc))
+    (workdir / "md.mdp").write_text(md_mdp(nsteps, nstxtc))
     _gmx(["grompp", "-f", "em.mdp", "-c", "solv.gro", "-p", "topol.top", "-o", "ions.tpr",
           "-maxwarn", "1"], workdir)
     _gmx(["genion", "-s", "ions.tpr", "-o", "ions.gro", "-p", "topol.top", "-pname", "NA",
-          "-nname", "CL", "-np", str(n_ions), "-nn", str(n_ions), "-seed", "7"], workdir, stdin="SOL\n")
+          "-nname", "CL", "-np", str(n_ions), "-nn", str(n_ions), "-seed", str(seed_for("water_nacl/genion"))],
+         workdir, stdin="SOL\n")
     _gmx(["grompp", "-f", "em.mdp", "-c", "ions.gro", "-p", "topol.top", "-o", "em.tpr"], workdir)
     _gmx(["mdrun", "-nt", str(threads), "-deffnm", "em"], workdir)
     _gmx(["grompp", "-f", "md.mdp", "-c", "em.gro", "-p", "topol.top", "-o", "md.tpr"], workdir)
@@ -105,7 +117,8 @@ def water_nacl(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     """Paths of a real ~1000-atom GROMACS NVT trajectory (tpr, xtc, edr) of SPC/E water + NaCl."""
     if shutil.which("gmx") is None:
         pytest.skip("GROMACS (gmx) is not on PATH")
-    key = hashlib.sha256((TOPOL + EM_MDP + MD_MDP + f"{NSTEPS}{NSTXTC}{N_IONS}").encode()).hexdigest()[:12]
+    key = hashlib.sha256((TOPOL + EM_MDP + md_mdp() + f"{NSTEPS}{NSTXTC}{N_IONS}{seed_for('water_nacl/genion')}"
+                          ).encode()).hexdigest()[:12]
     if getattr(request.config, "cache", None) is not None:  # reuse across sessions (.pytest_cache)
         cache = Path(request.config.cache.mkdir(f"mdbench_water_nacl_{key}"))
     else:  # cacheprovider disabled: build once for this session
@@ -118,3 +131,17 @@ def water_nacl(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         build_water_nacl(cache)
         done.write_text("ok\n")
     return {"tpr": cache / "md.tpr", "xtc": cache / "md.xtc", "edr": cache / "md.edr", "dir": cache}
+
+
+@pytest.fixture()
+def w_run(tmp_path: Path, water_nacl: dict[str, Path]) -> Path:
+    """A run directory holding the fixture as production of case ``W`` (stage recorded valid)."""
+    from mdbench.record import RunRecord
+
+    run = tmp_path / "run"
+    prod = run / "cases" / "W" / "prod"
+    prod.mkdir(parents=True)
+    for ext in ("tpr", "xtc", "edr"):
+        shutil.copy(water_nacl[ext], prod / f"prod.{ext}")
+    RunRecord(run).set_stage_state("W", "production", "valid", "fixture")
+    return run

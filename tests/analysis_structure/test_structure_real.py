@@ -12,6 +12,8 @@ from mdbench.analysis.coordination import coordination
 from mdbench.analysis.rdf import rdf_curve
 from mdbench.analysis.reduce import minimum_image, reduce_files
 
+pytestmark = pytest.mark.gromacs  # every test reads the GROMACS trajectory of conftest.py
+
 
 @pytest.fixture(scope="module")
 def reduced(water_nacl):
@@ -123,7 +125,7 @@ def _assert_same_reduction(a, b, *, dist_atol_nm: float = 0.0):
 
 def test_chunk_size_does_not_change_the_reduction(water_nacl, monkeypatch):
     """Frames are reduced in chunks; a 7-frame chunk (carrying unwrapping across chunk edges) = whole."""
-    from mdbench.analysis import reduce as reduce_mod
+    from mdbench.analysis.reduce import onepass as reduce_mod
 
     whole = reduce_files(water_nacl["tpr"], water_nacl["xtc"], stop=60)
     n_atoms = whole.source["n_atoms"]
@@ -242,7 +244,7 @@ def test_association_does_not_depend_on_the_contact_order(reduced):
 
 def test_dense_and_grid_pair_search_agree(water_nacl, monkeypatch):
     """The dense numpy search (few centres) and MDAnalysis ``capped_distance`` find the same pairs."""
-    from mdbench.analysis import reduce as reduce_mod
+    from mdbench.analysis.reduce import onepass as reduce_mod
 
     dense = reduce_files(water_nacl["tpr"], water_nacl["xtc"], stop=30)
     monkeypatch.setattr(reduce_mod, "BRUTE_FORCE_MAX_PAIRS", 0)

@@ -120,7 +120,8 @@ def test_centres_of_mass_of_whole_and_split_molecules(contiguous):
     Contiguous molecules take the sparse product with its chain-step correction; interleaved atoms take the
     general per-atom minimum-image path.
     """
-    from mdbench.analysis.reduce import _Topology, _whole_molecule_coms
+    from mdbench.analysis.reduce.molecules import Topology as _Topology
+    from mdbench.analysis.reduce.molecules import whole_molecule_coms as _whole_molecule_coms
 
     rng = np.random.default_rng(11)
     box = 2.0
@@ -151,7 +152,8 @@ def test_chain_corrected_coms_of_long_split_molecules_in_a_changing_box():
     box that changes from frame to frame and differs per axis: the product-plus-correction centres of mass
     equal the whole molecules' ones, including molecules split across two or three faces and more than once
     along one axis."""
-    from mdbench.analysis.reduce import _Topology, _whole_molecule_coms
+    from mdbench.analysis.reduce.molecules import Topology as _Topology
+    from mdbench.analysis.reduce.molecules import whole_molecule_coms as _whole_molecule_coms
 
     rng = np.random.default_rng(23)
     sizes = [1, 9, 4, 9, 2, 9, 6] * 5
@@ -188,7 +190,7 @@ def test_chain_corrected_coms_of_long_split_molecules_in_a_changing_box():
 def test_stacked_weights_are_the_block_diagonal_of_the_weights():
     from scipy.sparse import block_diag
 
-    from mdbench.analysis.reduce import _Topology
+    from mdbench.analysis.reduce.molecules import Topology as _Topology
 
     rng = np.random.default_rng(4)
     top = _Topology.build(np.repeat(np.arange(7), [1, 3, 2, 5, 1, 4, 2]), rng.uniform(1.0, 30.0, 18))
@@ -224,7 +226,8 @@ def test_site_channels_of_interleaved_molecules_in_order_of_their_first_atom():
 def test_the_jump_between_two_molecules_is_no_split():
     """Two whole molecules far apart, next to each other in atom order: their centres of mass are the plain
     mass-weighted means (the vector from one molecule to the next is not a split); then one is split."""
-    from mdbench.analysis.reduce import _Topology, _whole_molecule_coms
+    from mdbench.analysis.reduce.molecules import Topology as _Topology
+    from mdbench.analysis.reduce.molecules import whole_molecule_coms as _whole_molecule_coms
 
     top = _Topology.build(np.array([0, 0, 1, 1]), np.array([1.0, 3.0, 2.0, 2.0]))
     dims = np.array([[20.0, 20.0, 20.0, 90.0, 90.0, 90.0]])
@@ -357,12 +360,12 @@ def _die_in_worker(slot: int, a: int, b: int) -> None:
 
 
 def test_a_killed_worker_falls_back_to_one_process(monkeypatch, caplog):
-    from mdbench.analysis import reduce as reduce_mod
+    from mdbench.analysis import concurrency
 
     rng = np.random.default_rng(8)
     wrapped, box, true_disp = _walkers_in_fluctuating_box(rng, 60, 16, 0.1)
-    monkeypatch.setattr(reduce_mod, "_run_range_in_worker", _die_in_worker)
-    with caplog.at_level("WARNING", logger="mdbench.analysis.reduce"):
+    monkeypatch.setattr(concurrency, "_run_range_in_worker", _die_in_worker)
+    with caplog.at_level("WARNING", logger="mdbench.analysis.concurrency"):
         rd = reduce_universe(make_universe(["LI"] * 16, [LI] * 16, wrapped, box), workers=2)
     assert "worker pool broke" in caplog.text
     assert rd.source["reduction_workers"] == 1

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import shutil
 
 import nbformat
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from mdbench.paths import TEMPLATES_DIR
 
 TEMPLATES = ["analysis/50_thermo", "analysis/51_structure", "analysis/52_association", "analysis/53_diffusion",
-             "analysis/54_viscosity", "analysis/55_conductivity", "study/60_compare"]
+             "analysis/54_viscosity", "analysis/55_conductivity", "analysis/56_shell_dynamics", "study/60_compare"]
 
 
 @pytest.mark.parametrize("stage", TEMPLATES)
@@ -31,18 +30,6 @@ def test_template_is_thin_and_committed_clean(stage):
     assert lines < 150
 
 
-def _run_dir(tmp_path, water_nacl):
-    from mdbench.record import RunRecord
-
-    run = tmp_path / "run"
-    prod = run / "cases" / "W" / "prod"
-    prod.mkdir(parents=True)
-    for ext in ("tpr", "xtc", "edr"):
-        shutil.copy(water_nacl[ext], prod / f"prod.{ext}")
-    RunRecord(run).set_stage_state("W", "production", "valid", "fixture")
-    return run
-
-
 def _execute(run, stages):
     from mdbench.execute.stage import run_stage
 
@@ -56,8 +43,9 @@ def _execute(run, stages):
     return out
 
 
-def test_structure_and_compare_templates_execute(tmp_path, water_nacl):
-    run = _run_dir(tmp_path, water_nacl)
+@pytest.mark.gromacs
+def test_structure_and_compare_templates_execute(w_run):
+    run = w_run
     res = _execute(run, ["analysis/51_structure", "study/60_compare"])
     scraps = res["analysis/51_structure"].scraps
     assert scraps["guard_ps"] == 5.0
@@ -70,8 +58,9 @@ def test_structure_and_compare_templates_execute(tmp_path, water_nacl):
 
 
 @pytest.mark.slow
-def test_every_analysis_template_executes(tmp_path, water_nacl):
-    run = _run_dir(tmp_path, water_nacl)
+@pytest.mark.gromacs
+def test_every_analysis_template_executes(w_run):
+    run = w_run
     res = _execute(run, TEMPLATES)
     for stage in TEMPLATES[:-1]:
         assert res[stage].scraps["states"], stage

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from _testseed import seed_for
+
 
 def brownian(rng: np.random.Generator, n_frames: int, n_particles: int, D_nm2_ps: float, dt_ps: float
              ) -> np.ndarray:
@@ -48,8 +50,8 @@ tau-t = 0.1
 ref-t = 300
 gen-vel = yes
 gen-temp = 300
-gen-seed = 1
-ld-seed = 1
+gen-seed = {gen_seed}
+ld-seed = {ld_seed}
 constraints = h-bonds
 """
 _TOP = """#include "oplsaa.ff/forcefield.itp"
@@ -71,7 +73,8 @@ def water_nvt_run(tmp_path_factory):
     if gmx is None:
         pytest.skip("GROMACS (gmx) not on PATH")
     d = tmp_path_factory.mktemp("water_nvt")
-    (d / "md.mdp").write_text(_MDP)
+    (d / "md.mdp").write_text(_MDP.format(gen_seed=seed_for("water_nvt/gen-seed"),
+                                          ld_seed=seed_for("water_nvt/ld-seed")))
     (d / "topol.top").write_text(_TOP)
     top_dir = None
     for cand in ("/usr/share/gromacs/top", "/usr/local/gromacs/share/gromacs/top"):

@@ -53,6 +53,7 @@ def test_detect_equilibration_finds_relaxation(rng):
     assert common_guard_ps([eq, detect_equilibration(x[::-1].copy(), t)]) >= eq.t0_ps
 
 
+@pytest.mark.gromacs
 def test_real_energy_file_against_gmx_energy(water_nvt_run):
     edr = water_nvt_run / "md.edr"
     es = read_energy_file(edr)

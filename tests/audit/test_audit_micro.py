@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from _testseed import seed_for
 from mdbench.audit import audit_run
 
 
@@ -19,7 +20,8 @@ def test_audit_of_our_micro_DE_run(tmp_path):
     bundle = bundle_mod.build_bundle("micro", tmp_path / "bundle")
     run = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "mdbench.cli", "study", "run", "--preset", "micro", "--systems",
-                           "DE", "--out", str(run), "--threads", "1", "--workers", "1", "--quiet"],
+                           "DE", "--out", str(run), "--threads", "1", "--workers", "1", "--seed",
+                           str(seed_for("audit/micro-DE")), "--quiet"],
                           capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-2000:]
     prod = run / "cases/DE/prod"

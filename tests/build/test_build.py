@@ -10,19 +10,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from _testseed import seed_for
 from mdbench.build import PackingError, build_system
 from mdbench.build.audits import min_intermolecular_distance_nm
 from mdbench.errors import InputError
 from mdbench.inputs import forcefield
 
-pytestmark = pytest.mark.skipif(shutil.which("gmx") is None or shutil.which("packmol") is None,
-                                reason="needs gmx and packmol on PATH")
+SEED = seed_for("build/micro/packmol")
+pytestmark = [pytest.mark.skipif(shutil.which("gmx") is None or shutil.which("packmol") is None,
+                                 reason="needs gmx and packmol on PATH"), pytest.mark.gromacs]
 
 
 @pytest.fixture(scope="module")
 def micro(tmp_path_factory):
     root = tmp_path_factory.mktemp("micro")
-    return {c: build_system(c, "micro", root / c, seed=2026) for c in ("DE", "HCE", "LHCE")}
+    return {c: build_system(c, "micro", root / c, seed=SEED) for c in ("DE", "HCE", "LHCE")}
 
 
 @pytest.mark.parametrize("case, n_atoms", [("DE", 1040), ("HCE", 1020), ("LHCE", 1040)])
@@ -39,11 +41,11 @@ def test_micro_boxes_pass_all_audits(micro, case, n_atoms):
     top = res.top_path.read_text()
     order = re.findall(r"^(LI|FSI|DMC|TTE)\s+\d+$", top, flags=re.M)
     assert order == [forcefield.MOLNAME[s] for s in forcefield.SPECIES_ORDER if res.counts[s]]
-    assert json.loads((res.gro_path.parent / "build.json").read_text())["seed"] == 2026
+    assert json.loads((res.gro_path.parent / "build.json").read_text())["seed"] == SEED
 
 
 def test_same_seed_same_box(micro, tmp_path):
-    again = build_system("DE", "micro", tmp_path / "DE", seed=2026)
+    again = build_system("DE", "micro", tmp_path / "DE", seed=SEED)
     assert again.gro_path.read_bytes() == micro["DE"].gro_path.read_bytes()
 
 

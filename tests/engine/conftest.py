@@ -18,6 +18,7 @@ from mdbench.paths import PARAMS_DIR
 
 sys.path.insert(0, str(Path(__file__).parent))  # engine_helpers, for tests and spawned workers
 
+from _testseed import seed_for  # noqa: E402
 from engine_helpers import GMX, make_water_case  # noqa: E402
 
 
@@ -67,9 +68,9 @@ def micro_de_equilibrated(tmp_path_factory) -> Path:
     from mdbench.execute import run_stage
 
     run = tmp_path_factory.mktemp("micro") / "run"
-    result = build_system("DE", "micro", run / "cases" / "DE" / "setup", seed=2026)
+    result = build_system("DE", "micro", run / "cases" / "DE" / "setup", seed=seed_for("engine/micro-DE/packmol"))
     assert result.passed, [a for a in result.audits if not a.passed]
-    for stage in ("study/20_minimize", "study/30_equilibrate"):
-        res = run_stage(run, "DE", stage, {"preset": "micro", "engine": "cli", "threads": 1})
+    for stage, seeded in (("study/20_minimize", {}), ("study/30_equilibrate", {"seed": seed_for("engine/md")})):
+        res = run_stage(run, "DE", stage, {"preset": "micro", "engine": "cli", "threads": 1, **seeded})
         assert res.status == "finished", f"{stage}: {res.error} (notebook {res.notebook_path})"
     return run

@@ -19,6 +19,7 @@ from mdbench.engine.segments import checkpoint_step, run_segment
 from mdbench.engine.threads import ThreadSlots
 from mdbench.record import RunRecord
 
+from _testseed import seed_for
 from engine_helpers import WATER_PRESET, needs_gmx
 
 pytestmark = [needs_gmx, pytest.mark.gromacs]
@@ -66,7 +67,7 @@ def test_short_equilibration_fails_its_gate_and_says_why(water_run):
     """0.4 ps of NPT holds at most 5 energy frames: N_eff < 10 whatever the data, even after one extension."""
     assert stages.minimize(water_run, "W", preset=WATER_PRESET, engine="cli").state == "valid"
     report = stages.equilibrate(water_run, "W", preset=WATER_PRESET, engine="cli", nvt_ps=1.0, npt_ps=0.4,
-                                max_extensions=1)
+                                max_extensions=1, seed=seed_for("engine/md"))
     assert report.state == "invalid"
     assert "equilibration gate FAILED after 1 extension(s)" in report.reason and "N_eff" in report.reason
     rec = RunRecord(water_run)
@@ -85,7 +86,7 @@ def test_short_equilibration_fails_its_gate_and_says_why(water_run):
     assert [a["relation"] for a in npt] == ["branch", "extension"] and npt[1]["parent"] == npt[0]["id"]
     assert [a["completed_steps"] for a in npt] == [200, 200] and all(a["status"] == "completed" for a in npt)
     # and production refuses to start downstream of it
-    prod = stages.produce(water_run, "W", preset=WATER_PRESET, engine="cli")
+    prod = stages.produce(water_run, "W", preset=WATER_PRESET, engine="cli", seed=seed_for("engine/md"))
     assert prod.state == "invalid_upstream" and not (water_run / "cases/W/prod/prod.tpr").exists()
 
 
@@ -108,7 +109,8 @@ def _water_tpr(run: Path, runner: CliRunner, length_ps: float = 6.0) -> Path:
     wd = run / "cases/W/seg"
     wd.mkdir(parents=True)
     write_mdp(load_protocol("nvt"), wd / "md.mdp", {"rcoulomb": 0.8, "rvdw": 0.8},
-              timing=Timing(length_ps=length_ps, energy_interval_ps=0.1, xtc_interval_ps=0.5), seed=1)
+              timing=Timing(length_ps=length_ps, energy_interval_ps=0.1, xtc_interval_ps=0.5),
+              seed=seed_for("engine/md"))
     runner.grompp(wd / "md.mdp", run / "cases/W/setup/system.gro", run / "cases/W/setup/topol.top", wd / "md.tpr")
     return wd / "md.tpr"
 
@@ -152,7 +154,8 @@ def test_micro_de_through_production_with_gates_and_ledger(micro_de_equilibrated
 
     run = tmp_path / "run"
     shutil.copytree(micro_de_equilibrated, run)
-    res = run_stage(run, "DE", "study/40_production", {"preset": "micro", "engine": "cli", "threads": 1})
+    res = run_stage(run, "DE", "study/40_production", {"preset": "micro", "engine": "cli", "threads": 1,
+                                                        "seed": seed_for("engine/md")})
     assert res.status == "finished", res.error
     assert res.scraps["stage_state"] == "valid"
     rec = RunRecord(run)
@@ -203,7 +206,7 @@ def test_sigkill_during_production_then_rerun_resumes(micro_de_equilibrated, tmp
     nsteps = round(10.0 / (proto["dt_fs"] / 1000))  # a 10 ps production
     killer = KillingRunner("prod", after_s=1.0)
     with pytest.raises(EngineError, match="SIGKILL"):
-        stages.produce(run, "DE", preset="micro", engine=killer, production_ps=10.0)
+        stages.produce(run, "DE", preset="micro", engine=killer, production_ps=10.0, seed=seed_for("engine/md"))
     rec = RunRecord(run)
     killed = rec.attempts()[-1]
     assert killed["status"] == "interrupted" and "SIGKILL" in killed["reason"]
@@ -213,7 +216,7 @@ def test_sigkill_during_production_then_rerun_resumes(micro_de_equilibrated, tmp
     assert 0 < cpt_step < nsteps
     assert killed["completed_steps"] >= cpt_step  # the killed attempt is charged what its log shows it computed
 
-    report = stages.produce(run, "DE", preset="micro", engine="cli", production_ps=10.0)
+    report = stages.produce(run, "DE", preset="micro", engine="cli", production_ps=10.0, seed=seed_for("engine/md"))
     assert report.state == "valid", report.reason
     rec = RunRecord(run)
     prod = [a for a in rec.attempts() if a["stage"] == "production"]
@@ -293,6 +296,7 @@ def test_npt_production_by_choice_continues_from_the_npt_checkpoint(water_run, r
     """ensemble="NPT": no box rescaling, barostat on, grompp continues from the NPT checkpoint."""
     kw = dict(preset=WATER_PRESET, engine="cli", protocols_dir=relaxed_protocols)
     assert stages.minimize(water_run, "W", **kw).state == "valid"
+    kw["seed"] = seed_for("engine/md")
     assert stages.equilibrate(water_run, "W", nvt_ps=1.0, npt_ps=4.0, **kw).state == "valid"
     report = stages.produce(water_run, "W", ensemble="NPT", production_ps=2.0, **kw)
     assert report.state == "valid", report.reason

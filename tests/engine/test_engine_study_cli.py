@@ -36,11 +36,14 @@ def test_unusable_gmxapi_engine_is_refused_before_anything_runs(tmp_path):
 
 @needs_gmx
 @pytest.mark.slow
+@pytest.mark.gromacs
 def test_three_micro_systems_through_production(tmp_path):
     """setup → minimisation → equilibration → production for DE, HCE and LHCE via the CLI and the executor."""
     run = tmp_path / "run"
+    from _testseed import seed_for
+
     res = _study("--preset", "micro", "--systems", "DE", "HCE", "LHCE", "--out", str(run), "--engine", "cli",
-                 "--quiet", timeout=3600)
+                 "--seed", str(seed_for("engine/study")), "--quiet", timeout=3600)
     assert res.returncode == 0, res.stdout + res.stderr
     rec = RunRecord(run)
     states = rec.stage_states()

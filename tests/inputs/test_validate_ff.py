@@ -89,9 +89,13 @@ def test_record_level_of_the_frozen_record():
 
 
 @pytest.mark.slow
+@pytest.mark.gromacs
 @pytest.mark.skipif(shutil.which("gmx") is None or shutil.which("packmol") is None, reason="needs gmx and packmol")
 def test_short_dmc_run_with_transport(tmp_path):
-    res = run_liquid("DMC", tmp_path, n_molecules=80, nvt_ps=1.0, npt_ps=4.0, prod_ps=10.0)
+    from _testseed import seed_for
+
+    res = run_liquid("DMC", tmp_path, n_molecules=80, nvt_ps=1.0, npt_ps=4.0, prod_ps=10.0,
+                     seed=seed_for("inputs/dmc-density"))
     assert 0.7 < res.density_g_cm3 < 1.5
     assert res.density_window_ps == (pytest.approx(2.0, abs=0.11), pytest.approx(4.0))
     assert res.viscosity_mPa_s > 0 and res.D_pbc_m2_s > 0 and res.D_yh_m2_s > res.D_pbc_m2_s

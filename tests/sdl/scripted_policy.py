@@ -1,15 +1,18 @@
-"""A scripted external policy speaking the mdbench-sdl-policy/1 JSON-lines protocol (used by the tests).
+"""A scripted external policy speaking the mdbench-sdl-policy/2 JSON-lines protocol (used by the tests).
 
-Usage: python scripted_policy.py [--cheat] [--die-after N]
-  --cheat        first tries actions the environment must refuse (evidence before a prior, a held-out id,
-                 an extra "reveal_outcome" key), then behaves.
-  --die-after N  exit without replying after N requests.
+Usage: python scripted_policy.py [--cheat] [--die-after N] [--crash-on-act]
+(its ``act``/``uniform`` also drive the scripted model behind the fake chat endpoint, sdl_fake_coordinator.py)
+  --cheat         first tries actions the environment must refuse (evidence before a prior, a held-out id,
+                  an extra "reveal_outcome" key), then behaves.
+  --die-after N   exit without replying after N requests.
+  --crash-on-act  raise on the first "act" request (a coordinator that crashes on every branch).
 """
 
 import json
 import sys
 
 cheat = "--cheat" in sys.argv
+crash_on_act = "--crash-on-act" in sys.argv
 die_after = int(sys.argv[sys.argv.index("--die-after") + 1]) if "--die-after" in sys.argv else None
 tried: set[str] = set()
 
@@ -31,6 +34,8 @@ def uniform(state, eid):
 
 def act(state):
     phase, eid, rem = state["phase"], state["open_experiment"], state["budgets_remaining"]
+    if crash_on_act:
+        raise RuntimeError("scripted policy: crashing on purpose")
     if cheat:
         for name, action in [
             ("early", {"action": "inspect_evidence", "experiment_id": eid or "", "tier": state["record"]["evidence_tiers"][0]}),
@@ -54,26 +59,35 @@ def act(state):
     return {"action": "stop"}
 
 
-n = 0
-for line in sys.stdin:
-    msg = json.loads(line)
-    n += 1
-    if die_after is not None and n > die_after:
-        sys.stderr.write("scripted policy: dying on purpose\n")
-        sys.exit(3)
-    t = msg["type"]
-    if t == "hello":
-        reply = {"ok": True, "name": "scripted"}
-    elif t == "act":
-        reply = act(msg["state"])
-    elif t == "forecast":
-        reply = {"forecasts": [uniform(msg["state"], i) for i in msg["experiment_ids"]]}
-    elif t == "review_expectation":
-        tiers = msg["state"]["record"]["review_quality_tiers"]
-        reply = {"forecast_changes_conclusion": 0.5, "forecast_quality_tier": tiers[0] if tiers else "unknown"}
-    elif t == "bye":
-        break
-    else:
-        reply = {"error": f"unknown request {t}"}
-    sys.stdout.write(json.dumps(reply) + "\n")
-    sys.stdout.flush()
+def review_expectation(state):
+    tiers = state["record"]["review_quality_tiers"]
+    return {"forecast_changes_conclusion": 0.5, "forecast_quality_tier": tiers[0] if tiers else "unknown"}
+
+
+def main():
+    n = 0
+    for line in sys.stdin:
+        msg = json.loads(line)
+        n += 1
+        if die_after is not None and n > die_after:
+            sys.stderr.write("scripted policy: dying on purpose\n")
+            sys.exit(3)
+        t = msg["type"]
+        if t == "hello":
+            reply = {"ok": True, "name": "scripted"}
+        elif t == "act":
+            reply = act(msg["state"])
+        elif t == "forecast":
+            reply = {"forecasts": [uniform(msg["state"], i) for i in msg["experiment_ids"]]}
+        elif t == "review_expectation":
+            reply = review_expectation(msg["state"])
+        elif t == "bye":
+            break
+        else:
+            reply = {"error": f"unknown request {t}"}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

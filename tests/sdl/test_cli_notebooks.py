@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -40,27 +42,48 @@ def test_cli_compile_run_score_leaderboard_html(tmp_path):
     asg, res = tmp_path / "asg", tmp_path / "res"
     out = runner.invoke(sdl, ["compile", "--params", str(params), "--out", str(asg)])
     assert out.exit_code == 0, out.output
+    assert "12 assignments (6 full-length)" in out.output
+    assert (asg / "agent" / "index.json").exists() and (asg / "evaluator" / "keys.json").exists()
     for pol in ("kernel", "class_prior"):
         out = runner.invoke(sdl, ["run", "--assignments", str(asg), "--policy", pol, "--out", str(res)])
         assert out.exit_code == 0, out.output
     out = runner.invoke(sdl, ["score", str(res), "--assignments", str(asg)])
-    assert out.exit_code == 0 and "re-scored 12 campaigns" in out.output
+    assert out.exit_code == 0 and "re-scored 12 campaigns from verified traces" in out.output
     html = tmp_path / "report" / "leaderboard.html"
     out = runner.invoke(sdl, ["leaderboard", str(res), "--html", str(html)])
     assert out.exit_code == 0, out.output
     lb = json.loads((res / "leaderboard.json").read_text())
-    assert [r["system"] for r in lb["rows"]] and len(lb["assignments"]) == 6
-    assert all(len(r["selection_lift_signs"]) == 6 for r in lb["rows"])
-    assert set(r["selection_lift_signs"] for r in lb["rows"] if r["system"] == "class_prior") == {"000000"}
+    (table,) = lb["tables"]
+    assert [r["system"] for r in table["rows"]] and len(table["assignments"]) == 6 and table["horizons"] == [4]
+    assert all(len(r["selection_lift_signs"]) == 6 for r in table["rows"])
+    assert set(r["selection_lift_signs"] for r in table["rows"] if r["system"] == "class_prior") == {"000000"}
     text = html.read_text()
     assert "<html" in text and "kernel" in text and text.count("data:image/png;base64") >= 2   # both figures
-    # a trace altered after the run is refused by the re-scorer
+    # a trace altered after the run is refused by the re-scorer, with the file and the row named
     tr = next(res.glob("kernel/*/adaptive.trace.json"))
     d = json.loads(tr.read_text())
     d["log"][2]["message"] = "edited"
     tr.write_text(json.dumps(d))
     out = runner.invoke(sdl, ["score", str(res), "--assignments", str(asg)])
-    assert out.exit_code != 0 and isinstance(out.exception, InputError) and "hash chain" in str(out.exception)
+    assert out.exit_code != 0 and isinstance(out.exception, InputError)
+    assert "log[2] (seq 2, action): sha256 does not match its content" in str(out.exception)
+    assert str(tr) in str(out.exception)
+
+
+def test_leaderboard_html_without_the_kernel_is_one_line(tmp_path):
+    """A missing `mdbench` kernel is one line naming the fix — no NoSuchKernel traceback."""
+    runner = CliRunner()
+    asg, res = tmp_path / "asg", tmp_path / "res"
+    runner.invoke(sdl, ["compile", "--params", str(ROOT / "params" / "sdl" / "small.yaml"), "--out", str(asg)])
+    runner.invoke(sdl, ["run", "--assignments", str(asg), "--policy", "uniform", "--only", "vapdiff_crystal-s0-a6",
+                        "--no-controls", "--out", str(res)])
+    proc = subprocess.run([sys.executable, "-m", "mdbench", "sdl", "leaderboard", str(res), "--html",
+                           str(tmp_path / "lb.html"), "--kernel", "mdbench-no-such-kernel"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "make setup" in lines[0] and "mdbench-no-such-kernel" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "lb.html").exists()
 
 
 def test_cli_usage_errors(tmp_path):
@@ -84,7 +107,8 @@ def test_campaign_template_executes(tmp_path):
     assert out.exit_code == 0, out.output
     pm.execute_notebook(str(NOTEBOOKS[1]), str(tmp_path / "campaign.ipynb"), kernel_name="mdbench",
                         parameters={"run_dir": str(tmp_path / "res"), "system": "kernel",
-                                    "assignments_dir": str(asg), "policy": "kernel"}, progress_bar=False)
+                                    "assignments_dir": str(asg), "policy": "kernel", "panel": "full"},
+                        progress_bar=False)
     import scrapbook as sb
 
     summary = sb.read_notebook(str(tmp_path / "campaign.ipynb")).scraps["summary"].data

@@ -1,16 +1,19 @@
 """Controls: the schedule-matched random branch reproduces the adaptive schedule with other experiments; the
-no-evidence branch is call-matched and acquires nothing; all branches share the pre-campaign forecast."""
+no-evidence branch gets exactly the adaptive branch's calls and acquires nothing; all branches share the
+pre-campaign forecast; every held-out and future forecast comes from a fresh evaluator session."""
 
 from __future__ import annotations
 
-from mdbench.sdl.campaign import run_campaign
+import itertools
+
+from mdbench.sdl.campaign import FUTURE_FINAL, FUTURE_PRE, StateStore, run_campaign
 from mdbench.sdl.metrics import campaign_metrics
-from mdbench.sdl.policies import make_policy
+from mdbench.sdl.policies import KernelPolicy, make_policy
 
 
 def _action_kinds(trace):
     return [(e["action"]["action"], e["action"].get("tier")) for e in trace["log"]
-            if e["kind"] == "action" and e["ok"]]
+            if e["kind"] == "action" and e["ok"] and e.get("effect") != "deferred_stop"]
 
 
 def _schedule(trace):
@@ -28,6 +31,7 @@ def test_random_control_reproduces_the_adaptive_schedule(vapdiff, small_assignme
     chosen_r = [e["experiment_id"] for e in rnd["experiments"]]
     assert chosen_a != chosen_r
     assert ad["checkpoints"][0]["rows"] == rnd["checkpoints"][0]["rows"] == run.traces["no_evidence"]["checkpoints"][0]["rows"]
+    assert ad["future"][0]["rows"] == rnd["future"][0]["rows"]                  # the shared pre-campaign future
     again = run_campaign(vapdiff, asg, lambda: make_policy("kernel", 0), seed=0)
     assert [e["experiment_id"] for e in again.traces["random_control"]["experiments"]] == chosen_r
     other = run_campaign(vapdiff, asg, lambda: make_policy("kernel", 0), seed=5)
@@ -35,7 +39,7 @@ def test_random_control_reproduces_the_adaptive_schedule(vapdiff, small_assignme
 
 
 def test_random_control_follows_an_early_stop(vapdiff, small_assignments):
-    class EarlyStop(type(make_policy("kernel"))):
+    class EarlyStop(KernelPolicy):
         def act(self, state):
             opened = state["experiments"][-1] if state["experiments"] else None
             if state["phase"] == "investigate" and len(state["experiments"]) >= 2 and opened["reveals"]:
@@ -47,19 +51,68 @@ def test_random_control_follows_an_early_stop(vapdiff, small_assignments):
     m = campaign_metrics(run.traces, vapdiff, small_assignments[1])
     curve = m["branches"]["adaptive"]["curve_nats"]
     assert len(curve) == small_assignments[1].budgets.experiments + 1 and curve[-1] == curve[2]   # carried forward
+    # an in-process policy object that is not a shipped baseline is recorded as untrusted
+    assert m["branches"]["adaptive"]["isolation"] == {
+        "method": "in_process", "trusted": False, "builtin": None}
 
 
-def test_no_evidence_control_is_call_matched_and_blind(vapdiff, small_assignments):
-    run = run_campaign(vapdiff, small_assignments[2], lambda: make_policy("kernel", 0), seed=0)
-    ad, ne = run.traces["adaptive"], run.traces["no_evidence"]
-    assert ne["max_calls"] == ad["n_calls"]
-    assert ne["n_calls"] <= ad["n_calls"]
-    assert ne["budgets"]["evidence"] == ne["budgets"]["reviews"] == 0
-    assert all(e["reveals"] == [] for e in ne["experiments"])
-    m = campaign_metrics(run.traces, vapdiff, small_assignments[2])
-    assert m["branches"]["no_evidence"]["evidence_used"] == 0
-    assert m["branches"]["adaptive"]["evidence_used"] == small_assignments[2].budgets.experiments
-    # the blind branch learns nothing from its experiments: its curve stays at the shared pre-campaign score
-    assert set(m["branches"]["no_evidence"]["curve_nats"]) == {m["branches"]["adaptive"]["curve_nats"][0]}
-    expected = (m["branches"]["adaptive"]["curve_nats"][-1] - m["branches"]["adaptive"]["curve_nats"][0])
-    assert m["evidence_lift_nats"] == expected
+def test_no_evidence_control_is_exactly_call_matched_and_blind(vapdiff, small_assignments):
+    """Per assignment: the no-evidence control gets exactly as many policy-action calls as the adaptive branch."""
+    counts = []
+    for asg in small_assignments:
+        run = run_campaign(vapdiff, asg, lambda: make_policy("kernel", 0), seed=0)
+        ad, ne = run.traces["adaptive"], run.traces["no_evidence"]
+        counts.append((ad["n_calls"], ne["n_calls"]))
+        assert ne["call_target"] == ad["n_calls"] == ne["n_calls"]
+        assert ne["budgets"]["evidence"] == ne["budgets"]["reviews"] == 0
+        assert all(e["reveals"] == [] for e in ne["experiments"])
+        m = campaign_metrics(run.traces, vapdiff, asg)
+        assert m["finished"], m["dnf_reasons"]
+        assert m["branches"]["no_evidence"]["evidence_used"] == 0
+        assert m["branches"]["adaptive"]["evidence_used"] == asg.budgets.experiments
+        # the blind branch learns nothing from its experiments: its curve stays at the shared pre-campaign score
+        assert set(m["branches"]["no_evidence"]["curve_nats"]) == {m["branches"]["adaptive"]["curve_nats"][0]}
+        expected = (m["branches"]["adaptive"]["curve_nats"][-1] - m["branches"]["adaptive"]["curve_nats"][0])
+        assert m["evidence_lift_nats"] == expected
+    print("\n(adaptive calls, no-evidence calls) per assignment:", counts)
+
+
+def test_evaluator_calls_are_fresh_sessions_from_saved_states(vapdiff, small_assignments, tmp_path):
+    """Every held-out / future forecast is the only call of a new session, made from a state saved to disk whose
+    sha256 is in the chain; the campaign sessions never answer one."""
+    calls: list[tuple[int, str, str]] = []
+    ids = itertools.count()
+
+    class Recording(KernelPolicy):
+        def reset(self, seed):
+            self.sid = next(ids)
+            super().reset(seed)
+
+        def act(self, state):
+            calls.append((self.sid, "act", state["phase"]))
+            return super().act(state)
+
+        def forecast(self, state, experiment_ids):
+            calls.append((self.sid, "forecast", state["phase"]))
+            return super().forecast(state, experiment_ids)
+
+    store = StateStore(tmp_path / "states")
+    run = run_campaign(vapdiff, small_assignments[0], lambda: Recording(0), seed=0, states=store)
+    by_session: dict[int, list[tuple[str, str]]] = {}
+    for sid, kind, phase in calls:
+        by_session.setdefault(sid, []).append((kind, phase))
+    evaluator = [v for v in by_session.values() if v[0][1] in ("heldout_forecast", "future_forecast")]
+    campaign = [v for v in by_session.values() if v not in evaluator]
+    assert all(len(v) == 1 for v in evaluator)
+    assert not any(p in ("heldout_forecast", "future_forecast") for v in campaign for _, p in v)
+    n_checkpoints = sum(len(t["checkpoints"]) for t in run.traces.values()) - 2   # pre is shared
+    assert len(evaluator) == n_checkpoints + 1 + 3                                 # + future_pre + 3 future_final
+    for branch, tr in run.traces.items():
+        for cp in tr["checkpoints"] + tr["future"]:
+            if cp["session"].get("shared_from"):
+                continue
+            assert store.load(branch, cp["label"], cp["state_sha256"])["phase"] in ("heldout_forecast",
+                                                                                   "future_forecast")
+        assert [f["label"] for f in tr["future"]] == [FUTURE_PRE, FUTURE_FINAL]
+    future_state = store.load("adaptive", FUTURE_FINAL, run.traces["adaptive"]["future"][1]["state_sha256"])
+    assert {e["experiment_id"] for e in future_state["future_panel"]} == set(small_assignments[0].public("future"))

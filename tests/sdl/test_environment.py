@@ -8,12 +8,13 @@ import json
 from dataclasses import replace
 
 
+from sdl_helpers import KEYS, SMALL_ROLES
+
 from mdbench.sdl.compiler import Budgets, CompileSpec, compile_assignments
-from mdbench.sdl.environment import CampaignEnv, verify_chain
+from mdbench.sdl.environment import (ACTION_SCHEMA, END_CALL_TARGET, END_STOPPED, CampaignEnv, chain_problem, derive,
+                                     permitted_action_schema, verify_chain)
 from mdbench.sdl.ledger import Outcome
 from mdbench.sdl.scoring import uniform_row
-
-SMALL_ROLES = {"initial_context": 1, "candidates": 1, "heldout": 2, "future": 2}
 
 
 def prior(env, eid, state=None):
@@ -65,10 +66,10 @@ def _strip(states):
 def test_policy_never_sees_an_outcome_it_did_not_inspect(vapdiff, small_spec):
     """Non-interference: change the outcome (and its evidence) of every experiment the policy did not inspect;
     everything the policy is shown stays byte-identical."""
-    asg = compile_assignments(vapdiff, small_spec)[2]
+    asg = compile_assignments(vapdiff, small_spec, KEYS)[2]
     env, seen, inspected = run_script(vapdiff, asg)
     assert inspected and len(inspected) < asg.budgets.experiments
-    keep = set(inspected) | set(asg.roles["initial_context"])
+    keep = {asg.ledger_id(i) for i in inspected} | set(asg.roles["initial_context"])
     cats = vapdiff.categories
     perturbed = []
     for e in vapdiff.experiments:
@@ -81,15 +82,15 @@ def test_policy_never_sees_an_outcome_it_did_not_inspect(vapdiff, small_spec):
     other = replace(vapdiff, experiments=tuple(perturbed))
     other.__dict__.pop("_sha256", None)
     other.__dict__.pop("_by_id", None)
-    asg2 = compile_assignments(other, small_spec)[2]
-    assert asg2.roles == asg.roles and asg2.sha256 != asg.sha256
+    asg2 = compile_assignments(other, small_spec, KEYS)[2]
+    assert asg2.roles == asg.roles and asg2.public_ids == asg.public_ids and asg2.sha256 != asg.sha256
     _, seen2, inspected2 = run_script(other, asg2)
     assert inspected2 == inspected
     assert _strip(seen) == _strip(seen2)
     # and the inspected outcomes *are* visible once inspected (the test can fail)
     final = seen[-1]
     revealed = {e["experiment_id"]: e["reveals"][0]["payload"]["category"] for e in final["experiments"] if e["reveals"]}
-    assert revealed == {i: vapdiff.by_id()[i].outcome.category for i in inspected}
+    assert revealed == {i: vapdiff.by_id()[asg.ledger_id(i)].outcome.category for i in inspected}
 
 
 def test_cheating_attempts_are_refused_and_reveal_nothing(vapdiff, small_assignments):
@@ -121,9 +122,10 @@ def test_cheating_attempts_are_refused_and_reveal_nothing(vapdiff, small_assignm
     st["budgets_remaining"]["evidence"] = 999
     fresh = env.visible_state()
     assert fresh["experiments"][0]["reveals"] == [] and fresh["budgets_remaining"]["evidence"] == 8
-    # no outcome of a non-context experiment appears anywhere in what the policy was shown
+    # no outcome of a non-context experiment, and no ledger id, appears anywhere in what the policy was shown
     text = json.dumps([c for c in fresh["candidates"]] + fresh["heldout_panel"] + fresh["experiments"])
     assert "outcome" not in text and "crystal_score" not in text
+    assert not any(lid in json.dumps(fresh) for r in ("candidates", "heldout", "future") for lid in asg.roles[r])
 
 
 def test_prior_required_and_update_required_after_each_reveal(vapdiff, small_assignments):
@@ -133,7 +135,8 @@ def test_prior_required_and_update_required_after_each_reveal(vapdiff, small_ass
     assert env.step(prior(env, cand)).ok
     res = env.step({"action": "inspect_evidence", "experiment_id": cand, "tier": "outcome_measurement"})
     assert res.ok and res.reveal["status"] == "revealed"
-    assert res.reveal["payload"]["category"] == vapdiff.by_id()[cand].outcome.category
+    assert res.reveal["payload"]["category"] == vapdiff.by_id()[small_assignments[1].ledger_id(cand)].outcome.category
+    assert "payload_ref" not in res.reveal and "VD_" not in json.dumps(res.reveal)   # no CSV row number
     for a in ({"action": "stop"}, {"action": "inspect_evidence", "experiment_id": cand, "tier": "outcome_measurement"}):
         r = env.step(a)
         assert not r.ok and "updated forecast" in r.message
@@ -145,8 +148,8 @@ def test_prior_required_and_update_required_after_each_reveal(vapdiff, small_ass
 
 
 def test_budgets_stop_actions(vapdiff):
-    spec = CompileSpec(block_size=8, role_blocks=dict(SMALL_ROLES), budgets=Budgets(2, 1, 3), seed=0)
-    asg = compile_assignments(vapdiff, spec)[0]
+    spec = CompileSpec(horizons=(2,), block_size=8, role_blocks=dict(SMALL_ROLES), budgets=Budgets(2, 1, 3), seed=0)
+    asg = compile_assignments(vapdiff, spec, KEYS)[0]
     assert asg.budgets.reviews == 0
     env = CampaignEnv(vapdiff, asg)
     c = [x["experiment_id"] for x in env.visible_state()["candidates"]]
@@ -181,7 +184,7 @@ def test_invalid_streak_and_call_limit_end_the_campaign(vapdiff, small_assignmen
 
 def test_reviews_need_forecasts_first_and_are_recorded_before_the_reveal(pg_ledger, pg_assignments):
     asg = next(a for a in pg_assignments if any(pg_ledger.by_id()[c].reviews for c in a.roles["candidates"]))
-    cand = next(c for c in asg.roles["candidates"] if pg_ledger.by_id()[c].reviews)
+    cand = asg.public_ids[next(c for c in asg.roles["candidates"] if pg_ledger.by_id()[c].reviews)]
     env = CampaignEnv(pg_ledger, asg)
     env.step({"action": "select_experiment", "experiment_id": cand})
     env.step(prior(env, cand))
@@ -196,6 +199,7 @@ def test_reviews_need_forecasts_first_and_are_recorded_before_the_reveal(pg_ledg
     exp = env.visible_state()["experiments"][0]
     assert exp["review_forecasts"] == [{"forecast_changes_conclusion": 0.3, "forecast_quality_tier": "3",
                                         "before_reveal": 0, "prior_forecast_index": 0}]
+    assert "reaction_category" not in json.dumps(exp["reveals"])          # a review is not a label oracle
     log_kinds = [(e["kind"], (e.get("action") or {}).get("action")) for e in env.log]
     assert ("action", "request_review") in log_kinds
 
@@ -210,16 +214,50 @@ def test_checkpoint_consumes_nothing_and_log_is_hash_chained(vapdiff, small_assi
     st, sha = env2.checkpoint_state()
     env2.record_checkpoint("pre", [uniform_row(i, vapdiff.categories, False) for i in env2.heldout_ids], sha)
     assert (dict(env2.remaining), env2.n_calls, env2.visible_state()) == before
-    assert st["phase"] == "heldout_forecast" and env2.checkpoints[0]["valid"]
-    # tampering with any logged action breaks the chain
+    assert st["phase"] == "heldout_forecast" and env2.state.checkpoints[0]["valid"]
+    # the checkpoint rows themselves are in the chain, and everything reported is derived from it
+    assert env2.log[-1]["kind"] == "checkpoint" and len(env2.log[-1]["rows"]) == len(env2.heldout_ids)
+    assert {k: v for k, v in env.trace().items() if k not in ("log", "chain_head", "format")} == derive(env.log)
+    # tampering with any logged action breaks the chain, and the broken entry is named
     tampered = copy.deepcopy(env.log)
     tampered[3]["ok"] = not tampered[3]["ok"]
-    assert not verify_chain(tampered)
+    assert not verify_chain(tampered) and chain_problem(tampered).startswith("log[3] (seq 3, action)")
     dropped = env.log[:2] + env.log[3:]
-    assert not verify_chain(dropped)
+    assert not verify_chain(dropped) and chain_problem(dropped).startswith("log[2]")
 
 
 def test_invalid_checkpoint_forecast_is_flagged_not_fatal(vapdiff, small_assignments):
     env = CampaignEnv(vapdiff, small_assignments[0])
     cp = env.record_checkpoint("pre", [{"experiment_id": "nope"}], env.checkpoint_state()[1])
     assert cp["valid"] is False and "p_category" in cp["error"]
+
+
+def test_call_matched_branch_gets_exactly_its_call_target(vapdiff, small_assignments):
+    """A stop before the target is deferred (logged, no effect); the branch ends at exactly N calls."""
+    env = CampaignEnv(vapdiff, small_assignments[0], branch="no_evidence", evidence_enabled=False, call_target=9)
+    c = env.visible_state()["candidates"][0]["experiment_id"]
+    assert env.visible_state()["budgets"] == {"experiments": 4, "evidence": 0, "reviews": 0}
+    env.step({"action": "select_experiment", "experiment_id": c})
+    env.step(prior(env, c))
+    for _ in range(3):
+        res = env.step({"action": "stop"})
+        assert res.ok and not res.done and "deferred" in res.message
+    env.step({"action": "nonsense"})                 # an invalid action is a call too
+    env.step(prior(env, c))                          # a revision
+    env.step({"action": "stop"})
+    res = env.step({"action": "stop"})
+    assert res.done and env.n_calls == 9 and env.end_reason == END_STOPPED   # the 9th call may stop
+    # and a policy that never stops is cut at exactly the target
+    env = CampaignEnv(vapdiff, small_assignments[0], branch="no_evidence", evidence_enabled=False, call_target=3)
+    c = env.visible_state()["candidates"][0]["experiment_id"]
+    env.step({"action": "select_experiment", "experiment_id": c})
+    env.step(prior(env, c))
+    res = env.step(prior(env, c))
+    assert res.done and env.n_calls == 3 and env.end_reason == END_CALL_TARGET
+
+
+def test_permitted_action_schema_per_phase():
+    assert [s["properties"]["action"]["const"] for s in permitted_action_schema("prior_forecast")["oneOf"]] == \
+        ["submit_forecast"]
+    assert len(permitted_action_schema("investigate")["oneOf"]) == len(ACTION_SCHEMA["oneOf"])
+    assert permitted_action_schema("done")["oneOf"] == []

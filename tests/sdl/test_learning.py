@@ -6,9 +6,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from sdl_helpers import KEYS
 
 from mdbench.sdl.campaign import run_adaptive
-from mdbench.sdl.compiler import compile_assignments
+from mdbench.sdl.compiler import compile_assignments, select_panel
 from mdbench.sdl.metrics import checkpoint_scores
 from mdbench.sdl.policies import make_policy
 
@@ -16,8 +17,8 @@ from mdbench.sdl.policies import make_policy
 def _losses(ledger, asgs, name):
     pre, post = [], []
     for a in asgs:
-        env, _ = run_adaptive(ledger, a, make_policy(name, 0))
-        scores, n_bad = checkpoint_scores(env.trace(), ledger, a.floor)
+        env, _ = run_adaptive(ledger, a, lambda: make_policy(name, 0))
+        scores, n_bad = checkpoint_scores(env.trace(), ledger, a)
         assert n_bad == 0 and len(scores) == a.budgets.experiments + 1
         pre.append(-scores[0])
         post.append(-scores[-1])
@@ -25,7 +26,7 @@ def _losses(ledger, asgs, name):
 
 
 def test_learning_baseline_beats_class_prior_after_its_budget(vapdiff):
-    asgs = compile_assignments(vapdiff)            # the default six 32-candidate assignments
+    asgs = select_panel(compile_assignments(vapdiff, keys=KEYS), "full")   # the six full-length assignments
     _, prior_post = _losses(vapdiff, asgs, "class_prior")
     kpre, kpost = _losses(vapdiff, asgs, "kernel")
     print(f"\nheld-out joint log loss [nats], 6 assignments of vapdiff (uniform = ln 4 = {math.log(4):.4f}):")

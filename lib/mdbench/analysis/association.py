@@ -13,8 +13,9 @@ Definitions (registered; molecules, not atoms):
   the component (a free ion is a cluster of size 1); reported as the fraction of ions in clusters of each
   size, and the fraction of all ions in the largest cluster (percolation indicator).
 
-Populations are frame averages; whole interval and four blocks. Contact lifetimes are not computed: the
-block spread of correlated frames understates the uncertainty when contacts live longer than a block.
+Populations are frame averages; whole interval and four blocks. The block spread of correlated frames
+understates the uncertainty when contacts live longer than a block: the contact lifetimes of the same
+contact definition (:mod:`mdbench.analysis.residence`) say how long they live.
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ import numpy as np
 
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate
 from mdbench.analysis.coordination import distinct_keys
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.reduce import ReducedTrajectory, divmod_by_scalar
 
 CLASSES = ("free_or_SSIP", "CIP", "AGG")
 #: Nodes (frames × ions) of one cluster graph; frames are batched to bound memory.
 GRAPH_BATCH_NODES = 1_000_000
-#: Sampling check: 95 % block half-width of each class fraction must not exceed this (absolute).
+#: Library default of the sampling check (the pipeline passes the registered
+#: ``association_fraction_max_half_width``): 95 % block half-width of each class fraction, absolute.
 FRACTION_MAX_HALF_WIDTH = 0.10
 
 
@@ -120,11 +123,12 @@ class AssociationResult:
     n_cations: int
     n_anions: int
     failures: list[str] = field(default_factory=list)
+    fraction_max_half_width: float = FRACTION_MAX_HALF_WIDTH
 
     def sampling_checks(self) -> dict[str, bool]:
         """Block stability of every class fraction (registered absolute threshold)."""
-        return {f"{c} fraction block half-width <= {FRACTION_MAX_HALF_WIDTH}":
-                bool(np.isfinite(e.half_width_95) and e.half_width_95 <= FRACTION_MAX_HALF_WIDTH)
+        lim = self.fraction_max_half_width
+        return {f"{c} fraction block half-width <= {lim}": bool(np.isfinite(e.half_width_95) and e.half_width_95 <= lim)
                 for c, e in self.fractions.items()}
 
     def state_inputs(self) -> dict[str, Any]:
@@ -151,7 +155,8 @@ class AssociationResult:
 
 
 def association(rd: ReducedTrajectory, windows: BlockWindows, anion: str, channels: list[str],
-                cutoff_nm: float, cutoff_rule: str) -> AssociationResult:
+                cutoff_nm: float, cutoff_rule: str, *,
+                fraction_max_half_width: float = FRACTION_MAX_HALF_WIDTH) -> AssociationResult:
     """Association populations and clusters for the centres of ``rd`` and ``anion`` (whole + blocks)."""
     fr = association_frames(rd, anion, channels, cutoff_nm)
 
@@ -173,4 +178,65 @@ def association(rd: ReducedTrajectory, windows: BlockWindows, anion: str, channe
         largest_cluster_fraction=est(fr.largest_cluster_fraction, "fraction of ions"),
         cluster_size_fraction={int(s): float(v) for s, v in enumerate(tot) if v > 0},
         n_cations=int(np.unique(rd.centre_mol).size), n_anions=int(np.sum(rd.mol_species == anion)),
+        fraction_max_half_width=fraction_max_half_width,
     )
+
+
+def contact_definition(rd: ReducedTrajectory, anion: str, settings: Any, cutoffs: dict[str, float]
+                       ) -> tuple[list[str], float, str] | None:
+    """(site channels, cutoff [nm], rule) of the registered cation–``anion`` contact, or None without sites.
+
+    The registered sites of the anion (``contact_channels``; all its sites when none are registered) and the
+    registered cutoff (``contact_cutoffs_nm``, the smallest of its channels), else the first minimum of the
+    cation–site g(r) (``cutoffs``), else the fixed cutoff.
+    """
+    labels = settings.contact_channels.get(anion)
+    chans = [c.name for c in rd.channels if c.species == anion and (labels is None or c.label in labels)]
+    if not chans:
+        return None
+    registered = [settings.contact_cutoffs_nm[c] for c in chans if c in settings.contact_cutoffs_nm]
+    if registered:
+        return chans, float(min(registered)), "registered contact cutoff"
+    return (chans, float(min(cutoffs.get(c, settings.fixed_cn_cutoff_nm) for c in chans)),
+            "first minimum of the cation-site g(r)")
+
+
+def anion_species(rd: ReducedTrajectory) -> list[str]:
+    """Species whose molecules carry a net negative charge (below −0.05 e)."""
+    return [sp for sp in rd.species if np.mean(rd.mol_charge_e[rd.mol_species == sp]) < -0.05]
+
+
+class AssociationEstimator(EstimatorBase):
+    """Registered estimator of :data:`mdbench.analysis.observables.ASSOCIATION`: class fractions and the
+    largest cluster per anion (shares the contact definition in force as ``contacts``)."""
+
+    inputs = ("structure_frames", "structure_windows", "treatment", "products.cutoffs")
+
+    def compute(self) -> Estimate:
+        from mdbench.analysis.states import F, classify_observable
+
+        s, c, entry = self.settings, self.case, self.entries[0]
+        rd, win = c.structure_frames, c.structure_windows
+        out, details, contacts = [], {}, {}
+        for an in anion_species(rd):
+            definition = contact_definition(rd, an, s, c.products["cutoffs"])
+            if definition is None:
+                continue
+            chans, rc, rule = definition
+            contacts[an] = definition
+            ar = association(rd, win, an, chans, rc, rule, fraction_max_half_width=s.association_fraction_max_half_width)
+            whole = classify_observable(**ar.state_inputs())
+            details[an] = ar.to_dict()
+            for cls, est in ar.fractions.items():
+                out.append(Measurement(
+                    entry, (an, cls), dict(est.to_dict(), diagnostics=dict(c.treatment)),
+                    ar.to_dict()["class_definition"] + f"; contact = {'/'.join(chans)} within {rc} nm of a cation",
+                    {"values": [est.whole, *est.blocks], "failures": whole.failed_checks if whole.state == F else (),
+                     "sampling_checks": {k: v for k, v in ar.sampling_checks().items() if k.startswith(cls)}}))
+            lc = ar.largest_cluster_fraction
+            out.append(Measurement(
+                entry, (an, "largest_cluster_fraction"), dict(lc.to_dict(), diagnostics=dict(c.treatment)),
+                "ions in the largest connected component / all ions", {"values": [lc.whole, *lc.blocks]},
+                details={"cluster_size_fraction_of_ions": details[an]["cluster_size_fraction_of_ions"]}))
+        return Estimate(out, sections={entry.details_section: details}, figure_data={"clusters": details},
+                        products={"contacts": contacts})

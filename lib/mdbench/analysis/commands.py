@@ -20,13 +20,18 @@ def _summary(doc: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
 
 
-def _settings(structure_max_frames: int | None):
-    """Registered settings with the CLI's structure-frame cap (None: the defaults)."""
-    if structure_max_frames is None:
-        return None
-    from mdbench.analysis.pipeline import AnalysisSettings
+def _settings(preset: str | None, settings_file: Path | None, structure_max_frames: int | None):
+    """The registered settings: params/analysis/ for ``preset``, overlaid by ``settings_file`` and the CLI's
+    structure-frame cap."""
+    from mdbench.analysis.settings import AnalysisSettings
 
-    return AnalysisSettings(structure_max_frames=structure_max_frames or None)
+    overrides = {} if structure_max_frames is None else {"structure_max_frames": structure_max_frames or None}
+    return AnalysisSettings.for_preset(preset, *([settings_file] if settings_file else []), **overrides)
+
+
+_PRESET_HELP = ("Analysis settings of this preset: params/analysis/default.yaml overlaid by "
+                "params/analysis/<preset>.yaml when it exists.")
+_SETTINGS_HELP = "A settings file overlaid on the preset's (sections and keys as in params/analysis/default.yaml)."
 
 
 @click.command(name="analyze")
@@ -36,12 +41,15 @@ def _settings(structure_max_frames: int | None):
               help="Excluded initial interval [ps]; default: the registered automatic rule.")
 @click.option("--structure-max-frames", type=click.IntRange(min=0), default=None,
               help="At most this many frames for RDF/coordination/association (every k-th frame); "
-                   "0 = every frame. Default: the registered 2500.")
+                   "0 = every frame. Default: the settings' structure_max_frames.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes for the trajectory pass; default: one per core for large trajectories.")
+@click.option("--preset", default=None, help=_PRESET_HELP)
+@click.option("--settings", "settings_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help=_SETTINGS_HELP)
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 def analyze(run_dir: Path, cases: tuple[str, ...], guard_ps: float | None, structure_max_frames: int | None,
-            workers: int | None, no_progress: bool) -> None:
+            workers: int | None, preset: str | None, settings_file: Path | None, no_progress: bool) -> None:
     """Analyse the production runs of RUN_DIR into analysis/<CASE>/results.json and record states."""
     _quiet_libraries()
     from mdbench.analysis.pipeline import analyze_case
@@ -54,7 +62,8 @@ def analyze(run_dir: Path, cases: tuple[str, ...], guard_ps: float | None, struc
             raise InputError("no cases found; expected cases/<CASE>/prod/ in the run directory, or pass --case",
                              str(run_dir))
     for case in cases:
-        doc = analyze_case(run_dir, case, guard_ps=guard_ps, settings=_settings(structure_max_frames),
+        doc = analyze_case(run_dir, case, guard_ps=guard_ps,
+                           settings=_settings(preset, settings_file, structure_max_frames),
                            verbose=not no_progress, workers=workers)
         click.echo(f"{case}: analysis/{case}/results.json ({_summary(doc)})")
 
@@ -74,17 +83,21 @@ def analyze(run_dir: Path, cases: tuple[str, ...], guard_ps: float | None, struc
 @click.option("--no-figures", is_flag=True, help="Skip the PNG figures.")
 @click.option("--structure-max-frames", type=click.IntRange(min=0), default=None,
               help="At most this many frames for RDF/coordination/association (every k-th frame); "
-                   "0 = every frame. Default: the registered 2500.")
+                   "0 = every frame. Default: the settings' structure_max_frames.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes for the trajectory pass; default: one per core for large trajectories.")
+@click.option("--preset", default=None, help=_PRESET_HELP)
+@click.option("--settings", "settings_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help=_SETTINGS_HELP)
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 def analyze_files(tpr: Path, xtc: Path, edr: Path, out_dir: Path, guard_ps: float | None, case: str,
-                  no_figures: bool, structure_max_frames: int | None, workers: int | None,
-                  no_progress: bool) -> None:
+                  no_figures: bool, structure_max_frames: int | None, workers: int | None, preset: str | None,
+                  settings_file: Path | None, no_progress: bool) -> None:
     """Analyse any GROMACS tpr/xtc/edr into OUT/results.json (no run record needed)."""
     _quiet_libraries()
     from mdbench.analysis.pipeline import analyze_files as run
 
     doc = run(tpr, xtc, edr, out_dir, guard_ps=guard_ps, case=case, figures=not no_figures,
-              settings=_settings(structure_max_frames), verbose=not no_progress, workers=workers)
+              settings=_settings(preset, settings_file, structure_max_frames), verbose=not no_progress,
+              workers=workers)
     click.echo(f"{out_dir / 'results.json'} ({_summary(doc)})")

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.reduce import ReducedTrajectory
 
-#: Fixed cutoff of the LHCE coordination integral (retrospective v2 R1) [nm].
-FIXED_CUTOFF_NM = 0.40
-#: Sampling check: 95 % block half-width relative to the CN must not exceed this.
+#: Library defaults of the sampling check (the pipeline passes the registered ``cn_max_rel_half_width`` and
+#: ``cn_abs_half_width_ok``): 95 % block half-width relative to the CN must not exceed this ...
 CN_MAX_REL_HALF_WIDTH = 0.25
 #: ... unless the half-width is below this absolute value (CNs near 0).
 CN_ABS_HALF_WIDTH_OK = 0.05
@@ -107,12 +107,14 @@ class CoordinationResult:
     n_sites_integral: float | None = None
     n_sites_upper_bound: float | None = None
     failures: list[str] = field(default_factory=list)
+    max_rel_half_width: float = CN_MAX_REL_HALF_WIDTH
+    abs_half_width_ok: float = CN_ABS_HALF_WIDTH_OK
 
     def sampling_checks(self) -> dict[str, bool]:
         """Block stability of the CN (registered thresholds)."""
         hw = self.cn.half_width_95
-        ok = bool(np.isfinite(hw) and (hw <= CN_ABS_HALF_WIDTH_OK or hw <= CN_MAX_REL_HALF_WIDTH * abs(self.cn.whole)))
-        return {f"CN block half-width <= {CN_MAX_REL_HALF_WIDTH:.0%} (or <= {CN_ABS_HALF_WIDTH_OK})": ok}
+        ok = bool(np.isfinite(hw) and (hw <= self.abs_half_width_ok or hw <= self.max_rel_half_width * abs(self.cn.whole)))
+        return {f"CN block half-width <= {self.max_rel_half_width:.0%} (or <= {self.abs_half_width_ok})": ok}
 
     def state_inputs(self) -> dict[str, Any]:
         """Inputs of :func:`mdbench.analysis.states.classify_observable`."""
@@ -140,14 +142,17 @@ class CoordinationResult:
 
 def coordination(rd: ReducedTrajectory, windows: BlockWindows, partner: str, channels: list[str],
                  cutoff_nm: float, cutoff_rule: str, n_sites_integral: float | None = None,
-                 n_sites_upper_bound: float | None = None) -> CoordinationResult:
-    """CN of ``partner`` (union of ``channels``) at ``cutoff_nm``: whole interval and blocks."""
+                 n_sites_upper_bound: float | None = None, *, max_rel_half_width: float = CN_MAX_REL_HALF_WIDTH,
+                 abs_half_width_ok: float = CN_ABS_HALF_WIDTH_OK) -> CoordinationResult:
+    """CN of ``partner`` (union of ``channels``) at ``cutoff_nm``: whole interval and blocks (sampling check
+    with the given thresholds)."""
     per_frame = cn_per_frame(rd, channels, cutoff_nm)
     est = block_estimate(float(per_frame[windows.whole].mean()),
                          [float(per_frame[b].mean()) for b in windows.blocks], "molecules per centre",
                          block_ranges_ps=windows.block_ranges_ps)
     return CoordinationResult(partner, list(channels), float(cutoff_nm), cutoff_rule, est, n_sites_integral,
-                              n_sites_upper_bound)
+                              n_sites_upper_bound, max_rel_half_width=max_rel_half_width,
+                              abs_half_width_ok=abs_half_width_ok)
 
 
 def shell_abundance(rd: ReducedTrajectory, windows: BlockWindows,
@@ -173,3 +178,32 @@ def shell_abundance(rd: ReducedTrajectory, windows: BlockWindows,
                    "cutoffs_nm": {c: cutoffs_nm[c] for c in by_species[sp]},
                    "fraction_of_shell": (float(est.whole) / total) if total > 0 else None}
     return out
+
+
+class CoordinationEstimator(EstimatorBase):
+    """Registered estimator of :data:`mdbench.analysis.observables.COORDINATION`: the CN of every site
+    channel at its first-minimum cutoff and at the fixed cutoff, and the first-shell abundance."""
+
+    inputs = ("structure_frames", "structure_windows", "treatment", "products.rdf_results", "products.cutoffs",
+              "products.cutoff_rules")
+
+    def compute(self) -> Estimate:
+        s, c, entry = self.settings, self.case, self.entries[0]
+        rd, win, p = c.structure_frames, c.structure_windows, c.products
+        rdfs, cutoffs, rules = p["rdf_results"], p["cutoffs"], p["cutoff_rules"]
+        out = []
+        fixed = s.fixed_cn_cutoff_nm
+        for ch in rd.channels:
+            res = rdfs[ch.name]
+            for tag, rc, rule in (("first_min", cutoffs[ch.name], rules[ch.name]), (f"{fixed:.2f}nm", fixed, "fixed")):
+                cr = coordination(rd, win, ch.species, [ch.name], rc, rule, res.whole.n_sites_within(rc),
+                                  res.whole.n_sites_upper_bound(rc), max_rel_half_width=s.cn_max_rel_half_width,
+                                  abs_half_width_ok=s.cn_abs_half_width_ok)
+                cd = cr.to_dict()
+                out.append(Measurement(entry, (f"{ch.name}@{tag}",),
+                                       dict(cd, diagnostics=dict(cd.get("diagnostics", {}), **c.treatment)),
+                                       cd["definition"], cr.state_inputs(),
+                                       details={"cutoff_nm": rc, "cutoff_rule": rule,
+                                                "n_sites_integral": cr.n_sites_integral}))
+        sections = {entry.details_section: {"abundance": shell_abundance(rd, win, cutoffs)}} if cutoffs else {}
+        return Estimate(out, sections=sections)

@@ -33,6 +33,9 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate, block_windows, _json_float
+from mdbench.analysis.concurrency import ranges_in_threads
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.observables import SELF_DIFFUSION
 from mdbench.analysis.units import (KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM_M, PA_S_TO_MPA_S, as_float64,
                                     count_non_finite)
 from mdbench.errors import InputError
@@ -145,7 +148,7 @@ class DiffusionResult:
         """JSON-safe dict: value, unit, uncertainty + definition, blocks, window, diagnostics."""
         d = self.D.to_dict()
         d.update({
-            "observable": f"self_diffusion/{self.species}",
+            "observable": SELF_DIFFUSION.key(self.species),
             "species": self.species,
             "n_molecules": self.n_molecules,
             "frame": self.frame,
@@ -322,14 +325,8 @@ def msd_fft_windows(positions_nm: Any, windows: Sequence[slice], max_lag_frames:
 
     n_chunks = -(-n_mol // gather)
     n_threads = max(1, min(_default_threads() if threads is None else int(threads), n_chunks // 2 or 1))
-    if n_threads == 1:
-        parts = [partial_sums(0, n_mol)]
-    else:  # the FFT, einsum and ufuncs release the GIL: threads share the molecules
-        from concurrent.futures import ThreadPoolExecutor
-
-        cuts = [round(i * n_mol / n_threads) for i in range(n_threads + 1)]
-        with ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="mdbench-msd") as ex:
-            parts = list(ex.map(partial_sums, cuts[:-1], cuts[1:]))
+    # the FFT, einsum and ufuncs release the GIL: threads share the molecules
+    parts = ranges_in_threads(partial_sums, n_mol, n_threads, "mdbench-msd")
     for k in fft_w:
         power, rsq = sum(p[k][0] for p in parts), sum(p[k][1] for p in parts)
         L, n_w = lags[k], spans[k][1] - spans[k][0]
@@ -668,3 +665,24 @@ def yeh_hummer_correction(D_pbc_m2_s: float, temperature_K: float, viscosity_mPa
     eta = float(viscosity_mPa_s) / PA_S_TO_MPA_S
     L = float(box_length_nm) * NM_M
     return float(D_pbc_m2_s) + YEH_HUMMER_XI * KB_J_PER_K * float(temperature_K) / (6.0 * math.pi * eta * L)
+
+
+class SelfDiffusionEstimator(EstimatorBase):
+    """Registered estimator of :data:`mdbench.analysis.observables.SELF_DIFFUSION`: D of every species from
+    its molecular centres of mass in the barycentric frame (shares the results as ``diffusion``, whose MSDs
+    the collective-transport estimator reuses)."""
+
+    inputs = ("trajectory", "guard_ps")
+
+    def compute(self) -> Estimate:
+        s, c, entry = self.settings, self.case, self.entries[0]
+        rd = c.trajectory
+        results = {sp: self_diffusion(rd.species_com_nm(sp), rd.time_ps, system_com_nm=rd.system_com_nm, species=sp,
+                                      guard_ps=c.guard_ps, n_blocks=s.n_blocks, beta_range=s.diffusion_beta_range,
+                                      min_window_decades=s.diffusion_min_decades,
+                                      max_lag_fraction=s.diffusion_max_lag_fraction,
+                                      max_relative_half_width=s.diffusion_max_rel_half_width)
+                   for sp in rd.species}
+        out = [Measurement(entry, (sp,), dr.to_dict(), "D = slope(MSD)/6 over the diffusive window, molecular COMs, "
+                           "barycentric frame", dr.state_inputs()) for sp, dr in results.items()]
+        return Estimate(out, figure_data={"diffusion": results}, products={"diffusion": results})

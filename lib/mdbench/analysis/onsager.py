@@ -47,6 +47,8 @@ import numpy as np
 
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, _json_float, block_estimate, block_windows
 from mdbench.analysis.diffusion import fit_slope, msd_each_series, msd_fft, msd_fft_windows
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.observables import CONDUCTIVITY, TRANSFERENCE
 from mdbench.analysis.units import (E_CHARGE_C, KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM3_M3,
                                     as_float64, count_non_finite)
 from mdbench.errors import InputError
@@ -299,7 +301,7 @@ class OnsagerResult:
             "sigma_NE": sne,
             "ionicity": self.ionicity.to_dict(),
             "self_diffusion_m2_s": {k: _json_float(v) for k, v in self.self_diffusion_m2_s.items()},
-            "transference": {te.key: te.to_dict() for te in self.transference},
+            TRANSFERENCE.name: {te.key: te.to_dict() for te in self.transference},
             "diagnostics": {
                 "charge_msd_beta": _json_float(self.charge_msd_beta),
                 "barycentre_drift_nm": _json_float(self.barycentre_drift_nm),
@@ -683,3 +685,51 @@ def onsager_transport(com_by_species_nm: Mapping[str, Any], charge_by_species_e:
         ionicity=be("ionicity", "1"), self_diffusion_m2_s=whole["D"], transference=transference,
         charge_msd_lag_ps=lagM, charge_msd_e2nm2=msd_M, charge_msd_beta=beta_M, barycentre_drift_nm=drift,
         windows=win, failures=[], sampling_checks=checks)
+
+
+class CollectiveTransportEstimator(EstimatorBase):
+    """Registered estimator of :data:`mdbench.analysis.observables.CONDUCTIVITY` and
+    :data:`~mdbench.analysis.observables.TRANSFERENCE`: one Onsager analysis gives σ, σ_NE, ionicity and
+    every t+ (nothing when the system has no ions). Reuses the self-diffusion MSDs (``diffusion``)."""
+
+    inputs = ("trajectory", "guard_ps", "products.temperature_K", "products.diffusion")
+
+    def compute(self) -> Estimate:
+        s, c = self.settings, self.case
+        rd = c.trajectory
+        section = CONDUCTIVITY.details_section
+        charges = {sp: float(np.mean(rd.mol_charge_e[rd.mol_species == sp])) for sp in rd.species}
+        ions = [sp for sp in rd.species if abs(charges[sp]) > 0.05]
+        if not ions:
+            return Estimate(sections={section: None})
+        neutral = [sp for sp in rd.species if sp not in ions]
+        ref = s.solvent_reference
+        if ref is None and neutral:
+            ref = max(neutral, key=lambda sp: int(np.sum(rd.mol_species == sp)))
+        diff = c.products["diffusion"]
+        onsager = onsager_transport({sp: rd.species_com_nm(sp) for sp in rd.species}, charges, rd.time_ps,
+                                    rd.volume_nm3, c.products["temperature_K"], system_com_nm=rd.system_com_nm,
+                                    reference_species=ref, guard_ps=c.guard_ps, n_blocks=s.n_blocks,
+                                    fit_window_fraction=s.onsager_fit_window_fraction, beta_range=s.onsager_beta_range,
+                                    max_relative_half_width=s.sigma_t_plus_max_rel_half_width,
+                                    self_msd_nm2={sp: [dr.msd_nm2, *dr.msd_blocks_nm2]
+                                                  for sp, dr in diff.items() if not dr.failures})
+        od = onsager.to_dict()
+        # trajectory treatment behind every collective-transport number (declared with each of them)
+        diag = dict(od["diagnostics"], frame=od["frame"], reference_species=od["reference_species"],
+                    com="molecular centres of mass, unwrapped by the displacement scheme (NPT-safe)",
+                    volume_nm3=od["volume_nm3"], temperature_K=od["temperature_K"])
+        out = []
+        for key, definition in (("sigma", od["sigma"]["definition"]), ("sigma_NE", od["sigma_NE"]["label"]),
+                                ("ionicity", "sigma / sigma_NE")):
+            details = ({"L": od["L"], "L_solvent": od["L_solvent"], "sigma_ij_S_m": od["sigma_ij_S_m"],
+                        "charges_e": od["charges_e"], "charges_note": od["charges_note"]} if key == "sigma" else {})
+            out.append(Measurement(CONDUCTIVITY, (key,), dict(od[key], window=od["window"], diagnostics=diag),
+                                   definition, onsager.state_inputs(key), details=details))
+        t_inputs = onsager.state_inputs("t_plus")
+        for tkey, te in od[TRANSFERENCE.name].items():
+            out.append(Measurement(
+                TRANSFERENCE, (tkey,), dict(te, window=od["window"], diagnostics=diag),
+                f"{te['formula']} ({te['frame']} frame"
+                f"{', reference ' + te['reference_species'] if te['reference_species'] else ''})", t_inputs))
+        return Estimate(out, sections={section: od})

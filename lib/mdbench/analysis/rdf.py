@@ -28,13 +28,23 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.blocks import BlockWindows
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.reduce import ReducedTrajectory
 
-FIRST_MIN_RULE = ("g(r) smoothed by a centred 5-bin moving average; first peak = first local maximum of "
-                  "the smoothed g exceeding 1; first minimum = first local minimum of the smoothed g after "
-                  "the first peak, accepted only at r <= 0.60 nm (else not found: NaN)")
+#: Library default of the first-minimum search limit [nm] (the pipeline passes the registered
+#: ``rdf_first_min_max_nm``).
 FIRST_MIN_MAX_NM = 0.60
 SMOOTH_BINS = 5
+
+
+def first_min_rule(max_nm: float = FIRST_MIN_MAX_NM) -> str:
+    """Text of the first-minimum rule with its search limit (what gets registered)."""
+    return ("g(r) smoothed by a centred 5-bin moving average; first peak = first local maximum of "
+            "the smoothed g exceeding 1; first minimum = first local minimum of the smoothed g after "
+            f"the first peak, accepted only at r <= {max_nm:.2f} nm (else not found: NaN)")
+
+
+FIRST_MIN_RULE = first_min_rule()
 
 
 @dataclass
@@ -76,8 +86,10 @@ class RdfCurve:
         return float(np.interp(r_c_nm, edges, np.concatenate([[0.0], self.n_sites_cumulative])))
 
 
-def rdf_curve(rd: ReducedTrajectory, channel: str, frames: slice | np.ndarray = slice(None)) -> RdfCurve:
-    """Normalised g(r) of one channel over the frames ``frames`` of a reduced trajectory."""
+def rdf_curve(rd: ReducedTrajectory, channel: str, frames: slice | np.ndarray = slice(None), *,
+              first_min_max_nm: float = FIRST_MIN_MAX_NM) -> RdfCurve:
+    """Normalised g(r) of one channel over the frames ``frames`` of a reduced trajectory (first minimum
+    searched up to ``first_min_max_nm`` [nm])."""
     counts = np.asarray(rd.rdf_counts[channel][frames], dtype=np.float64)
     vol = rd.volume_nm3[frames]
     n_frames = counts.shape[0]
@@ -90,7 +102,7 @@ def rdf_curve(rd: ReducedTrajectory, channel: str, frames: slice | np.ndarray = 
     n_centre = max(int(rd.centre_mol.size), 1)
     ncum = np.cumsum(hist) / (n_centre * max(n_frames, 1))
     r = 0.5 * (edges[1:] + edges[:-1])
-    peak, minimum = first_minimum(r, g)
+    peak, minimum = first_minimum(r, g, max_nm=first_min_max_nm)
     return RdfCurve(channel, r, g, ncum, peak, minimum)
 
 
@@ -137,6 +149,7 @@ class RdfResult:
     blocks: list[RdfCurve]
     tolerance_nm: float = 0.05
     failures: list[str] = field(default_factory=list)
+    first_min_max_nm: float = FIRST_MIN_MAX_NM
 
     @property
     def block_first_min_nm(self) -> list[float]:
@@ -167,18 +180,60 @@ class RdfResult:
             "first_min_nm": _f(self.whole.first_min_nm),
             "block_first_min_nm": [_f(m) for m in self.block_first_min_nm],
             "block_first_peak_nm": [_f(b.first_peak_nm) for b in self.blocks],
-            "rule": FIRST_MIN_RULE,
+            "rule": first_min_rule(self.first_min_max_nm),
             "r_nm": [round(float(x), 5) for x in self.whole.r_nm[::stride]],
             "g": [_f(x) for x in self.whole.g[::stride]],
         }
 
 
-def rdf_analysis(rd: ReducedTrajectory, windows: BlockWindows) -> dict[str, RdfResult]:
-    """g(r) for every channel of ``rd``: whole interval and each block of ``windows``."""
+def rdf_analysis(rd: ReducedTrajectory, windows: BlockWindows, *, first_min_max_nm: float = FIRST_MIN_MAX_NM,
+                 tolerance_nm: float = 0.05) -> dict[str, RdfResult]:
+    """g(r) for every channel of ``rd``: whole interval and each block of ``windows`` (first minimum searched
+    up to ``first_min_max_nm`` [nm]; block minima within ``tolerance_nm`` [nm] of the whole's pass)."""
     out = {}
     for ch in rd.rdf_counts:
-        out[ch] = RdfResult(ch, rdf_curve(rd, ch, windows.whole), [rdf_curve(rd, ch, b) for b in windows.blocks])
+        kw = {"first_min_max_nm": first_min_max_nm}
+        out[ch] = RdfResult(ch, rdf_curve(rd, ch, windows.whole, **kw), [rdf_curve(rd, ch, b, **kw)
+                                                                         for b in windows.blocks],
+                            tolerance_nm=tolerance_nm, first_min_max_nm=first_min_max_nm)
     return out
+
+
+class RdfEstimator(EstimatorBase):
+    """Registered estimator of :data:`mdbench.analysis.observables.RDF`: g(r) of every channel, the first
+    minimum by the registered rule, and the coordination cutoffs it gives (shared as ``rdf_results``,
+    ``cutoffs`` and ``cutoff_rules``: the first minimum, else the fixed cutoff)."""
+
+    inputs = ("structure_frames", "structure_windows")
+
+    def compute(self) -> Estimate:
+        s, c, entry = self.settings, self.case, self.entries[0]
+        rd, win = c.structure_frames, c.structure_windows
+        rdfs = rdf_analysis(rd, win, first_min_max_nm=s.rdf_first_min_max_nm,
+                            tolerance_nm=s.rdf_block_first_min_tolerance_nm) if rd.rdf_counts else {}
+        out, curves = [], {}
+        cutoffs: dict[str, float] = {}
+        rules: dict[str, str] = {}
+        site_channels = {ch.name for ch in rd.channels}
+        for ch, res in rdfs.items():
+            d = res.to_dict()
+            curves[ch] = d
+            note = (f"; no first minimum within {s.rdf_first_min_max_nm:.2f} nm by the registered rule (no "
+                    "first-shell structure): coordination uses the fixed cutoff") if d["first_min_nm"] is None else ""
+            out.append(Measurement(
+                entry, (ch,), {"value": d["first_min_nm"], "unit": "nm", "blocks": d["block_first_min_nm"],
+                               "window": win.to_dict(), "diagnostics": {"first_peak_nm": d["first_peak_nm"],
+                                                                        "sampling_checks": res.sampling_checks()}},
+                "first minimum of g(r) by the registered rule "
+                f"(centres {'+'.join(rd.centre_species)}, sites {ch})", res.state_inputs(),
+                details={"curve": {"r_nm": d["r_nm"], "g": d["g"]}}, note=note))
+            m = res.whole.first_min_nm
+            if ch in site_channels:
+                cutoffs[ch] = float(m) if np.isfinite(m) else s.fixed_cn_cutoff_nm
+                rules[ch] = "first minimum" if np.isfinite(m) else f"fixed {s.fixed_cn_cutoff_nm} nm (no minimum)"
+        return Estimate(out, sections={entry.details_section: {entry.name: curves, "abundance": {}}},
+                        figure_data={"rdfs": rdfs, "cutoffs": cutoffs},
+                        products={"rdf_results": rdfs, "cutoffs": cutoffs, "cutoff_rules": rules})
 
 
 def _f(x: Any) -> float | None:

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from mdbench.analysis.observables import AUDIT_GROUPS, group_of, template_categories
+from mdbench.analysis.states import NEXT_ACTION, SEVERITY
 from mdbench.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -134,15 +136,26 @@ def read_results(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-def write_figures(out_dir: Path, *, rdfs: dict[str, Any], cutoffs: dict[str, float], diffusion: dict[str, Any],
-                  viscosity: Any, association: dict[str, Any], observables: dict[str, Any]) -> dict[str, str]:
+def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any = None,
+                  rdfs: dict[str, Any] | None = None, cutoffs: dict[str, float] | None = None,
+                  diffusion: dict[str, Any] | None = None, green_kubo: Any = None,
+                  clusters: dict[str, Any] | None = None, lifetimes: list[Any] | None = None,
+                  contact_lifetimes: list[Any] | None = None, **_unused: Any) -> dict[str, str]:
     """PNG figures: RDFs with minima, MSD with fit window and β, GK running integral with plateau, cluster
-    histogram, block bars. Returns name → file name (relative to ``out_dir``)."""
+    histogram, the residence-time and contact-lifetime correlation functions, block bars (:func:`mdbench.report.figures.block_bars`), each under the figure name of its
+    registry entry. ``settings`` gives the registered limits drawn (first-minimum search limit, accepted β).
+    Returns name → file name (relative to ``out_dir``)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from mdbench.analysis import observables as registry
+    from mdbench.analysis.settings import AnalysisSettings
+    from mdbench.report.figures import block_bars
+
+    settings = settings if settings is not None else AnalysisSettings()
+    rdfs, diffusion, clusters, viscosity = rdfs or {}, diffusion or {}, clusters or {}, green_kubo
     figs: dict[str, str] = {}
 
     def save(fig: Any, name: str) -> None:
@@ -158,11 +171,11 @@ def write_figures(out_dir: Path, *, rdfs: dict[str, Any], cutoffs: dict[str, flo
             line, = ax.plot(res.whole.r_nm, res.whole.g, label=ch, lw=1.2)
             if np.isfinite(res.whole.first_min_nm):
                 ax.axvline(res.whole.first_min_nm, color=line.get_color(), ls=":", lw=1)
-        ax.axvline(0.60, color="0.6", ls="--", lw=0.8, label="first-minimum search limit")
+        ax.axvline(settings.rdf_first_min_max_nm, color="0.6", ls="--", lw=0.8, label="first-minimum search limit")
         ax.set_xlabel("r [nm]")
         ax.set_ylabel("g(r)")
         ax.legend(fontsize=7)
-        save(fig, "rdf")
+        save(fig, registry.RDF.figure)
     if diffusion:
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
         for sp, dr in diffusion.items():
@@ -172,14 +185,14 @@ def write_figures(out_dir: Path, *, rdfs: dict[str, Any], cutoffs: dict[str, flo
             if np.isfinite(dr.window.lo_ps):
                 a1.axvspan(dr.window.lo_ps, dr.window.hi_ps, color=line.get_color(), alpha=0.08)
             a2.semilogx(dr.beta_lag_ps, dr.beta, color=line.get_color(), label=sp)
-        a2.axhspan(0.9, 1.1, color="0.85", label="accepted β")
+        a2.axhspan(*settings.diffusion_beta_range, color="0.85", label="accepted β")
         a1.set_xlabel("lag [ps]")
         a1.set_ylabel("MSD [nm²] (barycentric)")
         a2.set_xlabel("lag [ps]")
         a2.set_ylabel("β = dlnMSD/dlnt")
         a1.legend(fontsize=7)
         a2.legend(fontsize=7)
-        save(fig, "msd")
+        save(fig, registry.SELF_DIFFUSION.figure)
     if viscosity is not None and getattr(viscosity, "running_integral_mPa_s", np.zeros(0)).size:
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.plot(viscosity.lag_ps[: viscosity.running_integral_mPa_s.size], viscosity.running_integral_mPa_s,
@@ -192,38 +205,34 @@ def write_figures(out_dir: Path, *, rdfs: dict[str, Any], cutoffs: dict[str, flo
         ax.set_xlabel("lag [ps]")
         ax.set_ylabel("η(t) [mPa·s]")
         ax.legend(fontsize=7)
-        save(fig, "viscosity_gk")
-    if association:
+        save(fig, registry.VISCOSITY.figure)
+    if clusters:
         fig, ax = plt.subplots(figsize=(6, 4))
-        for an, d in association.items():
+        for an, d in clusters.items():
             sizes = {int(k): v for k, v in d["cluster_size_fraction_of_ions"].items()}
             ax.bar(list(sizes), list(sizes.values()), alpha=0.6, label=f"{d['cation']}–{an}")
         ax.set_xlabel("cluster size [ions]")
         ax.set_ylabel("fraction of ions")
         ax.legend(fontsize=7)
-        save(fig, "clusters")
-    bars = [(k, v) for k, v in observables.items() if v.get("blocks") and v.get("value") is not None
-            and any(b is not None for b in v["blocks"]) and not k.startswith("rdf/")
-            and (k.startswith("self_diffusion/") or k.startswith("conductivity/sigma") or k == "viscosity"
-                 or k.startswith("thermo/density") or "@first_min" in k or k.endswith("/CIP"))]
-    if bars:
-        n = len(bars)
-        ncol = min(4, n)
-        nrow = int(math.ceil(n / ncol))
-        fig, axes = plt.subplots(nrow, ncol, figsize=(3 * ncol, 2.4 * nrow), squeeze=False)
-        for ax, (k, v) in zip(axes.flat, bars):
-            blocks = [np.nan if b is None else b for b in v["blocks"]]
-            ax.bar(range(1, len(blocks) + 1), blocks, color="C0", alpha=0.7)
-            ax.axhline(v["value"], color="k", lw=1)
-            hw = (v.get("uncertainty") or {}).get("half_width_95")
-            if hw is not None:
-                ax.axhspan(v["value"] - hw, v["value"] + hw, color="0.8", alpha=0.5)
-            ax.set_title(f"{k} [{v['state']}]", fontsize=7)
-            ax.set_xlabel("block", fontsize=7)
-            ax.tick_params(labelsize=6)
-        for ax in list(axes.flat)[n:]:
-            ax.axis("off")
-        save(fig, "blocks")
+        save(fig, registry.ASSOCIATION.figure)
+    curves = [m for m in (lifetimes or []) + (contact_lifetimes or []) if m.details.get("curve")]
+    if curves:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+        for ax, kind in zip(axes, ("intermittent", "continuous")):
+            for m in (m for m in curves if m.qualifiers[-1] == kind):
+                c = m.details["curve"]
+                ax.plot(c["lag_ps"], [np.nan if v is None else v for v in c["correlation"]],
+                        label=f"{m.entry.name}/{m.qualifiers[0]} (τ = {m.payload.get('value') or float('nan'):.3g} ps)")
+            ax.axhline(0.0, color="0.6", lw=0.8)
+            ax.set_xlabel("lag [ps]")
+            ax.set_title(f"{kind} C(t)", fontsize=9)
+            ax.legend(fontsize=6)
+        axes[0].set_ylabel("C(t)")
+        save(fig, registry.RESIDENCE_TIME.figure)
+    names = [k for k in registry.block_bar_names(list(observables)) if observables[k].get("blocks")
+             and observables[k].get("value") is not None and any(b is not None for b in observables[k]["blocks"])]
+    if names:
+        save(block_bars(observables_frame({"observables": {k: observables[k] for k in names}})), registry.BLOCK_BARS_FIGURE)
     return figs
 
 
@@ -243,6 +252,24 @@ def observables_frame(doc: dict[str, Any], categories: tuple[str, ...] | None = 
                      "state": ob["state"], "reason": ob["reason"], "registration": ob["registration_id"]})
     return pd.DataFrame(rows, columns=["observable", "value", "unit", "half_width_95", "blocks", "state",
                                        "reason", "registration"])
+
+
+def template_frame(doc: dict[str, Any], template: str) -> Any:
+    """:func:`observables_frame` of the categories a template presents (from the registry)."""
+    return observables_frame(doc, template_categories(template))
+
+
+def diagnostics_frame(doc: dict[str, Any], template: str, keys: tuple[str, ...]) -> Any:
+    """A pandas DataFrame of chosen ``diagnostics`` (and ``window``) fields of a template's observables."""
+    import pandas as pd
+
+    cats = template_categories(template)
+    rows = []
+    for name, ob in doc["observables"].items():
+        if ob["category"] in cats:
+            found = {**(ob.get("window") or {}), **(ob.get("diagnostics") or {})}
+            rows.append({"observable": name, **{k: found.get(k) for k in keys}, "state": ob["state"]})
+    return pd.DataFrame(rows, columns=["observable", *keys, "state"])
 
 
 def load_case_results(run_dir: str | Path, cases: list[str]) -> dict[str, dict[str, Any] | None]:
@@ -350,7 +377,7 @@ def terminal_claim(run_dir: str | Path, cases: list[str]) -> tuple[str, list[dic
             state = prod["state"] if prod else "not_reached"
             unresolved.append({"case": case, "item": "stage/production", "state": state,
                                "reason": prod["reason"] if prod else "no production stage recorded",
-                               "next_action": _NEXT_ACTION.get(state, "stop")})
+                               "next_action": NEXT_ACTION.get(state, "stop")})
         else:
             valid_cases += 1
         obs = observables.get(case) or {}
@@ -362,7 +389,7 @@ def terminal_claim(run_dir: str | Path, cases: list[str]) -> tuple[str, list[dic
             if o["state"] != "C":
                 unresolved.append({"case": case, "item": f"observable/{name}",
                                    "observable": observable_group(name) or name, "state": o["state"],
-                                   "reason": o["reason"], "next_action": _NEXT_ACTION.get(o["state"], "stop")})
+                                   "reason": o["reason"], "next_action": NEXT_ACTION.get(o["state"], "stop")})
     if valid_cases == 0:
         return "candidate_failure", unresolved
     if unresolved:
@@ -387,38 +414,14 @@ def write_terminal_claim(run_dir: str | Path, cases: list[str]) -> dict[str, Any
                               observables={c: observables.get(c, {}) for c in cases}, unresolved=unresolved)
 
 
-#: Required analysis categories of seed 000 Table 2 → prefixes of this package's observable names.
-OBSERVABLE_GROUPS: dict[str, tuple[str, ...]] = {
-    "thermodynamics": ("thermo/",),
-    "coordination": ("rdf/", "coordination/"),
-    "association": ("association/",),
-    "self_diffusion": ("self_diffusion/",),
-    "viscosity": ("viscosity",),
-    "conductivity": ("conductivity/",),
-    "transference_number": ("transference/",),
-}
-#: Severity order used to summarise a category by its weakest member.
-_SEVERITY = {"C": 0, "SI": 1, "M": 2, "F": 3, "not_reached": 4, "invalid_upstream": 5}
-_NEXT_ACTION = {
-    "SI": "stop: valid estimator, sampling insufficient within this preset's budget; resolve by extending production",
-    "F": "stop: deterministic failure reported; repair the estimator or its input before reuse",
-    "M": "stop: required result missing; rerun the analysis stage",
-    "not_reached": "stop: upstream stage not reached",
-    "invalid_upstream": "stop: upstream stage invalid; results not usable",
-}
-
-
 def _is_summary(name: str, state: dict) -> bool:
     """A category summary written by :func:`record_group_states` (its reference has no JSON pointer)."""
-    return name in OBSERVABLE_GROUPS and "#" not in str(state.get("results_ref") or "")
+    return any(g.name == name for g in AUDIT_GROUPS) and "#" not in str(state.get("results_ref") or "")
 
 
 def observable_group(name: str) -> str | None:
     """The required analysis category of an observable name (``thermo/density`` → ``thermodynamics``)."""
-    for group, prefixes in OBSERVABLE_GROUPS.items():
-        if name == group or any(name.startswith(p) for p in prefixes):
-            return group
-    return None
+    return group_of(name)
 
 
 def record_group_states(run_dir: str | Path, cases: list[str]) -> dict[str, dict[str, str]]:
@@ -433,7 +436,7 @@ def record_group_states(run_dir: str | Path, cases: list[str]) -> dict[str, dict
     observables = rec.observable_states()
     summary: dict[str, dict[str, str]] = {}
     for case in cases:
-        members: dict[str, list[tuple[str, dict]]] = {g: [] for g in OBSERVABLE_GROUPS}
+        members: dict[str, list[tuple[str, dict]]] = {g.name: [] for g in AUDIT_GROUPS}
         for name, o in (observables.get(case) or {}).items():
             group = observable_group(name)
             if group is not None and not _is_summary(name, o):
@@ -444,7 +447,7 @@ def record_group_states(run_dir: str | Path, cases: list[str]) -> dict[str, dict
             if not items:
                 state, reason = "M", "no member observable recorded"
             else:
-                worst = max(items, key=lambda item: _SEVERITY.get(item[1]["state"], 0))
+                worst = max(items, key=lambda item: SEVERITY.get(item[1]["state"], 0))
                 state = worst[1]["state"]
                 bad = [n for n, o in items if o["state"] == state] if state != "C" else []
                 reason = (f"all {len(items)} member observables C" if state == "C"

@@ -29,8 +29,47 @@ F = "F"
 M = "M"
 INVALID_UPSTREAM = "invalid_upstream"
 NOT_REACHED = "not_reached"
+
+
+@dataclass(frozen=True)
+class ObservableState:
+    """One observable state: its name, how bad it is, and what a study does next.
+
+    Attributes
+    ----------
+    name : str
+        The state as written in results.json and the run record.
+    severity : int
+        Order used to summarise a group by its weakest member (0 = accepted).
+    next_action : str or None
+        What the terminal record lists as the next action for an unresolved observable (None for C).
+    meaning : str
+        One line for readers of reports.
+    """
+
+    name: str
+    severity: int
+    next_action: str | None
+    meaning: str
+
+
+#: The one definition of the observable states (add a state here; the schemas' enums are checked against it).
+STATES: tuple[ObservableState, ...] = (
+    ObservableState(C, 0, None, "accepted: valid estimator, every sampling diagnostic passed"),
+    ObservableState(SI, 1, "stop: valid estimator, sampling insufficient within this preset's budget; resolve by "
+                           "extending production", "insufficient sampling under a valid estimator"),
+    ObservableState(M, 2, "stop: required result missing; rerun the analysis stage", "missing or incomplete"),
+    ObservableState(F, 3, "stop: deterministic failure reported; repair the estimator or its input before reuse",
+                    "definition, implementation or numerical failure"),
+    ObservableState(NOT_REACHED, 4, "stop: upstream stage not reached", "no data yet"),
+    ObservableState(INVALID_UPSTREAM, 5, "stop: upstream stage invalid; results not usable",
+                    "the data it needs are invalid"),
+)
 #: Every state the classifier can return.
 OBSERVABLE_STATES: tuple[str, ...] = (C, SI, F, M, INVALID_UPSTREAM, NOT_REACHED)
+#: State → severity (summaries by the weakest member) and → next action of an unresolved observable.
+SEVERITY: dict[str, int] = {s.name: s.severity for s in STATES}
+NEXT_ACTION: dict[str, str] = {s.name: s.next_action for s in STATES if s.next_action}
 
 #: Upstream (stage) states understood by :func:`classify_observable`.
 UPSTREAM_VALID = "valid"

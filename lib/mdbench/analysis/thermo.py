@@ -34,6 +34,8 @@ import numpy as np
 
 from mdbench.analysis.blocks import (BlockEstimate, BlockWindows, _json_float, _pymbar_timeseries, block_estimate,
                                      block_windows, statistical_inefficiency)
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.observables import THERMO
 from mdbench.analysis.units import as_float64
 from mdbench.errors import InputError
 
@@ -310,7 +312,7 @@ class ThermoObservable:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict."""
         d = self.estimate.to_dict()
-        d.update({"observable": f"thermo/{self.name}", "edr_term": self.edr_term,
+        d.update({"observable": THERMO.key(self.name), "edr_term": self.edr_term,
                   "diagnostics": {"std": _json_float(self.std),
                                   "statistical_inefficiency": _json_float(self.statistical_inefficiency),
                                   "correlation_time_ps": _json_float(self.correlation_time_ps),
@@ -431,3 +433,48 @@ def thermo_analysis(series: EnergySeries, *, guard_ps: float = 0.0, n_blocks: in
                                    edr_term=term, guard_ps=guard_ps, n_blocks=n_blocks,
                                    min_effective_samples=min_effective_samples, drift_sigma=drift_sigma)
     return ThermoResult(observables=out, missing=missing, ensemble=ensemble, windows=win)
+
+
+class ThermoEstimator(EstimatorBase):
+    """Registered estimator of :data:`mdbench.analysis.observables.THERMO` (and the transport temperature).
+
+    Terms absent from the energy file: at a fixed box the volume (and the density, as total mass / box
+    volume) come from the trajectory's boxes; anything else is not delivered (M). Shares ``temperature_K``
+    (the registered setting, else the mean edr temperature over the window) with the transport estimators.
+    """
+
+    inputs = ("energy", "guard_ps", "ensemble", "trajectory")
+
+    def compute(self) -> Estimate:
+        from mdbench.analysis.units import AMU_PER_NM3_TO_KG_PER_M3
+
+        s, c, entry = self.settings, self.case, self.entries[0]
+        thermo = thermo_analysis(c.energy, guard_ps=c.guard_ps, n_blocks=s.n_blocks, ensemble=c.ensemble,
+                                 min_effective_samples=s.thermo_min_effective_samples, drift_sigma=s.thermo_drift_sigma)
+        out = [Measurement(entry, (name,), ob.to_dict(), f"mean of edr term {ob.edr_term} over the window",
+                           ob.state_inputs()) for name, ob in thermo.observables.items()]
+        if s.temperature_K is not None:
+            temperature = float(s.temperature_K)
+        elif "temperature" in thermo.observables:
+            temperature = float(thermo.observables["temperature"].estimate.whole)
+        else:
+            raise InputError("the energy file has no Temperature term; give temperature_K in params/analysis",
+                             c.energy.path)
+        rd = c.trajectory
+        from_box = {  # fixed box: the edr has no Volume (nor Density) term; the trajectory's boxes give them
+            "volume": (rd.volume_nm3, "nm^3", "(trajectory box)",
+                       "mean box volume of the trajectory frames (no Volume term in the edr)"),
+            "density": (rd.mol_mass_amu.sum() / rd.volume_nm3 * AMU_PER_NM3_TO_KG_PER_M3, "kg/m^3",
+                        "(trajectory: total mass / box volume)",
+                        "total mass of the topology / box volume of each frame (no Density term in the edr)"),
+        }
+        for name in thermo.missing:
+            if name in from_box:
+                values, unit, term, definition = from_box[name]
+                ob = thermo_observable(values, rd.time_ps, name=name, unit=unit, edr_term=term, guard_ps=c.guard_ps,
+                                       n_blocks=s.n_blocks, min_effective_samples=s.thermo_min_effective_samples,
+                                       drift_sigma=s.thermo_drift_sigma)
+                out.append(Measurement(entry, (name,), ob.to_dict(), definition, ob.state_inputs()))
+            else:
+                out.append(Measurement(entry, (name,), {}, "energy term absent from edr", {"delivered": False}))
+        return Estimate(out, products={"temperature_K": temperature})

@@ -41,6 +41,8 @@ import numpy as np
 
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, _json_float, block_estimate, block_windows
 from mdbench.analysis.diffusion import fit_slope
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.observables import VISCOSITY
 from mdbench.analysis.units import BAR_PA, KB_J_PER_K, NM3_M3, PA_S_TO_MPA_S, PS_S, as_float64
 from mdbench.errors import InputError
 
@@ -163,7 +165,7 @@ class ViscosityResult:
         """JSON-safe dict: value, unit, uncertainty + definition, blocks, plateau window, diagnostics."""
         d = self.viscosity.to_dict()
         d.update({
-            "observable": "viscosity",
+            "observable": VISCOSITY.key(),
             "method": "Green-Kubo, 5 traceless pressure-tensor components averaged, mean-subtracted",
             "window": {"plateau_window_ps": [_json_float(v) for v in self.plateau_window_ps],
                        "plateau_found": self.plateau_found,
@@ -412,3 +414,29 @@ def green_kubo_viscosity(pressure_tensor_bar: Any, dt_ps: float, volume_nm3: flo
         component_viscosity_mPa_s={n: float(v) for n, v in zip(COMPONENT_NAMES, comp_vals)},
         einstein_helfand_mPa_s=float(eh_val), volume_nm3=float(np.mean(vol[win.whole])), temperature_K=T,
         dt_ps=dt, windows=win, failures=failures, sampling_checks=checks)
+
+
+class ViscosityEstimator(EstimatorBase):
+    """Registered estimator of :data:`mdbench.analysis.observables.VISCOSITY` (Green–Kubo from the energy
+    file's pressure tensor; not delivered when the file has no pressure tensor)."""
+
+    inputs = ("energy", "guard_ps", "trajectory", "products.temperature_K")
+
+    def compute(self) -> Estimate:
+        s, c, entry = self.settings, self.case, self.entries[0]
+        definition = ("eta = V/(kB T) int_0^inf <P_ab(t) P_ab(0)> dt (Green-Kubo), plateau by the registered rule")
+        ptens = c.energy.pressure_tensor_bar()
+        if len(ptens) < 6:
+            return Estimate([Measurement(entry, (), {}, definition, {"delivered": False})],
+                            figure_data={"green_kubo": None})
+        t_e = c.energy.time_ps
+        volume = c.energy.terms.get("Volume", float(np.mean(c.trajectory.volume_nm3)))
+        rule = PlateauRule(width_tau=s.viscosity_plateau_width_tau, start_tau=s.viscosity_plateau_start_tau,
+                           rel_tol=s.viscosity_plateau_rel_tol,
+                           min_width_fraction=s.viscosity_plateau_min_width_fraction)
+        visc = green_kubo_viscosity(ptens, float(np.median(np.diff(t_e))), volume, c.products["temperature_K"],
+                                    guard_ps=c.guard_ps, n_blocks=s.n_blocks, plateau_rule=rule,
+                                    max_relative_half_width=s.viscosity_max_rel_half_width,
+                                    max_component_spread=s.viscosity_max_component_spread)
+        return Estimate([Measurement(entry, (), visc.to_dict(), definition, visc.state_inputs())],
+                        figure_data={"green_kubo": visc})

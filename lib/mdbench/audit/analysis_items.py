@@ -15,11 +15,17 @@ States (seed §A.2.2) are decided in this order, the first match winning:
    half-width is not used for quantities fluctuating about zero (pressure);
 6. otherwise ``C``.
 
+Each rule is a structured :class:`~mdbench.audit.model.Check` (:data:`CODES`: its code and severity) made
+before any decision; the state follows from the severities and every item rating from the codes, so a
+reworded message can never change a verdict. The groups, their targets per case and the group-specific
+rules (definition checks, regime, treatment, R5) come from the registry (:mod:`mdbench.analysis.observables`).
+
 Item rules per (case, observable): A2 0 for a definition failure, 0.5 when the definition was never
 registered, else 1. A3 0 for an implementation/numerical failure (or a wrong definition), else 1 (with the
 R5 comparison named when reanalysed). A4 0 when a declared volume/temperature disagrees with the production
 files (2 % / 5 K), 0.5 when no trajectory treatment is declared (and no canonical agreement shows it), else 1.
-A5 (transport only) 0 for a bare fitted number, 0.5 when the regime/plateau diagnostic fails, else 1.
+A5 (transport only) 0 for a bare fitted number, 0.5 when the regime/plateau diagnostic fails (the audit's
+β or plateau check, or the estimator's own regime check: :data:`REGIME_CHECK_NAMES`), else 1.
 A6 0 for non-finite or missing block values, 0.5 for SI, else 1. A7 1 with a defined uncertainty, 0.5
 without definition or for some targets, 0 for none. A1 per case: 1 all targets delivered; 0.5 when the
 missing ones (at most half the groups) are declared explicitly by the run; else 0.
@@ -34,13 +40,14 @@ from typing import Any
 
 import numpy as np
 
+from mdbench.analysis.blocks import T_975_DOF3
+from mdbench.analysis.observables import AUDIT_GROUPS, CONDUCTIVITY, audit_group
+from mdbench.analysis.observables import targets as registry_targets
 from mdbench.audit.bundle import Bundle
-from mdbench.audit.model import Evidence, Judgment, ObservableAssessment
-from mdbench.audit.runread import (DEFAULT_TARGETS, OBSERVABLE_GROUPS, Entry, RunData, _THERMO_TARGETS,
-                                   group_entries, match_target, tokens)
+from mdbench.audit.model import PER_OBSERVABLE_ITEMS, Check, Evidence, Judgment, ObservableAssessment
+from mdbench.audit.runread import (OBSERVABLE_GROUPS, Entry, RunData, group_entries, match_target,
+                                   target_entries_first, tokens)
 
-#: Student t(0.975, 3) for four blocks.
-T_975_DOF3 = 3.182
 #: R5 relative tolerance added when block intervals are too narrow.
 R5_REL_TOL = 0.05
 #: Relative block 95 % half-width above which sampling is judged insufficient.
@@ -48,18 +55,9 @@ SI_REL_HALF_WIDTH = 0.25
 #: Local log–log MSD slope window accepted as diffusive.
 BETA_WINDOW = (0.9, 1.1)
 #: Groups compared with the canonical reanalysis by the R5 rule (stable structural quantities).
-R5_GROUPS = ("thermodynamics", "coordination", "association")
+R5_GROUPS = tuple(g.name for g in AUDIT_GROUPS if g.canonical_r5)
 #: Groups whose estimator needs a regime/plateau diagnostic (A5).
-REGIME_GROUPS = ("self_diffusion", "viscosity", "conductivity", "transference_number")
-_DEFINITION_WORDS: dict[str, tuple[str, ...]] = {
-    "coordination": ("rdf", "coordination", "cutoff", "selection", "contact", "minimum"),
-    "association": ("contact", "cluster", "association", "aggregate", "cutoff"),
-    "self_diffusion": ("diffusion", "fit", "window", "msd"),
-    "viscosity": ("viscosity", "green", "kubo", "plateau", "helfand"),
-    "conductivity": ("conductivity", "onsager", "einstein", "frame"),
-    "transference_number": ("transference", "convention", "frame", "onsager"),
-}
-
+REGIME_GROUPS = tuple(g.name for g in AUDIT_GROUPS if g.regime)
 
 
 def _too_short(e: Entry) -> str | None:
@@ -146,11 +144,8 @@ class GroupResult:
 
 
 def required_targets(case: str, bundle: Bundle) -> dict[str, list[str]]:
-    """Observable group → required targets for a case (bundle first, seed defaults otherwise)."""
-    req: dict[str, list[str]] = {g: [] for g in OBSERVABLE_GROUPS}
-    req["thermodynamics"] = list(_THERMO_TARGETS)
-    req["association"] = ["cip", "agg"]
-    req.update({k: list(v) for k, v in DEFAULT_TARGETS.get(case.upper(), {}).items()})
+    """Observable group → required targets for a case (bundle first, the registry's otherwise)."""
+    req = registry_targets(case)
     cdef = bundle.cases.get(case)
     if cdef is not None and cdef.required_targets:
         req.update({k: list(v) for k, v in cdef.required_targets.items() if k in req})
@@ -177,26 +172,25 @@ def _cutoff(ent: Entry) -> float | None:
     return None
 
 
-def _definitions_match(run_entry: Entry, canon: Entry) -> bool:
-    """Thermodynamic means always match; structural quantities need equal declared cutoffs (±0.005 nm)."""
-    if str(canon.raw.get("category", "")).startswith("thermo") or run_entry.key.split(".")[0:2] == [
-            "observables", "thermodynamics"]:
+def _definitions_match(group: str, run_entry: Entry, canon: Entry) -> bool:
+    """Means of an energy term always match; other quantities need equal declared cutoffs (±0.005 nm)."""
+    if audit_group(group).treatment == "energy":
         return True
     a, b = _cutoff(run_entry), _cutoff(canon)
     return a is not None and b is not None and abs(a - b) <= 0.005
 
 
 def _canonical_match(group: str, e: Entry, canonical: dict[str, Entry]) -> Entry | None:
-    import re  # noqa: PLC0415
-
+    g = audit_group(group)
     tail = re.split(r"[./]", e.key)[-1]
-    if group == "thermodynamics":
+    if g.target_by_key:
         return match_target(group, tail, canonical)
     want = tokens(e.key.split(".")[-1]) - {"cn", "d", "value", "observables"} - {group}
+    ordered = target_entries_first(group, canonical)
     for relax in (False, True):
-        w = want - {"li", "na"} if relax else want
-        for p, c in canonical.items():
-            if w and w <= tokens(p) and (group != "coordination" or _cutoff(e) is None or _cutoff(c) is None
+        w = want - g.centre_tokens if relax else want
+        for p, c in ordered.items():
+            if w and w <= tokens(p) and (not g.cutoff_defined or _cutoff(e) is None or _cutoff(c) is None
                                          or abs(_cutoff(e) - _cutoff(c)) <= 0.005):
                 return c
     return None
@@ -208,7 +202,7 @@ def _canonical_tplus_check(reported: float, canonical_results: Any) -> list[str]
         from mdbench.analysis.onsager import identify_transference_convention  # noqa: PLC0415
 
         obs = canonical_results["observables"]
-        cond = next(v for k, v in obs.items() if isinstance(v, dict) and v.get("category") == "conductivity"
+        cond = next(v for k, v in obs.items() if isinstance(v, dict) and v.get("category") == CONDUCTIVITY.category
                     and isinstance(v.get("details"), dict) and "L" in v["details"])
         L = cond["details"]["L"]["whole"]
         species = canonical_results["system"]["species"]
@@ -243,55 +237,43 @@ def state_consistency(entries: list[Entry], prod_state: dict[str, float] | None)
     return bad
 
 
-def assess_group(run: RunData, case: str, group: str, targets: list[str], entries: dict[str, Entry],
-                 canonical: dict[str, Entry] | None, upstream: str | None,
-                 canonical_results: Any | None = None, prod_state: dict[str, float] | None = None) -> GroupResult:
-    """State and A2–A7 judgments of one observable group of one case (rules in the module docstring)."""
-    res_rel = f"analysis/{case}/results.json"
-    run_state = run.run_observable_states(case).get(group, {}).get("state") if run.run_observable_states(case) \
-        else None
-    for k, v in run.run_observable_states(case).items():
-        if run_state is None and group in tokens(k) | {k.lower()}:
-            run_state = v.get("state")
+#: Check codes (:class:`mdbench.audit.model.Check`) and their severities; the item rules read these.
+CODES: dict[str, str] = {
+    "missing_target": "missing",
+    "tplus_mixed_convention": "definition",
+    "conductivity_without_cross_terms": "definition",
+    "nonfinite_value": "implementation",
+    "nonfinite_blocks": "implementation",
+    "outside_canonical_r5": "implementation",
+    "run_recorded_failure": "implementation",
+    "no_value": "incomplete",
+    "four_block_analysis_missing": "incomplete",
+    "window_too_short": "sampling",
+    "run_sampling_check_failed": "sampling",
+    "block_half_width": "sampling",
+    "msd_exponent_outside": "sampling",
+    "plateau_not_reached": "sampling",
+    "run_regime_check_failed": "sampling",
+    "run_declared_insufficient_sampling": "sampling",
+    "agrees_with_canonical": "note",
+    "definition_differs_from_canonical": "note",
+}
+#: Codes of a regime / plateau diagnostic that failed (A5 0.5).
+REGIME_CODES = frozenset({"msd_exponent_outside", "plateau_not_reached", "run_regime_check_failed"})
+#: Sampling checks of our estimators that are regime diagnostics (names in ``diagnostics.sampling_checks``).
+REGIME_CHECK_NAMES = frozenset({"diffusive_window", "plateau", "collective_regime"})
 
-    def done(state: str, reason: str, ratings: dict[str, tuple[float | None, str]], ev: list[Evidence],
-             kind: str | None = None, reported: float | None = None, canon: float | None = None,
-             units: str | None = None) -> GroupResult:
-        a = ObservableAssessment(case, group, state, reason, run_state=run_state, reported_value=reported,
-                                 canonical_value=canon, units=units, evidence=ev,
-                                 values={e.key: float(e.value) for e in chosen_all if e.finite_value})
-        js = [Judgment(item, r, why, case, group, evidence=list(ev)) for item, (r, why) in ratings.items()]
-        return GroupResult(a, js, kind)
 
-    chosen_all: list[Entry] = []
-    na = {i: (None, "not applicable: " + (upstream or "")) for i in ("A2", "A3", "A4", "A5", "A6", "A7")}
-    if upstream in ("invalid_upstream", "not_reached"):
-        return done(upstream, f"production data {upstream.replace('_', ' ')}", na, [])
-    chosen: list[Entry] = []
-    missing: list[str] = []
-    if targets:
-        for t in targets:
-            e = match_target(group, t, entries)
-            (chosen.append(e) if e is not None else missing.append(t))
-    else:
-        chosen = list(entries.values())[:1] if entries else []
-        if not chosen:
-            missing.append(group)
-    ev = [Evidence(res_rel, key=e.key) for e in chosen]
-    chosen_all.extend(chosen)
-    if not chosen:
-        r = {i: (None, "observable not delivered (scored under A1)") for i in na}
-        return done("M", f"missing: {', '.join(missing)}", r, ev)
-    main = chosen[0]
-    units = main.raw.get("unit", main.raw.get("units")) if isinstance(main.raw, dict) else None
-    reported = main.value if main.finite_value else None
-    ratings: dict[str, tuple[float | None, str]] = {}
-    definition_fail: list[str] = []
-    impl_fail: list[str] = []
-    si: list[str] = []
-    incomplete: list[str] = []
-    # --- definition-level checks
-    if group == "transference_number":
+def _check(code: str, message: str, *entries: Entry, path: str = "") -> Check:
+    return Check(code, CODES[code], message, tuple(Evidence(path, key=e.key) for e in entries))
+
+
+def _definition_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] | None,
+                       canonical_results: Any | None, path: str) -> list[Check]:
+    """Definition failures: a t+ that only a mixed-up convention reproduces; a conductivity without
+    ionic cross-correlations."""
+    out: list[Check] = []
+    if g.definition_check == "transference_convention":
         for e in chosen:
             L = onsager_from(e.raw)
             if L is None and canonical:
@@ -300,162 +282,204 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
             names = _canonical_tplus_check(e.value, canonical_results) if (
                 canonical_results is not None and e.finite_value) else None
             if names and all(n.startswith("mixed") for n in names):
-                definition_fail.append(f"t+ = {e.value:.4g} is reproduced from the canonical Onsager matrix only "
-                                       f"by a mixed-up formula ({', '.join(names)}), not by either convention")
+                out.append(_check("tplus_mixed_convention", f"t+ = {e.value:.4g} is reproduced from the canonical "
+                                  f"Onsager matrix only by a mixed-up formula ({', '.join(names)}), not by either "
+                                  "convention", e, path=path))
                 continue
             if L is not None and e.finite_value:
                 conv = tplus_conventions(*L)
                 if _close(e.value, conv["mixed"]) and not _close(e.value, conv["correct"]):
-                    definition_fail.append(
-                        f"t+ = {e.value:.4g} equals the mixed-convention value {conv['mixed']:.4g} (signed-charge "
-                        f"Onsager coefficients in the unweighted formula); correct convention gives "
-                        f"{conv['correct']:.4g}")
-    if group == "conductivity":
+                    out.append(_check("tplus_mixed_convention",
+                                      f"t+ = {e.value:.4g} equals the mixed-convention value {conv['mixed']:.4g} "
+                                      "(signed-charge Onsager coefficients in the unweighted formula); correct "
+                                      f"convention gives {conv['correct']:.4g}", e, path=path))
+    if g.definition_check == "cross_correlations":
         for e in chosen:
             if e.raw.get("includes_cross_terms") is False or tokens(e.key) & {"ne", "nernst"}:
-                definition_fail.append("conductivity omits ionic cross-correlations (Nernst–Einstein only)")
-    # --- numerical checks
+                out.append(_check("conductivity_without_cross_terms",
+                                  "conductivity omits ionic cross-correlations (Nernst–Einstein only)", e, path=path))
+    return out
+
+
+def _numeric_checks(chosen: list[Entry], extra: list[Entry], path: str) -> list[Check]:
+    """Non-finite values, incomplete deliveries, failures the run recorded; a too-short window is SI."""
+    out: list[Check] = []
     for e in chosen:
         short = _too_short(e)
         if short and not (e.finite_value and not e.nonfinite_blocks()):
             # the estimator says the window is shorter than it needs: a sampling shortfall, not a fault
-            si.append(f"{e.key}: no finite value, window too short ({short[:120]})")
+            out.append(_check("window_too_short", f"{e.key}: no finite value, window too short ({short[:120]})", e,
+                              path=path))
             continue
         if e.value is not None and not math.isfinite(e.value):
-            impl_fail.append(f"{e.key}: non-finite whole-interval value")
+            out.append(_check("nonfinite_value", f"{e.key}: non-finite whole-interval value", e, path=path))
         bad = e.nonfinite_blocks()
         if bad:
-            impl_fail.append(f"{e.key}: non-finite block value(s) in block(s) {[b + 1 for b in bad]}")
+            out.append(_check("nonfinite_blocks", f"{e.key}: non-finite block value(s) in block(s) "
+                              f"{[b + 1 for b in bad]}", e, path=path))
         if e.value is None and not e.blocks:
-            incomplete.append(f"{e.key}: no value")
+            out.append(_check("no_value", f"{e.key}: no value", e, path=path))
         if not e.blocks or len(e.blocks) < 4:
-            incomplete.append(f"{e.key}: four-block analysis missing")
-    # --- canonical reanalysis (R5: stable structural quantities with matched definitions only)
+            out.append(_check("four_block_analysis_missing", f"{e.key}: four-block analysis missing", e, path=path))
+    for e in extra:  # other delivered entries of the group: non-finite values
+        if not _too_short(e) and (e.value is not None and not math.isfinite(e.value) or e.nonfinite_blocks()):
+            out.append(_check("nonfinite_value", f"{e.key}: non-finite value(s)", e, path=path))
+    for e in chosen + extra:
+        if e.raw.get("state") == "F":
+            out.append(_check("run_recorded_failure", f"{e.key}: the run itself recorded a failure "
+                              f"({str(e.raw.get('reason', ''))[:120]})", e, path=path))
+    return out
+
+
+def _canonical_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] | None,
+                      path: str) -> tuple[list[Check], float | None]:
+    """R5 comparison of stable structural quantities with matched definitions (and the canonical value)."""
+    out: list[Check] = []
     canon_value = None
-    compared = 0
-    not_compared: list[str] = []
-    if canonical and group in R5_GROUPS:
+    if canonical and g.canonical_r5:
         for e in chosen:
-            ce = _canonical_match(group, e, canonical)
+            ce = _canonical_match(g.name, e, canonical)
             if ce is None or not ce.finite_value or not e.finite_value:
                 continue
-            if not _definitions_match(e, ce):
-                not_compared.append(f"{e.key}: definition differs from the canonical one (R5 not applied)")
+            if not _definitions_match(g.name, e, ce):
+                out.append(_check("definition_differs_from_canonical",
+                                  f"{e.key}: definition differs from the canonical one (R5 not applied)", e, path=path))
                 continue
-            compared += 1
             canon_value = ce.value if canon_value is None else canon_value
-            if not r5_agrees(e.value, ce.value, ce.blocks):
+            if r5_agrees(e.value, ce.value, ce.blocks):
+                out.append(_check("agrees_with_canonical", f"{e.key} inside the canonical R5 interval", e, path=path))
+            else:
                 h = r5_interval(ce.value, ce.blocks)
-                impl_fail.append(f"{e.key} = {e.value:.5g} outside the R5 interval {ce.value:.5g} ± {h:.3g} "
-                                 "of the canonical reanalysis")
+                out.append(_check("outside_canonical_r5", f"{e.key} = {e.value:.5g} outside the R5 interval "
+                                  f"{ce.value:.5g} ± {h:.3g} of the canonical reanalysis", e, path=path))
     elif canonical and chosen:
         ce = next(iter(canonical.values()))
         canon_value = ce.value if ce.finite_value else None
-    extra_entries = [e for e in entries.values() if e not in chosen]
-    for e in extra_entries:  # other delivered entries of the group: run-recorded failures and non-finite values
-        if _too_short(e):
-            continue
-        if e.value is not None and not math.isfinite(e.value) or e.nonfinite_blocks():
-            impl_fail.append(f"{e.key}: non-finite value(s)")
-    for e in chosen + extra_entries:
-        if e.raw.get("state") == "F":
-            impl_fail.append(f"{e.key}: the run itself recorded a failure ({str(e.raw.get('reason', ''))[:120]})")
-    # --- sampling diagnostics
+    return out, canon_value
+
+
+def _sampling_checks(g: Any, chosen: list[Entry], extra: list[Entry], run_state: str | None, path: str,
+                     prior: list[Check]) -> list[Check]:
+    """The estimator's own sampling checks where it reports them, else the audit's backstop (relative block
+    half-width); the diffusive exponent and the Green–Kubo plateau; what the run declared SI."""
+    out: list[Check] = []
     for e in chosen:
-        fluctuates_about_zero = re.split(r"[./]", e.key)[-1].lower().startswith("pressure")
+        fluctuates_about_zero = re.split(r"[./]", e.key)[-1].lower().startswith(g.fluctuates_about_zero or ("\0",))
         diag = e.raw.get("diagnostics") if isinstance(e.raw.get("diagnostics"), dict) else {}
-        own_checks = isinstance(diag.get("sampling_checks"), dict) or (
-            e.raw.get("state") in ("C", "SI") and "sampling diagnostic" in str(e.raw.get("reason", "")))
-        if own_checks:
-            failed = [k for k, v in (diag.get("sampling_checks") or {}).items() if v is False]
+        own = diag.get("sampling_checks") if isinstance(diag.get("sampling_checks"), dict) else None
+        failed = [str(k) for k, v in (own or {}).items() if v is False]
+        regime = "run_regime_check_failed" if REGIME_CHECK_NAMES & set(failed) else "run_sampling_check_failed"
+        if own is not None or (e.raw.get("state") in ("C", "SI")
+                               and "sampling diagnostic" in str(e.raw.get("reason", ""))):
             if e.raw.get("state") in ("C", "SI"):  # the estimator says which of its checks apply
                 if e.raw["state"] == "SI":
-                    si.append(f"{e.key}: {str(e.raw.get('reason') or 'sampling check failed')[:160]}")
+                    out.append(_check(regime, f"{e.key}: {str(e.raw.get('reason') or 'sampling check failed')[:160]}",
+                                      e, path=path))
             elif failed:
-                si.append(f"{e.key}: sampling check(s) failed: {', '.join(map(str, failed))}")
+                out.append(_check(regime, f"{e.key}: sampling check(s) failed: {', '.join(failed)}", e, path=path))
         elif e.blocks and len(e.blocks) >= 4 and not e.nonfinite_blocks() and e.finite_value and e.value != 0 \
                 and not fluctuates_about_zero:
             arr = np.asarray(e.blocks, dtype=np.float64)
             rel = T_975_DOF3 * float(arr.std(ddof=1)) / 2.0 / abs(e.value)
             if rel > SI_REL_HALF_WIDTH:
-                si.append(f"{e.key}: block 95 % half-width {100 * rel:.0f} % of the value")
+                out.append(_check("block_half_width", f"{e.key}: block 95 % half-width {100 * rel:.0f} % of the value",
+                                  e, path=path))
         beta = e.raw.get("beta", e.raw.get("msd_exponent"))
         if isinstance(beta, (int, float)) and not (BETA_WINDOW[0] <= beta <= BETA_WINDOW[1]):
-            si.append(f"{e.key}: MSD exponent β = {beta:.2f} outside {BETA_WINDOW}")
+            out.append(_check("msd_exponent_outside", f"{e.key}: MSD exponent β = {beta:.2f} outside {BETA_WINDOW}",
+                              e, path=path))
         plateau = e.raw.get("plateau")
         if isinstance(plateau, dict) and plateau.get("reached") is False:
-            si.append(f"{e.key}: Green–Kubo plateau not reached")
-    if (run_state == "SI" or any(e.raw.get("state") == "SI" for e in chosen + extra_entries)) and not si:
-        si.append("the run declared insufficient sampling")
-    # --- state
+            out.append(_check("plateau_not_reached", f"{e.key}: Green–Kubo plateau not reached", e, path=path))
+    sampled = out or [c for c in prior if c.severity == "sampling"]
+    if (run_state == "SI" or any(e.raw.get("state") == "SI" for e in chosen + extra)) and not sampled:
+        out.append(_check("run_declared_insufficient_sampling", "the run declared insufficient sampling", path=path))
+    return out
+
+
+def _state(checks: list[Check], missing: list[str]) -> tuple[str, str]:
+    """The group's state from the severities of its checks (rules 2–6 of the module docstring)."""
+    def said(*severities: str) -> list[str]:
+        return [c.message for c in checks if c.severity in severities]
+
     if missing:
-        state, reason = "M", f"missing targets: {', '.join(missing)}"
-    elif definition_fail or impl_fail:
-        state, reason = "F", "; ".join(definition_fail + impl_fail)
-    elif any("four-block" in m or "no value" in m for m in incomplete):
-        state, reason = "M", "; ".join(incomplete)
-    elif si:
-        state, reason = "SI", "; ".join(si)
-    else:
-        state, reason = "C", "estimator delivered, finite, blocks consistent" + (
-            f", {compared} value(s) inside the canonical R5 interval" if compared else "") + (
-            "; " + "; ".join(not_compared) if not_compared else "")
-    kind = "definition" if definition_fail else ("implementation" if impl_fail else None)
-    # --- item ratings
-    regs = run.registered(*_DEFINITION_WORDS.get(group, ("definition",)), case=case)
-    if definition_fail:
-        ratings["A2"] = (0.0, "; ".join(definition_fail))
-    elif group in _DEFINITION_WORDS and not regs:
+        return "M", f"missing targets: {', '.join(missing)}"
+    if said("definition", "implementation"):
+        return "F", "; ".join(said("definition") + said("implementation"))
+    if said("incomplete"):
+        return "M", "; ".join(said("incomplete"))
+    if said("sampling"):
+        return "SI", "; ".join(said("sampling"))
+    compared = sum(c.code == "agrees_with_canonical" for c in checks)
+    not_compared = [c.message for c in checks if c.code == "definition_differs_from_canonical"]
+    return "C", "estimator delivered, finite, blocks consistent" + (
+        f", {compared} value(s) inside the canonical R5 interval" if compared else "") + (
+        "; " + "; ".join(not_compared) if not_compared else "")
+
+
+def _ratings(g: Any, checks: list[Check], regs: list[dict], usable: list[Entry],
+             prod_state: dict[str, float] | None) -> dict[str, tuple[float | None, str]]:
+    """A2–A7 of one group from the codes of its checks (rules in the module docstring)."""
+    def said(*severities: str) -> list[str]:
+        return [c.message for c in checks if c.severity in severities]
+
+    codes = {c.code for c in checks}
+    definition, implementation, sampling = said("definition"), said("implementation"), said("sampling")
+    compared = sum(c.code == "agrees_with_canonical" for c in checks) + sum(
+        c.code == "outside_canonical_r5" for c in checks)
+    ratings: dict[str, tuple[float | None, str]] = {}
+    if definition:
+        ratings["A2"] = (0.0, "; ".join(definition))
+    elif g.definition_words and not regs:
         ratings["A2"] = (0.5, "definition not registered in registrations.jsonl")
     else:
         ratings["A2"] = (1.0, "definition answers the physical question" + (f" (registered {regs[0].get('id')})"
                                                                           if regs else ""))
-    if impl_fail:
-        ratings["A3"] = (0.0, "; ".join(impl_fail))
-    elif definition_fail:
+    if implementation:
+        ratings["A3"] = (0.0, "; ".join(implementation))
+    elif definition:
         ratings["A3"] = (0.0, "estimator implements a wrong definition")
     elif compared:
         ratings["A3"] = (1.0, f"{compared} value(s) agree with the canonical reanalysis (R5)")
     else:
         ratings["A3"] = (1.0, "no numerical fault found (not reanalysed)")
-    usable = [e for e in chosen if e.finite_value] or chosen
     keys = set().union(*(_diag_keys(e) for e in usable))
-    inconsistent = state_consistency(usable, prod_state) if group in REGIME_GROUPS else []
+    inconsistent = state_consistency(usable, prod_state) if g.regime else []
     if inconsistent:
         ratings["A4"] = (0.0, "; ".join(inconsistent))
-    elif group == "viscosity":
+    elif g.treatment == "pressure_tensor":
         declared = keys & {"ensemble", "barostat", "volume_nm3", "temperature_k", "pressure_interval_ps"}
         ratings["A4"] = (1.0, f"pressure-tensor treatment declared ({', '.join(sorted(declared))})") if declared \
             else (0.5, "ensemble/volume of the pressure-tensor window not declared with the result")
-    elif group in REGIME_GROUPS or group in ("coordination", "association"):
+    elif g.treatment == "trajectory":
         declared = keys & {"frame", "reference_frame", "unwrapped", "unwrap", "com", "pbc", "volume_nm3",
                            "temperature_k", "molecular_com", "whole_molecules", "barycentric", "minimum image",
                            "periodic"}
         if declared:
             ratings["A4"] = (1.0, f"trajectory treatment declared ({', '.join(sorted(declared))})")
-        elif compared and not impl_fail:
+        elif compared and not implementation:
             ratings["A4"] = (1.0, "values agree with the canonical reanalysis (PBC handled consistently)")
         else:
             ratings["A4"] = (0.5, "trajectory treatment (PBC/unwrapping/frame/volume) not declared with the result")
     else:
         ratings["A4"] = (1.0, "energy-file time series; no trajectory treatment needed")
-    if group in REGIME_GROUPS:
+    if g.regime:
         diag = {k for k in keys if any(w in k for w in ("beta", "msd_exponent", "fit_window", "plateau",
                                                          "running_integral", "regime", "window_ps", "lo_ps"))}
         if not diag:
             ratings["A5"] = (0.0, "a fitted number alone: no regime/plateau diagnostic reported")
-        elif any("β" in s or "plateau" in s for s in si):
-            ratings["A5"] = (0.5, "regime diagnostic reported but not satisfied: " + "; ".join(si))
+        elif codes & REGIME_CODES:
+            ratings["A5"] = (0.5, "regime diagnostic reported but not satisfied: " + "; ".join(sampling))
         else:
             ratings["A5"] = (1.0, f"regime diagnostic reported ({', '.join(sorted(diag))})")
     else:
         ratings["A5"] = (None, "no fitting regime for this observable")
-    if any("non-finite block" in s for s in impl_fail):
+    if any(c.code == "nonfinite_blocks" for c in checks):
         ratings["A6"] = (0.0, "non-finite block values prevent the block-stability assessment")
-    elif any("four-block" in s for s in incomplete):
+    elif "four_block_analysis_missing" in codes:
         ratings["A6"] = (0.0, "four-block analysis missing")
-    elif si:
-        ratings["A6"] = (0.5, "blocks examined; sampling insufficient: " + "; ".join(si))
+    elif sampling:
+        ratings["A6"] = (0.5, "blocks examined; sampling insufficient: " + "; ".join(sampling))
     else:
         ratings["A6"] = (1.0, "whole-interval and four block values finite and consistent")
     unc = [e for e in usable if e.has_uncertainty()]
@@ -466,7 +490,70 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
         ratings["A7"] = (0.5, "uncertainty reported for some targets or without a definition")
     else:
         ratings["A7"] = (0.0, "no uncertainty reported")
-    return done(state, reason, ratings, ev, kind, reported, canon_value, units if isinstance(units, str) else None)
+    return ratings
+
+
+def assess_group(run: RunData, case: str, group: str, targets: list[str], entries: dict[str, Entry],
+                 canonical: dict[str, Entry] | None, upstream: str | None,
+                 canonical_results: Any | None = None, prod_state: dict[str, float] | None = None) -> GroupResult:
+    """State and A2–A7 judgments of one observable group of one case (rules in the module docstring).
+
+    The checks (:class:`~mdbench.audit.model.Check`) are made first, each with a code and a severity; the
+    state and every rating follow from those codes, never from the wording of a message.
+    """
+    g = audit_group(group)
+    res_rel = f"analysis/{case}/results.json"
+    states = run.run_observable_states(case)
+    run_state = states.get(group, {}).get("state") if states else None
+    for k, v in states.items():
+        if run_state is None and group in tokens(k) | {k.lower()}:
+            run_state = v.get("state")
+
+    def done(state: str, reason: str, ratings: dict[str, tuple[float | None, str]], ev: list[Evidence],
+             checks: list[Check], chosen: list[Entry], kind: str | None = None, reported: float | None = None,
+             canon: float | None = None, units: str | None = None) -> GroupResult:
+        a = ObservableAssessment(case, group, state, reason, run_state=run_state, reported_value=reported,
+                                 canonical_value=canon, units=units, evidence=ev,
+                                 values={e.key: float(e.value) for e in chosen if e.finite_value}, checks=checks)
+        js = [Judgment(item, r, why, case, group, evidence=list(ev)) for item, (r, why) in ratings.items()]
+        return GroupResult(a, js, kind)
+
+    if upstream in ("invalid_upstream", "not_reached"):
+        na = {i: (None, "not applicable: " + upstream) for i in PER_OBSERVABLE_ITEMS}
+        return done(upstream, f"production data {upstream.replace('_', ' ')}", na, [], [], [])
+    chosen: list[Entry] = []
+    missing: list[str] = []
+    if targets:
+        for t in targets:
+            e = match_target(group, t, entries)
+            (chosen.append(e) if e is not None else missing.append(t))
+    else:
+        chosen = list(target_entries_first(group, entries).values())[:1] if entries else []
+        if not chosen:
+            missing.append(group)
+    ev = [Evidence(res_rel, key=e.key) for e in chosen]
+    gaps = [Check("missing_target", CODES["missing_target"], f"{group}: {t} not delivered", (Evidence(res_rel),))
+            for t in missing]
+    if not chosen:
+        r = {i: (None, "observable not delivered (scored under A1)") for i in PER_OBSERVABLE_ITEMS}
+        return done("M", f"missing: {', '.join(missing)}", r, ev, gaps, chosen)
+    main = chosen[0]
+    units = main.raw.get("unit", main.raw.get("units")) if isinstance(main.raw, dict) else None
+    extra = [e for e in entries.values() if e not in chosen]
+    checks = gaps + _definition_checks(g, chosen, canonical, canonical_results, res_rel)
+    checks += _numeric_checks(chosen, extra, res_rel)
+    r5, canon_value = _canonical_checks(g, chosen, canonical, res_rel)
+    checks += r5
+    checks += _sampling_checks(g, chosen, extra, run_state, res_rel, checks)
+    state, reason = _state(checks, missing)
+    severities = {c.severity for c in checks}
+    kind = "definition" if "definition" in severities else ("implementation" if "implementation" in severities
+                                                            else None)
+    regs = run.in_force(*g.definition_words, case=case) if g.definition_words else []
+    usable = [e for e in chosen if e.finite_value] or chosen
+    ratings = _ratings(g, checks, regs, usable, prod_state)
+    return done(state, reason, ratings, ev, checks, chosen, kind, main.value if main.finite_value else None,
+                canon_value, units if isinstance(units, str) else None)
 
 
 def assess_case(run: RunData, bundle: Bundle, case: str, upstream: str | None,
@@ -485,7 +572,8 @@ def assess_case(run: RunData, bundle: Bundle, case: str, upstream: str | None,
     if upstream in ("invalid_upstream", "not_reached"):
         judgments.append(Judgment("A1", None, f"production {upstream}: coverage not applicable", case))
         return judgments, out
-    missing = [gr.assessment for gr in out if gr.assessment.state == "M" and gr.assessment.reason.startswith("missing")]
+    missing = [gr.assessment for gr in out if gr.assessment.state == "M"
+               and any(c.code == "missing_target" for c in gr.assessment.checks)]
     declared = run.run_observable_states(case)
     explicit = [m for m in missing if m.observable in declared or any(
         m.observable in tokens(k) or k.lower() == m.observable for k in declared)]

@@ -155,7 +155,8 @@ def _report_values(assessments: list[Any]) -> dict[str, float]:
 
 
 def _guard_ps(run: Any, case: str) -> float | None:
-    for reg in run.registered("guard", case=case):
+    """The guard interval [ps] of the registration in force for ``case`` (its latest revision), if any."""
+    for reg in run.in_force("guard", case=case):
         d = reg.get("definition") or {}
         for k in ("guard_ps", "guard_interval_ps", "exclude_ps"):
             if isinstance(d.get(k), (int, float)):

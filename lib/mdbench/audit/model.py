@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mdbench.analysis.states import C, OBSERVABLE_STATES
+
 #: Dimension letter → ordered item ids.
 DIMENSIONS: dict[str, tuple[str, ...]] = {
     "S": ("Sim1", "Sim2", "Sim3", "Sim4"),
@@ -37,9 +39,9 @@ PER_CASE_ITEMS: tuple[str, ...] = DIMENSIONS["S"] + DIMENSIONS["A"]
 #: Analysis items also judged per (case, observable).
 PER_OBSERVABLE_ITEMS: tuple[str, ...] = ("A2", "A3", "A4", "A5", "A6", "A7")
 RATINGS: tuple[float, ...] = (1.0, 0.5, 0.0)
-#: Observable states; never conflated, never turned into numbers.
-OBSERVABLE_STATES: tuple[str, ...] = ("C", "SI", "F", "M", "invalid_upstream", "not_reached")
-UNRESOLVED_STATES: frozenset[str] = frozenset({"SI", "F", "M", "invalid_upstream", "not_reached"})
+#: Observable states (``OBSERVABLE_STATES``, one definition: :mod:`mdbench.analysis.states`); never
+#: conflated, never turned into numbers. Every state but C leaves an obligation unresolved.
+UNRESOLVED_STATES: frozenset[str] = frozenset(OBSERVABLE_STATES) - {C}
 CLAIMED_OUTCOMES: tuple[str, ...] = (
     "clean_valid", "recovered_valid", "partial", "candidate_failure", "infrastructure_blocked",
 )
@@ -125,6 +127,42 @@ class Judgment:
         return d
 
 
+#: Severity of a :class:`Check`, in the order the state rules apply them: a missing target → M; a definition
+#: or an implementation failure → F; an incomplete delivery → M; a sampling shortfall → SI; a note → none.
+CHECK_SEVERITIES: tuple[str, ...] = ("missing", "definition", "implementation", "incomplete", "sampling", "note")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One structured result of the analysis checks of an observable group: item rules read ``code`` and
+    ``severity``, never ``message`` (which is for people).
+
+    Attributes
+    ----------
+    code : str
+        What was found, e.g. ``nonfinite_blocks``, ``tplus_mixed_convention`` (``analysis_items.CODES``).
+    severity : str
+        One of :data:`CHECK_SEVERITIES`.
+    message : str
+        One line for the report.
+    evidence : tuple of Evidence
+        Where it was found.
+    """
+
+    code: str
+    severity: str
+    message: str
+    evidence: tuple[Evidence, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.severity not in CHECK_SEVERITIES:
+            raise ValueError(f"check severity {self.severity!r} is not one of {CHECK_SEVERITIES}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "severity": self.severity, "message": self.message,
+                "evidence": [e.to_dict() for e in self.evidence]}
+
+
 @dataclass
 class ObservableAssessment:
     """The audit's state for one required observable of one case, beside what the run claimed."""
@@ -140,10 +178,13 @@ class ObservableAssessment:
     evidence: list[Evidence] = field(default_factory=list)
     #: Finite reported values of the delivered targets (key path → value), for repeat comparisons.
     values: dict[str, float] = field(default_factory=dict)
+    #: The structured checks behind ``state`` and the item ratings.
+    checks: list[Check] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["evidence"] = [e.to_dict() for e in self.evidence]
+        d["checks"] = [c.to_dict() for c in self.checks]
         return d
 
 

@@ -21,7 +21,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from mdbench.audit.model import OUTCOME_SYNONYMS
+from mdbench.analysis.observables import (AUDIT_GROUPS, audit_group, category_group, null_means_none,
+                                          target_categories)
+from mdbench.audit.model import OUTCOME_SYNONYMS, Finding
 from mdbench.audit.safeio import RunFS
 
 log = logging.getLogger(__name__)
@@ -34,42 +36,15 @@ STAGE_DIRS: dict[str, tuple[str, ...]] = {
     "prod": ("prod", "production", "40_production"),
 }
 
-#: Observable groups of Table 2 / A3 with the species- or quantity-specific targets each must deliver.
-OBSERVABLE_GROUPS: tuple[str, ...] = (
-    "thermodynamics", "coordination", "association", "self_diffusion", "viscosity", "conductivity",
-    "transference_number",
-)
-_GROUP_PATTERNS: dict[str, re.Pattern[str]] = {
-    "thermodynamics": re.compile(r"^(thermo|thermodynamics)$"),
-    "coordination": re.compile(r"^(cn|coordination|rdf|rdf_cn|structure)"),
-    "association": re.compile(r"^(association|ion_association|cip|agg|ion_pairs?|clusters?)"),
-    "self_diffusion": re.compile(r"^(self_diffusion|diffusion|d)($|_)"),
-    "viscosity": re.compile(r"^(viscosity|eta)($|_)"),
-    "conductivity": re.compile(r"^(conductivity|sigma)($|_)"),
-    "transference_number": re.compile(r"^(transference|transference_number|t_plus|tplus|t\+)($|_)"),
-}
-#: ``category`` field of an entry (mdbench analysis results.json) → observable group.
-_CATEGORY_GROUPS = {"thermodynamics": "thermodynamics", "thermo": "thermodynamics", "structure": "coordination",
-                    "coordination": "coordination", "association": "association",
-                    "self_diffusion": "self_diffusion", "diffusion": "self_diffusion", "viscosity": "viscosity",
-                    "conductivity": "conductivity", "transference": "transference_number",
-                    "transference_number": "transference_number"}
+#: Observable groups of Table 2 / A3 (from the registry, :mod:`mdbench.analysis.observables`).
+OBSERVABLE_GROUPS: tuple[str, ...] = tuple(g.name for g in AUDIT_GROUPS)
 #: Top-level sections of a results document that hold settings/provenance, not observables.
 _NON_RESULT_SECTIONS = frozenset({"settings", "system", "source", "software", "windows", "registrations",
-                                  "guard_detection", "meta", "provenance", "onsager", "association_details"})
-#: Centre species implied by coordination keys such as ``coordination/FSI:O@first_min``.
-CENTRE_TOKENS = frozenset({"li", "na"})
-_THERMO_TARGETS = ("density", "temperature", "pressure", "potential_energy", "total_energy", "volume")
-_THERMO_ALIASES = {"potential": "potential_energy", "epot": "potential_energy", "etot": "total_energy",
-                   "total": "total_energy"}
-
-#: Default required targets by case name (seed Table 2; LHCE separates three Li–O channels).
-DEFAULT_TARGETS: dict[str, dict[str, list[str]]] = {
-    "DE": {"coordination": ["li_o_dmc_carbonyl", "li_o_fsi"], "self_diffusion": ["li", "fsi", "dmc"]},
-    "HCE": {"coordination": ["li_o_dmc_carbonyl", "li_o_fsi"], "self_diffusion": ["li", "fsi", "dmc"]},
-    "LHCE": {"coordination": ["li_o_dmc_carbonyl", "li_o_fsi", "li_o_tte_ether"],
-             "self_diffusion": ["li", "fsi", "dmc", "tte"]},
-}
+                                  "guard_detection", "meta", "provenance", "onsager", "association_details",
+                                  "definitions", "figures", "superseded_results"})
+#: The section of a results document that lists observables by name (anything there the registry does not
+#: know is reported, never dropped).
+OBSERVABLES_SECTION = "observables"
 _VALUE_KEYS = ("value", "whole", "whole_interval", "estimate", "mean")
 _BLOCK_KEYS = ("blocks", "block_values", "block")
 
@@ -87,6 +62,7 @@ class Entry:
     value: float | None    # None: absent; nan: non-finite
     blocks: list[float | None] | None
     raw: dict[str, Any]
+    null_is_none: bool = False  # a null (value or block) means "none by the registered rule", not non-finite
 
     @property
     def finite_value(self) -> bool:
@@ -95,7 +71,8 @@ class Entry:
     def nonfinite_blocks(self) -> list[int]:
         if not self.blocks:
             return []
-        return [i for i, b in enumerate(self.blocks) if b is None or not math.isfinite(b)]
+        return [i for i, b in enumerate(self.blocks)
+                if (b is None and not self.null_is_none) or (b is not None and not math.isfinite(b))]
 
     def has_uncertainty(self) -> bool:
         u = self.raw.get("uncertainty", self.raw.get("ci95", self.raw.get("stderr", self.raw.get("block_std"))))
@@ -125,11 +102,12 @@ def as_entry(key: str, obj: Any) -> Entry | None:
         return None
     value = None
     has_value_key = False
+    null_is_none = isinstance(obj.get("category"), str) and null_means_none(obj["category"])
     for k in _VALUE_KEYS:
         if k in obj:
             has_value_key = True
             v = obj[k]
-            value = _num(v) if v is not None else float("nan")
+            value = _num(v) if v is not None else (None if null_is_none else float("nan"))
             break
     blocks = None
     for k in _BLOCK_KEYS:
@@ -138,7 +116,7 @@ def as_entry(key: str, obj: Any) -> Entry | None:
             break
     if not has_value_key and blocks is None:
         return None
-    return Entry(key, value, blocks, obj)
+    return Entry(key, value, blocks, obj, null_is_none)
 
 
 def _walk(obj: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, str, Any]]:
@@ -154,13 +132,22 @@ def _walk(obj: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, str, An
     return out
 
 
-def group_entries(results: Any) -> dict[str, dict[str, Entry]]:
-    """Observable group → {target key path → Entry} found in a results.json document."""
+def group_entries(results: Any, unknown: list[str] | None = None) -> dict[str, dict[str, Entry]]:
+    """Observable group → {target key path → Entry} found in a results.json document.
+
+    Entries tagged with a ``category`` (mdbench's results, and any tool that tags them) are grouped by the
+    registry (:func:`mdbench.analysis.observables.category_group`); untagged ones by the names an agent may
+    use (:attr:`AuditGroup.aliases`). The key path of every categorised entry whose category the registry
+    does not know, and of every member of the ``observables`` section that matches no group, is appended
+    to ``unknown`` (the audit reports them as findings).
+    """
     groups: dict[str, dict[str, Entry]] = {g: {} for g in OBSERVABLE_GROUPS}
     if not isinstance(results, dict):
         return groups
+    unknown = unknown if unknown is not None else []
     members = _walk(results)
     categorised = any(isinstance(v, dict) and isinstance(v.get("category"), str) for _p, _k, v in members)
+    by_key = [(g, group_targets(g.name)) for g in AUDIT_GROUPS if g.target_by_key]
     for path, key, val in members:
         if path.split(".")[0] in _NON_RESULT_SECTIONS:
             continue
@@ -168,55 +155,93 @@ def group_entries(results: Any) -> dict[str, dict[str, Entry]]:
             continue  # mdbench results.json: only category-tagged entries are observables
         low = key.lower()
         cat = val.get("category") if isinstance(val, dict) else None
-        if isinstance(cat, str) and as_entry(path, val) is not None:
-            group = _CATEGORY_GROUPS.get(cat.lower())
-            if group is not None and not (group == "conductivity" and tokens(low) & {"ne", "ionicity"}):
-                groups[group][path] = as_entry(path, val)  # type: ignore[assignment]
+        if isinstance(cat, str):
+            group = category_group(cat)
+            ent = as_entry(path, val)
+            if group is None:
+                unknown.append(path)
+            elif ent is not None and not tokens(low) & audit_group(group).excluded_tokens:
+                groups[group][path] = ent
             continue
         if val is None or (isinstance(val, dict) and val.get("state") == "M"):
             continue
         low = re.split(r"[/]", low)[0]
-        for group, pat in _GROUP_PATTERNS.items():
-            if not pat.search(low):
+        for g in AUDIT_GROUPS:
+            if not g.pattern.search(low):
                 continue
-            if group == "conductivity" and tokens(key) & {"ne", "nernst", "nernst_einstein", "ionicity"}:
+            if tokens(key) & g.excluded_tokens:
                 break
             ent = as_entry(path, val)
             if ent is not None:
-                groups[group][path] = ent
+                groups[g.name][path] = ent
             elif isinstance(val, dict):
                 for k2, v2 in val.items():
                     e2 = as_entry(f"{path}.{k2}", v2)
                     if e2 is not None:
-                        groups[group][f"{path}.{k2}"] = e2
+                        groups[g.name][f"{path}.{k2}"] = e2
             break
         else:
-            base = _THERMO_ALIASES.get(low, low)
-            if base in _THERMO_TARGETS or any(low.startswith(t) for t in _THERMO_TARGETS):
-                ent = as_entry(path, val)
-                if ent is not None and not any(p.startswith(path + ".") for p in groups["thermodynamics"]):
-                    groups["thermodynamics"][path] = ent
+            for g, wanted in by_key:
+                base = g.target_aliases.get(low, low)
+                if base in wanted or any(low.startswith(t) for t in wanted):
+                    ent = as_entry(path, val)
+                    if ent is not None and not any(p.startswith(path + ".") for p in groups[g.name]):
+                        groups[g.name][path] = ent
+                    break
+            else:
+                if path.count(".") == 1 and path.split(".")[0] == OBSERVABLES_SECTION:
+                    unknown.append(path)
     return groups
 
 
+def group_targets(group: str, case: str = "*") -> tuple[str, ...]:
+    """The targets the registry requires of ``group`` for ``case`` (any case by default)."""
+    from mdbench.analysis.observables import targets
+
+    return tuple(targets(case)[group])
+
+
+def unknown_observable_findings(case: str, results: Any) -> list[Finding]:
+    """One finding per observable of ``results`` the registry does not know (never a silent drop)."""
+    unknown: list[str] = []
+    group_entries(results, unknown)
+    rel = f"analysis/{case}/results.json"
+    return [Finding("unknown_observable", f"{key}: an observable the registry does not know (no audit group); "
+                    "reported here, not assessed", rel, item="A1", case=case) for key in unknown]
+
+
 def match_target(group: str, target: str, entries: dict[str, Entry]) -> Entry | None:
-    """The entry delivering ``target`` (e.g. ``li_o_fsi`` or ``density``) inside a group, if any."""
+    """The entry delivering ``target`` (e.g. ``li_o_fsi`` or ``density``) inside a group, if any.
+
+    Entries of the registry category that declares the group's targets are tried first (the coordination
+    numbers deliver ``li_o_fsi``, not the RDF minima of the same group), then the others.
+    """
+    g = audit_group(group)
     want = tokens(target)
-    relaxed = want - CENTRE_TOKENS if group == "coordination" else want
-    for path, ent in entries.items():
+    relaxed = want - g.centre_tokens
+    ordered = target_entries_first(group, entries)
+    for path, ent in ordered.items():
         last = re.split(r"[./]", path)[-1].lower()
-        if group == "thermodynamics":
-            base = _THERMO_ALIASES.get(last, last)
+        if g.target_by_key:
+            base = g.target_aliases.get(last, last)
             if base == target or base.startswith(target):
                 return ent
             continue
         if want <= tokens(path):
             return ent
     if relaxed != want:
-        for path, ent in entries.items():
+        for path, ent in ordered.items():
             if relaxed and relaxed <= tokens(path):
                 return ent
     return None
+
+
+def target_entries_first(group: str, entries: dict[str, Entry]) -> dict[str, Entry]:
+    """``entries`` with those of the registry category that declares ``group``'s targets first (the
+    coordination numbers before the RDF minima of the same group); order otherwise kept."""
+    owners = target_categories(group)
+    preferred = {p: e for p, e in entries.items() if str(e.raw.get("category", "")).lower() in owners}
+    return {**preferred, **{p: e for p, e in entries.items() if p not in preferred}}
 
 
 def normalise_outcome(value: Any) -> str | None:
@@ -260,6 +285,12 @@ class RunData:
             if canonical_stage(str(key)) == stage and isinstance(val, dict):
                 return val
         return None
+
+    def in_force(self, *words: str, case: str | None = None) -> list[dict]:
+        """:meth:`registered`, without the registrations a later one ``revises``, latest first: the first
+        row is the definition in force (also when a run registered again without naming a revision)."""
+        revised = {row.get("revises") for _line, row in self.registrations if row.get("revises")}
+        return [r for r in reversed(self.registered(*words, case=case)) if r.get("id") not in revised]
 
     def registered(self, *words: str, case: str | None = None) -> list[dict]:
         """Registrations whose kind or definition keys mention any of ``words``."""
@@ -332,6 +363,7 @@ def load_run(fs: RunFS, bundle_cases: list[str] | None = None) -> RunData:
     results: dict[str, Any] = {}
     for c in cases:
         results[c] = fs.read_json(f"analysis/{c}/results.json", item="A1")
+        fs.findings.extend(unknown_observable_findings(c, results[c]))
     stage_dirs: dict[str, dict[str, str]] = {}
     for c in cases:
         stage_dirs[c] = {}

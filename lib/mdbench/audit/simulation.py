@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from mdbench.analysis.blocks import T_975_DOF3
 from mdbench.audit.bundle import Bundle, CaseDefinition
 from mdbench.audit.model import Evidence, Judgment
 from mdbench.audit.runread import RunData, canonical_stage
@@ -279,7 +280,7 @@ def check_equilibration(run: RunData, bundle: Bundle, case: str) -> Judgment:
         q = n // 4
         d1, d2 = float(np.mean(d[n // 2: n // 2 + q])), float(np.mean(d[n - q:]))
         d_blocks = np.array([b.mean() for b in np.array_split(d[last], 4)])
-        allowed = max(DENSITY_DRIFT_TOL * abs(d2), 3.182 * float(d_blocks.std(ddof=1)))
+        allowed = max(DENSITY_DRIFT_TOL * abs(d2), T_975_DOF3 * float(d_blocks.std(ddof=1)))
         drift = abs(d2 - d1) / max(abs(d2), 1e-12)
         notes.append(f"density {d2:.1f} kg/m3, drift {100 * drift:.2f} % (allowed {100 * allowed / abs(d2):.2f} %)")
         ev.append(Evidence(rel, key="Density"))

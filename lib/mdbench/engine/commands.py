@@ -7,11 +7,12 @@ from pathlib import Path
 
 import click
 
+from mdbench.analysis.observables import analysis_templates
+
 #: The study's stages, in order, as executor stage names.
 STUDY_STAGES = ("study/10_setup", "study/20_minimize", "study/30_equilibrate", "study/40_production")
 #: Per-system analysis stages that follow production (issue 5), and the cross-case comparison.
-ANALYSIS_STAGES = ("analysis/50_thermo", "analysis/51_structure", "analysis/52_association",
-                   "analysis/53_diffusion", "analysis/54_viscosity", "analysis/55_conductivity")
+ANALYSIS_STAGES = analysis_templates()
 COMPARE_STAGE = "study/60_compare"
 
 

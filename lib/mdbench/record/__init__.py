@@ -14,11 +14,12 @@ from mdbench.record.store import (
     RecordError,
     RunRecord,
     read_jsonl,
+    run_relative,
     sha256_file,
     utc_now,
 )
 
 __all__ = [
     "CASE_BUDGET_NS", "CLAIMED_OUTCOMES", "OBSERVABLE_STATE_VALUES", "SCHEMA_VERSION", "STAGE_STATE_VALUES",
-    "STUDY_BUDGET_NS", "BudgetExceeded", "RecordError", "RunRecord", "read_jsonl", "sha256_file", "utc_now",
+    "STUDY_BUDGET_NS", "BudgetExceeded", "RecordError", "RunRecord", "read_jsonl", "run_relative", "sha256_file", "utc_now",
 ]

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from filelock import FileLock
 
@@ -67,6 +67,17 @@ class BudgetExceeded(RecordError):
             f"{committed_case_ns:.6g} ns committed to the case and {committed_study_ns:.6g} ns to the study "
             f"would exceed the {limit}"
         )
+
+
+def run_relative(path: str | Path, run_dir: str | Path | None) -> str:
+    """``path`` relative to ``run_dir`` (both resolved) as written in the record; unchanged when it lies
+    outside (or no run directory is given)."""
+    if run_dir is None:
+        return str(path)
+    try:
+        return str(Path(path).resolve().relative_to(Path(run_dir).resolve()))
+    except ValueError:
+        return str(path)
 
 
 def utc_now() -> str:
@@ -303,6 +314,25 @@ class RunRecord:
 
     def registrations(self) -> list[dict]:
         return [row for _, row in read_jsonl(self.dir / REGISTRATIONS).rows]
+
+    def register_or_revise(self, kind: str, definition: dict, *, case: str | None = None,
+                           same: Callable[[dict], bool] | None = None,
+                           reason: str = "definition changed") -> str:
+        """The id of the registration in force for ``kind`` (and ``case``; and ``same(row)`` when given) if its
+        definition equals ``definition``; otherwise register ``definition``, as a revision of the one in force
+        (evidence: ``reason`` and the changed top-level keys) when there is one. The earlier one stays."""
+        clean = json.loads(json.dumps(_json_safe(definition)))
+        with self.locked():
+            prior = [r for r in self.registrations()
+                     if r.get("kind") == kind and r.get("case") == case and (same is None or same(r))]
+            if prior and prior[-1].get("definition") == clean:
+                return prior[-1]["id"]
+            if not prior:
+                return self.register(kind, clean, case=case)
+            old = prior[-1].get("definition") or {}
+            changed = sorted(k for k in set(old) | set(clean) if old.get(k) != clean.get(k))
+            return self.register(kind, clean, case=case, revises=prior[-1]["id"],
+                                 evidence={"reason": reason, "changed_keys": changed})
 
     # ----------------------------------------------------------------- attempts and budget
     def attempt_rows(self) -> list[dict]:

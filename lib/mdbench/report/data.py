@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from mdbench.analysis.observables import AUDIT_GROUPS
 from mdbench.audit.model import DIMENSIONS, ITEM_DIMENSION, ITEMS
 from mdbench.errors import InputError
 
@@ -99,13 +100,9 @@ def observable_states(audits: list[Audit]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["audit", "case", "observable", "audit_state", "run_state", "reason"])
 
 
-#: Fig. 5 panels: label → (observable group, key pattern).
-REPEAT_PANELS: dict[str, tuple[str, str]] = {
-    "coordination number": ("coordination", r"."),
-    "density [kg/m^3]": ("thermodynamics", r"density"),
-    "aggregates (AGG fraction)": ("association", r"agg"),
-    "self-diffusion D [m^2/s]": ("self_diffusion", r"."),
-}
+#: Fig. 5 panels: label → (observable group, key pattern), from the registry's audit groups.
+REPEAT_PANELS: dict[str, tuple[str, str]] = {g.repeat_panel[0]: (g.name, g.repeat_panel[1])
+                                             for g in AUDIT_GROUPS if g.repeat_panel}
 
 
 def repeat_values(audits: list[Audit]) -> pd.DataFrame:

@@ -1,19 +1,24 @@
 """Report figures (matplotlib/seaborn): overall scores (seed Fig. 2), item heatmap (Fig. 3), simulation
-detail matrices (Fig. S1), repeat consistency (Fig. 5). Each function returns a matplotlib Figure built
-without pyplot (no global backend state); :func:`as_image` turns it into an embeddable PNG."""
+detail matrices (Fig. S1), repeat consistency (Fig. 5), and the block bars of one case's observables that
+results.json and every analysis template show. Each function returns a matplotlib Figure built without
+pyplot (no global backend state); :func:`as_image` turns it into an embeddable PNG. seaborn and IPython
+are imported by the functions that use them (the analysis draws its block bars without either)."""
 
 from __future__ import annotations
 
 import io
+import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-import seaborn as sns
-from IPython.display import Image
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
 from mdbench.audit.model import DIMENSIONS, ITEMS
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from IPython.display import Image
 
 #: light (0), medium (0.5), dark (1) — seed Figs. S1–S4 shading.
 RATING_CMAP = ListedColormap(["#f2d7d5", "#f5b041", "#1e8449"])
@@ -21,6 +26,8 @@ RATING_CMAP = ListedColormap(["#f2d7d5", "#f5b041", "#1e8449"])
 
 def as_image(fig: Figure, dpi: int = 110) -> Image:
     """PNG of a figure as an IPython Image (embedded base64 by nbconvert)."""
+    from IPython.display import Image
+
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
     return Image(data=buf.getvalue(), format="png")
@@ -33,6 +40,8 @@ def _subplots(nrows: int, ncols: int, figsize: tuple[float, float]) -> tuple[Fig
 
 def overall_scores(scores: pd.DataFrame) -> Figure:
     """Stacked dimension contributions (25·mean per dimension) per audit; composite in [0, 100]."""
+    import seaborn as sns
+
     fig, axes = _subplots(1, 1, (max(4, 1.2 * len(scores) + 2), 3.6))
     ax = axes[0][0]
     bottom = np.zeros(len(scores))
@@ -54,6 +63,8 @@ def overall_scores(scores: pd.DataFrame) -> Figure:
 
 def item_heatmap(items: pd.DataFrame) -> Figure:
     """Audit × 21-item heatmap of final ratings (0 / 0.5 / 1)."""
+    import seaborn as sns
+
     fig, axes = _subplots(1, 1, (10, 0.5 * len(items) + 1.6))
     ax = axes[0][0]
     sns.heatmap(items[list(ITEMS)].astype(float), vmin=0, vmax=1, cmap=RATING_CMAP, linewidths=0.5,
@@ -68,6 +79,8 @@ def item_heatmap(items: pd.DataFrame) -> Figure:
 
 def case_matrices(case_items: pd.DataFrame) -> Figure:
     """One (audit × case) matrix per item (Sim1–Sim4 by default), as in seed Fig. S1."""
+    import seaborn as sns
+
     item_names = sorted(case_items["item"].unique()) if len(case_items) else []
     n = max(1, len(item_names))
     fig, axes = _subplots(1, n, (2.6 * n + 1, 0.45 * max(1, case_items["audit"].nunique()) + 1.6))
@@ -87,6 +100,8 @@ def case_matrices(case_items: pd.DataFrame) -> Figure:
 
 def repeat_consistency(values: pd.DataFrame) -> Figure:
     """Per panel (coordination, density, aggregates, D) the values of each audit per case/target."""
+    import seaborn as sns
+
     panels = list(dict.fromkeys(values["panel"])) if len(values) else []
     n = max(1, len(panels))
     fig, axes = _subplots(1, n, (3.4 * n, 3.2))
@@ -104,3 +119,38 @@ def repeat_consistency(values: pd.DataFrame) -> Figure:
         axes[0][0].axis("off")
     fig.set_layout_engine("tight")
     return fig
+
+
+def block_bars(table: pd.DataFrame, ncols: int = 4, max_panels: int | None = None) -> Figure:
+    """One panel per observable: its block values against the whole-interval value and its 95 % band.
+
+    ``table`` has the columns of :func:`mdbench.analysis.results.observables_frame` (``observable``,
+    ``value``, ``blocks``, ``half_width_95``, ``state``); rows without a value or with a missing block are
+    left out. Blocks are windows of one trajectory, not replicas.
+    """
+    rows = [r for r in table.to_dict("records") if _drawable(r)][:max_panels]
+    n = max(1, len(rows))
+    ncol = min(ncols, n)
+    fig, axes = _subplots(int(math.ceil(n / ncol)), ncol, (3 * ncol, 2.4 * int(math.ceil(n / ncol))))
+    for ax, row in zip(axes.flat, rows):
+        blocks = [np.nan if b is None else b for b in row["blocks"]]
+        ax.bar(range(1, len(blocks) + 1), blocks, color="C0", alpha=0.7)
+        ax.axhline(row["value"], color="k", lw=1)
+        hw = row.get("half_width_95")
+        if hw is not None and np.isfinite(hw):
+            ax.axhspan(row["value"] - hw, row["value"] + hw, color="0.8", alpha=0.5)
+        ax.set_title(f"{row['observable']} [{row['state']}]", fontsize=7)
+        ax.set_xlabel("block", fontsize=7)
+        ax.tick_params(labelsize=6)
+    for ax in list(axes.flat)[len(rows):]:
+        ax.axis("off")
+    if not rows:
+        axes[0][0].text(0.5, 0.5, "no observable with a value and four finite blocks", ha="center", fontsize=8)
+    fig.set_layout_engine("tight")
+    return fig
+
+
+def _drawable(row: dict[str, Any]) -> bool:
+    value, blocks = row.get("value"), row.get("blocks")
+    return (value is not None and not (isinstance(value, float) and math.isnan(value)) and isinstance(blocks, list)
+            and len(blocks) > 0 and any(b is not None for b in blocks))

@@ -1,14 +1,18 @@
 """The ``sdl`` room: replay of recorded self-driving-laboratory campaigns (after Dynamical-SDL-1).
 
 A recorded experiment map (:mod:`~mdbench.sdl.ledger`; loaders :mod:`~mdbench.sdl.vapdiff` for the shipped
-vapdiff_crystal record and :mod:`~mdbench.sdl.precursor_genome` for the downloadable Precursor Genome) is
-compiled into frozen, sha256-hashed, counterbalanced assignments (:mod:`~mdbench.sdl.compiler`). A policy
-(:mod:`~mdbench.sdl.policies`, or an external program via :mod:`~mdbench.sdl.external`) runs each campaign in
-the replay environment (:mod:`~mdbench.sdl.environment`), which keeps outcomes, unrevealed evidence and scores
-evaluator-private, enforces the action protocol and budgets, and hash-chains every action.
-:mod:`~mdbench.sdl.campaign` adds the schedule-matched random and call-matched no-evidence controls;
-:mod:`~mdbench.sdl.scoring` and :mod:`~mdbench.sdl.metrics` score forecasts (joint log loss with a declared
-floor, learning curves, adaptive AUC, selection/evidence lift, acceleration, calibration);
-:mod:`~mdbench.sdl.leaderboard` and :mod:`~mdbench.sdl.report` rank systems and render the HTML report.
-CLI: ``mdbench sdl compile | run | score | leaderboard``.
+vapdiff_crystal record, :mod:`~mdbench.sdl.precursor_genome` for the downloadable Precursor Genome, and the
+generated :mod:`~mdbench.sdl.synthetic` evidence record) is compiled into frozen, sha256-hashed,
+counterbalanced assignments with salted public ids (:mod:`~mdbench.sdl.compiler`), written as an agent tree
+and an evaluator tree (:mod:`~mdbench.sdl.bundle`). A coordinator — a trusted built-in
+(:mod:`~mdbench.sdl.policies`), a confined external process (:mod:`~mdbench.sdl.external` on
+:mod:`~mdbench.sdl.confine` and :mod:`mdbench.sandbox`) or an LLM behind an endpoint
+(:mod:`~mdbench.sdl.llm_policy` on :mod:`mdbench.llm`) — runs each campaign in the replay environment
+(:mod:`~mdbench.sdl.environment`), which keeps outcomes, unrevealed evidence and scores evaluator-private,
+enforces the action protocol and budgets, and hash-chains every action and forecast.
+:mod:`~mdbench.sdl.campaign` adds the schedule-matched random and exactly call-matched no-evidence
+controls, fresh evaluator sessions on saved states and the future decisions; :mod:`~mdbench.sdl.verify`
+checks traces; :mod:`~mdbench.sdl.scoring` and :mod:`~mdbench.sdl.metrics` score forecasts from the chain;
+:mod:`~mdbench.sdl.leaderboard` and :mod:`~mdbench.sdl.report` rank systems that ran identical assignment sets
+and render the HTML report. CLI: ``mdbench sdl compile | run | score | leaderboard``.
 """

@@ -1,16 +1,30 @@
-"""Leaderboard over systems and assignments: equal weight per assignment, signs, rank stability.
+"""Leaderboards over systems and assignments, built only from verified traces.
 
-A system enters the leaderboard only when it has metrics for every assignment found in the results folder
-(and the schedule-matched random control on each). Per system: mean adaptive AUC [nats] (primary, higher is
-better), mean selection lift, mean enhancement at budget, mean evidence lift, the per-assignment signs of
-selection lift (e.g. ``+−+0+−``), acceleration factor at a target ratio (geometric mean over jointly reached
-campaigns, with counts), claim calibration, local/held-out sign agreement. Rank stability: the ranking is
-recomputed leaving out each assignment in turn; reported are the fraction of recomputations that reproduce
-the full ranking and each system's rank range.
+:func:`score_results` re-verifies every trace of every system in a results folder (hash chain, chain head
+signed with the compile's evaluator key, copies equal to the log; :mod:`mdbench.sdl.verify`) and recomputes
+every metric from the logs; ``metrics.json`` files are never read. A system whose traces fail verification is
+*refused* with the first bad row named.
+
+:func:`build_leaderboards` then puts systems into one table only when the sha256 sets of the assignments they
+ran are identical (so a budget-4 compile is never ranked beside a budget-12 one, nor a partial run beside a
+full one). Within a table:
+
+* a system with an unfinished branch on any assignment (policy error, invalid-action streak, call limit,
+  missing checkpoint; :func:`mdbench.sdl.metrics.branch_status`) is listed as *did not finish* with the reason,
+  never ranked;
+* a system whose coordinator ran without enforced isolation (an unconfined process, or an in-process policy
+  object that is not a shipped baseline) is listed as *not ranked* with the reason;
+* a system run without the schedule-matched random control is listed as *not ranked* (no selection lift);
+* the rest are ranked by mean adaptive AUC [nats] with equal weight per assignment (primary, higher is
+  better), with mean selection lift, enhancement at budget, evidence lift, per-assignment signs of selection
+  lift (e.g. ``+−+0+−``), acceleration factor at a target ratio (geometric mean over jointly reached
+  campaigns, with counts), claim calibration, local/held-out sign agreement, future-decision gain, and
+  leave-one-assignment-out rank stability.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,8 +32,46 @@ from typing import Any
 
 import numpy as np
 
-from mdbench.errors import InputError
+from mdbench.errors import InputError, MdbenchError
+from mdbench.sdl.bundle import Compiled, load_compiled
+from mdbench.sdl.metrics import campaign_metrics
 from mdbench.sdl.scoring import geometric_mean, sign
+from mdbench.sdl.verify import verify_trace
+
+BRANCH_FILES = ("adaptive", "random_control", "no_evidence")
+
+
+def isolation_rankable(iso: dict[str, Any]) -> tuple[bool, str]:
+    """Whether a branch's coordinator ran under an enforced information boundary, and why not."""
+    method = iso.get("method")
+    if method == "in_process":
+        if iso.get("trusted") is True:
+            return True, "shipped baseline (in-process, trusted)"
+        return False, "in-process policy object that is not a shipped baseline (no enforced isolation)"
+    if method == "llm_endpoint":
+        return True, "remote model behind the built-in adapter"
+    if method == "confined_process":
+        if iso.get("isolation") == "none":
+            return False, "process confinement was unavailable on this machine (isolation: none)"
+        return True, "confined process"
+    return False, f"coordinator ran without enforced isolation ({method or 'unknown'})"
+
+
+@dataclass
+class SystemRun:
+    """One system's verified run over a set of assignments."""
+
+    system: str
+    path: str
+    compile_dir: str
+    assignment_shas: dict[str, str]
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    refused: str | None = None
+
+    @property
+    def set_key(self) -> str:
+        """sha256 over the sorted assignment sha256s: identical for identical assignment sets."""
+        return hashlib.sha256("\n".join(sorted(self.assignment_shas.values())).encode()).hexdigest()
 
 
 @dataclass
@@ -35,6 +87,7 @@ class SystemRow:
     selection_lift_nats: float | None
     enhancement_at_budget_nats: float | None
     evidence_lift_nats: float | None
+    future_gain_nats: float | None
     selection_lift_signs: str
     acceleration_first_passage: float | None
     acceleration_first_passage_n: int
@@ -42,42 +95,106 @@ class SystemRow:
     acceleration_sustained_n: int
     claim_unsupported_fraction: float | None
     local_heldout_same_sign_fraction: float | None
+    isolation: str
     rank_range_loao: tuple[int, int] = (0, 0)
 
 
 @dataclass
 class Leaderboard:
-    """The leaderboard, excluded systems (with reasons) and leave-one-assignment-out stability."""
+    """One table: systems that ran exactly the same assignments."""
 
+    assignment_set_sha256: str
+    assignments: dict[str, str]
+    horizons: list[int]
     rows: list[SystemRow]
-    assignments: list[str]
-    excluded: dict[str, str]
+    did_not_finish: dict[str, str]
+    not_ranked: dict[str, str]
     target_ratio: float
     loao_rank_stable_fraction: float | None
     per_assignment_auc: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        return {"rows": [asdict(r) for r in self.rows], "assignments": self.assignments, "excluded": self.excluded,
+        return {"assignment_set_sha256": self.assignment_set_sha256, "assignments": self.assignments,
+                "horizons": self.horizons, "rows": [asdict(r) for r in self.rows],
+                "did_not_finish": self.did_not_finish, "not_ranked": self.not_ranked,
                 "target_ratio": self.target_ratio, "loao_rank_stable_fraction": self.loao_rank_stable_fraction,
                 "per_assignment_auc": self.per_assignment_auc}
 
 
-def load_results(results_dir: str | Path) -> dict[str, dict[str, dict[str, Any]]]:
-    """``{system: {assignment_id: metrics}}`` from ``<results_dir>/<system>/<assignment>/metrics.json``."""
+@dataclass
+class Leaderboards:
+    """All tables of a results folder, and the systems refused before any table."""
+
+    tables: list[Leaderboard]
+    refused: dict[str, str]
+    runs: list[SystemRun]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tables": [t.to_dict() for t in self.tables], "refused": self.refused}
+
+    def results(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """``{system: {assignment_id: metrics}}`` of every verified run (for plots)."""
+        return {r.system: r.metrics for r in self.runs if r.refused is None}
+
+
+def _load_traces(d: Path) -> dict[str, Any]:
+    out = {}
+    for b in BRANCH_FILES:
+        p = d / f"{b}.trace.json"
+        if p.exists():
+            try:
+                out[b] = json.loads(p.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"malformed JSON: {exc.msg}", str(p), exc.lineno) from exc
+    return out
+
+
+def score_system(system_dir: str | Path, compiled: Compiled | None = None) -> SystemRun:
+    """Verify and score every campaign of one system folder (``<results>/<system>/``).
+
+    Raises
+    ------
+    InputError
+        When ``run.json`` is missing or unreadable (no system there). Verification failures do not raise: the
+        run comes back with ``refused`` set.
+    """
+    d = Path(system_dir)
+    try:
+        run = json.loads((d / "run.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"no readable run.json ({exc}) — write it with `mdbench sdl run`", str(d)) from exc
+    sr = SystemRun(str(run.get("system", d.name)), str(d), str(run.get("compile_dir", "")),
+                   dict(run.get("assignments", {})))
+    try:
+        compiled = compiled or load_compiled(sr.compile_dir)
+        by_id = {a.assignment_id: a for a in compiled.assignments}
+        for aid, sha in sr.assignment_shas.items():
+            asg = by_id.get(aid)
+            if asg is None or asg.sha256 != sha:
+                raise InputError(f"assignment {aid} ({sha[:12]}…) is not in the compile folder {compiled.root}",
+                                 str(d / "run.json"))
+            traces = _load_traces(d / aid)
+            if "adaptive" not in traces:
+                raise InputError(f"{aid}: no adaptive.trace.json", str(d / aid))
+            for b, tr in traces.items():
+                verify_trace(tr, asg, compiled.keys, str(d / aid / f"{b}.trace.json"))
+            sr.metrics[aid] = campaign_metrics(traces, compiled.ledger, asg)
+    except MdbenchError as exc:
+        sr.refused = str(exc)
+    return sr
+
+
+def score_results(results_dir: str | Path, compile_dir: str | Path | None = None) -> list[SystemRun]:
+    """Verified runs of every system in ``results_dir`` (``compile_dir`` overrides the folder in run.json)."""
     root = Path(results_dir)
     if not root.is_dir():
         raise InputError("results folder not found — run `mdbench sdl run --out DIR` first", str(root))
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for p in sorted(root.glob("*/*/metrics.json")):
-        try:
-            m = json.loads(p.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"malformed JSON: {exc.msg}", str(p), exc.lineno) from exc
-        out.setdefault(m.get("system", p.parent.parent.name), {})[m["assignment_id"]] = m
-    if not out:
-        raise InputError("no */*/metrics.json found — run `mdbench sdl run --out DIR` first", str(root))
-    return out
+    compiled = load_compiled(compile_dir) if compile_dir else None
+    runs = [score_system(p.parent, compiled) for p in sorted(root.glob("*/run.json"))]
+    if not runs:
+        raise InputError("no */run.json found — run `mdbench sdl run --out DIR` first", str(root))
+    return runs
 
 
 def _ranks(values: dict[str, float]) -> dict[str, int]:
@@ -90,62 +207,96 @@ def _mean(xs: list[float | None]) -> float | None:
     return float(np.mean(v)) if v else None
 
 
-def build_leaderboard(results: dict[str, dict[str, dict[str, Any]]], target_ratio: float = 1.05) -> Leaderboard:
-    """Build the leaderboard from :func:`load_results` output (see module docstring)."""
-    assignments = sorted({a for per in results.values() for a in per})
-    excluded = {}
-    complete = {}
-    for system, per in results.items():
-        missing = [a for a in assignments if a not in per]
-        no_ctrl = [a for a in assignments if a in per and "random_control" not in per[a]["branches"]]
-        if missing:
-            excluded[system] = f"missing assignments {missing}"
-        elif no_ctrl:
-            excluded[system] = f"no schedule-matched random control on {no_ctrl} (run without --no-controls)"
+def _exclusion(run: SystemRun) -> tuple[str | None, str | None]:
+    """``(did_not_finish_reason, not_ranked_reason)`` of a verified run."""
+    for aid, m in run.metrics.items():
+        if not m["finished"]:
+            return f"{aid}: {m['dnf_reasons'][0]}", None
+    for aid, m in run.metrics.items():
+        for b, br in m["branches"].items():
+            ok, why = isolation_rankable(br["isolation"])
+            if not ok:
+                return None, f"{aid} {b}: {why}"
+        if "random_control" not in m["branches"]:
+            return None, f"{aid}: no schedule-matched random control (run without --no-controls)"
+    return None, None
+
+
+def _row(s: str, ms: list[dict[str, Any]], auc: float, target_ratio: float) -> SystemRow:
+    acc: dict[str, list[float]] = {rule: [] for rule in ("first_passage", "sustained")}
+    for m in ms:
+        for ac in m.get("acceleration", []):
+            if abs(ac["target_ratio"] - target_ratio) < 1e-12 and ac["factor"] is not None:
+                acc[ac["rule"]].append(ac["factor"])
+    ad = [m["branches"]["adaptive"] for m in ms]
+    claims = [b["claim_calibration"] for b in ad]
+    n_el = sum(c["n_eligible"] for c in claims)
+    sa = [b["sign_agreement"] for b in ad]
+    n_both = sum(x["n_both_changed"] for x in sa)
+    isos = sorted({isolation_rankable(b["isolation"])[1] for m in ms for b in m["branches"].values()})
+    return SystemRow(
+        system=s, rank=0, n_assignments=len(ms), adaptive_auc_nats=auc,
+        loss_pre_nats=float(np.mean([b["loss_pre_nats"] for b in ad])),
+        loss_at_budget_nats=float(np.mean([b["loss_at_budget_nats"] for b in ad])),
+        selection_lift_nats=_mean([m.get("selection_lift_nats") for m in ms]),
+        enhancement_at_budget_nats=_mean([m.get("enhancement_at_budget_nats") for m in ms]),
+        evidence_lift_nats=_mean([m.get("evidence_lift_nats") for m in ms]),
+        future_gain_nats=_mean([b.get("future_gain_nats") for b in ad]),
+        selection_lift_signs="".join(sign(m.get("selection_lift_nats")) for m in ms),
+        acceleration_first_passage=geometric_mean(acc["first_passage"]),
+        acceleration_first_passage_n=len(acc["first_passage"]),
+        acceleration_sustained=geometric_mean(acc["sustained"]), acceleration_sustained_n=len(acc["sustained"]),
+        claim_unsupported_fraction=(sum(c["n_unsupported_crossing"] for c in claims) / n_el) if n_el else None,
+        local_heldout_same_sign_fraction=(sum(x["n_same_sign"] for x in sa) / n_both) if n_both else None,
+        isolation="; ".join(isos))
+
+
+def _table(runs: list[SystemRun], target_ratio: float) -> Leaderboard:
+    first = runs[0]
+    assignments = dict(sorted(first.assignment_shas.items()))
+    aids = list(assignments)
+    dnf, nr, ranked = {}, {}, {}
+    for r in runs:
+        d, n = _exclusion(r)
+        if d:
+            dnf[r.system] = d
+        elif n:
+            nr[r.system] = n
         else:
-            complete[system] = per
-    auc = {s: {a: per[a]["branches"]["adaptive"]["adaptive_auc_nats"] for a in assignments}
-           for s, per in complete.items()}
+            ranked[r.system] = r
+    auc = {s: {a: r.metrics[a]["branches"]["adaptive"]["adaptive_auc_nats"] for a in aids} for s, r in ranked.items()}
     mean_auc = {s: float(np.mean(list(v.values()))) for s, v in auc.items()}
     ranks = _ranks(mean_auc)
-    loao_ranks: dict[str, list[int]] = {s: [] for s in complete}
+    loao: dict[str, list[int]] = {s: [] for s in ranked}
     n_stable = 0
-    if len(assignments) > 1:
-        for left in assignments:
-            r = _ranks({s: float(np.mean([v for a, v in auc[s].items() if a != left])) for s in complete})
+    if len(aids) > 1 and ranked:
+        for left in aids:
+            r = _ranks({s: float(np.mean([v for a, v in auc[s].items() if a != left])) for s in ranked})
             n_stable += r == ranks
-            for s in complete:
-                loao_ranks[s].append(r[s])
+            for s in ranked:
+                loao[s].append(r[s])
     rows = []
-    for s, per in complete.items():
-        ms = [per[a] for a in assignments]
-        acc = {rule: [] for rule in ("first_passage", "sustained")}
-        for m in ms:
-            for ac in m.get("acceleration", []):
-                if abs(ac["target_ratio"] - target_ratio) < 1e-12 and ac["factor"] is not None:
-                    acc[ac["rule"]].append(ac["factor"])
-        claims = [m["branches"]["adaptive"]["claim_calibration"] for m in ms]
-        n_el = sum(c["n_eligible"] for c in claims)
-        sa = [m["branches"]["adaptive"]["sign_agreement"] for m in ms]
-        n_both = sum(x["n_both_changed"] for x in sa)
-        rows.append(SystemRow(
-            system=s, rank=ranks[s], n_assignments=len(ms), adaptive_auc_nats=mean_auc[s],
-            loss_pre_nats=float(np.mean([m["branches"]["adaptive"]["loss_pre_nats"] for m in ms])),
-            loss_at_budget_nats=float(np.mean([m["branches"]["adaptive"]["loss_at_budget_nats"] for m in ms])),
-            selection_lift_nats=_mean([m.get("selection_lift_nats") for m in ms]),
-            enhancement_at_budget_nats=_mean([m.get("enhancement_at_budget_nats") for m in ms]),
-            evidence_lift_nats=_mean([m.get("evidence_lift_nats") for m in ms]),
-            selection_lift_signs="".join(sign(m.get("selection_lift_nats")) for m in ms),
-            acceleration_first_passage=geometric_mean(acc["first_passage"]),
-            acceleration_first_passage_n=len(acc["first_passage"]),
-            acceleration_sustained=geometric_mean(acc["sustained"]), acceleration_sustained_n=len(acc["sustained"]),
-            claim_unsupported_fraction=(sum(c["n_unsupported_crossing"] for c in claims) / n_el) if n_el else None,
-            local_heldout_same_sign_fraction=(sum(x["n_same_sign"] for x in sa) / n_both) if n_both else None,
-            rank_range_loao=(min(loao_ranks[s]), max(loao_ranks[s])) if loao_ranks[s] else (ranks[s], ranks[s])))
+    for s, run in ranked.items():
+        row = _row(s, [run.metrics[a] for a in aids], mean_auc[s], target_ratio)
+        row.rank = ranks[s]
+        row.rank_range_loao = (min(loao[s]), max(loao[s])) if loao[s] else (ranks[s], ranks[s])
+        rows.append(row)
     rows.sort(key=lambda r: r.rank)
-    return Leaderboard(rows=rows, assignments=assignments, excluded=excluded, target_ratio=target_ratio,
-                       loao_rank_stable_fraction=(n_stable / len(assignments)) if len(assignments) > 1 else None,
-                       per_assignment_auc=auc)
+    horizons = sorted({m["horizon"] for r in runs for m in r.metrics.values()}, reverse=True)
+    return Leaderboard(first.set_key, assignments, horizons, rows, dnf, nr, target_ratio,
+                       (n_stable / len(aids)) if len(aids) > 1 and ranked else None, auc)
+
+
+def build_leaderboards(runs: list[SystemRun], target_ratio: float = 1.05) -> Leaderboards:
+    """One table per distinct assignment sha256 set (see module docstring); refused runs listed apart."""
+    refused = {r.system: r.refused for r in runs if r.refused}
+    groups: dict[str, list[SystemRun]] = {}
+    for r in runs:
+        if not r.refused:
+            groups.setdefault(r.set_key, []).append(r)
+    tables = [_table(g, target_ratio) for g in groups.values()]
+    tables.sort(key=lambda t: (-len(t.rows), -len(t.assignments), t.assignment_set_sha256))
+    return Leaderboards(tables, refused, runs)
 
 
 def curves_frame(results: dict[str, dict[str, dict[str, Any]]]):

@@ -3,7 +3,8 @@
 Definitions (scores in nats; score = negative mean joint log loss on the held-out panel, higher is better):
 
 * learning curve ``s_k``, k = 0..B (pre-campaign point, one point per closed experiment, carried forward to the
-  experiment budget B; an invalid checkpoint forecast carries the last valid score forward and is counted);
+  experiment budget B after an early stop); an invalid checkpoint forecast is scored by the rule registered in
+  the frozen assignment (:data:`mdbench.sdl.scoring.INVALID_FORECAST_RULES`) and counted;
 * adaptive AUC = trapezoid area of the curve / B;
 * selection lift = AUC(adaptive) − AUC(schedule-matched random);
 * enhancement at budget = s_B(adaptive) − s_B(random);
@@ -15,7 +16,15 @@ Definitions (scores in nats; score = negative mean joint log loss on the held-ou
 * claim calibration = share of acquisitions with an update that crosses 0.5 on a claim axis the acquired
   evidence does not support (:func:`mdbench.sdl.scoring.unsupported_crossings`);
 * review forecasts: Brier score of the forecast that a review changes the conclusion (argmax of the joint
-  distribution before vs after the review's update) and the hit rate of the forecast quality tier.
+  distribution before vs after the review's update) and the hit rate of the forecast quality tier;
+* future decisions: score on the future-role experiments from the saved pre-campaign and final states, and
+  its gain ``future_gain = s_future(final) − s_future(pre)`` per branch (future selection / evidence lift are
+  the adaptive gain minus the control's).
+
+Every number is computed from the branch's hash-chained log (:func:`mdbench.sdl.environment.derive`), never
+from the convenience copies in a trace file; :mod:`mdbench.sdl.verify` refuses a trace whose copies disagree.
+A branch *finished* the protocol when it ended as the protocol intends (:func:`branch_status`); a system with
+an unfinished branch is listed as did-not-finish, never ranked.
 """
 
 from __future__ import annotations
@@ -26,9 +35,10 @@ from typing import Any
 import numpy as np
 
 from mdbench.sdl.compiler import Assignment
+from mdbench.sdl.environment import END_CALL_TARGET, END_STOPPED, derive
 from mdbench.sdl.ledger import Ledger
-from mdbench.sdl.scoring import (acceleration_factor, adaptive_auc, joint_log_loss, learning_curve, sign,
-                                 sign_agreement, unsupported_crossings, validate_row)
+from mdbench.sdl.scoring import (acceleration_factor, adaptive_auc, invalid_forecast_score, joint_log_loss,
+                                 learning_curve, sign, sign_agreement, unsupported_crossings, validate_row)
 
 #: Forecast-quality targets (× geometric-mean likelihood on recorded outcomes) for acceleration factors.
 TARGET_RATIOS = (1.01, 1.025, 1.05, 1.10, 1.20, 1.50, 2.00, 3.00)
@@ -38,20 +48,64 @@ def _row(d: dict[str, Any], ledger: Ledger):
     return validate_row(d, ledger.categories, ledger.validity_axis)
 
 
-def checkpoint_scores(trace: dict[str, Any], ledger: Ledger, floor: float) -> tuple[list[float], int]:
-    """Held-out scores of a branch's checkpoints (pre first) and the number of invalid checkpoints."""
+def _panel_score(rows: dict[str, Any], ledger: Ledger, asg: Assignment) -> float:
+    """Held-out score [nats] of valid rows keyed by public id: negative mean joint log loss."""
     by_id = ledger.by_id()
+    losses = [joint_log_loss(_row(r, ledger), by_id[asg.ledger_id(pub)].outcome, ledger.categories,
+                             ledger.validity_axis, asg.floor) for pub, r in rows.items()]
+    return -float(np.mean(losses))
+
+
+def forecast_scores(calls: list[dict[str, Any]], ledger: Ledger, asg: Assignment) -> tuple[list[float], int]:
+    """Scores of a sequence of evaluator-call forecasts (invalid ones by the registered rule) and the invalid count."""
     scores: list[float] = []
     n_invalid = 0
-    for cp in trace["checkpoints"]:
+    for cp in calls:
         if cp["valid"]:
-            losses = [joint_log_loss(_row(r, ledger), by_id[i].outcome, ledger.categories, ledger.validity_axis,
-                                     floor) for i, r in cp["rows"].items()]
-            scores.append(-float(np.mean(losses)))
+            scores.append(_panel_score(cp["rows"], ledger, asg))
         else:
             n_invalid += 1
-            scores.append(scores[-1] if scores else -math.log(ledger.n_outcomes))
+            scores.append(invalid_forecast_score(asg.invalid_forecast, scores[-1] if scores else None,
+                                                 ledger.validity_axis, asg.floor))
     return scores, n_invalid
+
+
+def checkpoint_scores(trace: dict[str, Any], ledger: Ledger, asg: Assignment) -> tuple[list[float], int]:
+    """Held-out scores of a branch's checkpoints (pre first), recomputed from its log, and the invalid count."""
+    return forecast_scores(derive(trace["log"])["checkpoints"], ledger, asg)
+
+
+def session_usage(derived: dict[str, Any]) -> dict[str, Any] | None:
+    """Summed token / cost accounting of every session of a branch (campaign and evaluator calls), if any
+    reported one (LLM sessions do). Kept apart from every score."""
+    recs = [s["record"] for s in derived["sessions"]] + [c["session"] for c in derived["checkpoints"] +
+                                                          derived["future"]]
+    usages = [r["usage"] for r in recs if isinstance(r, dict) and isinstance(r.get("usage"), dict)]
+    if not usages:
+        return None
+    out: dict[str, Any] = {"sessions": len(usages)}
+    for k in ("calls", "attempts", "prompt_tokens", "completion_tokens", "total_tokens", "latency_s",
+              "cost_unknown_calls"):
+        out[k] = sum(u.get(k) or 0 for u in usages)
+    costs = [u["cost"] for u in usages if u.get("cost") is not None]
+    out["cost"] = sum(costs) if costs else None
+    return out
+
+
+def branch_status(branch: str, derived: dict[str, Any]) -> tuple[bool, str]:
+    """``(finished, reason)``: a branch finished when it ended by ``stop`` (any branch) or, for the call-matched
+    no-evidence control, at its call target — and has one checkpoint per closed experiment plus the
+    pre-campaign one. Policy errors, invalid-action streaks and call limits are did-not-finish."""
+    reason = derived["end_reason"]
+    ok_reasons = (END_STOPPED, END_CALL_TARGET) if branch == "no_evidence" else (END_STOPPED,)
+    if reason not in ok_reasons:
+        return False, f"{branch}: {reason}"
+    n_closed = sum(1 for e in derived["experiments"] if e["closed"])
+    if len(derived["checkpoints"]) != n_closed + 1:
+        return False, f"{branch}: {len(derived['checkpoints'])} checkpoints for {n_closed} closed experiments"
+    if branch == "no_evidence" and derived["call_target"] is not None and derived["n_calls"] != derived["call_target"]:
+        return False, f"{branch}: {derived['n_calls']} calls, not the {derived['call_target']} matched"
+    return True, "finished"
 
 
 def _joint_argmax(row, ledger: Ledger) -> int:
@@ -61,14 +115,15 @@ def _joint_argmax(row, ledger: Ledger) -> int:
     return int(np.argmax(joint))
 
 
-def local_analysis(trace: dict[str, Any], ledger: Ledger, floor: float) -> dict[str, Any]:
+def local_analysis(derived: dict[str, Any], ledger: Ledger, asg: Assignment) -> dict[str, Any]:
     """Per-experiment local gains, claim-calibration crossings and review-forecast scores of a branch."""
     by_id = ledger.by_id()
+    floor = asg.floor
     axes = ["validity", "category"] if ledger.validity_axis else ["category"]
     per_exp = []
     reviews = []
-    for e in trace["experiments"]:
-        out = by_id[e["experiment_id"]].outcome
+    for e in derived["experiments"]:
+        out = by_id[asg.ledger_id(e["experiment_id"])].outcome
         fc = e["forecasts"]
         rows = [_row(f["row"], ledger) for f in fc]
         losses = [joint_log_loss(r, out, ledger.categories, ledger.validity_axis, floor) for r in rows]
@@ -108,31 +163,50 @@ def local_analysis(trace: dict[str, Any], ledger: Ledger, floor: float) -> dict[
 
 
 def campaign_metrics(traces: dict[str, dict[str, Any]], ledger: Ledger, asg: Assignment) -> dict[str, Any]:
-    """All metrics of one campaign (see module docstring) as a JSON-ready dict."""
-    B, floor = asg.budgets.experiments, asg.floor
+    """All metrics of one campaign (see module docstring) as a JSON-ready dict, from the branches' logs."""
+    B = asg.budgets.experiments
     out: dict[str, Any] = {"assignment_id": asg.assignment_id, "assignment_sha256": asg.sha256,
-                           "experiment_budget": B, "floor": floor, "branches": {}}
-    curves = {}
+                           "horizon": asg.horizon, "full_length": asg.full_length, "experiment_budget": B,
+                           "scoring": {"floor": asg.floor, "invalid_forecast": asg.invalid_forecast},
+                           "branches": {}}
+    curves, future_gain = {}, {}
+    problems = []
     for name, tr in traces.items():
-        scores, n_bad = checkpoint_scores(tr, ledger, floor)
+        d = derive(tr["log"])
+        finished, why = branch_status(name, d)
+        if not finished:
+            problems.append(why)
+        scores, n_bad = forecast_scores(d["checkpoints"], ledger, asg)
         curve = learning_curve(scores, B)
         curves[name] = curve
-        loc = local_analysis(tr, ledger, floor)
+        loc = local_analysis(d, ledger, asg)
+        fut = {f["label"]: f for f in d["future"]}
+        fscores = dict(zip(fut, forecast_scores(list(fut.values()), ledger, asg)[0]))
+        if "future_pre" in fscores and "future_final" in fscores:
+            future_gain[name] = fscores["future_final"] - fscores["future_pre"]
         held_gains = [float(scores[k] - scores[k - 1]) for k in range(1, len(scores))]
         local_gains = [p["local_gain"] for p in loc["experiments"]]
         out["branches"][name] = {
+            "finished": finished, "status": why, "isolation": (d["policy"] or {}).get("isolation", {}),
+            "policy_name": (d["policy"] or {}).get("name"),
             "scores_nats": scores, "curve_nats": curve.tolist(), "adaptive_auc_nats": adaptive_auc(curve),
             "loss_pre_nats": -curve[0], "loss_at_budget_nats": -curve[-1],
             "endpoint_gain_nats": float(curve[-1] - curve[0]),
-            "n_closed": sum(1 for e in tr["experiments"] if e["closed"]), "n_calls": tr["n_calls"],
-            "n_invalid_actions": tr["n_invalid"], "n_invalid_checkpoints": n_bad, "end_reason": tr["end_reason"],
-            "evidence_used": tr["budgets"]["evidence"] - tr["remaining"]["evidence"],
-            "reviews_used": tr["budgets"]["reviews"] - tr["remaining"]["reviews"],
+            "n_closed": sum(1 for e in d["experiments"] if e["closed"]), "n_calls": d["n_calls"],
+            "call_target": d["call_target"], "n_invalid_actions": d["n_invalid"], "n_invalid_checkpoints": n_bad,
+            "end_reason": d["end_reason"],
+            "evidence_used": d["budgets"]["evidence"] - d["remaining"]["evidence"],
+            "evidence_budget": d["budgets"]["evidence"],
+            "reviews_used": d["budgets"]["reviews"] - d["remaining"]["reviews"],
             "heldout_gains_nats": held_gains, "local_gains_nats": local_gains,
             "sign_agreement": sign_agreement(local_gains, held_gains), **{k: loc[k] for k in
                                                                           ("claim_calibration", "review_brier")},
+            "future_scores_nats": fscores, "future_gain_nats": future_gain.get(name),
+            "usage": session_usage(d),
             "experiments": loc["experiments"], "reviews": loc["reviews"],
         }
+    out["finished"] = not problems
+    out["dnf_reasons"] = problems
     if "random_control" in curves:
         a, r = curves["adaptive"], curves["random_control"]
         out["selection_lift_nats"] = adaptive_auc(a) - adaptive_auc(r)
@@ -140,9 +214,13 @@ def campaign_metrics(traces: dict[str, dict[str, Any]], ledger: Ledger, asg: Ass
         out["acceleration"] = [
             acceleration_factor(a, r, t, rule).__dict__ for t in TARGET_RATIOS
             for rule in ("first_passage", "sustained")]
+        if "adaptive" in future_gain and "random_control" in future_gain:
+            out["future_selection_lift_nats"] = future_gain["adaptive"] - future_gain["random_control"]
     if "no_evidence" in curves:
         a, n = curves["adaptive"], curves["no_evidence"]
         out["evidence_lift_nats"] = float((a[-1] - a[0]) - (n[-1] - n[0]))
+        if "adaptive" in future_gain and "no_evidence" in future_gain:
+            out["future_evidence_lift_nats"] = future_gain["adaptive"] - future_gain["no_evidence"]
     out["signs"] = {k: sign(out.get(k)) for k in ("selection_lift_nats", "enhancement_at_budget_nats",
                                                     "evidence_lift_nats")}
     return out

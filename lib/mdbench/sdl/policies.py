@@ -7,7 +7,14 @@ A policy sees only JSON copies of the policy-visible state (:meth:`CampaignEnv.v
 * ``forecast(state, experiment_ids) -> rows`` — forecast rows (used for evaluator held-out calls and, in the
   schedule-matched control, for the open experiment's local forecasts);
 * ``review_expectation(state, experiment_id) -> {"forecast_changes_conclusion", "forecast_quality_tier"}``;
-* ``close()``.
+* ``close()``;
+* ``session_record()`` (optional) — what the session was and did: name, isolation method (recorded in the
+  trace), for external processes their exit status and stderr tail, for LLM sessions tokens and cost.
+
+Trust: the built-ins registered here run in the evaluator's process (a fast path for tests and baselines) and
+are marked ``trusted`` in their traces. Any other in-process policy object is recorded as an *untrusted
+in-process* coordinator, and the leaderboard does not rank it: coordinators that are not shipped baselines
+run as confined processes (:mod:`mdbench.sdl.external`) or behind an endpoint (:mod:`mdbench.sdl.llm_policy`).
 
 Built-ins (registry :data:`POLICIES`, filled explicitly):
 
@@ -27,6 +34,7 @@ supports (evidence contract): a revealed category/validity is given probability 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 import numpy as np
@@ -51,11 +59,23 @@ class Policy(Protocol):
     def close(self) -> None: ...
 
 
+def session_record(policy: Any) -> dict[str, Any]:
+    """What a session was (name, isolation) and did, for the trace; see the module docstring."""
+    rec = getattr(policy, "session_record", None)
+    if callable(rec):
+        return rec()
+    return {"name": getattr(policy, "name", type(policy).__name__),
+            "isolation": {"method": "in_process", "trusted": False,
+                          "note": "in-process policy object that is not a shipped baseline: not ranked"}}
+
+
 def visible_labels(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Outcome knowledge in a visible state: ``{id: {"valid": bool|None, "category": str|None}}``.
 
     From the initial context (outcomes shown) and from revealed evidence/reviews, only on the axes the
-    evidence contract says they support.
+    evidence contract says they support, and only from what the payload states: validity from an explicit
+    boolean ``valid``, the category from an explicit ``category`` (a supported reveal that states neither
+    leaves the axis unknown — nothing defaults to valid).
     """
     out: dict[str, dict[str, Any]] = {}
     for c in state["initial_context"]:
@@ -66,11 +86,11 @@ def visible_labels(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
             if r.get("status") != "revealed":
                 continue
             payload = r.get("payload") or {}
-            if "validity" in r.get("supports", []):
-                lab["valid"] = bool(payload.get("valid", True))
+            if "validity" in r.get("supports", []) and isinstance(payload.get("valid"), bool):
+                lab["valid"] = payload["valid"]
             if "category" in r.get("supports", []):
-                cat = payload.get("category", payload.get("reaction_category"))
-                if cat is not None:
+                cat = payload.get("category")
+                if isinstance(cat, str):
                     lab["category"] = cat
                     lab["valid"] = True
         if lab["valid"] is not None or lab["category"] is not None:
@@ -103,6 +123,12 @@ class BasePolicy:
 
     def close(self) -> None:
         """Nothing to release."""
+
+    def session_record(self) -> dict[str, Any]:
+        """Name and isolation: a registered built-in runs in-process and is trusted."""
+        builtin = next((n for n, f in POLICIES.items() if f is type(self)), None)
+        return {"name": self.name, "isolation": {"method": "in_process", "trusted": builtin is not None,
+                                                 "builtin": builtin}}
 
     # -- to override
     def predict(self, state: dict[str, Any], ids: list[str]) -> dict[str, tuple[float, np.ndarray]]:
@@ -217,9 +243,10 @@ def descriptor_matrix(state: dict[str, Any]) -> tuple[list[str], np.ndarray]:
     Numeric descriptors are z-scored over all visible experiments (constant ones dropped), categorical ones
     one-hot encoded. Descriptors named ``group:name`` form a group whose columns are scaled by
     ``1/sqrt(n_columns)`` so that a block of many correlated descriptors (e.g. 53 molecular descriptors of the
-    same organic) weighs like one feature. Returns ``(ids, X)`` over context, candidates and held-out panel.
+    same organic) weighs like one feature. Returns ``(ids, X)`` over context, candidates, held-out panel and,
+    in a future-decision call, the future panel.
     """
-    items = state["initial_context"] + state["candidates"] + state["heldout_panel"]
+    items = state["initial_context"] + state["candidates"] + state["heldout_panel"] + state.get("future_panel", [])
     ids = [it["experiment_id"] for it in items]
     keys = sorted({k for it in items for k in it["descriptors"]})
     groups: dict[str, list[str]] = {}
@@ -246,28 +273,37 @@ def descriptor_matrix(state: dict[str, Any]) -> tuple[list[str], np.ndarray]:
     return ids, X
 
 
-class _FeatureCache:
-    """Feature matrix per assignment (descriptors never change inside a campaign)."""
+@dataclass(frozen=True)
+class Features:
+    """Feature matrix of the visible experiments of one assignment, row index by id, median NN distance."""
 
-    def __init__(self) -> None:
-        self._key: str | None = None
-        self.index: dict[str, int] = {}
-        self.X = np.zeros((0, 0))
-        self.median_nn = 1.0
+    index: dict[str, int]
+    X: np.ndarray
+    median_nn: float
 
-    def get(self, state: dict[str, Any]) -> "_FeatureCache":
-        key = state["assignment_sha256"]
-        if key != self._key:
-            ids, self.X = descriptor_matrix(state)
-            self.index = {e: n for n, e in enumerate(ids)}
-            sq = (self.X ** 2).sum(1)
-            d2 = np.maximum(sq[:, None] + sq[None, :] - 2 * self.X @ self.X.T, 0.0)
-            np.fill_diagonal(d2, np.inf)
-            nn = np.sqrt(d2.min(axis=1))
-            self.median_nn = float(np.median(nn[np.isfinite(nn)])) if np.isfinite(nn).any() else 1.0
-            self.median_nn = self.median_nn if self.median_nn > 0 else 1.0
-            self._key = key
-        return self
+
+#: Feature matrices shared by the built-in sessions of this process, keyed by (assignment sha256, future-panel
+#: size): descriptors never change inside a campaign, and every evaluator call starts a fresh session.
+_FEATURES: dict[tuple[str, int], Features] = {}
+
+
+def features(state: dict[str, Any]) -> Features:
+    """:class:`Features` of a state (cached per assignment, at most 16 kept)."""
+    key = (state["assignment_sha256"], len(state.get("future_panel", [])))
+    hit = _FEATURES.get(key)
+    if hit is not None:
+        return hit
+    ids, X = descriptor_matrix(state)
+    sq = (X ** 2).sum(1)
+    d2 = np.maximum(sq[:, None] + sq[None, :] - 2 * X @ X.T, 0.0)
+    np.fill_diagonal(d2, np.inf)
+    nn = np.sqrt(d2.min(axis=1))
+    med = float(np.median(nn[np.isfinite(nn)])) if np.isfinite(nn).any() else 1.0
+    out = Features({e: n for n, e in enumerate(ids)}, X, med if med > 0 else 1.0)
+    if len(_FEATURES) >= 16:
+        _FEATURES.pop(next(iter(_FEATURES)))
+    _FEATURES[key] = out
+    return out
 
 
 class KernelPolicy(BasePolicy):
@@ -288,10 +324,9 @@ class KernelPolicy(BasePolicy):
 
     def __init__(self, seed: int = 0, alpha: float = 2.0, bandwidth_scale: float = 1.0):
         self.alpha, self.bandwidth_scale = alpha, bandwidth_scale
-        self._cache = _FeatureCache()
         super().__init__(seed)
 
-    def _weights(self, fc: "_FeatureCache", lab_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    def _weights(self, fc: Features, lab_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Kernel weights, shape (len(rows), len(lab_rows))."""
         A, B = fc.X[rows], fc.X[lab_rows]
         d2 = np.maximum((A ** 2).sum(1)[:, None] + (B ** 2).sum(1)[None, :] - 2 * A @ B.T, 0.0)
@@ -302,7 +337,7 @@ class KernelPolicy(BasePolicy):
         cats = state["record"]["categories"]
         labels = visible_labels(state)
         pv0, pc0 = _class_freqs(state, labels)
-        fc = self._cache.get(state)
+        fc = features(state)
         lab_ids = [e for e in labels if e in fc.index]
         if not lab_ids or not ids:
             return {i: (pv0, pc0) for i in ids}

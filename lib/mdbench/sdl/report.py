@@ -19,23 +19,29 @@ class ReportError(MdbenchError):
 
 
 def render_leaderboard_html(results_dir: str | Path, html_out: str | Path, *, target_ratio: float = 1.05,
-                            kernel_name: str = "mdbench", timeout_s: int = 600) -> Path:
+                            kernel_name: str = "mdbench", timeout_s: int = 600,
+                            assignments_dir: str | Path | None = None) -> Path:
     """Execute the leaderboard notebook on ``results_dir`` and write it as HTML (no input cells hidden).
 
-    The executed notebook is written next to the HTML (``<name>.ipynb``) first, so a failure leaves the
-    evidence on disk.
+    The kernel is checked first (:func:`mdbench.execute.stage.check_kernel`: a missing one is one line saying
+    to run ``make setup``). The executed notebook is written next to the HTML (``<name>.ipynb``) first, so a
+    failure leaves the evidence on disk.
     """
     import nbformat
     import papermill as pm
     from nbconvert import HTMLExporter
 
+    from mdbench.execute.stage import check_kernel
+
+    check_kernel(kernel_name)
     html_out = Path(html_out).resolve()
     html_out.parent.mkdir(parents=True, exist_ok=True)
     executed = html_out.with_suffix(".ipynb")
     try:
         pm.execute_notebook(str(LEADERBOARD_NOTEBOOK), str(executed), kernel_name=kernel_name,
                             parameters={"results_dir": str(Path(results_dir).resolve()),
-                                        "target_ratio": target_ratio},
+                                        "assignments_dir": str(Path(assignments_dir).resolve())
+                                        if assignments_dir else "", "target_ratio": target_ratio},
                             progress_bar=False, execution_timeout=timeout_s, cwd=str(html_out.parent))
     except Exception as exc:  # papermill raises PapermillExecutionError and friends
         raise ReportError(f"leaderboard notebook failed ({exc.__class__.__name__}); partial notebook: {executed}") \

@@ -32,6 +32,14 @@ from mdbench.sdl.ledger import Ledger, Outcome
 DEFAULT_FLOOR = 1e-6
 #: Tolerance of probability sums in validated forecast rows.
 SUM_TOL = 1e-6
+#: Registered rules for an invalid (malformed, incomplete or missing) held-out forecast; the rule is part of the
+#: frozen assignment, so it is fixed before any run:
+#:
+#: * ``max_loss`` — the forecast scores the largest loss the floor allows (:func:`loss_bound`), as if it put all
+#:   mass on wrong outcomes;
+#: * ``carry_forward`` — the last valid score of the branch is carried forward; an invalid *pre-campaign*
+#:   forecast (nothing to carry) scores ``max_loss``.
+INVALID_FORECAST_RULES = ("max_loss", "carry_forward")
 
 
 class ForecastError(InputError):
@@ -157,6 +165,15 @@ def mean_loss(rows: Mapping[str, ForecastRow], ledger: Ledger, floor: float = DE
     ids = list(rows) if ids is None else list(ids)
     vals = [joint_log_loss(rows[i], by_id[i].outcome, ledger.categories, ledger.validity_axis, floor) for i in ids]
     return float(np.mean(vals))
+
+
+def invalid_forecast_score(rule: str, previous: float | None, validity_axis: bool, floor: float) -> float:
+    """Held-out score [nats] of an invalid forecast under a registered rule (:data:`INVALID_FORECAST_RULES`)."""
+    if rule not in INVALID_FORECAST_RULES:
+        raise ValueError(f"unknown invalid-forecast rule {rule!r}")
+    if rule == "carry_forward" and previous is not None:
+        return previous
+    return -loss_bound(validity_axis, floor)
 
 
 def uniform_row(experiment_id: str, categories: Sequence[str], validity_axis: bool) -> dict[str, Any]:

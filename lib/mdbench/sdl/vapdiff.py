@@ -89,7 +89,7 @@ def load_vapdiff(folder: str | Path | None = None) -> Ledger:
     except OSError as exc:
         raise InputError(f"cannot read the vapdiff_crystal record ({exc.strerror})", str(folder)) from exc
     provenance = {
-        "source": "aspuru-guzik-group/olympus, dataset vapdiff_crystal",
+        "source": "aspuru-guzik-group/olympus, dataset vapdiff_crystal", "experimental": True,
         "commit": "440b6b58",
         "licence": "MIT (Copyright (c) 2020 Aspuru-Guzik group repo)",
         "files_sha256": _sha_files(folder, ("data.csv", "descriptors.csv", "config.json", "LICENSE")),

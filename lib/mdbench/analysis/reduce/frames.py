@@ -1,0 +1,191 @@
+"""The per-frame reduction of a range of frames, chunk by chunk (what each worker process runs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+
+from mdbench.analysis.reduce.boxes import A_TO_NM, box_dimensions, box_matrix_nm
+from mdbench.analysis.reduce.molecules import Topology, whole_molecule_coms
+from mdbench.analysis.reduce.pairs import dense_pairs_within, divmod_by_scalar, tree_pairs_within
+from mdbench.analysis.reduce.unwrap import unwrap
+from mdbench.analysis.reduce.xtc import read_direct
+
+#: Atom-frames read into one chunk. Frames are processed a chunk at a time, so numpy's per-call overhead
+#: is paid per chunk, not per frame, and memory is bounded by the chunk whatever the trajectory length.
+#: The float32 position buffer is 12 bytes × this: cache-sized (larger chunks were slower).
+CHUNK_ATOM_FRAMES = 100_000
+#: ... but at least this many frames per chunk (per-chunk call overhead on large systems).
+CHUNK_MIN_FRAMES = 4
+
+
+@dataclass
+class FramePass:
+    """One pass over frames: the per-frame reduction, its inputs and the per-frame arrays it fills.
+
+    :meth:`run` reduces a contiguous range of the frame slice; several ranges can run in forked worker
+    processes, writing into the same (shared-memory) arrays, because every output row belongs to one frame.
+    Centres of mass are unwrapped from the range's first frame; :func:`reduce_universe` stitches ranges.
+    """
+
+    reader: Any
+    frames: range
+    top: Topology
+    centre_atoms: np.ndarray
+    site_atoms: np.ndarray
+    site_channel: np.ndarray
+    site_mol: np.ndarray
+    n_ch: int
+    nbins: int
+    rdf_bin_nm: float
+    rmax: float
+    r_store: float
+    dense_ok: bool
+    every: int
+    chunk: int
+    time_ps: np.ndarray
+    box_nm: np.ndarray
+    volume: np.ndarray
+    com: np.ndarray
+    hist: np.ndarray
+    hist_cc: np.ndarray
+    unit_nm: float = A_TO_NM                  # length unit of positions and boxes as read, in nm
+    xtc: tuple[str, np.ndarray] | None = None  # (xtc file, frame offsets): read frames straight from it
+
+    def run(self, a: int, b: int, on_chunk: Any = None, reader: Any = None) -> dict[str, Any]:
+        """Reduce frames ``a``..``b-1`` of the slice (positions in ``frames``) with ``reader`` (default own).
+
+        Returns the range, its contact rows, the wrapped COMs of its last frame and the input dtype.
+        """
+        reader = self.reader if reader is None else reader
+        n_atoms = self.top.n_atoms
+        pos_buf = np.empty((self.chunk, n_atoms, 3), dtype=np.float32)
+        dims_buf = np.empty((self.chunk, 6), dtype=np.float64)
+        # the direct xtc path keeps each frame's box matrix and converts a chunk of them at once
+        vec_buf = np.empty((self.chunk, 3, 3), dtype=np.float32) if self.xtc is not None else None
+        cont: dict[str, list[np.ndarray]] = {k: [] for k in ("frame", "centre", "partner", "channel", "dmin_nm")}
+        state: dict[str, Any] = {"prev_w": None, "prev_u": None, "input_dtype": None}
+        sub = self.frames[a:b]
+        filled, f0 = 0, a
+        for f, time_ps in enumerate(self._read(reader, sub, pos_buf, dims_buf, vec_buf, state), start=a):
+            self.time_ps[f] = time_ps
+            filled += 1
+            if filled == self.chunk or f == b - 1:
+                if vec_buf is not None:
+                    dims_buf[:filled] = box_dimensions(vec_buf[:filled])
+                self._process(f0, pos_buf[:filled], dims_buf[:filled], state, cont)
+                if on_chunk is not None:
+                    on_chunk(filled)
+                f0, filled = f0 + filled, 0
+        return {"range": (a, b), "contacts": cont, "last_wrapped": state["prev_w"],
+                "input_dtype": state["input_dtype"]}
+
+    def run_forked(self, slot: int, a: int, b: int, progress: np.ndarray) -> dict[str, Any]:
+        """Worker-process body (:func:`mdbench.analysis.concurrency.run_forked_ranges`): frames ``a``..``b-1``
+        with an own reader (own file handle) of the trajectory, counting frames done in ``progress[slot]``."""
+        reader = self.reader.copy() if self.xtc is None else None  # the direct xtc path opens its own file
+
+        def tick(n: int) -> None:
+            progress[slot] += n
+
+        try:
+            return self.run(a, b, on_chunk=tick, reader=reader)
+        finally:
+            if reader is not None:
+                reader.close()
+
+    def _read(self, reader: Any, sub: range, pos_buf: np.ndarray, dims_buf: np.ndarray,
+              vec_buf: np.ndarray | None, state: dict[str, Any]) -> Iterator[float]:
+        """Yield the time [ps] of each frame of ``sub`` once its positions and box are in row ``i % chunk``
+        of the buffers (``i``: the frame's place in ``sub``), read by ``reader`` (box dimensions into
+        ``dims_buf``) or straight from the xtc (box matrix into ``vec_buf``, converted by the caller)."""
+        chunk = self.chunk
+        if self.xtc is None:
+            for i, ts in enumerate(reader[sub.start:sub.stop:sub.step]):
+                if state["input_dtype"] is None:
+                    state["input_dtype"] = str(ts.positions.dtype)
+                pos_buf[i % chunk] = ts.positions
+                dims_buf[i % chunk] = ts.dimensions
+                yield ts.time
+            return
+        state["input_dtype"] = "float32"
+        yield from read_direct(self.xtc, sub, pos_buf, vec_buf, chunk)
+
+    def _process(self, f0: int, pos: np.ndarray, dims: np.ndarray, state: dict[str, Any],
+                 cont: dict[str, list[np.ndarray]]) -> None:
+        """Reduce the k frames f0..f0+k-1 held in ``pos`` / ``dims`` (MDAnalysis-style box; lengths in the
+        read unit, :attr:`unit_nm` nm)."""
+        k = pos.shape[0]
+        box_nm, volume, com, hist, hist_cc = self.box_nm, self.volume, self.com, self.hist, self.hist_cc
+        n_ch, nbins, n_mol, every = self.n_ch, self.nbins, self.top.n_mol, self.every
+        n_centre = self.centre_atoms.size
+        unit_nm = self.unit_nm
+        rmax, rmax_u, r_store, rdf_bin_nm = self.rmax, self.rmax / unit_nm, self.r_store, self.rdf_bin_nm
+        ortho = bool(np.all(dims[:, 3:] == 90.0))
+        if ortho:
+            lengths_nm = dims[:, :3] * unit_nm
+            box_nm[f0:f0 + k] = lengths_nm[:, :, None] * np.eye(3)[None]
+            volume[f0:f0 + k] = np.prod(lengths_nm, axis=1)
+        else:
+            for i in range(k):
+                box_nm[f0 + i] = box_matrix_nm(dims[i], unit_nm)
+            volume[f0:f0 + k] = np.abs(np.linalg.det(box_nm[f0:f0 + k]))
+        # 1.–2. whole molecules → wrapped COMs → displacement unwrapping in each current box
+        com_w = whole_molecule_coms(pos, dims, self.top, unit_nm)
+        unwrap(com_w, lengths_nm if ortho else box_nm[f0:f0 + k], ortho, state["prev_w"], state["prev_u"],
+                out=com[f0:f0 + k])
+        state["prev_w"], state["prev_u"] = com_w[-1], com[f0 + k - 1]
+        # 3. neighbour data (in the trajectory's unit until the distances are known) on structure frames
+        dense = ortho and self.dense_ok
+        sf = np.flatnonzero((np.arange(f0, f0 + k) % every) == 0)  # structure frames of the chunk
+        if sf.size == 0:
+            return
+        if n_centre and n_ch:
+            cen, sit = pos[np.ix_(sf, self.centre_atoms)], pos[np.ix_(sf, self.site_atoms)]
+            ff, ii, jj, rr = (dense_pairs_within(cen, sit, dims[sf, :3], rmax_u) if dense
+                              else tree_pairs_within(cen, sit, dims[sf].astype(np.float32), rmax_u))
+            ff = sf[ff]
+            dist = rr.astype(np.float64)
+            dist *= unit_nm
+            inside = dist < rmax
+            if not inside.all():  # float32 distances just below the cutoff in the read unit
+                ff, ii, jj, dist = ff[inside], ii[inside], jj[inside], dist[inside]
+            ch = self.site_channel[jj]
+            b = (dist / rdf_bin_nm).astype(np.int64)
+            np.minimum(b, nbins - 1, out=b)
+            b += (ff * n_ch + ch) * nbins
+            hist[f0:f0 + k] = np.bincount(b, minlength=k * n_ch * nbins).reshape(k, n_ch * nbins)
+            near = np.flatnonzero(dist < r_store)  # one index list, taken from each array
+            if near.size:
+                key = ff.take(near)
+                key += f0
+                key *= n_centre
+                key += ii.take(near)
+                key *= n_mol
+                key += self.site_mol.take(jj.take(near))
+                key *= n_ch
+                key += ch.take(near)
+                o = np.argsort(key, kind="stable")
+                ks = key[o]
+                first = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+                ukey = ks[first]
+                dmin = np.minimum.reduceat(dist.take(near)[o], first)
+                rest, channel = divmod_by_scalar(ukey, n_ch)
+                rest, partner = divmod_by_scalar(rest, n_mol)
+                frame, centre = divmod_by_scalar(rest, n_centre)
+                cont["frame"].append(frame.astype(np.int32))
+                cont["channel"].append(channel.astype(np.int16))
+                cont["partner"].append(partner.astype(np.int32))
+                cont["centre"].append(centre.astype(np.int32))
+                cont["dmin_nm"].append(dmin.astype(np.float32))
+        if n_centre > 1:
+            cen = pos[np.ix_(sf, self.centre_atoms)]
+            ff, _, _, rr = (dense_pairs_within(cen, cen, dims[sf, :3], rmax_u, same=True) if dense
+                            else tree_pairs_within(cen, cen, dims[sf].astype(np.float32), rmax_u, same=True))
+            ff = sf[ff]
+            dist = rr.astype(np.float64) * unit_nm
+            inside = dist < rmax
+            b = np.minimum((dist[inside] / rdf_bin_nm).astype(np.int64), nbins - 1)
+            hist_cc[f0:f0 + k] = 2 * np.bincount(ff[inside] * nbins + b, minlength=k * nbins).reshape(k, nbins)

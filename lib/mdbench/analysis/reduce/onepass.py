@@ -1,0 +1,239 @@
+"""The one pass: topology → site channels → frames (in worker processes) → the stitched reduction."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mdbench.analysis.concurrency import can_fork, run_forked_ranges, shared_zeros
+from mdbench.analysis.reduce.boxes import A_TO_NM, box_matrix_nm
+from mdbench.analysis.reduce.frames import CHUNK_ATOM_FRAMES, CHUNK_MIN_FRAMES, FramePass
+from mdbench.analysis.reduce.model import ReducedTrajectory
+from mdbench.analysis.reduce.molecules import Topology
+from mdbench.analysis.reduce.pairs import BRUTE_FORCE_MAX_PAIRS
+from mdbench.analysis.reduce.sites import classify_sites
+from mdbench.analysis.reduce.unwrap import regularise_time, unwrap
+from mdbench.analysis.reduce.xtc import direct_xtc
+from mdbench.errors import InputError
+
+log = logging.getLogger(__name__)
+
+#: Atom-frames from which :func:`reduce_universe` uses several processes by default (``workers=None``):
+#: below it, forking and reopening the trajectory cost as much as they save.
+PARALLEL_MIN_ATOM_FRAMES = 4_000_000
+#: Most worker processes used by default (one per available core up to this).
+MAX_DEFAULT_WORKERS = 8
+
+
+def default_workers() -> int:
+    """The project's CPU thread cap (usable cores or ``$MDBENCH_THREAD_CAP``), at most
+    :data:`MAX_DEFAULT_WORKERS`."""
+    from mdbench.engine.threads import default_thread_cap
+
+    return max(1, min(default_thread_cap(), MAX_DEFAULT_WORKERS))
+
+
+def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax_nm: float = 1.0,
+                    rdf_bin_nm: float = 0.005, r_store_nm: float = 0.6, start: int | None = None,
+                    stop: int | None = None, step: int | None = None, structure_max_frames: int | None = None,
+                    verbose: bool = False, source: dict[str, Any] | None = None,
+                    workers: int | None = None) -> ReducedTrajectory:
+    """Reduce an MDAnalysis Universe in one pass (see the module docstring for the algorithm).
+
+    Frames are read in chunks of at most :data:`CHUNK_ATOM_FRAMES` atom-frames and each chunk is reduced
+    with whole-array operations, so memory is bounded by one chunk plus the molecules × frames result.
+
+    Parameters
+    ----------
+    u : MDAnalysis.Universe
+        Topology with masses, charges and (ideally) bonds and molecule numbers, plus a trajectory with box.
+    centre_species : list of str, optional
+        Species whose atoms are centres of the RDF/contact data. Default: every species whose molecules
+        carry a positive net charge (the cations, e.g. ``LI``).
+    rdf_rmax_nm : float
+        Upper edge of the RDF histograms [nm]; clipped to half the smallest box width of the first frame.
+    rdf_bin_nm : float
+        RDF bin width [nm].
+    r_store_nm : float
+        Largest centre–partner distance kept in the neighbour table [nm] (the first-minimum search range).
+    start, stop, step : int, optional
+        Frame slice.
+    structure_max_frames : int, optional
+        Pair histograms and the neighbour table are computed on every k-th frame of the slice,
+        ``k = ceil(F / structure_max_frames)`` (``structure_every`` in ``source``; see
+        :meth:`ReducedTrajectory.structure_view`); centres of mass on every frame. None: k = 1.
+    verbose : bool
+        Show a tqdm progress bar (frames).
+    source : dict, optional
+        Provenance stored in the result.
+    workers : int, optional
+        Processes that read and reduce contiguous ranges of frames in parallel (forked; each opens its own
+        reader of the trajectory; ranges are stitched so that the result equals one pass to rounding).
+        None: one per usable core (the project's thread cap, at most :data:`MAX_DEFAULT_WORKERS`) when the
+        slice has at least :data:`PARALLEL_MIN_ATOM_FRAMES` atom-frames, else 1. Recorded as
+        ``reduction_workers``.
+
+    Returns
+    -------
+    ReducedTrajectory
+    """
+    from tqdm.auto import tqdm
+
+    atoms = u.atoms
+    n_atoms = atoms.n_atoms
+    if n_atoms == 0:
+        raise InputError("the topology has no atoms")
+    try:
+        mol_of_atom = np.asarray(atoms.molnums, dtype=np.int64)
+    except (AttributeError, MemoryError):
+        mol_of_atom = np.asarray(atoms.resindices, dtype=np.int64)
+    # renumber molecules 0..M-1 in order of appearance
+    _, first_atom, mol_of_atom = np.unique(mol_of_atom, return_index=True, return_inverse=True)
+    order = np.argsort(first_atom)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    mol_of_atom = rank[mol_of_atom]
+    first_atom = first_atom[order]
+    n_mol = first_atom.size
+    masses = np.asarray(atoms.masses, dtype=np.float64)
+    try:
+        charges = np.asarray(atoms.charges, dtype=np.float64)
+    except (AttributeError, MemoryError) as exc:
+        raise InputError("the topology has no charges; give a .tpr file") from exc
+    if np.any(masses <= 0):
+        raise InputError("the topology has atoms without mass (virtual sites?); mass-less atoms are not "
+                         "supported by the centre-of-mass reduction")
+    mol_mass = np.bincount(mol_of_atom, weights=masses, minlength=n_mol)
+    mol_charge = np.bincount(mol_of_atom, weights=charges, minlength=n_mol)
+    resnames = np.asarray(atoms.resnames)
+    mol_species = resnames[first_atom].astype(str)
+    species = list(dict.fromkeys(mol_species.tolist()))
+    if centre_species is None:
+        centre_species = [sp for sp in species if np.mean(mol_charge[mol_species == sp]) > 0.05]
+    centre_atoms = np.flatnonzero(np.isin(mol_species[mol_of_atom], centre_species))
+    centre_mol = mol_of_atom[centre_atoms]
+    channels = classify_sites(u, mol_of_atom, mol_species, mol_charge, centre_species)
+    site_atoms = np.concatenate([c.atom_indices for c in channels]) if channels else np.empty(0, np.int64)
+    site_channel = (np.concatenate([np.full(c.atom_indices.size, k) for k, c in enumerate(channels)])
+                    if channels else np.empty(0, np.int64))
+    site_mol = mol_of_atom[site_atoms]
+    n_ch = len(channels)
+    n_centre = centre_atoms.size
+    site_counts = np.array([c.atom_indices.size for c in channels], dtype=np.float64)
+
+    top = Topology.build(mol_of_atom, masses)
+
+    traj = u.trajectory
+    frames = range(*slice(start, stop, step).indices(len(traj)))
+    n_frames = len(frames)
+    if n_frames < 1:
+        raise InputError("the trajectory slice selects no frames")
+    if traj.ts.dimensions is None:
+        raise InputError("the trajectory has no box; periodic analysis needs one")
+    box0 = box_matrix_nm(traj[frames[0]].dimensions)
+    widths = np.abs(np.linalg.det(box0)) / np.linalg.norm(np.cross(box0[[1, 2, 0]], box0[[2, 0, 1]]), axis=1)
+    rmax = float(min(rdf_rmax_nm, 0.5 * widths.min()))
+    r_store = float(min(r_store_nm, rmax))
+    nbins = max(1, int(round(rmax / rdf_bin_nm)))
+    edges = np.linspace(0.0, nbins * rdf_bin_nm, nbins + 1)
+    rmax = float(edges[-1])
+
+    xtc = direct_xtc(traj, frames[0])
+    pairs_per_frame = n_centre * max(site_atoms.size, n_centre)
+    dense_ok = pairs_per_frame <= BRUTE_FORCE_MAX_PAIRS
+    chunk = max(1, min(n_frames, max(CHUNK_ATOM_FRAMES // n_atoms, CHUNK_MIN_FRAMES)))
+    every = 1 if not structure_max_frames else max(1, -(-n_frames // int(structure_max_frames)))
+
+    if workers is None:
+        n_workers = default_workers() if n_frames * n_atoms >= PARALLEL_MIN_ATOM_FRAMES else 1
+    else:
+        n_workers = int(workers)
+        if n_workers < 1:
+            raise InputError(f"workers must be a positive integer, got {workers}")
+    n_workers = max(1, min(n_workers, n_frames // CHUNK_MIN_FRAMES))  # a few frames per worker at least
+    if n_workers > 1 and not can_fork():
+        log.info("no 'fork' start method on this platform: reducing in one process")
+        n_workers = 1
+    empty = shared_zeros if n_workers > 1 else (lambda shape, dtype: np.zeros(shape, dtype=dtype))
+    job = FramePass(
+        reader=u.trajectory, frames=frames, top=top, centre_atoms=centre_atoms, site_atoms=site_atoms,
+        site_channel=site_channel, site_mol=site_mol, n_ch=n_ch, nbins=nbins, rdf_bin_nm=rdf_bin_nm, rmax=rmax,
+        r_store=r_store, dense_ok=dense_ok, every=every, chunk=chunk,
+        time_ps=empty((n_frames,), np.float64), box_nm=empty((n_frames, 3, 3), np.float64),
+        volume=empty((n_frames,), np.float64), com=empty((n_frames, n_mol, 3), np.float64),
+        hist=empty((n_frames, n_ch * nbins), np.int32), hist_cc=empty((n_frames, nbins), np.int32),
+        unit_nm=1.0 if xtc is not None else A_TO_NM, xtc=xtc)
+    with tqdm(total=n_frames, disable=not verbose, desc="reduce", unit="frame") as bar:
+        parts = (run_forked_ranges(job.run_forked, n_frames, n_workers, lambda done: bar.update(done - bar.n))
+                 if n_workers > 1 else None)
+        if parts is None:  # one process (or the worker pool broke: redone here, nothing half-written kept)
+            n_workers = 1
+            job.hist.fill(0)
+            job.hist_cc.fill(0)
+            parts = [job.run(0, n_frames, on_chunk=bar.update)]
+    time_ps, box_nm, volume, com, hist, hist_cc = (job.time_ps, job.box_nm, job.volume, job.com, job.hist,
+                                                   job.hist_cc)
+    # stitch the ranges: each worker unwrapped from its own first frame; shift every later range so that
+    # its first frame continues the displacement chain of the previous one (what one pass would give)
+    for part, prev in zip(parts[1:], parts[:-1]):
+        a, b = part["range"]
+        box_a = box_nm[a:a + 1]
+        ortho_a = bool(np.all(box_a[0] == np.diag(np.diag(box_a[0]))))
+        u_a = unwrap(com[a:a + 1].copy(), np.diagonal(box_a, axis1=1, axis2=2) if ortho_a else box_a, ortho_a,
+                      prev["last_wrapped"], com[a - 1])
+        com[a:b] += u_a[0] - com[a]
+    cont = {k: [arr for part in parts for arr in part["contacts"][k]] for k in parts[0]["contacts"]}
+    input_dtype = parts[0]["input_dtype"]
+    time_ps, regularised = regularise_time(time_ps)
+    total_mass = mol_mass.sum()
+    system_com = (mol_mass @ com) / total_mass  # (M) @ (F, M, 3): one BLAS call
+    contacts = {k: (np.concatenate(v) if v else np.empty(0, dtype=np.float32 if k == "dmin_nm" else np.int32))
+                for k, v in cont.items()}
+    rdf_counts = {c.name: hist[:, k * nbins:(k + 1) * nbins].copy() for k, c in enumerate(channels)}
+    rdf_npairs = {c.name: float(n_centre * site_counts[k]) for k, c in enumerate(channels)}
+    if n_centre > 1:
+        cc = "+".join(centre_species)
+        rdf_counts[f"{cc}:{cc}"] = hist_cc
+        rdf_npairs[f"{cc}:{cc}"] = float(n_centre * (n_centre - 1))
+    src = dict(source or {})
+    src.update(n_atoms=int(n_atoms), n_molecules=int(n_mol), frames=[frames.start, frames.stop, frames.step],
+               input_dtype=input_dtype, rdf_rmax_nm=rmax, rdf_bin_nm=rdf_bin_nm,
+               time_regularised=regularised, chunk_frames=int(chunk), structure_every=int(every),
+               reduction_workers=int(n_workers),
+               frame_reader="MDAnalysis XTCFile.read_direct_x (nm)" if xtc is not None
+               else f"MDAnalysis {type(traj).__name__}",
+               pair_search="dense numpy (orthorhombic)" if dense_ok else "periodic k-d tree (scipy cKDTree; "
+                                                                         "triclinic: MDAnalysis capped_distance)")
+    log.info("reduced %d frames of %d atoms to %d molecules", n_frames, n_atoms, n_mol)
+    return ReducedTrajectory(
+        time_ps=time_ps, box_nm=box_nm, volume_nm3=volume, com_nm=com, system_com_nm=system_com,
+        mol_species=mol_species, mol_mass_amu=mol_mass, mol_charge_e=mol_charge, species=species,
+        centre_species=list(centre_species), centre_mol=centre_mol, channels=channels, rdf_edges_nm=edges,
+        rdf_counts=rdf_counts, rdf_n_pairs=rdf_npairs, contacts=contacts, r_store_nm=r_store,
+        source=src,
+    )
+
+
+def reduce_files(tpr: str | Path, xtc: str | Path, **kwargs: Any) -> ReducedTrajectory:
+    """Open ``tpr`` + ``xtc`` with MDAnalysis and :func:`reduce_universe` them (keyword arguments pass on).
+
+    Raises
+    ------
+    InputError
+        A file is missing or unreadable, naming the file.
+    """
+    import MDAnalysis as mda
+
+    for p in (tpr, xtc):
+        if not Path(p).is_file():
+            raise InputError("file not found; give an existing GROMACS file", str(p))
+    try:
+        u = mda.Universe(str(tpr), str(xtc))
+    except Exception as exc:  # MDAnalysis raises many types for unreadable files
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"MDAnalysis cannot read the topology/trajectory pair ({first_line}); give the .tpr "
+                         "and the .xtc written from it", str(xtc)) from exc
+    return reduce_universe(u, source={"tpr": str(tpr), "xtc": str(xtc)}, **kwargs)

@@ -1,0 +1,12 @@
+"""The ``llm`` room: one client for OpenAI-compatible chat endpoints, shared by every model-backed part of
+mdbench (the SDL LLM coordinator, the audit's judge, the arena's process judge).
+
+:class:`~mdbench.llm.client.ChatClient` does retries with backoff (429, 5xx, timeouts, dropped
+connections; ``Retry-After`` honoured), per-request timeouts, token and cost accounting (provider-reported
+cost when the endpoint returns one, else from declared prices), and an append-only JSON-lines transcript of
+every exchange (never the API key). :mod:`~mdbench.llm.fake_server` is a loopback fake endpoint for tests.
+"""
+
+from mdbench.llm.client import ChatClient, ChatResult, EndpointError, Prices, Usage, parse_json_reply
+
+__all__ = ["ChatClient", "ChatResult", "EndpointError", "Prices", "Usage", "parse_json_reply"]
