@@ -202,8 +202,8 @@ def contact_definition(rd: ReducedTrajectory, anion: str, settings: Any, cutoffs
 
 
 def anion_species(rd: ReducedTrajectory) -> list[str]:
-    """Species whose molecules carry a net negative charge (below −0.05 e)."""
-    return [sp for sp in rd.species if np.mean(rd.mol_charge_e[rd.mol_species == sp]) < -0.05]
+    """Species whose molecules carry a net negative charge (beyond the registered neutral tolerance)."""
+    return rd.anions()
 
 
 class AssociationEstimator(EstimatorBase):

@@ -698,11 +698,10 @@ class CollectiveTransportEstimator(EstimatorBase):
         s, c = self.settings, self.case
         rd = c.trajectory
         section = CONDUCTIVITY.details_section
-        charges = {sp: float(np.mean(rd.mol_charge_e[rd.mol_species == sp])) for sp in rd.species}
-        ions = [sp for sp in rd.species if abs(charges[sp]) > 0.05]
-        if not ions:
+        charges = dict(rd.species_charge_e)
+        if not rd.ions():
             return Estimate(sections={section: None})
-        neutral = [sp for sp in rd.species if sp not in ions]
+        neutral = rd.neutral_species()
         ref = s.solvent_reference
         if ref is None and neutral:
             ref = max(neutral, key=lambda sp: int(np.sum(rd.mol_species == sp)))

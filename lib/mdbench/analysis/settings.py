@@ -64,6 +64,8 @@ class AnalysisSettings:
     the meaning of each; :func:`registration_definitions` for how they are registered.
     """
 
+    # species
+    neutral_charge_tolerance_e: float = _default("neutral_charge_tolerance_e", "species", "e")
     # guard_and_blocks
     guard_ps: float | None = _default("guard_ps", "guard_and_blocks", "ps")
     n_blocks: int = _default("n_blocks", "guard_and_blocks")
@@ -231,6 +233,9 @@ def registration_definitions(settings: AnalysisSettings) -> dict[str, dict[str, 
         "analysis_atom_selections": {
             "molecule": "GROMACS molecule (tpr molnums), species = residue name of its first atom",
             "centres": "atoms of species with positive net molecular charge (cations, e.g. LI)",
+            "neutral_species": f"net molecular charge |q| < {s.neutral_charge_tolerance_e:g} e counts as 0 e "
+                               "(rounded partial charges of a neutral solvent)",
+            "neutral_charge_tolerance_e": s.neutral_charge_tolerance_e,
             "site_labels": SITE_LABELS,
             "site_rule": "labels from elements and bonds of the tpr, not from atom names",
             "com": "centre of mass of the whole molecule (atoms minimum-imaged to the first atom), float64",

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from mdbench.analysis.observables import SELF_DIFFUSION, VISCOSITY
 from mdbench.errors import InputError, MdbenchError
 from mdbench.inputs import forcefield, units
 
@@ -58,8 +59,8 @@ REFERENCES: dict[str, dict[str, Reference]] = {
     "DMC": {
         "density": Reference(1.065, "g/cm^3", "1.063 (Xu, Chem. Rev. 104, 4303 (2004), Table 1) to 1.07 "
                              "(data/sources/reference_values.txt)", 0.03),
-        "viscosity": Reference(0.59, "mPa s", "0.59 cP at 25 C, Xu, Chem. Rev. 104, 4303 (2004), Table 1"),
-        "self_diffusion": Reference(2.3e-9, "m^2/s", "1H PFG-NMR band 2.0-2.6e-9 m^2/s (issue #24); midpoint"),
+        VISCOSITY.name: Reference(0.59, "mPa s", "0.59 cP at 25 C, Xu, Chem. Rev. 104, 4303 (2004), Table 1"),
+        SELF_DIFFUSION.name: Reference(2.3e-9, "m^2/s", "1H PFG-NMR band 2.0-2.6e-9 m^2/s (issue #24); midpoint"),
     },
     "TTE": {
         "density": Reference(1.54, "g/cm^3", "1.54 g/mL, second-hand (data/sources/reference_values.txt)", 0.05),
@@ -118,7 +119,7 @@ class LiquidResult:
         ref = REFERENCES[self.species].get(quantity)
         if ref is None:
             return float("nan"), float("nan")
-        v, hw = ((self.viscosity_mPa_s, self.viscosity_hw95_mPa_s) if quantity == "viscosity"
+        v, hw = ((self.viscosity_mPa_s, self.viscosity_hw95_mPa_s) if quantity == VISCOSITY.name
                  else (self.D_yh_m2_s, self.D_yh_hw95_m2_s))
         return v / ref.value - 1.0, hw / ref.value
 
@@ -304,8 +305,8 @@ def _transport(res: LiquidResult, wd: Path, v_mean: float, prod_ps: float, seed:
     doc = analyze_files(wd / "prod.tpr", wd / "prod.xtc", wd / "prod.edr", wd / "analysis", guard_ps=guard,
                         case=f"pure-{res.species}", workers=1)
     wall["analysis"] = round(time.monotonic() - t0, 1)
-    visc = _observable(doc, "viscosity")
-    dif = _observable(doc, f"self_diffusion/{res.species}")
+    visc = _observable(doc, VISCOSITY.name)
+    dif = _observable(doc, SELF_DIFFUSION.key(res.species))
     eta, eta_hw = _num(visc["value"]), _num(visc["uncertainty"]["half_width_95"])
     D, D_hw = _num(dif["value"]), _num(dif["uncertainty"]["half_width_95"])
     T = float(doc["temperature_K"])
@@ -341,8 +342,8 @@ class Selection:
 
 def combined_transport_error(dmc: LiquidResult) -> tuple[float, float]:
     """E = sqrt(e_eta^2 + e_D^2) of pure DMC and its propagated 95 % half-width."""
-    e_eta, h_eta = dmc.relative_error("viscosity")
-    e_D, h_D = dmc.relative_error("self_diffusion")
+    e_eta, h_eta = dmc.relative_error(VISCOSITY.name)
+    e_D, h_D = dmc.relative_error(SELF_DIFFUSION.name)
     E = math.hypot(e_eta, e_D)
     if not math.isfinite(E) or E == 0:
         return E, float("nan")
@@ -402,7 +403,7 @@ def markdown_table(results: dict[str, dict[str, LiquidResult]]) -> str:
             r = results[lv].get(sp)
             if r is None:
                 continue
-            e_eta, e_D = r.relative_error("viscosity")[0], r.relative_error("self_diffusion")[0]
+            e_eta, e_D = r.relative_error(VISCOSITY.name)[0], r.relative_error(SELF_DIFFUSION.name)[0]
             rows.append(
                 f"| {lv} | {sp} | {r.n_molecules} | {r.npt_ps:g} / {r.prod_ps:g} | "
                 f"{_pm(r.density_g_cm3, r.density_sem_g_cm3, fmt='.4f')} | {r.density_deviation_rel:+.1%} | "
