@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate, block_windows, _json_float
 from mdbench.analysis.concurrency import ranges_in_threads
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
@@ -113,8 +114,11 @@ class DiffusionResult:
     failures : list of str
         Definition/implementation/numerical failures (→ state F).
     sampling_checks : dict of str to bool
-        ``diffusive_window`` (β inside the range over the required decades) and ``block_precision``
-        (relative block half-width ≤ threshold) (any False → SI).
+        ``diffusive_window`` (β inside the range over the required decades), ``block_precision``
+        (95 % half-width ≤ the registered fraction of |D|) and ``block_trend`` (no significant trend over
+        the blocks) (any False → SI; :mod:`mdbench.analysis.adequacy`).
+    check_details : dict of str to str
+        The numbers behind each check (written into an SI reason).
     """
 
     species: str
@@ -133,6 +137,7 @@ class DiffusionResult:
     failures: list[str] = field(default_factory=list)
     sampling_checks: dict[str, bool] = field(default_factory=dict)
     too_short: str | None = None
+    check_details: dict[str, str] = field(default_factory=dict)
 
     @property
     def D_uncertainty_m2_s(self) -> float:
@@ -142,7 +147,8 @@ class DiffusionResult:
     def state_inputs(self) -> dict[str, Any]:
         """Inputs for :func:`mdbench.analysis.states.classify_observable`."""
         return {"values": [self.D.whole, *self.D.blocks], "failures": list(self.failures),
-                "sampling_checks": dict(self.sampling_checks), "too_short": self.too_short}
+                "sampling_checks": dict(self.sampling_checks), "too_short": self.too_short,
+                "check_details": dict(self.check_details)}
 
     def to_dict(self, *, include_curves: bool = False) -> dict[str, Any]:
         """JSON-safe dict: value, unit, uncertainty + definition, blocks, window, diagnostics."""
@@ -156,6 +162,7 @@ class DiffusionResult:
             "diagnostics": {
                 "barycentre_drift_nm": _json_float(self.barycentre_drift_nm),
                 "sampling_checks": dict(self.sampling_checks),
+                "check_details": dict(self.check_details),
                 "failures": list(self.failures),
                 "too_short": self.too_short,
                 "analysis_windows": None if self.windows is None else self.windows.to_dict(),
@@ -518,7 +525,7 @@ def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = Non
                    guard_ps: float = 0.0, n_blocks: int = 4, beta_range: tuple[float, float] = (0.9, 1.1),
                    min_window_decades: float = 0.9, max_lag_fraction: float = 0.5,
                    fit_window_ps: tuple[float, float] | None = None, points_per_decade: int = 10,
-                   max_relative_half_width: float = 0.5) -> DiffusionResult:
+                   max_relative_half_width: float = 0.2, trend_alpha: float = 0.05) -> DiffusionResult:
     r"""Self-diffusion coefficient of one species from molecular centres of mass.
 
     .. math:: D = \frac{1}{6}\,\frac{d\,\mathrm{MSD}}{dt}\quad\text{(slope over the diffusive window)}
@@ -548,7 +555,9 @@ def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = Non
     points_per_decade : int
         Log grid density for β.
     max_relative_half_width : float
-        Sampling threshold: block half-width / |D| above it fails ``block_precision``.
+        Sampling threshold: 95 % half-width / |D| above it fails ``block_precision``.
+    trend_alpha : float
+        Blocks' OLS slope with a p-value below this fails ``block_trend``.
 
     Returns
     -------
@@ -627,17 +636,16 @@ def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = Non
     elif not (np.isfinite(D_whole) and all(np.isfinite(D_blocks))):
         too_short = (f"fewer than 2 MSD lags inside the fit window [{window.lo_ps:g}, {window.hi_ps:g}] ps "
                      "in the whole interval or a block")
-    checks = {
-        "diffusive_window": bool(window.found),
-        "block_precision": bool(np.isfinite(est.relative_half_width)
-                                and est.relative_half_width <= max_relative_half_width),
-    }
+    precise, details = adequacy_checks("", est, PrecisionBound(rel=max_relative_half_width), trend_alpha)
+    checks = {"diffusive_window": bool(window.found), **precise}
+    details["diffusive_window"] = (f"beta {window.beta_min:.2f}-{window.beta_max:.2f} over {window.decades:.2f} "
+                                   f"decades [{window.lo_ps:g}, {window.hi_ps:g}] ps; required {window.rule}")
     logger.debug("D(%s) = %.4g m2/s window %s", species, D_whole, window)
     return DiffusionResult(species=species, n_molecules=int(x.shape[1]), D_m2_s=D_whole, D=est, window=window,
                            lag_ps=lag, msd_nm2=msd_whole, msd_blocks_nm2=msd_blocks, beta_lag_ps=g, beta=beta,
                            frame=frame,
                            barycentre_drift_nm=drift, windows=win, failures=failures, sampling_checks=checks,
-                           too_short=too_short)
+                           too_short=too_short, check_details=details)
 
 
 def yeh_hummer_correction(D_pbc_m2_s: float, temperature_K: float, viscosity_mPa_s: float,
@@ -681,7 +689,8 @@ class SelfDiffusionEstimator(EstimatorBase):
                                       guard_ps=c.guard_ps, n_blocks=s.n_blocks, beta_range=s.diffusion_beta_range,
                                       min_window_decades=s.diffusion_min_decades,
                                       max_lag_fraction=s.diffusion_max_lag_fraction,
-                                      max_relative_half_width=s.diffusion_max_rel_half_width)
+                                      max_relative_half_width=s.diffusion_max_rel_half_width,
+                                      trend_alpha=s.block_trend_alpha)
                    for sp in rd.species}
         out = [Measurement(entry, (sp,), dr.to_dict(), "D = slope(MSD)/6 over the diffusive window, molecular COMs, "
                            "barycentric frame", dr.state_inputs()) for sp, dr in results.items()]

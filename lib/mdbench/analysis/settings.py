@@ -99,12 +99,15 @@ class AnalysisSettings:
     # adequacy (sampling-check thresholds)
     thermo_min_effective_samples: float = _default("thermo_min_effective_samples", "adequacy")
     thermo_drift_sigma: float = _default("thermo_drift_sigma", "adequacy")
+    block_trend_alpha: float = _default("block_trend_alpha", "adequacy")
     cn_max_rel_half_width: float = _default("cn_max_rel_half_width", "adequacy")
     cn_abs_half_width_ok: float = _default("cn_abs_half_width_ok", "adequacy")
     rdf_block_first_min_tolerance_nm: float = _default("rdf_block_first_min_tolerance_nm", "adequacy", "nm")
     association_fraction_max_half_width: float = _default("association_fraction_max_half_width", "adequacy")
     diffusion_max_rel_half_width: float = _default("diffusion_max_rel_half_width", "adequacy")
     sigma_t_plus_max_rel_half_width: float = _default("sigma_t_plus_max_rel_half_width", "adequacy")
+    t_plus_max_abs_half_width: float = _default("t_plus_max_abs_half_width", "adequacy")
+    ionicity_max_abs_half_width: float = _default("ionicity_max_abs_half_width", "adequacy")
     viscosity_max_rel_half_width: float = _default("viscosity_max_rel_half_width", "adequacy")
     viscosity_max_component_spread: float = _default("viscosity_max_component_spread", "adequacy")
     lifetime_max_rel_half_width: float = _default("lifetime_max_rel_half_width", "adequacy")
@@ -295,6 +298,14 @@ def registration_definitions(settings: AnalysisSettings) -> dict[str, dict[str, 
         "analysis_adequacy_and_stopping": {
             "state_rules": STATE_RULES,
             "thresholds": adequacy,
+            "precision_rule": "C needs the whole-interval 95 % half-width (block spread) <= the registered "
+                              "relative bound x |value| (t+, ionicity, class fractions: <= the absolute bound; "
+                              "CN: relative or absolute), else SI with the numbers",
+            "trend_rule": "C needs no significant trend over the blocks: OLS slope of the block values "
+                          f"against the block index with two-sided p >= {s.block_trend_alpha:g} "
+                          "(Student t, n-2 dof), else SI",
+            "not_estimable_rule": "a ratio whose defining denominator is consistent with zero within its 95 % "
+                                  "interval (sigma for t+) is not_estimable: value withheld, reason stated",
             "stopping_rule": "the analysis never extends sampling; an observable failing a sampling check "
                              "is reported SI with the check named; extension is decided by the study "
                              "within the remaining budget",
