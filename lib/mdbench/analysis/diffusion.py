@@ -24,6 +24,7 @@ Yeh & Hummer, J. Phys. Chem. B 108, 15873 (2004), doi:10.1021/jp0477147
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Sequence
@@ -36,7 +37,7 @@ from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate, block_windows, _json_float
 from mdbench.analysis.concurrency import ranges_in_threads
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
-from mdbench.analysis.observables import SELF_DIFFUSION
+from mdbench.analysis.observables import SELF_DIFFUSION, SELF_DIFFUSION_YH
 from mdbench.analysis.units import (KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM_M, PA_S_TO_MPA_S, as_float64,
                                     count_non_finite)
 from mdbench.errors import InputError
@@ -695,3 +696,78 @@ class SelfDiffusionEstimator(EstimatorBase):
         out = [Measurement(entry, (sp,), dr.to_dict(), "D = slope(MSD)/6 over the diffusive window, molecular COMs, "
                            "barycentric frame", dr.state_inputs()) for sp, dr in results.items()]
         return Estimate(out, figure_data={"diffusion": results}, products={"diffusion": results})
+
+
+#: Definition written with every Yeh-Hummer result.
+YEH_HUMMER_DEFINITION = ("D_YH = D_PBC + xi kB T / (6 pi eta L), xi = 2.837297 (cubic box; Yeh & Hummer, J. Phys. "
+                         "Chem. B 108, 15873 (2004)); eta = this case's Green-Kubo viscosity, L = mean box edge "
+                         "V^(1/3) of the window, T = the transport temperature; blocks: D and eta of each block; "
+                         "half_width_95 propagated to first order: sqrt(hw_D^2 + (corr * hw_eta / eta)^2)")
+
+
+def yeh_hummer_estimate(D: BlockEstimate, eta: BlockEstimate, temperature_K: float, box_length_nm: float
+                        ) -> tuple[BlockEstimate, float]:
+    """(D_YH block estimate with the propagated 95 % half-width, correction term [m^2/s]) from the blocked D and
+    η (mPa s) of one case."""
+    corr = yeh_hummer_correction(0.0, temperature_K, eta.whole, box_length_nm) if eta.whole > 0 else float("nan")
+    blocks = [d + yeh_hummer_correction(0.0, temperature_K, e, box_length_nm) if e > 0 else float("nan")
+              for d, e in zip(D.blocks, eta.blocks)]
+    est = block_estimate(D.whole + corr, blocks, "m^2/s", block_ranges_ps=D.block_ranges_ps)
+    hw = math.hypot(D.half_width_95, corr * eta.half_width_95 / eta.whole) if eta.whole > 0 else float("nan")
+    return dataclasses.replace(est, half_width_95=hw, definition=YEH_HUMMER_DEFINITION), corr
+
+
+class YehHummerEstimator(EstimatorBase):
+    """Registered estimator of :data:`mdbench.analysis.observables.SELF_DIFFUSION_YH`: the Yeh–Hummer corrected
+    D of every species, from the uncorrected D (``diffusion``) and this case's η (``viscosity``). Its state
+    joins both inputs' checks; without a usable η (none delivered, or not positive) it is not estimable."""
+
+    inputs = ("trajectory", "products.diffusion", "products.temperature_K")
+
+    def compute(self) -> Estimate:
+        c, entry = self.case, self.entries[0]
+        from mdbench.analysis.observables import VISCOSITY
+
+        visc = c.products.get(VISCOSITY.name)
+        rd = c.trajectory
+        L = float(np.mean(rd.volume_nm3[c.windows.whole])) ** (1.0 / 3.0)
+        T = float(c.products["temperature_K"])
+        out = []
+        for sp, dr in c.products["diffusion"].items():
+            inputs = dr.state_inputs()
+            if visc is None or not (visc.viscosity.whole > 0):
+                why = ("this case delivered no Green-Kubo viscosity" if visc is None else
+                       f"this case's viscosity {visc.viscosity.whole:.3g} mPa s is not positive")
+                payload = withheld_yh(dr, L, T)
+                out.append(Measurement(entry, (sp,), payload, YEH_HUMMER_DEFINITION,
+                                       dict(inputs, not_estimable=f"the correction needs eta: {why}")))
+                continue
+            est, corr = yeh_hummer_estimate(dr.D, visc.viscosity, T, L)
+            v_in = visc.state_inputs()
+            checks = {**inputs.get("sampling_checks", {}),
+                      **{f"viscosity_{k}": ok for k, ok in v_in.get("sampling_checks", {}).items()}}
+            details = {**inputs.get("check_details", {}),
+                       **{f"viscosity_{k}": w for k, w in v_in.get("check_details", {}).items()}}
+            payload = dict(est.to_dict(), observable=SELF_DIFFUSION_YH.key(sp), species=sp,
+                           label="Yeh-Hummer corrected (additional result; the uncorrected D is "
+                                 f"{SELF_DIFFUSION.key(sp)})",
+                           window=dr.window.to_dict(),
+                           diagnostics={"D_pbc_m2_s": _json_float(dr.D.whole), "correction_m2_s": _json_float(corr),
+                                        "viscosity_mPa_s": _json_float(visc.viscosity.whole),
+                                        "viscosity_hw95_mPa_s": _json_float(visc.viscosity.half_width_95),
+                                        "box_length_nm": L, "temperature_K": T, "xi": YEH_HUMMER_XI,
+                                        "sampling_checks": checks, "check_details": details})
+            out.append(Measurement(entry, (sp,), payload, YEH_HUMMER_DEFINITION,
+                                   {"values": [est.whole, *est.blocks],
+                                    "failures": list(inputs.get("failures", [])) + list(v_in.get("failures", [])),
+                                    "sampling_checks": checks, "check_details": details,
+                                    "too_short": inputs.get("too_short"), "not_estimable": v_in.get("not_estimable")}))
+        return Estimate(out)
+
+
+def withheld_yh(dr: DiffusionResult, L: float, T: float) -> dict[str, Any]:
+    """Payload of a Yeh–Hummer result that cannot be formed (no usable η): value withheld."""
+    return {"value": None, "unit": "m^2/s", "uncertainty": {"half_width_95": None, "definition": YEH_HUMMER_DEFINITION},
+            "blocks": [None] * len(dr.D.blocks), "block_ranges_ps": dr.D.to_dict()["block_ranges_ps"],
+            "window": dr.window.to_dict(),
+            "diagnostics": {"D_pbc_m2_s": _json_float(dr.D.whole), "box_length_nm": L, "temperature_K": T}}

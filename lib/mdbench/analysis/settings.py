@@ -273,6 +273,9 @@ def registration_definitions(settings: AnalysisSettings) -> dict[str, dict[str, 
                         "solvent_reference": s.solvent_reference or "most numerous neutral species",
                         "temperature_K": s.temperature_K if s.temperature_K is not None
                         else "mean edr Temperature over the analysed window"},
+            "yeh_hummer": "D_YH = D_PBC + 2.837297 kB T / (6 pi eta L) with the case's own Green-Kubo eta and "
+                          "mean box edge L (cubic box); reported beside the uncorrected D, uncertainty propagated; "
+                          "not_estimable without a positive eta",
             VISCOSITY.name: {"method": "Green-Kubo, 5 traceless pressure components, plateau rule: first window of "
                                     f"width {s.viscosity_plateau_width_tau:g} tau_c (at least "
                                     f"{s.viscosity_plateau_min_width_fraction:g} of the longest lag), starting at "

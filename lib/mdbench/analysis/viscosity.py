@@ -456,4 +456,4 @@ class ViscosityEstimator(EstimatorBase):
                                     trend_alpha=s.block_trend_alpha)
         payload = withheld(visc.to_dict()) if visc.not_estimable else visc.to_dict()
         return Estimate([Measurement(entry, (), payload, definition, visc.state_inputs())],
-                        figure_data={"green_kubo": visc}, products={"viscosity": visc})
+                        figure_data={"green_kubo": visc}, products={VISCOSITY.name: visc})

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator
 
 from filelock import FileLock
 
+from mdbench.analysis.states import OBSERVABLE_STATES
 from mdbench.errors import MdbenchError
 
 SCHEMA_VERSION = "1.2"
@@ -44,7 +45,8 @@ TERMINAL = "episode_terminal.json"
 ATTEMPT_STATUSES = ("reserved", "completed", "failed", "interrupted", "discarded")
 ATTEMPT_RELATIONS = ("continuation", "extension", "branch", "restart")
 STAGE_STATE_VALUES = ("valid", "invalid", "running", "not_reached", "invalid_upstream")
-OBSERVABLE_STATE_VALUES = ("C", "SI", "F", "M", "invalid_upstream", "not_reached")
+#: The observable states (one definition: mdbench.analysis.states, a module without heavy imports).
+OBSERVABLE_STATE_VALUES = OBSERVABLE_STATES
 CLAIMED_OUTCOMES = ("clean_valid", "recovered_valid", "partial", "candidate_failure", "infrastructure_blocked")
 
 
