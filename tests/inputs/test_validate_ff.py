@@ -111,3 +111,22 @@ def test_markdown_table_has_one_row_per_candidate_and_liquid():
     assert len(rows) == 4
     assert "| +5.2% |" in rows[0] and "0.60 +- 0.10" in rows[0] and "2.30 +- 0.10" in rows[0]
     assert "nan" not in rows[2] and rows[2].split(" | ").count("-") == 7  # B: no transport, dashes
+
+
+def test_missing_stacie_is_one_clear_line_naming_the_extra(tmp_path, monkeypatch):
+    import builtins
+
+    from mdbench.errors import MdbenchError
+    from mdbench.inputs import validate_ff
+
+    real = builtins.__import__
+
+    def no_stacie(name, *args, **kwargs):
+        if name == "stacie" or name.startswith("stacie."):
+            raise ImportError("No module named 'stacie'", name="stacie")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_stacie)
+    with pytest.raises(MdbenchError, match=r"pip install -e '\.\[validate\]'") as info:
+        validate_ff.stacie_viscosity(tmp_path / "prod.edr", 27.0)
+    assert "\n" not in str(info.value) and "STACIE" in str(info.value)

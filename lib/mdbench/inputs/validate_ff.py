@@ -42,6 +42,9 @@ from mdbench.inputs import forcefield, units
 log = logging.getLogger(__name__)
 
 FROZEN = "frozen"
+#: One-line error when the optional peer estimator is absent.
+STACIE_MISSING = ("validate-ff needs STACIE for its peer viscosity: pip install -e '.[validate]' "
+                  "(or make setup, whose dev extra has it)")
 
 
 @dataclass(frozen=True)
@@ -205,7 +208,8 @@ def _density(edr: Path) -> tuple[float, float, tuple[float, float], float]:
 
 
 def stacie_viscosity(edr: Path, volume_nm3: float) -> tuple[float, float]:
-    """Shear viscosity [mPa s] and its 1-sigma from STACIE (a peer estimator, installed with ``mdbench[dev]``).
+    """Shear viscosity [mPa s] and its 1-sigma from STACIE (a peer estimator: the ``validate`` extra,
+    ``pip install -e '.[validate]'``; also in ``dev``).
 
     STACIE (Toraman et al., J. Chem. Theory Comput. 2025, doi:10.1021/acs.jctc.5c00496) fits
     ``ExpPolyModel([0, 1, 2])`` to the low-frequency power spectrum of the five independent anisotropic
@@ -213,11 +217,12 @@ def stacie_viscosity(edr: Path, volume_nm3: float) -> tuple[float, float]:
     with prefactor V/(k_B T): its zero-frequency limit is eta. Reported beside the registered Green-Kubo
     value because the plateau rule stops early in carbonate liquids (docs/validation.md, section 2).
     """
+    import pyedr
+
     try:
-        import pyedr
         from stacie import ExpPolyModel, compute_spectrum, estimate_acint
-    except ImportError as exc:  # pragma: no cover - dev extra missing
-        raise MdbenchError(f"{exc.name} is not installed; pip install -e '.[dev]' (make setup) for STACIE") from exc
+    except ImportError as exc:
+        raise MdbenchError(STACIE_MISSING) from exc
     from mdbench.analysis.units import BAR_PA, KB_J_PER_K, NM3_M3
 
     e = pyedr.edr_to_dict(str(edr))
