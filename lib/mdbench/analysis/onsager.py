@@ -262,12 +262,18 @@ class OnsagerResult:
         return float(self.L_matrix[self.species.index(i), self.species.index(j)])
 
     def sigma_not_estimable_reason(self) -> str | None:
-        """Why a ratio over σ (t+) has no value: σ consistent with zero within its 95 % interval."""
-        if not consistent_with_zero(self.sigma):
+        """Why a ratio over σ (t+) has no value: σ is zero within its 95 % interval, and that interval is
+        resolved (|σ| + half-width at most the registered ionicity bound × σ_NE), so more sampling would only
+        confirm σ ≈ 0. A σ that is merely imprecise (a wide interval about zero) leaves t+ SI, not this."""
+        rules = self.precision or _default_precision()
+        scale = rules["ionicity"].abs * abs(self.sigma_NE.whole) if math.isfinite(self.sigma_NE.whole) else float("nan")
+        upper = abs(self.sigma.whole) + self.sigma.half_width_95
+        if not consistent_with_zero(self.sigma) or not (math.isfinite(upper) and upper <= scale):
             return None
-        return (f"sigma = {self.sigma.whole:.3g} +- {self.sigma.half_width_95:.3g} S/m (95 %) is consistent with "
-                "zero, and t+ = sum_j sigma_+j / sigma has no defined value (every ion in neutral pairs or "
-                "clusters?); more sampling cannot give it one")
+        return (f"sigma = {self.sigma.whole:.3g} +- {self.sigma.half_width_95:.3g} S/m (95 %) is zero within its "
+                f"interval, resolved to <= {rules['ionicity'].abs:g} sigma_NE = {scale:.3g} S/m: t+ = "
+                "sum_j sigma_+j / sigma has no defined value (ions move as neutral pairs or clusters); more "
+                "sampling cannot give it one")
 
     def state_inputs(self, observable: str = "sigma", transference: TransferenceEstimate | None = None
                      ) -> dict[str, Any]:

@@ -307,8 +307,10 @@ def registration_definitions(settings: AnalysisSettings) -> dict[str, dict[str, 
             "trend_rule": "C needs no significant trend over the blocks: OLS slope of the block values "
                           f"against the block index with two-sided p >= {s.block_trend_alpha:g} "
                           "(Student t, n-2 dof), else SI",
-            "not_estimable_rule": "a ratio whose defining denominator is consistent with zero within its 95 % "
-                                  "interval (sigma for t+) is not_estimable: value withheld, reason stated",
+            "not_estimable_rule": "a ratio whose defining denominator is zero within its 95 % interval and that "
+                                  "interval is resolved (sigma for t+: |sigma| + half-width <= ionicity bound x "
+                                  "sigma_NE; eta: a non-positive Green-Kubo plateau) is not_estimable: value "
+                                  "withheld, reason stated; a denominator that is merely imprecise is SI",
             "stopping_rule": "the analysis never extends sampling; an observable failing a sampling check "
                              "is reported SI with the check named; extension is decided by the study "
                              "within the remaining budget",

@@ -121,13 +121,13 @@ def cross_system(cases: list[CaseResults]) -> pd.DataFrame:
                 continue
             fam = _family(name)
             if fam is COORDINATION and name.endswith("@first_min"):
-                want(name, f"Li+ CN {name.split('/', 1)[1].removesuffix('@first_min')} (first minimum) [molecules]")
+                want(name, f"Li+ CN {_member(name).removesuffix('@first_min')} (first minimum) [molecules]")
             elif fam is ASSOCIATION and not name.endswith("largest_cluster_fraction"):
-                want(name, f"{name.split('/', 1)[1]} fraction of anions")
+                want(name, f"{_member(name)} fraction of anions")
             elif fam is SELF_DIFFUSION:
-                want(name, f"D {name.split('/', 1)[1]} (PBC) [m^2/s]")
+                want(name, f"D {_member(name)} (PBC) [m^2/s]")
             elif fam is SELF_DIFFUSION_YH:
-                want(name, f"D {name.split('/', 1)[1]} (Yeh-Hummer corrected) [m^2/s]")
+                want(name, f"D {_member(name)} (Yeh-Hummer corrected) [m^2/s]")
     order = [(VISCOSITY.key(), "eta (Green-Kubo) [mPa s]"),
              (CONDUCTIVITY.key("sigma"), "sigma (with cross-correlations) [S/m]"),
              (CONDUCTIVITY.key("sigma_NE"), "sigma_NE (Nernst-Einstein, labelled; no correlations) [S/m]"),
@@ -141,6 +141,11 @@ def cross_system(cases: list[CaseResults]) -> pd.DataFrame:
             row[f"{c.case}" if len({x.run for x in cases}) == 1 else f"{c.run}/{c.case}"] = _cell(c.observables.get(name))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _member(name: str) -> str:
+    """The qualifier of a result name (``self_diffusion/LI`` → ``LI``; a bare family name → itself)."""
+    return name.split("/", 1)[1] if "/" in name else name
 
 
 def _family(name: str):
@@ -194,8 +199,13 @@ def show_science(run_dirs: list[tuple[str, str | Path]]) -> int:
         if not cases:
             display(tables.heading(f"{label}: no analysis results (analysis/<case>/results.json) in the run", 3))
             continue
+        try:
+            cross = cross_system(cases)
+        except Exception as exc:  # a malformed results.json is shown as such, never a failed report
+            display(tables.heading(f"{label}: results.json not readable as mdbench results ({type(exc).__name__})", 3))
+            continue
         display(tables.heading(f"{label}: cross-system comparison", 3))
-        display(tables.html_table(cross_system(cases), caption="value ± 95 % CI (state) per case; "
+        display(tables.html_table(cross, caption="value ± 95 % CI (state) per case; "
                                   "withheld = not estimable (reason in the case table)"))
         for c in cases:
             display(tables.heading(f"{label} / {c.case}: results", 3))
