@@ -41,7 +41,7 @@ def test_the_default_file_is_the_dataclass_default():
     assert s.structure_max_frames == 75 and s.diffusion_beta_range == (0.9, 1.1)  # YAML lists → tuples
     assert s.digest() != AnalysisSettings().digest() and s.digest() == AnalysisSettings(structure_max_frames=75).digest()
     sections = AnalysisSettings.sections()
-    assert set(sections) == {"guard_and_blocks", "rdf_and_coordination", "contacts", "diffusion", "transport",
+    assert set(sections) == {"species", "guard_and_blocks", "rdf_and_coordination", "contacts", "diffusion", "transport",
                              "green_kubo", "shell_dynamics", "adequacy"}
 
 
@@ -89,7 +89,8 @@ def test_a_threshold_in_default_yaml_changes_registration_state_and_cache(params
     strict = load_or_analyze_case(run, "W", guard_ps=5.0)
     assert strict["settings_sha256"] != loose["settings_sha256"]   # not the cached document
     assert strict["observables"][CN]["state"] == "SI"
-    assert "CN block half-width <= 0%" in strict["observables"][CN]["reason"]
+    assert "block_precision" in strict["observables"][CN]["reason"] and "accepted <= 0% of |value|" in \
+        strict["observables"][CN]["reason"]
     revised = [r for r in rec.registrations() if r["kind"] == "analysis_adequacy_and_stopping"][-1]
     assert revised["revises"] == reg[-1]["id"] and revised["definition"]["thresholds"]["cn_max_rel_half_width"] == 0.0
     assert rec.observable_states()["W"][CN]["state"] == "SI"  # the record follows the results in force

@@ -16,16 +16,16 @@ from typing import Any
 
 import pandas as pd
 
-from mdbench.analysis.observables import (ASSOCIATION, CONDUCTIVITY, COORDINATION, SELF_DIFFUSION,
-                                          SELF_DIFFUSION_YH, TRANSFERENCE, VISCOSITY, get)
+from mdbench.analysis.observables import (ASSOCIATION, BLOCK_BARS_FIGURE, CONDUCTIVITY, COORDINATION, RDF,
+                                          SELF_DIFFUSION, SELF_DIFFUSION_YH, TRANSFERENCE, VISCOSITY, get)
 
 #: Evidence figures of results.json and the results each one supports (report order).
 EVIDENCE_FIGURES: tuple[tuple[str, str], ...] = (
-    ("rdf", "RDF g(r) of each Li-site channel with the registered first minimum (coordination cutoff)"),
-    ("msd", "MSD per species with the local exponent beta and the fit window (self-diffusion)"),
-    ("viscosity_gk", "Green-Kubo running integral with its plateau window (viscosity)"),
-    ("clusters", "cation-anion cluster sizes (CIP/SSIP/AGG)"),
-    ("blocks", "block values with the whole-interval 95 % interval"),
+    (RDF.figure, "RDF g(r) of each Li-site channel with the registered first minimum (coordination cutoff)"),
+    (SELF_DIFFUSION.figure, "MSD per species with the local exponent beta and the fit window (self-diffusion)"),
+    (VISCOSITY.figure, "Green-Kubo running integral with its plateau window (viscosity)"),
+    (ASSOCIATION.figure, "cation-anion cluster sizes (CIP/SSIP/AGG)"),
+    (BLOCK_BARS_FIGURE, "block values with the whole-interval 95 % interval"),
 )
 _PNG = b"\x89PNG\r\n\x1a\n"
 #: The t+ shown across systems (convention and frame stated in the label).
