@@ -756,7 +756,8 @@ class YehHummerEstimator(EstimatorBase):
                                         "viscosity_mPa_s": _json_float(visc.viscosity.whole),
                                         "viscosity_hw95_mPa_s": _json_float(visc.viscosity.half_width_95),
                                         "box_length_nm": L, "temperature_K": T, "xi": YEH_HUMMER_XI,
-                                        "sampling_checks": checks, "check_details": details})
+                                        "sampling_checks": checks, "check_details": details,
+                                        "too_short": inputs.get("too_short")})
             out.append(Measurement(entry, (sp,), payload, YEH_HUMMER_DEFINITION,
                                    {"values": [est.whole, *est.blocks],
                                     "failures": list(inputs.get("failures", [])) + list(v_in.get("failures", [])),
@@ -770,4 +771,5 @@ def withheld_yh(dr: DiffusionResult, L: float, T: float) -> dict[str, Any]:
     return {"value": None, "unit": "m^2/s", "uncertainty": {"half_width_95": None, "definition": YEH_HUMMER_DEFINITION},
             "blocks": [None] * len(dr.D.blocks), "block_ranges_ps": dr.D.to_dict()["block_ranges_ps"],
             "window": dr.window.to_dict(),
-            "diagnostics": {"D_pbc_m2_s": _json_float(dr.D.whole), "box_length_nm": L, "temperature_K": T}}
+            "diagnostics": {"D_pbc_m2_s": _json_float(dr.D.whole), "box_length_nm": L, "temperature_K": T,
+                            "too_short": dr.too_short}}

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.blocks import T_975_DOF3
+from mdbench.analysis.states import NOT_ESTIMABLE
 from mdbench.analysis.observables import AUDIT_GROUPS, CONDUCTIVITY, audit_group
 from mdbench.analysis.observables import targets as registry_targets
 from mdbench.audit.bundle import Bundle
@@ -301,9 +302,16 @@ def _definition_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] 
     return out
 
 
+def _not_estimable(e: Entry) -> bool:
+    """The run withheld this value as not estimable and says why (issue 24): honest, not a non-finite value."""
+    return e.raw.get("state") == NOT_ESTIMABLE and str(e.raw.get("reason", "")).startswith("not estimable: ")
+
+
 def _numeric_checks(chosen: list[Entry], extra: list[Entry], path: str) -> list[Check]:
     """Non-finite values, incomplete deliveries, failures the run recorded; a too-short window is SI."""
     out: list[Check] = []
+    chosen = [e for e in chosen if not _not_estimable(e)]
+    extra = [e for e in extra if not _not_estimable(e)]
     for e in chosen:
         short = _too_short(e)
         if short and not (e.finite_value and not e.nonfinite_blocks()):
