@@ -1,15 +1,24 @@
 #!/usr/bin/env python
-"""Derive the frozen DMC and TTE partial charges: CHELPG fit to a PySCF HF/6-31G* ESP.
+"""Derive DMC and TTE partial charges: CHELPG fit to a PySCF ESP at one level of theory.
 
-Run once (``pip install mdbench[derive]``), not at build time::
+Run once per candidate level (``pip install mdbench[derive]``), not at build time::
 
-    python scripts/derive_charges.py --out lib/mdbench/inputs/data/derived_charges.json
+    python scripts/derive_charges.py --level RHF/6-31G*            # -> data/charge_candidates/
+    python scripts/derive_charges.py --level B3LYP/def2-TZVP
+    python scripts/derive_charges.py --level wB97X-D/def2-TZVP
+
+Each run writes ``lib/mdbench/inputs/data/charge_candidates/<level>.json``; the frozen record
+``data/derived_charges.json`` is a copy of the candidate chosen by the rule in ``docs/forcefield.md``
+(``--freeze LEVEL`` copies it).
 
 Method (Breneman & Wiberg, J. Comput. Chem. 11 (1990) 361, doi:10.1002/jcc.540110311):
 
-* wave function: restricted Hartree-Fock, basis 6-31G*, single point on the frozen input geometry
-  (``lib/mdbench/inputs/data/geometries/<SPECIES>.pdb``; no re-optimisation, so the charges belong to
-  exactly the geometry shipped in the bundle);
+* wave function: restricted Hartree-Fock or Kohn-Sham DFT (:data:`LEVELS`), single point on the frozen
+  input geometry (``lib/mdbench/inputs/data/geometries/<SPECIES>.pdb``; no re-optimisation, so the charges
+  belong to exactly the geometry shipped in the bundle). SCF converged to 1e-9 Eh. DFT: PySCF's
+  default integration grid (level 3) and density fitting of the Coulomb and exchange integrals
+  (def2-universal-jkfit; its effect on ESP charges is of order 1e-4 e, below the 4-decimal rounding). The empirical dispersion term of wB97X-D is an energy correction that leaves the density,
+  and so the ESP, unchanged; it is not evaluated;
 * grid: cubic, spacing 0.3 Angstrom, extending 2.8 Angstrom beyond the nuclei; a point is kept when it
   lies outside every atomic radius (H 1.45, C 1.50, N 1.70, O 1.70 Angstrom from Breneman-Wiberg; F 1.47
   Angstrom, Bondi, since that table has no F) and within 2.8 Angstrom of at least one nucleus;
@@ -39,7 +48,14 @@ ANGSTROM_TO_BOHR = 1.0 / 0.529177210903
 RADII_ANGSTROM = {"H": 1.45, "C": 1.50, "N": 1.70, "O": 1.70, "F": 1.47}
 SPACING_ANGSTROM = 0.3
 EXTENT_ANGSTROM = 2.8
-METHOD, BASIS = "RHF", "6-31G*"
+#: Candidate levels of theory: label -> (method, libxc functional or None for RHF, basis). B3LYP is
+#: PySCF's "B3LYP" (libxc 402, VWN-RPA correlation as in Gaussian); wB97X-D is libxc 471 by its libxc
+#: name (PySCF refuses the short name because it cannot add the D2 dispersion, which is not needed here).
+LEVELS = {
+    "RHF/6-31G*": ("RHF", None, "6-31G*"),
+    "B3LYP/def2-TZVP": ("B3LYP", "B3LYP", "def2-TZVP"),
+    "wB97X-D/def2-TZVP": ("wB97X-D", "HYB_GGA_XC_WB97X_D", "def2-TZVP"),
+}
 
 log = logging.getLogger("derive_charges")
 
@@ -87,7 +103,7 @@ def chelpg_grid(xyz_A: np.ndarray, elements: list[str]) -> np.ndarray:
     return pts[keep]
 
 
-def esp_at(mol, dm: np.ndarray, pts_bohr: np.ndarray, chunk: int = 400) -> np.ndarray:
+def esp_at(mol, dm: np.ndarray, pts_bohr: np.ndarray, chunk: int = 200) -> np.ndarray:
     """Electrostatic potential [hartree/e] of nuclei + electrons at points [bohr]."""
     coords = mol.atom_coords()
     charges = mol.atom_charges()
@@ -128,15 +144,26 @@ def round_exact(q: np.ndarray, classes: list[int], total: float) -> np.ndarray:
     return qr
 
 
-def derive(species: str, pdb: Path) -> dict:
-    from pyscf import __version__ as pyscf_version
-    from pyscf import gto, scf
+def level_slug(level: str) -> str:
+    """File-name form of a level label (``B3LYP/def2-TZVP`` -> ``B3LYP_def2-TZVP``)."""
+    return level.replace("/", "_").replace("*", "s")
 
+
+def derive(species: str, pdb: Path, level: str = "RHF/6-31G*") -> dict:
+    from pyscf import __version__ as pyscf_version
+    from pyscf import dft, gto, scf
+
+    method, xc, basis = LEVELS[level]
     names, elements, xyz, bonds = read_pdb(pdb)
     classes = equivalence_classes(elements, bonds)
-    mol = gto.M(atom=[(e, tuple(x)) for e, x in zip(elements, xyz)], basis=BASIS, unit="Angstrom",
+    mol = gto.M(atom=[(e, tuple(x)) for e, x in zip(elements, xyz)], basis=basis, unit="Angstrom",
                 charge=0, spin=0, verbose=0)
-    mf = scf.RHF(mol)
+    if xc is None:
+        mf = scf.RHF(mol)
+    else:
+        mf = dft.RKS(mol).density_fit(auxbasis="def2-universal-jkfit")
+        mf.xc = xc
+    mf.conv_tol = 1e-9
     energy = mf.kernel()
     if not mf.converged:
         raise RuntimeError(f"{species}: SCF did not converge")
@@ -150,7 +177,8 @@ def derive(species: str, pdb: Path) -> dict:
         "species": species,
         "geometry_file": f"geometries/{pdb.name}",
         "geometry_sha256": hashlib.sha256(pdb.read_bytes()).hexdigest(),
-        "method": METHOD, "basis": BASIS, "program": f"PySCF {pyscf_version}",
+        "level": level, "method": method, "xc_libxc": xc, "basis": basis,
+        "program": f"PySCF {pyscf_version}",
         "scf_energy_hartree": round(float(energy), 8),
         "grid": {"scheme": "CHELPG", "spacing_angstrom": SPACING_ANGSTROM,
                  "extent_angstrom": EXTENT_ANGSTROM, "radii_angstrom": RADII_ANGSTROM,
@@ -168,15 +196,43 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(__file__).resolve().parents[1]
     data = root / "lib" / "mdbench" / "inputs" / "data"
     parser.add_argument("--geometries", type=Path, default=data / "geometries")
-    parser.add_argument("--out", type=Path, default=data / "derived_charges.json")
+    parser.add_argument("--level", choices=sorted(LEVELS), default="RHF/6-31G*", help="level of theory")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output JSON (default: data/charge_candidates/<level>.json)")
     parser.add_argument("--species", nargs="+", default=["DMC", "TTE"])
+    parser.add_argument("--freeze", choices=sorted(LEVELS), default=None,
+                        help="copy the candidate of this level to data/derived_charges.json and stop")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    result = {"script": "scripts/derive_charges.py",
-              "script_sha256": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
-              "species": {s: derive(s, args.geometries / f"{s}.pdb") for s in args.species}}
-    args.out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    if args.freeze:
+        src = data / "charge_candidates" / f"{level_slug(args.freeze)}.json"
+        (data / "derived_charges.json").write_bytes(src.read_bytes())
+        return 0
+    out = args.out or data / "charge_candidates" / f"{level_slug(args.level)}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sha = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    derived = {s: derive(s, args.geometries / f"{s}.pdb", args.level) for s in args.species}
+    write_record(out, args.level, sha, derived)
     return 0
+
+
+def write_record(out: Path, level: str, script_sha256: str, derived: dict) -> None:
+    """Write (or add species to) the record of one level; species can be derived in separate runs, which
+    merge under a lock when the existing record has the same level and script checksum."""
+    import fcntl
+
+    with open(out.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        species = {}
+        if out.is_file():
+            old = json.loads(out.read_text())
+            if old.get("level") == level and old.get("script_sha256") == script_sha256:
+                species = old["species"]
+        species.update(derived)
+        result = {"script": "scripts/derive_charges.py", "script_sha256": script_sha256, "level": level,
+                  "species": species}
+        out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    out.with_suffix(".lock").unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

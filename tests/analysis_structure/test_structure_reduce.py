@@ -370,3 +370,43 @@ def test_a_killed_worker_falls_back_to_one_process(monkeypatch, caplog):
     assert "worker pool broke" in caplog.text
     assert rd.source["reduction_workers"] == 1
     np.testing.assert_allclose(rd.com_nm - rd.com_nm[0], true_disp, atol=1e-5)
+
+
+def test_solvent_with_rounding_noise_is_neutral_and_the_cation_is_inferred():
+    """Model version 2: DMC's rounded CHELPG charges sum to +7.5e-9 e; a sign test on that noise made DMC a
+    second cation and t+ failed ("cannot infer the cation"). The species charges are formed once, with the
+    registered neutral tolerance, and every estimator reads them."""
+    from mdbench.analysis.onsager import onsager_transport
+    from mdbench.analysis.settings import AnalysisSettings
+
+    rng = np.random.default_rng(11)
+    n_ion, n_dmc, n_frames = 4, 6, 400
+    dmc = [("O", 16.0, -0.4), ("C", 12.0, 0.8 + 7.5e-9), ("O", 16.0, -0.4)]
+    resnames = ["LI"] * n_ion + ["FSI"] * n_ion + ["DMC"] * n_dmc
+    atoms = [LI] * n_ion + [[("N", 14.0, -0.72)]] * n_ion + [dmc] * n_dmc
+    n_atoms = sum(len(a) for a in atoms)
+    steps = rng.normal(0.0, 0.05, size=(n_frames, n_atoms, 3))
+    steps[0] = rng.uniform(0.5, 2.5, size=(n_atoms, 3))
+    coords = np.cumsum(steps, axis=0)
+    offsets = np.concatenate([np.zeros(2 * n_ion)] + [[0.0, 0.12, 0.24]] * n_dmc)  # DMC atoms kept together
+    coords[:, 2 * n_ion:, 0] = coords[:, 2 * n_ion::3, 0].repeat(3, axis=1)[:, :3 * n_dmc] + offsets[2 * n_ion:]
+    rd = reduce_universe(make_universe(resnames, atoms, coords, np.full((n_frames, 3), 3.0)))
+    tol = AnalysisSettings().neutral_charge_tolerance_e
+    assert 0 < tol <= 0.05
+    assert abs(float(np.mean(rd.mol_charge_e[rd.mol_species == "DMC"]))) < 1e-6  # raw sum: rounding noise only
+    assert rd.species_charge_e["DMC"] == 0.0
+    assert rd.species_charge_e["LI"] == pytest.approx(0.72) and rd.species_charge_e["FSI"] == pytest.approx(-0.72)
+    assert rd.centre_species == ["LI"] and rd.ions() == ["LI", "FSI"] and rd.anions() == ["FSI"]
+    assert rd.neutral_species() == ["DMC"]
+    assert rd.subset(slice(0, 100)).species_charge_e == rd.species_charge_e
+    coms = {sp: rd.species_com_nm(sp) for sp in rd.species}
+    r = onsager_transport(coms, rd.species_charge_e, rd.time_ps, rd.volume_nm3, 300.0,
+                          system_com_nm=rd.system_com_nm, reference_species="DMC")
+    assert r.t_plus("unweighted_L").cation == "LI"
+    # the raw charges, with DMC's noise as a (tiny) positive charge, would not give one cation
+    with pytest.raises(InputError, match="cannot infer the cation"):
+        onsager_transport(coms, {"LI": 0.72, "FSI": -0.72, "DMC": 7.5e-9}, rd.time_ps, rd.volume_nm3, 300.0,
+                          system_com_nm=rd.system_com_nm, reference_species="DMC")
+    # a tolerance the caller sets is used (DMC's noise is then a charge)
+    assert reduce_universe(make_universe(resnames, atoms, coords, np.full((n_frames, 3), 3.0)),
+                           neutral_charge_tolerance_e=1e-12).centre_species == ["LI", "DMC"]

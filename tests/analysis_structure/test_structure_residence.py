@@ -93,7 +93,7 @@ def test_continuous_residence_time_is_exact(water_shell):
     want = (np.clip(20 - k, 0, None) + np.clip(10 - k, 0, None) + np.clip(8 - k, 0, None)) / 38
     np.testing.assert_allclose(strict.correlation[:25], want, atol=1e-12)
     assert strict.decayed == [True] * 5 and strict.sampling_checks() == {
-        "decays_within_max_lag": True, "time_resolution": True, "block_precision": True}
+        "decays_within_max_lag": True, "time_resolution": True, "block_precision": True, "block_trend": True}
     assert strict.dt_ps == 1.0 and strict.max_lag_ps == 50.0 and strict.n_pairs_in_contact == 2
 
 

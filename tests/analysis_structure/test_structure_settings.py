@@ -41,15 +41,15 @@ def test_the_default_file_is_the_dataclass_default():
     assert s.structure_max_frames == 75 and s.diffusion_beta_range == (0.9, 1.1)  # YAML lists → tuples
     assert s.digest() != AnalysisSettings().digest() and s.digest() == AnalysisSettings(structure_max_frames=75).digest()
     sections = AnalysisSettings.sections()
-    assert set(sections) == {"guard_and_blocks", "rdf_and_coordination", "contacts", "diffusion", "transport",
+    assert set(sections) == {"species", "guard_and_blocks", "rdf_and_coordination", "contacts", "diffusion", "transport",
                              "green_kubo", "shell_dynamics", "adequacy"}
 
 
 def test_a_preset_overlay_changes_only_what_it_names(params_copy):
     (params_copy / "paper.yaml").write_text("adequacy:\n  cn_max_rel_half_width: 0.1\n")
     paper, default = AnalysisSettings.for_preset("paper"), AnalysisSettings.for_preset("tiny")
-    assert paper.cn_max_rel_half_width == 0.1 and default.cn_max_rel_half_width == 0.25
-    assert paper.replace(cn_max_rel_half_width=0.25) == default
+    assert paper.cn_max_rel_half_width == 0.1 and default.cn_max_rel_half_width == 0.20
+    assert paper.replace(cn_max_rel_half_width=0.20) == default
 
 
 @pytest.mark.parametrize("text, message", [
@@ -89,7 +89,8 @@ def test_a_threshold_in_default_yaml_changes_registration_state_and_cache(params
     strict = load_or_analyze_case(run, "W", guard_ps=5.0)
     assert strict["settings_sha256"] != loose["settings_sha256"]   # not the cached document
     assert strict["observables"][CN]["state"] == "SI"
-    assert "CN block half-width <= 0%" in strict["observables"][CN]["reason"]
+    assert "block_precision" in strict["observables"][CN]["reason"] and "accepted <= 0% of |value|" in \
+        strict["observables"][CN]["reason"]
     revised = [r for r in rec.registrations() if r["kind"] == "analysis_adequacy_and_stopping"][-1]
     assert revised["revises"] == reg[-1]["id"] and revised["definition"]["thresholds"]["cn_max_rel_half_width"] == 0.0
     assert rec.observable_states()["W"][CN]["state"] == "SI"  # the record follows the results in force
@@ -110,7 +111,8 @@ def test_every_estimator_receives_the_registered_values(water_nacl, tmp_path):
                          thermo_min_effective_samples=19.0, thermo_drift_sigma=3.1, cn_max_rel_half_width=0.24,
                          cn_abs_half_width_ok=0.049, rdf_block_first_min_tolerance_nm=0.051,
                          rdf_first_min_max_nm=0.59, association_fraction_max_half_width=0.11,
-                         contact_cutoffs_nm={"CL:ion": 0.33}, contact_channels={"CL": ["ion"]})
+                         contact_cutoffs_nm={"CL:ion": 0.33}, contact_channels={"CL": ["ion"]},
+                         block_trend_alpha=0.049, t_plus_max_abs_half_width=0.099, ionicity_max_abs_half_width=0.098)
     spies = {}
 
     def spy(module, name):
@@ -137,13 +139,15 @@ def test_every_estimator_receives_the_registered_values(water_nacl, tmp_path):
     want = {
         "thermo_analysis": {"min_effective_samples": 19.0, "drift_sigma": 3.1, "n_blocks": 4, "guard_ps": 5.0},
         "rdf_analysis": {"first_min_max_nm": 0.59, "tolerance_nm": 0.051},
-        "coordination": {"max_rel_half_width": 0.24, "abs_half_width_ok": 0.049},
-        "association": {"fraction_max_half_width": 0.11},
+        "coordination": {"max_rel_half_width": 0.24, "abs_half_width_ok": 0.049, "trend_alpha": 0.049},
+        "association": {"fraction_max_half_width": 0.11, "trend_alpha": 0.049},
         "self_diffusion": {"beta_range": (0.85, 1.15), "min_window_decades": 0.7, "max_lag_fraction": 0.4,
-                           "max_relative_half_width": 0.45, "guard_ps": 5.0, "n_blocks": 4},
+                           "max_relative_half_width": 0.45, "guard_ps": 5.0, "n_blocks": 4, "trend_alpha": 0.049},
         "onsager_transport": {"fit_window_fraction": (0.06, 0.24), "beta_range": (0.75, 1.25),
-                              "max_relative_half_width": 0.44, "guard_ps": 5.0},
-        "green_kubo_viscosity": {"max_relative_half_width": 0.43, "max_component_spread": 0.42, "guard_ps": 5.0},
+                              "max_relative_half_width": 0.44, "guard_ps": 5.0, "t_plus_max_abs_half_width": 0.099,
+                              "ionicity_max_abs_half_width": 0.098, "trend_alpha": 0.049},
+        "green_kubo_viscosity": {"max_relative_half_width": 0.43, "max_component_spread": 0.42, "guard_ps": 5.0,
+                                 "trend_alpha": 0.049},
     }
     for name, expected in want.items():
         assert spies[name], f"{name} was never called"

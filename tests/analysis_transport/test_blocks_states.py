@@ -80,6 +80,10 @@ TABLE = [
     (dict(values=[1.0, 1.1], sampling_checks={"plateau": False, "block_precision": True}), S.SI),
     (dict(values=[1.0, 1.1], sampling_checks={"plateau": True, "block_precision": True}), S.C),
     (dict(values=1.0), S.C),
+    (dict(values=[-399.0, 5.0], not_estimable="sigma consistent with zero"), S.NOT_ESTIMABLE),
+    (dict(values=[float("nan")], not_estimable="sigma consistent with zero"), S.NOT_ESTIMABLE),  # not F
+    (dict(values=[1.0], failures=["x"], not_estimable="sigma ~ 0"), S.F),  # a recorded failure still wins
+    (dict(upstream_state="invalid", not_estimable="sigma ~ 0"), S.INVALID_UPSTREAM),
 ]
 
 
@@ -103,3 +107,11 @@ def test_state_reasons_name_the_cause():
     with pytest.raises(ValueError):
         states.classify_observable(upstream_state="great")
     assert states.classify_result(None).state == "M"
+
+
+def test_si_reason_carries_the_numbers_that_failed():
+    d = states.classify_observable(values=[1.0], sampling_checks={"block_precision": False, "block_trend": True},
+                                   check_details={"block_precision": "95 % half-width 0.4 = 40% of |value|"})
+    assert d.state == "SI" and "block_precision (95 % half-width 0.4 = 40% of |value|)" in d.reason
+    d = states.classify_observable(values=[1.0], not_estimable="sigma = 2e-08 +- 5e-08 S/m")
+    assert d.state == "not_estimable" and d.reason.startswith("not estimable: sigma")

@@ -97,3 +97,15 @@ def test_requirement_failures_are_F(ou_tensor, case, needle):
     r = green_kubo_viscosity(P, dt, vol, T_K)
     st = classify_result(r)
     assert st.state == "F" and needle in st.reason
+
+
+def test_a_viscosity_with_a_wide_interval_is_si_with_its_numbers(ou_tensor):
+    """Issue 24: a Green-Kubo eta whose 95 % half-width is 20-50 % of the value (C under the old 50 % rule)
+    is SI, and the reason names the half-width and the bound."""
+    r = green_kubo_viscosity(ou_tensor[:4000], DT_PS, V_NM3, T_K,
+                             plateau_rule=PlateauRule(max_lag_ps=100 * TAU_PS, rel_tol=0.1))
+    rel = r.viscosity.half_width_95 / r.viscosity_mPa_s
+    assert 0.2 < rel < 0.5 and r.plateau_found
+    d = classify_result(r)
+    assert d.state == "SI" and d.failed_checks == ("block_precision",)
+    assert f"{rel:.0%} of |value|" in d.reason and "<= 20% of |value|" in d.reason

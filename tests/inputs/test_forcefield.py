@@ -38,7 +38,8 @@ def test_derived_charges_record():
         rec = der["species"][s]
         geo = forcefield.GEOMETRY_DIR / f"{s}.pdb"
         assert rec["geometry_sha256"] == hashlib.sha256(geo.read_bytes()).hexdigest()
-        assert (rec["method"], rec["basis"], rec["grid"]["scheme"]) == ("RHF", "6-31G*", "CHELPG")
+        assert f"{rec['method']}/{rec['basis']}" == der.get("level", "RHF/6-31G*")
+        assert rec["grid"]["scheme"] == "CHELPG"  # the seed fixes CHELPG charges
         assert abs(sum(rec["charges_e"])) <= 1e-6
         # symmetry-equivalent atoms carry one charge
         by_class = {}
@@ -115,3 +116,22 @@ def test_derivation_script_is_the_one_recorded():
     if not script.is_file():
         pytest.skip("scripts/ not shipped")
     assert hashlib.sha256(script.read_bytes()).hexdigest() == forcefield.derived_charges()["script_sha256"]
+
+
+def test_frozen_charges_are_one_of_the_candidates_with_the_same_geometry_and_grid():
+    """Every candidate level used the frozen geometries and one CHELPG grid; the frozen record is the chosen
+    candidate byte for byte (``derive_charges.py --freeze``), and the manifest names its level."""
+    frozen = forcefield.DERIVED_CHARGES.read_bytes()
+    cands = sorted(forcefield.CHARGE_CANDIDATES_DIR.glob("*.json"))
+    assert len(cands) >= 2 and frozen in [c.read_bytes() for c in cands]
+    der = forcefield.derived_charges()
+    assert set(der["species"]) == {"DMC", "TTE"}
+    for path in cands:
+        rec = json.loads(path.read_text())
+        assert "DMC" in rec["species"] and set(rec["species"]) <= {"DMC", "TTE"}, path.name
+        for sp, r in rec["species"].items():
+            assert r["geometry_sha256"] == der["species"][sp]["geometry_sha256"], (path.name, sp)
+            assert r["grid"] == {**der["species"][sp]["grid"], "n_points": r["grid"]["n_points"]}, (path.name, sp)
+            assert r["grid"]["n_points"] == der["species"][sp]["grid"]["n_points"]
+            assert abs(sum(r["charges_e"])) <= 1e-6
+    assert MANIFEST["charge_level"] == der["level"] and MANIFEST["model_version"] == forcefield.MODEL_VERSION

@@ -76,6 +76,9 @@ def test_render_one_self_contained_page_with_escaped_run_text(audits, tmp_path):
     assert page.count("data:image/png;base64,") >= 5                # figures embedded
     assert "<script src=" not in page and "cdnjs" not in page        # no external resources
     assert "audit_hostile" in page and "E5" in page
+    # the science section (issue 24): cross-system comparison and per-case results; the title once
+    assert "cross-system comparison" in page and "value ± 95 % CI" in page and "sigma_NE (Nernst-Einstein" in page
+    assert page.count(">SAEO audit report<") == 1
     scraps = json.dumps([c.get("outputs", []) for c in nbformat.read(out.with_suffix(".ipynb"), as_version=4).cells])
     assert "composite_final" in scraps
 
@@ -90,3 +93,23 @@ def test_render_per_run_page(audits, tmp_path):
     assert page.count("data:image/png;base64,") >= 3
     with pytest.raises(InputError, match="exactly one"):
         render_report(list(audits), tmp_path / "x.html", notebook="audit_run")
+
+
+def test_science_tables_from_the_audited_run(audits):
+    """Issue 24: the report's science comes from the run's own results.json: every result with value ± 95 % CI,
+    unit, state and reason; the cross-system rows; only PNG evidence inside the case folder."""
+    import json as _json
+
+    from mdbench.report import science
+
+    run_dir = _json.loads((audits[0] / "saeo.json").read_text())["run_dir"]
+    cases = science.load_case_results(run_dir)
+    assert cases
+    table = science.results_table(cases[0])
+    assert list(table.columns) == ["result", "value ± 95 % CI", "unit", "state", "reason"] and len(table)
+    cross = science.cross_system(cases)
+    assert any("t+ (barycentric" in q for q in cross["quantity"]) and any("eta" in q for q in cross["quantity"])
+    assert science.value_text({"state": "not_estimable", "value": None}) == "withheld"
+    assert science.value_text({"value": 1.234, "uncertainty": {"half_width_95": 0.5}}) == "1.23 ± 0.5"
+    for _caption, png in science.evidence_figures(cases[0]):
+        assert png.startswith(b"\x89PNG")

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate
 from mdbench.analysis.coordination import distinct_keys
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
@@ -124,12 +125,25 @@ class AssociationResult:
     n_anions: int
     failures: list[str] = field(default_factory=list)
     fraction_max_half_width: float = FRACTION_MAX_HALF_WIDTH
+    trend_alpha: float = 0.05
+
+    def _checks(self) -> tuple[dict[str, bool], dict[str, str]]:
+        checks: dict[str, bool] = {}
+        details: dict[str, str] = {}
+        for c, e in self.fractions.items():
+            ok, why = adequacy_checks(f"{c}_", e, PrecisionBound(abs=self.fraction_max_half_width), self.trend_alpha)
+            checks.update(ok)
+            details.update(why)
+        return checks, details
 
     def sampling_checks(self) -> dict[str, bool]:
-        """Block stability of every class fraction (registered absolute threshold)."""
-        lim = self.fraction_max_half_width
-        return {f"{c} fraction block half-width <= {lim}": bool(np.isfinite(e.half_width_95) and e.half_width_95 <= lim)
-                for c, e in self.fractions.items()}
+        """Precision (registered absolute bound: fractions sit near 0) and no block trend of every class
+        fraction (``<class>_block_precision``, ``<class>_block_trend``)."""
+        return self._checks()[0]
+
+    def check_details(self) -> dict[str, str]:
+        """The numbers behind each sampling check."""
+        return self._checks()[1]
 
     def state_inputs(self) -> dict[str, Any]:
         """Inputs of :func:`mdbench.analysis.states.classify_observable`."""
@@ -137,8 +151,9 @@ class AssociationResult:
         total = sum(e.whole for e in self.fractions.values())
         if self.n_anions and abs(total - 1.0) > 1e-9:
             fails.append(f"class fractions sum to {total}, not 1")
+        checks, details = self._checks()
         return {"values": {c: [e.whole, *e.blocks] for c, e in self.fractions.items()}, "failures": fails,
-                "sampling_checks": self.sampling_checks()}
+                "sampling_checks": checks, "check_details": details}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict."""
@@ -156,7 +171,8 @@ class AssociationResult:
 
 def association(rd: ReducedTrajectory, windows: BlockWindows, anion: str, channels: list[str],
                 cutoff_nm: float, cutoff_rule: str, *,
-                fraction_max_half_width: float = FRACTION_MAX_HALF_WIDTH) -> AssociationResult:
+                fraction_max_half_width: float = FRACTION_MAX_HALF_WIDTH, trend_alpha: float = 0.05
+                ) -> AssociationResult:
     """Association populations and clusters for the centres of ``rd`` and ``anion`` (whole + blocks)."""
     fr = association_frames(rd, anion, channels, cutoff_nm)
 
@@ -178,7 +194,7 @@ def association(rd: ReducedTrajectory, windows: BlockWindows, anion: str, channe
         largest_cluster_fraction=est(fr.largest_cluster_fraction, "fraction of ions"),
         cluster_size_fraction={int(s): float(v) for s, v in enumerate(tot) if v > 0},
         n_cations=int(np.unique(rd.centre_mol).size), n_anions=int(np.sum(rd.mol_species == anion)),
-        fraction_max_half_width=fraction_max_half_width,
+        fraction_max_half_width=fraction_max_half_width, trend_alpha=trend_alpha,
     )
 
 
@@ -202,8 +218,8 @@ def contact_definition(rd: ReducedTrajectory, anion: str, settings: Any, cutoffs
 
 
 def anion_species(rd: ReducedTrajectory) -> list[str]:
-    """Species whose molecules carry a net negative charge (below −0.05 e)."""
-    return [sp for sp in rd.species if np.mean(rd.mol_charge_e[rd.mol_species == sp]) < -0.05]
+    """Species whose molecules carry a net negative charge (beyond the registered neutral tolerance)."""
+    return rd.anions()
 
 
 class AssociationEstimator(EstimatorBase):
@@ -224,7 +240,8 @@ class AssociationEstimator(EstimatorBase):
                 continue
             chans, rc, rule = definition
             contacts[an] = definition
-            ar = association(rd, win, an, chans, rc, rule, fraction_max_half_width=s.association_fraction_max_half_width)
+            ar = association(rd, win, an, chans, rc, rule, fraction_max_half_width=s.association_fraction_max_half_width,
+                             trend_alpha=s.block_trend_alpha)
             whole = classify_observable(**ar.state_inputs())
             details[an] = ar.to_dict()
             for cls, est in ar.fractions.items():
@@ -232,7 +249,8 @@ class AssociationEstimator(EstimatorBase):
                     entry, (an, cls), dict(est.to_dict(), diagnostics=dict(c.treatment)),
                     ar.to_dict()["class_definition"] + f"; contact = {'/'.join(chans)} within {rc} nm of a cation",
                     {"values": [est.whole, *est.blocks], "failures": whole.failed_checks if whole.state == F else (),
-                     "sampling_checks": {k: v for k, v in ar.sampling_checks().items() if k.startswith(cls)}}))
+                     "sampling_checks": {k: v for k, v in ar.sampling_checks().items() if k.startswith(cls + "_")},
+                     "check_details": ar.check_details()}))
             lc = ar.largest_cluster_fraction
             out.append(Measurement(
                 entry, (an, "largest_cluster_fraction"), dict(lc.to_dict(), diagnostics=dict(c.treatment)),

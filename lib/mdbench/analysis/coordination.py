@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.reduce import ReducedTrajectory
 
 #: Library defaults of the sampling check (the pipeline passes the registered ``cn_max_rel_half_width`` and
 #: ``cn_abs_half_width_ok``): 95 % block half-width relative to the CN must not exceed this ...
-CN_MAX_REL_HALF_WIDTH = 0.25
+CN_MAX_REL_HALF_WIDTH = 0.20
 #: ... unless the half-width is below this absolute value (CNs near 0).
 CN_ABS_HALF_WIDTH_OK = 0.05
 
@@ -109,12 +110,15 @@ class CoordinationResult:
     failures: list[str] = field(default_factory=list)
     max_rel_half_width: float = CN_MAX_REL_HALF_WIDTH
     abs_half_width_ok: float = CN_ABS_HALF_WIDTH_OK
+    trend_alpha: float = 0.05
+
+    def _checks(self) -> tuple[dict[str, bool], dict[str, str]]:
+        return adequacy_checks("", self.cn, PrecisionBound(rel=self.max_rel_half_width, abs=self.abs_half_width_ok),
+                               self.trend_alpha)
 
     def sampling_checks(self) -> dict[str, bool]:
-        """Block stability of the CN (registered thresholds)."""
-        hw = self.cn.half_width_95
-        ok = bool(np.isfinite(hw) and (hw <= self.abs_half_width_ok or hw <= self.max_rel_half_width * abs(self.cn.whole)))
-        return {f"CN block half-width <= {self.max_rel_half_width:.0%} (or <= {self.abs_half_width_ok})": ok}
+        """Precision and no block trend of the CN (registered thresholds, :mod:`mdbench.analysis.adequacy`)."""
+        return self._checks()[0]
 
     def state_inputs(self) -> dict[str, Any]:
         """Inputs of :func:`mdbench.analysis.states.classify_observable`."""
@@ -126,8 +130,9 @@ class CoordinationResult:
         if bound is not None and self.cn.whole > bound * (1.0 + SITE_INTEGRAL_RTOL) + 1e-6:
             fails.append("molecule CN exceeds the site integral beyond its discretisation tolerance "
                          "(impossible: implementation error)")
+        checks, details = self._checks()
         return {"values": [self.cn.whole, *self.cn.blocks], "failures": fails,
-                "sampling_checks": self.sampling_checks()}
+                "sampling_checks": checks, "check_details": details}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict."""
@@ -143,7 +148,7 @@ class CoordinationResult:
 def coordination(rd: ReducedTrajectory, windows: BlockWindows, partner: str, channels: list[str],
                  cutoff_nm: float, cutoff_rule: str, n_sites_integral: float | None = None,
                  n_sites_upper_bound: float | None = None, *, max_rel_half_width: float = CN_MAX_REL_HALF_WIDTH,
-                 abs_half_width_ok: float = CN_ABS_HALF_WIDTH_OK) -> CoordinationResult:
+                 abs_half_width_ok: float = CN_ABS_HALF_WIDTH_OK, trend_alpha: float = 0.05) -> CoordinationResult:
     """CN of ``partner`` (union of ``channels``) at ``cutoff_nm``: whole interval and blocks (sampling check
     with the given thresholds)."""
     per_frame = cn_per_frame(rd, channels, cutoff_nm)
@@ -152,7 +157,7 @@ def coordination(rd: ReducedTrajectory, windows: BlockWindows, partner: str, cha
                          block_ranges_ps=windows.block_ranges_ps)
     return CoordinationResult(partner, list(channels), float(cutoff_nm), cutoff_rule, est, n_sites_integral,
                               n_sites_upper_bound, max_rel_half_width=max_rel_half_width,
-                              abs_half_width_ok=abs_half_width_ok)
+                              abs_half_width_ok=abs_half_width_ok, trend_alpha=trend_alpha)
 
 
 def shell_abundance(rd: ReducedTrajectory, windows: BlockWindows,
@@ -198,7 +203,7 @@ class CoordinationEstimator(EstimatorBase):
             for tag, rc, rule in (("first_min", cutoffs[ch.name], rules[ch.name]), (f"{fixed:.2f}nm", fixed, "fixed")):
                 cr = coordination(rd, win, ch.species, [ch.name], rc, rule, res.whole.n_sites_within(rc),
                                   res.whole.n_sites_upper_bound(rc), max_rel_half_width=s.cn_max_rel_half_width,
-                                  abs_half_width_ok=s.cn_abs_half_width_ok)
+                                  abs_half_width_ok=s.cn_abs_half_width_ok, trend_alpha=s.block_trend_alpha)
                 cd = cr.to_dict()
                 out.append(Measurement(entry, (f"{ch.name}@{tag}",),
                                        dict(cd, diagnostics=dict(cd.get("diagnostics", {}), **c.treatment)),

@@ -24,6 +24,7 @@ Yeh & Hummer, J. Phys. Chem. B 108, 15873 (2004), doi:10.1021/jp0477147
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Sequence
@@ -32,10 +33,11 @@ from typing import Any
 
 import numpy as np
 
+from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate, block_windows, _json_float
 from mdbench.analysis.concurrency import ranges_in_threads
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
-from mdbench.analysis.observables import SELF_DIFFUSION
+from mdbench.analysis.observables import SELF_DIFFUSION, SELF_DIFFUSION_YH
 from mdbench.analysis.units import (KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM_M, PA_S_TO_MPA_S, as_float64,
                                     count_non_finite)
 from mdbench.errors import InputError
@@ -113,8 +115,11 @@ class DiffusionResult:
     failures : list of str
         Definition/implementation/numerical failures (→ state F).
     sampling_checks : dict of str to bool
-        ``diffusive_window`` (β inside the range over the required decades) and ``block_precision``
-        (relative block half-width ≤ threshold) (any False → SI).
+        ``diffusive_window`` (β inside the range over the required decades), ``block_precision``
+        (95 % half-width ≤ the registered fraction of |D|) and ``block_trend`` (no significant trend over
+        the blocks) (any False → SI; :mod:`mdbench.analysis.adequacy`).
+    check_details : dict of str to str
+        The numbers behind each check (written into an SI reason).
     """
 
     species: str
@@ -133,6 +138,7 @@ class DiffusionResult:
     failures: list[str] = field(default_factory=list)
     sampling_checks: dict[str, bool] = field(default_factory=dict)
     too_short: str | None = None
+    check_details: dict[str, str] = field(default_factory=dict)
 
     @property
     def D_uncertainty_m2_s(self) -> float:
@@ -142,7 +148,8 @@ class DiffusionResult:
     def state_inputs(self) -> dict[str, Any]:
         """Inputs for :func:`mdbench.analysis.states.classify_observable`."""
         return {"values": [self.D.whole, *self.D.blocks], "failures": list(self.failures),
-                "sampling_checks": dict(self.sampling_checks), "too_short": self.too_short}
+                "sampling_checks": dict(self.sampling_checks), "too_short": self.too_short,
+                "check_details": dict(self.check_details)}
 
     def to_dict(self, *, include_curves: bool = False) -> dict[str, Any]:
         """JSON-safe dict: value, unit, uncertainty + definition, blocks, window, diagnostics."""
@@ -156,6 +163,7 @@ class DiffusionResult:
             "diagnostics": {
                 "barycentre_drift_nm": _json_float(self.barycentre_drift_nm),
                 "sampling_checks": dict(self.sampling_checks),
+                "check_details": dict(self.check_details),
                 "failures": list(self.failures),
                 "too_short": self.too_short,
                 "analysis_windows": None if self.windows is None else self.windows.to_dict(),
@@ -518,7 +526,7 @@ def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = Non
                    guard_ps: float = 0.0, n_blocks: int = 4, beta_range: tuple[float, float] = (0.9, 1.1),
                    min_window_decades: float = 0.9, max_lag_fraction: float = 0.5,
                    fit_window_ps: tuple[float, float] | None = None, points_per_decade: int = 10,
-                   max_relative_half_width: float = 0.5) -> DiffusionResult:
+                   max_relative_half_width: float = 0.2, trend_alpha: float = 0.05) -> DiffusionResult:
     r"""Self-diffusion coefficient of one species from molecular centres of mass.
 
     .. math:: D = \frac{1}{6}\,\frac{d\,\mathrm{MSD}}{dt}\quad\text{(slope over the diffusive window)}
@@ -548,7 +556,9 @@ def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = Non
     points_per_decade : int
         Log grid density for β.
     max_relative_half_width : float
-        Sampling threshold: block half-width / |D| above it fails ``block_precision``.
+        Sampling threshold: 95 % half-width / |D| above it fails ``block_precision``.
+    trend_alpha : float
+        Blocks' OLS slope with a p-value below this fails ``block_trend``.
 
     Returns
     -------
@@ -627,17 +637,16 @@ def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = Non
     elif not (np.isfinite(D_whole) and all(np.isfinite(D_blocks))):
         too_short = (f"fewer than 2 MSD lags inside the fit window [{window.lo_ps:g}, {window.hi_ps:g}] ps "
                      "in the whole interval or a block")
-    checks = {
-        "diffusive_window": bool(window.found),
-        "block_precision": bool(np.isfinite(est.relative_half_width)
-                                and est.relative_half_width <= max_relative_half_width),
-    }
+    precise, details = adequacy_checks("", est, PrecisionBound(rel=max_relative_half_width), trend_alpha)
+    checks = {"diffusive_window": bool(window.found), **precise}
+    details["diffusive_window"] = (f"beta {window.beta_min:.2f}-{window.beta_max:.2f} over {window.decades:.2f} "
+                                   f"decades [{window.lo_ps:g}, {window.hi_ps:g}] ps; required {window.rule}")
     logger.debug("D(%s) = %.4g m2/s window %s", species, D_whole, window)
     return DiffusionResult(species=species, n_molecules=int(x.shape[1]), D_m2_s=D_whole, D=est, window=window,
                            lag_ps=lag, msd_nm2=msd_whole, msd_blocks_nm2=msd_blocks, beta_lag_ps=g, beta=beta,
                            frame=frame,
                            barycentre_drift_nm=drift, windows=win, failures=failures, sampling_checks=checks,
-                           too_short=too_short)
+                           too_short=too_short, check_details=details)
 
 
 def yeh_hummer_correction(D_pbc_m2_s: float, temperature_K: float, viscosity_mPa_s: float,
@@ -681,8 +690,86 @@ class SelfDiffusionEstimator(EstimatorBase):
                                       guard_ps=c.guard_ps, n_blocks=s.n_blocks, beta_range=s.diffusion_beta_range,
                                       min_window_decades=s.diffusion_min_decades,
                                       max_lag_fraction=s.diffusion_max_lag_fraction,
-                                      max_relative_half_width=s.diffusion_max_rel_half_width)
+                                      max_relative_half_width=s.diffusion_max_rel_half_width,
+                                      trend_alpha=s.block_trend_alpha)
                    for sp in rd.species}
         out = [Measurement(entry, (sp,), dr.to_dict(), "D = slope(MSD)/6 over the diffusive window, molecular COMs, "
                            "barycentric frame", dr.state_inputs()) for sp, dr in results.items()]
         return Estimate(out, figure_data={"diffusion": results}, products={"diffusion": results})
+
+
+#: Definition written with every Yeh-Hummer result.
+YEH_HUMMER_DEFINITION = ("D_YH = D_PBC + xi kB T / (6 pi eta L), xi = 2.837297 (cubic box; Yeh & Hummer, J. Phys. "
+                         "Chem. B 108, 15873 (2004)); eta = this case's Green-Kubo viscosity, L = mean box edge "
+                         "V^(1/3) of the window, T = the transport temperature; blocks: D and eta of each block; "
+                         "half_width_95 propagated to first order: sqrt(hw_D^2 + (corr * hw_eta / eta)^2)")
+
+
+def yeh_hummer_estimate(D: BlockEstimate, eta: BlockEstimate, temperature_K: float, box_length_nm: float
+                        ) -> tuple[BlockEstimate, float]:
+    """(D_YH block estimate with the propagated 95 % half-width, correction term [m^2/s]) from the blocked D and
+    η (mPa s) of one case."""
+    corr = yeh_hummer_correction(0.0, temperature_K, eta.whole, box_length_nm) if eta.whole > 0 else float("nan")
+    blocks = [d + yeh_hummer_correction(0.0, temperature_K, e, box_length_nm) if e > 0 else float("nan")
+              for d, e in zip(D.blocks, eta.blocks)]
+    est = block_estimate(D.whole + corr, blocks, "m^2/s", block_ranges_ps=D.block_ranges_ps)
+    hw = math.hypot(D.half_width_95, corr * eta.half_width_95 / eta.whole) if eta.whole > 0 else float("nan")
+    return dataclasses.replace(est, half_width_95=hw, definition=YEH_HUMMER_DEFINITION), corr
+
+
+class YehHummerEstimator(EstimatorBase):
+    """Registered estimator of :data:`mdbench.analysis.observables.SELF_DIFFUSION_YH`: the Yeh–Hummer corrected
+    D of every species, from the uncorrected D (``diffusion``) and this case's η (``viscosity``). Its state
+    joins both inputs' checks; without a usable η (none delivered, or not positive) it is not estimable."""
+
+    inputs = ("trajectory", "products.diffusion", "products.temperature_K")
+
+    def compute(self) -> Estimate:
+        c, entry = self.case, self.entries[0]
+        from mdbench.analysis.observables import VISCOSITY
+
+        visc = c.products.get(VISCOSITY.name)
+        rd = c.trajectory
+        L = float(np.mean(rd.volume_nm3[c.windows.whole])) ** (1.0 / 3.0)
+        T = float(c.products["temperature_K"])
+        out = []
+        for sp, dr in c.products["diffusion"].items():
+            inputs = dr.state_inputs()
+            if visc is None or not (visc.viscosity.whole > 0):
+                why = ("this case delivered no Green-Kubo viscosity" if visc is None else
+                       f"this case's viscosity {visc.viscosity.whole:.3g} mPa s is not positive")
+                payload = withheld_yh(dr, L, T)
+                out.append(Measurement(entry, (sp,), payload, YEH_HUMMER_DEFINITION,
+                                       dict(inputs, not_estimable=f"the correction needs eta: {why}")))
+                continue
+            est, corr = yeh_hummer_estimate(dr.D, visc.viscosity, T, L)
+            v_in = visc.state_inputs()
+            checks = {**inputs.get("sampling_checks", {}),
+                      **{f"viscosity_{k}": ok for k, ok in v_in.get("sampling_checks", {}).items()}}
+            details = {**inputs.get("check_details", {}),
+                       **{f"viscosity_{k}": w for k, w in v_in.get("check_details", {}).items()}}
+            payload = dict(est.to_dict(), observable=SELF_DIFFUSION_YH.key(sp), species=sp,
+                           label="Yeh-Hummer corrected (additional result; the uncorrected D is "
+                                 f"{SELF_DIFFUSION.key(sp)})",
+                           window=dr.window.to_dict(),
+                           diagnostics={"D_pbc_m2_s": _json_float(dr.D.whole), "correction_m2_s": _json_float(corr),
+                                        "viscosity_mPa_s": _json_float(visc.viscosity.whole),
+                                        "viscosity_hw95_mPa_s": _json_float(visc.viscosity.half_width_95),
+                                        "box_length_nm": L, "temperature_K": T, "xi": YEH_HUMMER_XI,
+                                        "sampling_checks": checks, "check_details": details,
+                                        "too_short": inputs.get("too_short")})
+            out.append(Measurement(entry, (sp,), payload, YEH_HUMMER_DEFINITION,
+                                   {"values": [est.whole, *est.blocks],
+                                    "failures": list(inputs.get("failures", [])) + list(v_in.get("failures", [])),
+                                    "sampling_checks": checks, "check_details": details,
+                                    "too_short": inputs.get("too_short"), "not_estimable": v_in.get("not_estimable")}))
+        return Estimate(out)
+
+
+def withheld_yh(dr: DiffusionResult, L: float, T: float) -> dict[str, Any]:
+    """Payload of a Yeh–Hummer result that cannot be formed (no usable η): value withheld."""
+    return {"value": None, "unit": "m^2/s", "uncertainty": {"half_width_95": None, "definition": YEH_HUMMER_DEFINITION},
+            "blocks": [None] * len(dr.D.blocks), "block_ranges_ps": dr.D.to_dict()["block_ranges_ps"],
+            "window": dr.window.to_dict(),
+            "diagnostics": {"D_pbc_m2_s": _json_float(dr.D.whole), "box_length_nm": L, "temperature_K": T,
+                            "too_short": dr.too_short}}

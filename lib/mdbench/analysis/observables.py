@@ -261,6 +261,12 @@ VISCOSITY = Observable(
     "viscosity", "viscosity", "viscosity", "mPa s", "shear viscosity (Green-Kubo, five traceless components)",
     "mdbench.analysis.viscosity:ViscosityEstimator", "analysis_fitting_rules", _STAGE + "54_viscosity",
     required=True, figure="viscosity_gk", block_bars=r"^viscosity$")
+SELF_DIFFUSION_YH = Observable(
+    "self_diffusion_yeh_hummer", "self_diffusion_yeh_hummer", "self_diffusion", "m^2/s",
+    "finite-size corrected D of each species (Yeh-Hummer, the case's own eta and box length): an additional "
+    "labelled result beside the uncorrected D",
+    "mdbench.analysis.diffusion:YehHummerEstimator", "analysis_fitting_rules", _STAGE + "53_diffusion",
+    figure="msd")
 RESIDENCE_TIME = Observable(
     "residence_time", "residence_time", "coordination", "ps",
     "Li+ residence time of each Li-O channel's first-shell partners (intermittent and continuous)",
@@ -274,7 +280,7 @@ CONTACT_LIFETIME = Observable(
 
 #: Every observable, in the order the pipeline runs their estimators.
 REGISTRY: tuple[Observable, ...] = (THERMO, RDF, COORDINATION, ASSOCIATION, SELF_DIFFUSION, CONDUCTIVITY,
-                                    TRANSFERENCE, VISCOSITY, RESIDENCE_TIME, CONTACT_LIFETIME)
+                                    TRANSFERENCE, VISCOSITY, SELF_DIFFUSION_YH, RESIDENCE_TIME, CONTACT_LIFETIME)
 
 
 # --------------------------------------------------------------------------------------------- look-ups

@@ -45,6 +45,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks, consistent_with_zero, withheld
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, _json_float, block_estimate, block_windows
 from mdbench.analysis.diffusion import fit_slope, msd_each_series, msd_fft, msd_fft_windows
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
@@ -189,8 +190,14 @@ class OnsagerResult:
     failures : list of str
         → F.
     sampling_checks : dict of str to bool
-        ``collective_regime`` (charge-MSD β within range), ``sigma_block_precision``,
-        ``t_plus_block_precision`` (→ SI).
+        ``collective_regime`` (charge-MSD β within range), ``sigma_block_precision`` / ``_block_trend``,
+        ``ionicity_…`` and ``t_plus_…`` of the barycentric unweighted t+ (→ SI; every t+ variant is judged
+        on its own blocks by :meth:`state_inputs`).
+    check_details : dict of str to str
+        The numbers behind each check.
+    precision : dict
+        The registered bounds: ``sigma`` and ``ionicity``/``t_plus`` :class:`~mdbench.analysis.adequacy.
+        PrecisionBound` and ``trend_alpha``.
     """
 
     species: list[str]
@@ -220,6 +227,8 @@ class OnsagerResult:
     windows: BlockWindows | None = None
     failures: list[str] = field(default_factory=list)
     sampling_checks: dict[str, bool] = field(default_factory=dict)
+    check_details: dict[str, str] = field(default_factory=dict)
+    precision: dict[str, Any] = field(default_factory=dict)
 
     @property
     def sigma_S_m(self) -> float:
@@ -252,25 +261,49 @@ class OnsagerResult:
         """Whole-interval L^{ij} by species labels [1/(J m s)]."""
         return float(self.L_matrix[self.species.index(i), self.species.index(j)])
 
-    def state_inputs(self, observable: str = "sigma") -> dict[str, Any]:
-        """Inputs for the state classifier for ``sigma``, ``sigma_NE``, ``ionicity`` or ``t_plus``."""
+    def sigma_not_estimable_reason(self) -> str | None:
+        """Why a ratio over σ (t+) has no value: σ is zero within its 95 % interval, and that interval is
+        resolved (|σ| + half-width at most the registered ionicity bound × σ_NE), so more sampling would only
+        confirm σ ≈ 0. A σ that is merely imprecise (a wide interval about zero) leaves t+ SI, not this."""
+        rules = self.precision or _default_precision()
+        scale = rules["ionicity"].abs * abs(self.sigma_NE.whole) if math.isfinite(self.sigma_NE.whole) else float("nan")
+        upper = abs(self.sigma.whole) + self.sigma.half_width_95
+        if not consistent_with_zero(self.sigma) or not (math.isfinite(upper) and upper <= scale):
+            return None
+        return (f"sigma = {self.sigma.whole:.3g} +- {self.sigma.half_width_95:.3g} S/m (95 %) is zero within its "
+                f"interval, resolved to <= {rules['ionicity'].abs:g} sigma_NE = {scale:.3g} S/m: t+ = "
+                "sum_j sigma_+j / sigma has no defined value (ions move as neutral pairs or clusters); more "
+                "sampling cannot give it one")
+
+    def state_inputs(self, observable: str = "sigma", transference: TransferenceEstimate | None = None
+                     ) -> dict[str, Any]:
+        """Inputs for the state classifier for ``sigma``, ``sigma_NE``, ``ionicity`` or ``t_plus`` (of
+        ``transference``, default the barycentric unweighted-L one)."""
         common_fail = list(self.failures)
+        rules = self.precision or _default_precision()
+        regime = ({"collective_regime": self.sampling_checks["collective_regime"]}
+                  if "collective_regime" in self.sampling_checks else {})
+        details = {"collective_regime": self.check_details.get("collective_regime", "")}
+        not_estimable = None
         if observable == "sigma":
-            est, checks = self.sigma, ["collective_regime", "sigma_block_precision"]
+            est, prefix, bound = self.sigma, "sigma_", rules["sigma"]
         elif observable == "sigma_NE":
-            est, checks = self.sigma_NE, []
+            return {"values": [self.sigma_NE.whole, *self.sigma_NE.blocks], "failures": common_fail,
+                    "sampling_checks": {}}
         elif observable == "ionicity":
-            est, checks = self.ionicity, ["collective_regime", "sigma_block_precision"]
+            est, prefix, bound = self.ionicity, "ionicity_", rules["ionicity"]
         elif observable == "t_plus":
-            est = self.t_plus(CONVENTION_UNWEIGHTED).t_plus if self.transference else None
-            checks = ["collective_regime", "t_plus_block_precision"]
-            if est is None:
+            te = transference or (self.t_plus(CONVENTION_UNWEIGHTED) if self.transference else None)
+            if te is None:
                 return {"values": None, "failures": common_fail + ["no cation: t+ undefined"],
                         "sampling_checks": {}}
+            est, prefix, bound = te.t_plus, "t_plus_", rules["t_plus"]
+            not_estimable = self.sigma_not_estimable_reason()
         else:
             raise KeyError(f"unknown observable {observable!r}")
-        return {"values": [est.whole, *est.blocks], "failures": common_fail,
-                "sampling_checks": {k: self.sampling_checks[k] for k in checks if k in self.sampling_checks}}
+        checks, why = adequacy_checks(prefix, est, bound, rules["trend_alpha"])
+        return {"values": [est.whole, *est.blocks], "failures": common_fail, "sampling_checks": {**regime, **checks},
+                "check_details": {**details, **why}, "not_estimable": not_estimable}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict with every estimate, its definition, window and diagnostics."""
@@ -306,10 +339,17 @@ class OnsagerResult:
                 "charge_msd_beta": _json_float(self.charge_msd_beta),
                 "barycentre_drift_nm": _json_float(self.barycentre_drift_nm),
                 "sampling_checks": dict(self.sampling_checks),
+                "check_details": dict(self.check_details),
                 "failures": list(self.failures),
                 "analysis_windows": None if self.windows is None else self.windows.to_dict(),
             },
         }
+
+
+def _default_precision() -> dict[str, Any]:
+    """The library defaults of :func:`onsager_transport` (results built without ``precision``)."""
+    return {"sigma": PrecisionBound(rel=0.2), "ionicity": PrecisionBound(abs=0.1), "t_plus": PrecisionBound(abs=0.1),
+            "trend_alpha": 0.05}
 
 
 def _ion_indices(species: Sequence[str], charges: Mapping[str, float], cation: str | None
@@ -448,7 +488,8 @@ def onsager_transport(com_by_species_nm: Mapping[str, Any], charge_by_species_e:
                       n_blocks: int = 4, fit_window_ps: tuple[float, float] | None = None,
                       fit_window_fraction: tuple[float, float] = (0.05, 0.25),
                       beta_range: tuple[float, float] = (0.8, 1.2),
-                      max_relative_half_width: float = 0.5,
+                      max_relative_half_width: float = 0.2, t_plus_max_abs_half_width: float = 0.1,
+                      ionicity_max_abs_half_width: float = 0.1, trend_alpha: float = 0.05,
                       self_msd_nm2: Mapping[str, Sequence[Any]] | None = None) -> OnsagerResult:
     r"""Onsager L^{ij}, σ (with cross-correlations), σ_NE (labelled), ionicity and t+ per block.
 
@@ -484,7 +525,11 @@ def onsager_transport(com_by_species_nm: Mapping[str, Any], charge_by_species_e:
     beta_range : tuple of float
         Accepted log–log slope of the charge MSD over the window (sampling check).
     max_relative_half_width : float
-        Sampling threshold on block half-width / |value| for σ and t+.
+        Sampling threshold on the 95 % half-width / |σ|.
+    t_plus_max_abs_half_width, ionicity_max_abs_half_width : float
+        Sampling thresholds on the 95 % half-width of t+ and of the ionicity (absolute: both may sit near 0).
+    trend_alpha : float
+        Blocks' OLS slope with a p-value below this fails ``…_block_trend``.
     self_msd_nm2 : mapping of str to sequence of array_like, optional
         Per-molecule self MSD of each species in the same frame as here (barycentric when a barycentre is
         given), for the whole interval followed by each block of the same guard and blocks, on lags
@@ -669,22 +714,25 @@ def onsager_transport(com_by_species_nm: Mapping[str, Any], charge_by_species_e:
     beta_M = float(np.polyfit(np.log(lagM[sel]), np.log(msd_M[sel]), 1)[0]) if sel.sum() >= 2 else float("nan")
     sigma = be("sigma", "S/m")
     t_u = transference[0].t_plus
-    checks = {
-        "collective_regime": bool(math.isfinite(beta_M) and beta_range[0] <= beta_M <= beta_range[1]),
-        "sigma_block_precision": bool(np.isfinite(sigma.relative_half_width)
-                                      and sigma.relative_half_width <= max_relative_half_width),
-        "t_plus_block_precision": bool(np.isfinite(t_u.relative_half_width)
-                                       and t_u.relative_half_width <= max_relative_half_width),
-    }
+    precision = {"sigma": PrecisionBound(rel=max_relative_half_width),
+                 "ionicity": PrecisionBound(abs=ionicity_max_abs_half_width),
+                 "t_plus": PrecisionBound(abs=t_plus_max_abs_half_width), "trend_alpha": float(trend_alpha)}
+    ionicity = be("ionicity", "1")
+    checks = {"collective_regime": bool(math.isfinite(beta_M) and beta_range[0] <= beta_M <= beta_range[1])}
+    details = {"collective_regime": f"charge-MSD beta {beta_M:.2f} over [{lo:g}, {hi:g}] ps (accepted {beta_range})"}
+    for prefix, est in (("sigma_", sigma), ("ionicity_", ionicity), ("t_plus_", t_u)):
+        ok, why = adequacy_checks(prefix, est, precision[prefix[:-1]], trend_alpha)
+        checks.update(ok)
+        details.update(why)
     return OnsagerResult(
         species=species, charges_e={s: float(charge_by_species_e[s]) for s in species}, n_molecules=N,
         temperature_K=T, volume_nm3=whole["V_nm3"], frame=frame, reference_species=reference_species,
         fit_window_ps=(lo, hi), fit_rule=fit_rule, L_matrix=whole["L"], L_blocks=[b["L"] for b in blocks],
         L_solvent=whole.get("L0"), L_solvent_blocks=[b["L0"] for b in blocks] if reference_species else None,
         L_self=whole["L_self"], sigma_ij_S_m=whole["sig_ij"], sigma=sigma, sigma_NE=be("sigma_ne", "S/m"),
-        ionicity=be("ionicity", "1"), self_diffusion_m2_s=whole["D"], transference=transference,
+        ionicity=ionicity, self_diffusion_m2_s=whole["D"], transference=transference,
         charge_msd_lag_ps=lagM, charge_msd_e2nm2=msd_M, charge_msd_beta=beta_M, barycentre_drift_nm=drift,
-        windows=win, failures=[], sampling_checks=checks)
+        windows=win, failures=[], sampling_checks=checks, check_details=details, precision=precision)
 
 
 class CollectiveTransportEstimator(EstimatorBase):
@@ -698,11 +746,10 @@ class CollectiveTransportEstimator(EstimatorBase):
         s, c = self.settings, self.case
         rd = c.trajectory
         section = CONDUCTIVITY.details_section
-        charges = {sp: float(np.mean(rd.mol_charge_e[rd.mol_species == sp])) for sp in rd.species}
-        ions = [sp for sp in rd.species if abs(charges[sp]) > 0.05]
-        if not ions:
+        charges = dict(rd.species_charge_e)
+        if not rd.ions():
             return Estimate(sections={section: None})
-        neutral = [sp for sp in rd.species if sp not in ions]
+        neutral = rd.neutral_species()
         ref = s.solvent_reference
         if ref is None and neutral:
             ref = max(neutral, key=lambda sp: int(np.sum(rd.mol_species == sp)))
@@ -712,6 +759,9 @@ class CollectiveTransportEstimator(EstimatorBase):
                                     reference_species=ref, guard_ps=c.guard_ps, n_blocks=s.n_blocks,
                                     fit_window_fraction=s.onsager_fit_window_fraction, beta_range=s.onsager_beta_range,
                                     max_relative_half_width=s.sigma_t_plus_max_rel_half_width,
+                                    t_plus_max_abs_half_width=s.t_plus_max_abs_half_width,
+                                    ionicity_max_abs_half_width=s.ionicity_max_abs_half_width,
+                                    trend_alpha=s.block_trend_alpha,
                                     self_msd_nm2={sp: [dr.msd_nm2, *dr.msd_blocks_nm2]
                                                   for sp, dr in diff.items() if not dr.failures})
         od = onsager.to_dict()
@@ -726,10 +776,14 @@ class CollectiveTransportEstimator(EstimatorBase):
                         "charges_e": od["charges_e"], "charges_note": od["charges_note"]} if key == "sigma" else {})
             out.append(Measurement(CONDUCTIVITY, (key,), dict(od[key], window=od["window"], diagnostics=diag),
                                    definition, onsager.state_inputs(key), details=details))
-        t_inputs = onsager.state_inputs("t_plus")
+        by_key = {te.key: te for te in onsager.transference}
         for tkey, te in od[TRANSFERENCE.name].items():
+            t_inputs = onsager.state_inputs("t_plus", by_key.get(tkey))
+            payload = dict(te, window=od["window"], diagnostics=diag)
+            if t_inputs.get("not_estimable"):  # the value is withheld; the number stays in the diagnostics
+                payload = withheld(payload)
             out.append(Measurement(
-                TRANSFERENCE, (tkey,), dict(te, window=od["window"], diagnostics=diag),
+                TRANSFERENCE, (tkey,), payload,
                 f"{te['formula']} ({te['frame']} frame"
                 f"{', reference ' + te['reference_species'] if te['reference_species'] else ''})", t_inputs))
         return Estimate(out, sections={section: od})

@@ -214,7 +214,8 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     try:
         rd = reduce.reduce_files(tpr, frames.path, rdf_rmax_nm=settings.rdf_rmax_nm, rdf_bin_nm=settings.rdf_bin_nm,
                                  r_store_nm=settings.r_store_nm, structure_max_frames=settings.structure_max_frames,
-                                 verbose=verbose, workers=workers)
+                                 verbose=verbose, workers=workers,
+                                 neutral_charge_tolerance_e=settings.neutral_charge_tolerance_e)
     except BaseException:
         if energy is not None:
             energy.cancel()
@@ -277,7 +278,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
         "registrations": reg_ids,
         "definitions": registration_definitions(settings),
         "system": {"species": rd.species, "n_molecules": {sp: int(np.sum(rd.mol_species == sp)) for sp in rd.species},
-                   "charges_e": {sp: float(np.mean(rd.mol_charge_e[rd.mol_species == sp])) for sp in rd.species},
+                   "charges_e": dict(rd.species_charge_e),
                    "centres": rd.centre_species, "channels": [c.name for c in rd.channels],
                    "n_atoms": rd.source.get("n_atoms"), "n_frames": rd.n_frames,
                    "input_dtype": rd.source.get("input_dtype"),

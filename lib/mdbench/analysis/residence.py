@@ -35,6 +35,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, _json_float, block_estimate
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.reduce import ReducedTrajectory
@@ -288,16 +289,20 @@ class LifetimeResult:
     min_frames_per_tau: float
     max_rel_half_width: float
     failures: list[str] = field(default_factory=list)
+    trend_alpha: float = 0.05
+
+    def _checks(self) -> tuple[dict[str, bool], dict[str, str]]:
+        tau = self.tau.whole
+        precise, details = adequacy_checks("", self.tau, PrecisionBound(rel=self.max_rel_half_width), self.trend_alpha)
+        checks = {"decays_within_max_lag": bool(all(self.decayed)),
+                  "time_resolution": bool(np.isfinite(tau) and tau >= self.min_frames_per_tau * self.dt_ps),
+                  **precise}
+        details["time_resolution"] = f"tau {tau:.3g} ps vs {self.min_frames_per_tau:g} x {self.dt_ps:g} ps frames"
+        return checks, details
 
     def sampling_checks(self) -> dict[str, bool]:
-        """Decay within the longest lag (whole and every block), time resolution, block precision."""
-        tau = self.tau.whole
-        return {
-            "decays_within_max_lag": bool(all(self.decayed)),
-            "time_resolution": bool(np.isfinite(tau) and tau >= self.min_frames_per_tau * self.dt_ps),
-            "block_precision": bool(np.isfinite(self.tau.relative_half_width)
-                                    and self.tau.relative_half_width <= self.max_rel_half_width),
-        }
+        """Decay within the longest lag (whole and every block), time resolution, precision, no block trend."""
+        return self._checks()[0]
 
     @property
     def too_short(self) -> str | None:
@@ -308,8 +313,9 @@ class LifetimeResult:
 
     def state_inputs(self) -> dict[str, Any]:
         """Inputs of :func:`mdbench.analysis.states.classify_observable`."""
+        checks, details = self._checks()
         return {"values": [self.tau.whole, *self.tau.blocks], "failures": list(self.failures),
-                "sampling_checks": self.sampling_checks(), "too_short": self.too_short}
+                "sampling_checks": checks, "check_details": details, "too_short": self.too_short}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict: value, unit, uncertainty, blocks, window and diagnostics (resolution declared)."""
@@ -328,7 +334,8 @@ class LifetimeResult:
 
 def lifetimes(rd: ReducedTrajectory, windows: BlockWindows, channels: list[str], cutoff_nm: float | dict[str, float],
               partner_species: str, *, tolerance_ps: float = 2.0, max_lag_fraction: float = 0.5,
-              min_frames_per_tau: float = 5.0, max_rel_half_width: float = 0.5) -> dict[str, LifetimeResult]:
+              min_frames_per_tau: float = 5.0, max_rel_half_width: float = 0.2,
+              trend_alpha: float = 0.05) -> dict[str, LifetimeResult]:
     """Intermittent and continuous lifetimes of one pair definition (see the module docstring).
 
     Parameters
@@ -374,7 +381,7 @@ def lifetimes(rd: ReducedTrajectory, windows: BlockWindows, channels: list[str],
         out[definition] = LifetimeResult(
             definition, est, np.arange(curves[0].size) * dt, curves[0], list(decayed), dt,
             float(tolerance_ps) if definition == "continuous" else 0.0, max_lag * dt, in_contact,
-            min_frames_per_tau, max_rel_half_width)
+            min_frames_per_tau, max_rel_half_width, trend_alpha=trend_alpha)
     return out
 
 
@@ -389,7 +396,7 @@ class _LifetimeEstimator(EstimatorBase):
         res = lifetimes(c.structure_frames, c.structure_windows, channels, cutoff, partner,
                         tolerance_ps=s.lifetime_tolerance_ps, max_lag_fraction=s.lifetime_max_lag_fraction,
                         min_frames_per_tau=s.lifetime_min_frames_per_tau,
-                        max_rel_half_width=s.lifetime_max_rel_half_width)
+                        max_rel_half_width=s.lifetime_max_rel_half_width, trend_alpha=s.block_trend_alpha)
         out = []
         for definition, r in res.items():
             d = r.to_dict()

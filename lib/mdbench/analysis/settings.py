@@ -64,6 +64,8 @@ class AnalysisSettings:
     the meaning of each; :func:`registration_definitions` for how they are registered.
     """
 
+    # species
+    neutral_charge_tolerance_e: float = _default("neutral_charge_tolerance_e", "species", "e")
     # guard_and_blocks
     guard_ps: float | None = _default("guard_ps", "guard_and_blocks", "ps")
     n_blocks: int = _default("n_blocks", "guard_and_blocks")
@@ -97,12 +99,15 @@ class AnalysisSettings:
     # adequacy (sampling-check thresholds)
     thermo_min_effective_samples: float = _default("thermo_min_effective_samples", "adequacy")
     thermo_drift_sigma: float = _default("thermo_drift_sigma", "adequacy")
+    block_trend_alpha: float = _default("block_trend_alpha", "adequacy")
     cn_max_rel_half_width: float = _default("cn_max_rel_half_width", "adequacy")
     cn_abs_half_width_ok: float = _default("cn_abs_half_width_ok", "adequacy")
     rdf_block_first_min_tolerance_nm: float = _default("rdf_block_first_min_tolerance_nm", "adequacy", "nm")
     association_fraction_max_half_width: float = _default("association_fraction_max_half_width", "adequacy")
     diffusion_max_rel_half_width: float = _default("diffusion_max_rel_half_width", "adequacy")
     sigma_t_plus_max_rel_half_width: float = _default("sigma_t_plus_max_rel_half_width", "adequacy")
+    t_plus_max_abs_half_width: float = _default("t_plus_max_abs_half_width", "adequacy")
+    ionicity_max_abs_half_width: float = _default("ionicity_max_abs_half_width", "adequacy")
     viscosity_max_rel_half_width: float = _default("viscosity_max_rel_half_width", "adequacy")
     viscosity_max_component_spread: float = _default("viscosity_max_component_spread", "adequacy")
     lifetime_max_rel_half_width: float = _default("lifetime_max_rel_half_width", "adequacy")
@@ -231,6 +236,9 @@ def registration_definitions(settings: AnalysisSettings) -> dict[str, dict[str, 
         "analysis_atom_selections": {
             "molecule": "GROMACS molecule (tpr molnums), species = residue name of its first atom",
             "centres": "atoms of species with positive net molecular charge (cations, e.g. LI)",
+            "neutral_species": f"net molecular charge |q| < {s.neutral_charge_tolerance_e:g} e counts as 0 e "
+                               "(rounded partial charges of a neutral solvent)",
+            "neutral_charge_tolerance_e": s.neutral_charge_tolerance_e,
             "site_labels": SITE_LABELS,
             "site_rule": "labels from elements and bonds of the tpr, not from atom names",
             "com": "centre of mass of the whole molecule (atoms minimum-imaged to the first atom), float64",
@@ -265,6 +273,9 @@ def registration_definitions(settings: AnalysisSettings) -> dict[str, dict[str, 
                         "solvent_reference": s.solvent_reference or "most numerous neutral species",
                         "temperature_K": s.temperature_K if s.temperature_K is not None
                         else "mean edr Temperature over the analysed window"},
+            "yeh_hummer": "D_YH = D_PBC + 2.837297 kB T / (6 pi eta L) with the case's own Green-Kubo eta and "
+                          "mean box edge L (cubic box); reported beside the uncorrected D, uncertainty propagated; "
+                          "not_estimable without a positive eta",
             VISCOSITY.name: {"method": "Green-Kubo, 5 traceless pressure components, plateau rule: first window of "
                                     f"width {s.viscosity_plateau_width_tau:g} tau_c (at least "
                                     f"{s.viscosity_plateau_min_width_fraction:g} of the longest lag), starting at "
@@ -290,6 +301,16 @@ def registration_definitions(settings: AnalysisSettings) -> dict[str, dict[str, 
         "analysis_adequacy_and_stopping": {
             "state_rules": STATE_RULES,
             "thresholds": adequacy,
+            "precision_rule": "C needs the whole-interval 95 % half-width (block spread) <= the registered "
+                              "relative bound x |value| (t+, ionicity, class fractions: <= the absolute bound; "
+                              "CN: relative or absolute), else SI with the numbers",
+            "trend_rule": "C needs no significant trend over the blocks: OLS slope of the block values "
+                          f"against the block index with two-sided p >= {s.block_trend_alpha:g} "
+                          "(Student t, n-2 dof), else SI",
+            "not_estimable_rule": "a ratio whose defining denominator is zero within its 95 % interval and that "
+                                  "interval is resolved (sigma for t+: |sigma| + half-width <= ionicity bound x "
+                                  "sigma_NE; eta: a non-positive Green-Kubo plateau) is not_estimable: value "
+                                  "withheld, reason stated; a denominator that is merely imprecise is SI",
             "stopping_rule": "the analysis never extends sampling; an observable failing a sampling check "
                              "is reported SI with the check named; extension is decided by the study "
                              "within the remaining budget",

@@ -1,4 +1,4 @@
-"""Per-observable state classifier: C / SI / F / M / invalid_upstream / not_reached.
+"""Per-observable state classifier: C / SI / not_estimable / F / M / invalid_upstream / not_reached.
 
 Explicit rules, applied in this order (the first that matches wins); the text of :data:`STATE_RULES` is
 what gets registered:
@@ -6,15 +6,18 @@ what gets registered:
 1. upstream stage ``not_reached`` or ``running`` → **not_reached** (no data yet; never SI, never zero).
 2. upstream stage ``invalid`` or ``invalid_upstream`` → **invalid_upstream** (never reclassified as SI).
 3. the observable was not delivered (no result, no value) → **M**.
-4a. the estimator withheld a ratio whose denominator is consistent with zero and states why, with no
-   recorded failure → **not_estimable** (value withheld; neither F nor M).
 4. a definition / implementation / numerical failure was recorded (``failures`` not empty), or any
    reported value (whole or block) is non-finite → **F** (longer sampling cannot repair it) — except
    when the estimator states that the analysed window is shorter than its registered minimum length
-   (``too_short``) and records no failure: then the missing value is a sampling shortfall (rule 5).
-5. the estimator is valid but at least one sampling diagnostic failed, or the window is too short for
-   it to yield a value → **SI**, with the failing diagnostics named.
-6. otherwise → **C**.
+   (``too_short``) and records no failure: then the missing value is a sampling shortfall (rule 6),
+   and except rule 5.
+5. the estimator is valid but the estimate's defining denominator is consistent with zero within its
+   95 % interval, or undefined (σ for t+ of an all-paired electrolyte, σ_NE for the ionicity, …), and no
+   failure was recorded → **not_estimable**: the value is withheld and the reason stated. More sampling
+   cannot fix it, and nothing is wrong with the estimator: this is neither SI nor F.
+6. the estimator is valid but at least one sampling diagnostic failed, or the window is too short for
+   it to yield a value → **SI**, with the failing diagnostics (and the numbers that failed) named.
+7. otherwise → **C**.
 
 SI is only reachable when no failure was recorded; F is never produced by a sampling diagnostic.
 """
@@ -29,11 +32,9 @@ C = "C"
 SI = "SI"
 F = "F"
 M = "M"
+NOT_ESTIMABLE = "not_estimable"
 INVALID_UPSTREAM = "invalid_upstream"
 NOT_REACHED = "not_reached"
-#: A ratio whose denominator is consistent with zero: value withheld, reason stated (issue 24 adds the
-#: estimators that report it; the audit (issue 18) accepts it by this name as an honest, unresolved state).
-NOT_ESTIMABLE = "not_estimable"
 
 
 @dataclass(frozen=True)
@@ -63,17 +64,18 @@ STATES: tuple[ObservableState, ...] = (
     ObservableState(C, 0, None, "accepted: valid estimator, every sampling diagnostic passed"),
     ObservableState(SI, 1, "stop: valid estimator, sampling insufficient within this preset's budget; resolve by "
                            "extending production", "insufficient sampling under a valid estimator"),
-    ObservableState(M, 2, "stop: required result missing; rerun the analysis stage", "missing or incomplete"),
-    ObservableState(F, 3, "stop: deterministic failure reported; repair the estimator or its input before reuse",
+    ObservableState(NOT_ESTIMABLE, 2, "stop: not estimable for this system (its defining denominator is zero "
+                                      "within its uncertainty); report the reason, more sampling cannot fix it",
+                    "not estimable: value withheld, the defining denominator is consistent with zero"),
+    ObservableState(M, 3, "stop: required result missing; rerun the analysis stage", "missing or incomplete"),
+    ObservableState(F, 4, "stop: deterministic failure reported; repair the estimator or its input before reuse",
                     "definition, implementation or numerical failure"),
-    ObservableState(NOT_REACHED, 4, "stop: upstream stage not reached", "no data yet"),
-    ObservableState(INVALID_UPSTREAM, 5, "stop: upstream stage invalid; results not usable",
+    ObservableState(NOT_REACHED, 5, "stop: upstream stage not reached", "no data yet"),
+    ObservableState(INVALID_UPSTREAM, 6, "stop: upstream stage invalid; results not usable",
                     "the data it needs are invalid"),
-    ObservableState(NOT_ESTIMABLE, 1, "stop: not estimable from these data (reason stated); report the bound, "
-                                      "not a value", "value withheld: its denominator is consistent with zero"),
 )
 #: Every state the classifier can return.
-OBSERVABLE_STATES: tuple[str, ...] = (C, SI, F, M, INVALID_UPSTREAM, NOT_REACHED, NOT_ESTIMABLE)
+OBSERVABLE_STATES: tuple[str, ...] = (C, SI, NOT_ESTIMABLE, F, M, INVALID_UPSTREAM, NOT_REACHED)
 #: State → severity (summaries by the weakest member) and → next action of an unresolved observable.
 SEVERITY: dict[str, int] = {s.name: s.severity for s in STATES}
 NEXT_ACTION: dict[str, str] = {s.name: s.next_action for s in STATES if s.next_action}
@@ -87,12 +89,15 @@ STATE_RULES = (
     "1 upstream stage not_reached/running -> not_reached; "
     "2 upstream stage invalid/invalid_upstream -> invalid_upstream; "
     "3 observable not delivered -> M; "
-    "4a value withheld by the estimator because its denominator is consistent with zero, reason stated, no "
-    "failure -> not_estimable; "
     "4 definition/implementation/numerical failure or any non-finite whole/block value -> F "
-    "(unless the estimator reports a window shorter than its registered minimum and no failure); "
-    "5 valid estimator with a failing sampling diagnostic, or a window too short to yield a value -> SI; "
-    "6 otherwise -> C"
+    "(unless the estimator reports a window shorter than its registered minimum and no failure, or rule 5); "
+    "5 valid estimator whose defining denominator (sigma for t+, sigma_NE for the ionicity, the plateau for "
+    "eta) is consistent with zero within its 95 % interval or undefined -> not_estimable (value withheld, "
+    "reason stated); "
+    "6 valid estimator with a failing sampling diagnostic (precision: whole-interval 95 % half-width within "
+    "the registered bound; no significant trend over the blocks; ...), or a window too short to yield a "
+    "value -> SI, with the numbers that failed; "
+    "7 otherwise -> C"
 )
 
 
@@ -162,7 +167,8 @@ def classify_observable(*, upstream_state: str = UPSTREAM_VALID, delivered: bool
                         values: float | Sequence[float] | Mapping[str, Any] | None = None,
                         failures: Iterable[str] = (),
                         sampling_checks: Mapping[str, bool] | None = None,
-                        too_short: str | None = None, not_estimable: str | None = None) -> StateDecision:
+                        too_short: str | None = None, not_estimable: str | None = None,
+                        check_details: Mapping[str, str] | None = None) -> StateDecision:
     """Classify one observable of one case by the explicit rules of :data:`STATE_RULES`.
 
     Parameters
@@ -182,8 +188,10 @@ def classify_observable(*, upstream_state: str = UPSTREAM_VALID, delivered: bool
         Set by an estimator when the analysed window is shorter than its registered minimum, so that it
         cannot yield a (finite) value; with no recorded failure this is SI, not F.
     not_estimable : str, optional
-        The estimator withheld the value because its denominator is consistent with zero, and says why;
-        with no recorded failure this is ``not_estimable`` (an honest statement, neither F nor M).
+        Set by an estimator when the defining denominator of the estimate is consistent with zero or
+        undefined (the reason, with its numbers); with no recorded failure → not_estimable.
+    check_details : mapping of str to str, optional
+        For sampling checks: the numbers behind each check (``"0.37 > 0.10"``), written into an SI reason.
 
     Returns
     -------
@@ -205,10 +213,10 @@ def classify_observable(*, upstream_state: str = UPSTREAM_VALID, delivered: bool
     if not delivered:
         return StateDecision(M, "required observable was not delivered", 3)
     fails = [str(f) for f in failures]
-    if not_estimable and not fails:
-        return StateDecision(NOT_ESTIMABLE, f"value withheld: {not_estimable}", 4, (str(not_estimable),))
     if too_short and not fails:
-        return StateDecision(SI, f"valid estimator, window too short: {too_short}", 5, (str(too_short),))
+        return StateDecision(SI, f"valid estimator, window too short: {too_short}", 6, (str(too_short),))
+    if not_estimable and not fails:
+        return StateDecision(NOT_ESTIMABLE, f"not estimable: {not_estimable}", 5, (str(not_estimable),))
     bad = _non_finite(values)
     if bad:
         fails.append("non-finite value(s): " + ", ".join(bad))
@@ -216,9 +224,11 @@ def classify_observable(*, upstream_state: str = UPSTREAM_VALID, delivered: bool
         return StateDecision(F, "; ".join(fails), 4, tuple(fails))
     failed = tuple(k for k, ok in (sampling_checks or {}).items() if not bool(ok))
     if failed:
-        return StateDecision(SI, "valid estimator, sampling diagnostic(s) failed: " + ", ".join(failed), 5,
+        details = check_details or {}
+        named = [f"{k} ({details[k]})" if details.get(k) else k for k in failed]
+        return StateDecision(SI, "valid estimator, sampling diagnostic(s) failed: " + "; ".join(named), 6,
                              failed)
-    return StateDecision(C, "valid estimator; all sampling diagnostics passed", 6)
+    return StateDecision(C, "valid estimator; all sampling diagnostics passed", 7)
 
 
 def classify_result(result: Any, *, upstream_state: str = UPSTREAM_VALID) -> StateDecision:

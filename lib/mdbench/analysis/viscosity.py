@@ -39,6 +39,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks, withheld
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, _json_float, block_estimate, block_windows
 from mdbench.analysis.diffusion import fit_slope
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
@@ -134,7 +135,13 @@ class ViscosityResult:
     failures : list of str
         → F (non-finite input, output spacing > 0.5 ps, fluctuating volume).
     sampling_checks : dict of str to bool
-        ``plateau``, ``block_precision``, ``component_consistency`` (→ SI).
+        ``plateau``, ``block_precision`` (95 % half-width ≤ the registered fraction of η), ``block_trend``
+        (no significant trend over the blocks), ``component_consistency`` (→ SI).
+    check_details : dict of str to str
+        The numbers behind each check (written into an SI reason).
+    not_estimable : str or None
+        Why η is not estimable (a plateau value that is not positive: the Green–Kubo integral defines no
+        viscosity), else None.
     """
 
     viscosity_mPa_s: float
@@ -155,11 +162,14 @@ class ViscosityResult:
     windows: BlockWindows | None = None
     failures: list[str] = field(default_factory=list)
     sampling_checks: dict[str, bool] = field(default_factory=dict)
+    check_details: dict[str, str] = field(default_factory=dict)
+    not_estimable: str | None = None
 
     def state_inputs(self) -> dict[str, Any]:
         """Inputs for :func:`mdbench.analysis.states.classify_observable`."""
         return {"values": [self.viscosity.whole, *self.viscosity.blocks], "failures": list(self.failures),
-                "sampling_checks": dict(self.sampling_checks)}
+                "sampling_checks": dict(self.sampling_checks), "check_details": dict(self.check_details),
+                "not_estimable": self.not_estimable}
 
     def to_dict(self, *, include_curves: bool = False) -> dict[str, Any]:
         """JSON-safe dict: value, unit, uncertainty + definition, blocks, plateau window, diagnostics."""
@@ -176,6 +186,7 @@ class ViscosityResult:
                 "component_viscosity_mPa_s": {k: _json_float(v) for k, v in self.component_viscosity_mPa_s.items()},
                 "volume_nm3": _json_float(self.volume_nm3), "temperature_K": self.temperature_K,
                 "dt_ps": _json_float(self.dt_ps), "sampling_checks": dict(self.sampling_checks),
+                "check_details": dict(self.check_details), "not_estimable": self.not_estimable,
                 "failures": list(self.failures),
                 "analysis_windows": None if self.windows is None else self.windows.to_dict(),
             },
@@ -291,8 +302,8 @@ def _plateau(lag: np.ndarray, I: np.ndarray, start_ps: float, width_ps: float, r
 
 def green_kubo_viscosity(pressure_tensor_bar: Any, dt_ps: float, volume_nm3: float | Any, temperature_K: float,
                          *, guard_ps: float = 0.0, n_blocks: int = 4, plateau_rule: PlateauRule | None = None,
-                         max_relative_half_width: float = 0.5, max_component_spread: float = 0.5,
-                         volume_rtol: float = 1e-4) -> ViscosityResult:
+                         max_relative_half_width: float = 0.2, max_component_spread: float = 0.5,
+                         volume_rtol: float = 1e-4, trend_alpha: float = 0.05) -> ViscosityResult:
     r"""Green–Kubo shear viscosity with running integral, plateau, blocks and Einstein–Helfand value.
 
     Parameters
@@ -312,11 +323,13 @@ def green_kubo_viscosity(pressure_tensor_bar: Any, dt_ps: float, volume_nm3: flo
     plateau_rule : PlateauRule, optional
         Registered plateau rule; defaults as in :class:`PlateauRule`.
     max_relative_half_width : float
-        Sampling threshold on the block half-width / |η|.
+        Sampling threshold on the 95 % half-width / |η|.
     max_component_spread : float
         Sampling threshold on (max − min)/mean of the five per-component plateau values.
     volume_rtol : float
         Relative volume fluctuation above which a barostat is assumed (failure).
+    trend_alpha : float
+        Blocks' OLS slope with a p-value below this fails ``block_trend``.
 
     Returns
     -------
@@ -400,12 +413,13 @@ def green_kubo_viscosity(pressure_tensor_bar: Any, dt_ps: float, volume_nm3: flo
               if np.all(np.isfinite(comp_vals)) and np.mean(comp_vals) != 0 else float("inf"))
     if not math.isfinite(lo):
         failures.append("running integral has no finite non-zero window: plateau rule cannot be applied")
-    checks = {
-        "plateau": bool(found),
-        "block_precision": bool(np.isfinite(est.relative_half_width)
-                                and est.relative_half_width <= max_relative_half_width),
-        "component_consistency": bool(spread <= max_component_spread),
-    }
+    precise, details = adequacy_checks("", est, PrecisionBound(rel=max_relative_half_width), trend_alpha)
+    checks = {"plateau": bool(found), **precise, "component_consistency": bool(spread <= max_component_spread)}
+    details["plateau"] = (f"largest relative change {change:.3g} of the running integral in [{lo:.3g}, {hi:.3g}] ps "
+                          f"(accepted <= {rule.rel_tol:g})")
+    details["component_consistency"] = f"(max - min)/mean of the five plateaus {spread:.2f} (<= {max_component_spread:g})"
+    not_estimable = (f"Green-Kubo plateau value {eta_whole:.3g} mPa s is not positive: the integral defines no "
+                     "viscosity" if math.isfinite(eta_whole) and eta_whole <= 0 else None)
     return ViscosityResult(
         viscosity_mPa_s=eta_whole, viscosity=est, plateau_window_ps=(lo, hi), plateau_found=bool(found),
         plateau_relative_change=float(change), rule=rule_text, correlation_time_ps=tau_c, lag_ps=lag,
@@ -413,7 +427,8 @@ def green_kubo_viscosity(pressure_tensor_bar: Any, dt_ps: float, volume_nm3: flo
         running_integral_mPa_s=run_mean,
         component_viscosity_mPa_s={n: float(v) for n, v in zip(COMPONENT_NAMES, comp_vals)},
         einstein_helfand_mPa_s=float(eh_val), volume_nm3=float(np.mean(vol[win.whole])), temperature_K=T,
-        dt_ps=dt, windows=win, failures=failures, sampling_checks=checks)
+        dt_ps=dt, windows=win, failures=failures, sampling_checks=checks, check_details=details,
+        not_estimable=not_estimable)
 
 
 class ViscosityEstimator(EstimatorBase):
@@ -437,6 +452,8 @@ class ViscosityEstimator(EstimatorBase):
         visc = green_kubo_viscosity(ptens, float(np.median(np.diff(t_e))), volume, c.products["temperature_K"],
                                     guard_ps=c.guard_ps, n_blocks=s.n_blocks, plateau_rule=rule,
                                     max_relative_half_width=s.viscosity_max_rel_half_width,
-                                    max_component_spread=s.viscosity_max_component_spread)
-        return Estimate([Measurement(entry, (), visc.to_dict(), definition, visc.state_inputs())],
-                        figure_data={"green_kubo": visc})
+                                    max_component_spread=s.viscosity_max_component_spread,
+                                    trend_alpha=s.block_trend_alpha)
+        payload = withheld(visc.to_dict()) if visc.not_estimable else visc.to_dict()
+        return Estimate([Measurement(entry, (), payload, definition, visc.state_inputs())],
+                        figure_data={"green_kubo": visc}, products={VISCOSITY.name: visc})

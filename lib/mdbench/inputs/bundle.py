@@ -69,6 +69,7 @@ def bundle_files(preset_name: str) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     contract = (BUNDLE_DATA / "BENCHMARK_CONTRACT.md").read_text()
     files["BENCHMARK_CONTRACT.md"] = contract.format(preset=preset.name, ff_sha256=ff_sha,
+                                                     model_version=forcefield.MODEL_VERSION,
                                                      composition_table=_composition_table(preset)).encode()
     for name in ("PUBLIC_LOGGING_CONTRACT.md", "PROMPT_TEMPLATE.md", "references/ESTIMATORS.md"):
         files[name] = (BUNDLE_DATA / name).read_bytes()

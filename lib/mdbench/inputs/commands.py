@@ -44,22 +44,38 @@ def verify_cmd(bundle_dir: Path) -> None:
 
 
 @bundle.command(name="validate-ff")
-@click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path), help="Work folder.")
-@click.option("--molecules", default=150, show_default=True, help="Molecules per pure-liquid box.")
-@click.option("--nvt-ps", default=20.0, show_default=True, help="NVT length [ps].")
-@click.option("--npt-ps", default=200.0, show_default=True, help="NPT length [ps]; density averaged over its 2nd half.")
-@click.option("--threads", "-nt", default=2, show_default=True, help="gmx mdrun -nt.")
-@click.option("--seed", default=2026, show_default=True, help="packmol and velocity seed.")
-@click.option("--cutoff-nm", default=1.0, show_default=True, help="Coulomb and LJ cut-off [nm].")
+@click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path),
+              help="Work folder (one <level>/<SPECIES>/ folder per run; reruns skip finished segments).")
+@click.option("--level", default="frozen", show_default=True,
+              help="Charge set: 'frozen' or a candidate level in data/charge_candidates (e.g. B3LYP/def2-TZVP).")
 @click.option("--species", "species", multiple=True, type=click.Choice(["DMC", "TTE"]), default=("DMC", "TTE"),
               show_default=True, help="Liquids to run (repeat the option).")
-def validate_ff_cmd(out_dir: Path, molecules: int, nvt_ps: float, npt_ps: float, threads: int, seed: int,
-                    cutoff_nm: float, species: tuple[str, ...]) -> None:
-    """Pure DMC and TTE densities at 298.15 K / 1 bar against 1.065 (+-3 %) and 1.54 (+-5 %) g/cm^3."""
-    from mdbench.inputs.validate_ff import validate_forcefield
+@click.option("--molecules", type=click.IntRange(min=2), default=None,
+              help="Molecules per box [default: DMC 100, TTE 64].")
+@click.option("--nvt-ps", default=20.0, show_default=True, help="NVT length [ps].")
+@click.option("--npt-ps", default=200.0, show_default=True, help="NPT length [ps]; density over its 2nd half.")
+@click.option("--prod-ps", default=0.0, show_default=True,
+              help="NVT production for viscosity and self-diffusion [ps]; 0 = density only.")
+@click.option("--threads", "-nt", default=1, show_default=True, help="gmx mdrun -nt.")
+@click.option("--seed", default=2026, show_default=True, help="packmol and velocity seed.")
+@click.option("--select", "select", is_flag=True,
+              help="Run nothing: apply the charge-level rule to every result already under OUT.")
+def validate_ff_cmd(out_dir: Path, level: str, species: tuple[str, ...], molecules: int | None, nvt_ps: float,
+                    npt_ps: float, prod_ps: float, threads: int, seed: int, select: bool) -> None:
+    """Pure DMC and TTE against experiment: density, viscosity (Green-Kubo, Einstein-Helfand), D (Yeh-Hummer).
 
-    res = validate_forcefield(out_dir, species=species, n_molecules=molecules, nvt_ps=nvt_ps, npt_ps=npt_ps,
-                              threads=threads, seed=seed, cutoff_nm=cutoff_nm)
+    Exit 1 when a density misses its tolerance (DMC 1.065 g/cm^3 +-3 %, TTE 1.54 g/cm^3 +-5 %).
+    """
+    from mdbench.inputs.validate_ff import collect, markdown_table, select_level, validate_forcefield
+
+    if select:
+        results = collect(out_dir)
+        click.echo(markdown_table(results))
+        sel = select_level(results)
+        click.echo(json.dumps(asdict(sel), indent=1))
+        return
+    res = validate_forcefield(out_dir, species=species, level=level, n_molecules=molecules, nvt_ps=nvt_ps,
+                              npt_ps=npt_ps, prod_ps=prod_ps, threads=threads, seed=seed)
     click.echo(json.dumps([asdict(r) for r in res], indent=1))
-    if not all(r.passed for r in res):
+    if not all(r.density_passed for r in res):
         sys.exit(1)

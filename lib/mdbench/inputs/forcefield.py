@@ -32,7 +32,11 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 FORCEFIELD_DIR = DATA_DIR / "forcefield"
 GEOMETRY_DIR = DATA_DIR / "geometries"
 DERIVED_CHARGES = DATA_DIR / "derived_charges.json"
+CHARGE_CANDIDATES_DIR = DATA_DIR / "charge_candidates"
 
+#: Version of the frozen model; bumped whenever a parameter or charge changes (history in docs/forcefield.md):
+#: 1 = RHF/6-31G* CHELPG solvent charges; 2 = the level chosen by the validation rule (issue #24).
+MODEL_VERSION = 2
 #: Ionic charge scaling (Leontyev & Stuchebrukhov 2011), applied to Li+ and FSI-.
 ION_CHARGE_SCALE = 0.72
 #: Molecule order in every box and topology.
@@ -261,12 +265,25 @@ def derived_charges() -> dict:
     return json.loads(DERIVED_CHARGES.read_text())
 
 
-def species_atoms(species: str) -> list[SpeciesAtom]:
-    """Atoms of ``species`` with frozen charges [e] (ions scaled by :data:`ION_CHARGE_SCALE`)."""
+def charge_candidate(level: str) -> dict:
+    """The CHELPG derivation record of one candidate level (``data/charge_candidates/<level>.json``)."""
+    path = CHARGE_CANDIDATES_DIR / f"{level.replace('/', '_').replace('*', 's')}.json"
+    if not path.is_file():
+        known = sorted(p.stem for p in CHARGE_CANDIDATES_DIR.glob("*.json"))
+        raise FileNotFoundError(f"no charge candidate {level!r} ({path}); derived: {', '.join(known) or 'none'}")
+    return json.loads(path.read_text())
+
+
+def species_atoms(species: str, charges: dict | None = None) -> list[SpeciesAtom]:
+    """Atoms of ``species`` with charges [e] (ions scaled by :data:`ION_CHARGE_SCALE`).
+
+    ``charges``: a derivation record (as :func:`charge_candidate` returns) for DMC/TTE; default the
+    frozen one (:func:`derived_charges`).
+    """
     types = _SPECIES_TYPES[species]
     if species in ("Li", "FSI"):
         return [SpeciesAtom(n, t, round(_ION_CHARGES[t][0] * ION_CHARGE_SCALE, 6)) for n, t in types]
-    rec = derived_charges()["species"][species]
+    rec = (charges or derived_charges())["species"][species]
     if rec["atoms"] != [n for n, _ in types]:
         raise ValueError(f"derived charges for {species} list atoms {rec['atoms']}, expected {[n for n, _ in types]}")
     return [SpeciesAtom(n, t, q) for (n, t), q in zip(types, rec["charges_e"])]
@@ -313,9 +330,12 @@ def _fmt(x: float) -> str:
     return repr(float(x)) if not float(x).is_integer() else f"{x:.1f}"
 
 
-def molecule_itp(species: str) -> str:
-    """The GROMACS ``[ moleculetype ]`` text of ``species`` with explicit bonded parameters."""
-    atoms = species_atoms(species)
+def molecule_itp(species: str, charges: dict | None = None) -> str:
+    """The GROMACS ``[ moleculetype ]`` text of ``species`` with explicit bonded parameters.
+
+    ``charges``: another derivation record than the frozen one (candidate validation only).
+    """
+    atoms = species_atoms(species, charges)
     bonds = species_bonds(species)
     cls = [ATOMTYPES[a.atomtype].bond_type for a in atoms]
     angles, dihedrals, pairs = _topology_tuples(len(atoms), bonds)
@@ -438,6 +458,9 @@ def manifest() -> dict:
                        "flag": term.flag, "note": term.note, "source": _src(term.source), "n_instances": n})
     return {
         "model": "mdbench LiFSI/DMC/TTE frozen model",
+        "model_version": MODEL_VERSION,
+        "charge_level": derived_charges().get("level", "RHF/6-31G*"),
+        "validation": "docs/forcefield.md (mdbench bundle validate-ff; rule fixed before the comparison)",
         "format": "GROMACS topology (itp); units nm, kJ/mol, deg, e, u",
         "defaults": {"nbfunc": 1, "comb_rule": 3, "gen_pairs": "yes", "fudgeLJ": 0.5, "fudgeQQ": 0.5,
                      "source": _src(Source("gromacs:oplsaa.ff/forcefield.itp", 20)),

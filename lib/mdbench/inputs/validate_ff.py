@@ -1,140 +1,434 @@
-"""Validation of the frozen model before freezing: pure-liquid densities at 298.15 K and 1 bar.
+r"""Validation of the model against experiment: pure DMC and pure TTE at 298.15 K and 1 bar.
 
-Targets (``data/sources/reference_values.txt``): pure DMC 1.065 g/cm^3 within 3 %; pure TTE
-1.54 g/cm^3 within 5 % (a second-hand value). Each liquid is packed with packmol, minimised, run
-NVT then NPT (v-rescale 0.1 ps, C-rescale 2 ps, compressibility 4.5e-5 /bar, PME, h-bond
-constraints, dt 2 fs) and the density is averaged over the second half of the NPT run, with a
-standard error from four consecutive blocks:
+For one liquid and one charge set (the frozen one, or a candidate level of theory from
+``data/charge_candidates/``) :func:`run_liquid` runs the study's own protocols
+(``params/protocols``: em, nvt, npt, production) on a packmol box of ``n`` molecules:
 
-.. math:: \\bar\\rho = \\frac{1}{n}\\sum_t \\rho_t, \\qquad
-          \\sigma_{\\bar\\rho} = \\mathrm{std}(\\rho_{b=1..4}) / \\sqrt{4}
+1. **density**: mean over the second half of the NPT run, standard error from four consecutive blocks
+   of that window, :math:`\sigma_{\bar\rho} = \mathrm{std}(\rho_{b=1..4})/\sqrt4`;
+2. **transport** (when ``prod_ps > 0``): NVT production at the mean NPT volume of that window (last NPT
+   frame scaled isotropically, as the study's production does), analysed by the project's analysis
+   (:func:`mdbench.analysis.pipeline.analyze_files`, its ``results.json``): shear viscosity by Green-Kubo
+   with the registered plateau rule, its Einstein-Helfand cross-check, and the self-diffusion coefficient,
+   corrected for the periodic box by Yeh & Hummer (J. Phys. Chem. B 108, 15873 (2004),
+   doi:10.1021/jp0477147) with the run's own Green-Kubo viscosity and box edge:
+
+   .. math:: D_\infty = D_\mathrm{PBC} + \frac{\xi k_B T}{6\pi\eta L},\qquad \xi = 2.837297
+
+   with the 95 % half-width :math:`\delta D_\infty = \sqrt{\delta D^2 + (\Delta_{YH}\,\delta\eta/\eta)^2}`.
+
+:func:`select_level` applies the charge-level rule of ``docs/forcefield.md`` (written before the
+comparison) to the results of every candidate.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import shutil
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from mdbench.build import packing, topology
-from mdbench.errors import MdbenchError
-from mdbench.inputs import units
+from mdbench.analysis.observables import SELF_DIFFUSION, VISCOSITY
+from mdbench.errors import InputError, MdbenchError
+from mdbench.inputs import forcefield, units
 
 log = logging.getLogger(__name__)
 
-TARGETS = {"DMC": (1.065, 0.03), "TTE": (1.54, 0.05)}  # density g/cm^3, relative tolerance
-PACK_DENSITY = {"DMC": 0.95, "TTE": 1.35}
+FROZEN = "frozen"
+#: One-line error when the optional peer estimator is absent.
+STACIE_MISSING = ("validate-ff needs STACIE for its peer viscosity: pip install -e '.[validate]' "
+                  "(or make setup, whose dev extra has it)")
 
-_MDP_COMMON = """cutoff-scheme = Verlet
-pbc = xyz
-coulombtype = PME
-rcoulomb = {rc}
-vdwtype = Cut-off
-rvdw = {rc}
-DispCorr = EnerPres
-"""
-_MDP_EM = "integrator = steep\nemtol = 500\nnsteps = 5000\n" + _MDP_COMMON
-_MDP_MD = """integrator = md
-dt = 0.002
-nsteps = {nsteps}
-nstenergy = 50
-nstcalcenergy = 50
-nstlog = 5000
-continuation = {cont}
-gen-vel = {genvel}
-gen-temp = 298.15
-gen-seed = {seed}
-ld-seed = {seed}
-constraints = h-bonds
-constraint-algorithm = lincs
-tcoupl = v-rescale
-tc-grps = System
-tau-t = 0.1
-ref-t = 298.15
-pcoupl = {pcoupl}
-pcoupltype = isotropic
-tau-p = 2.0
-ref-p = 1.0
-compressibility = 4.5e-5
-""" + _MDP_COMMON
+
+@dataclass(frozen=True)
+class Reference:
+    """An experimental reference value at 298.15 K / 1 bar with its source."""
+
+    value: float
+    unit: str
+    source: str
+    tolerance_rel: float | None = None  # only for the densities, which gate admissibility
+
+
+#: Experimental references (docs/forcefield.md gives the sources in full).
+REFERENCES: dict[str, dict[str, Reference]] = {
+    "DMC": {
+        "density": Reference(1.065, "g/cm^3", "1.063 (Xu, Chem. Rev. 104, 4303 (2004), Table 1) to 1.07 "
+                             "(data/sources/reference_values.txt)", 0.03),
+        VISCOSITY.name: Reference(0.59, "mPa s", "0.59 cP at 25 C, Xu, Chem. Rev. 104, 4303 (2004), Table 1"),
+        SELF_DIFFUSION.name: Reference(2.3e-9, "m^2/s", "1H PFG-NMR band 2.0-2.6e-9 m^2/s (issue #24); midpoint"),
+    },
+    "TTE": {
+        "density": Reference(1.54, "g/cm^3", "1.54 g/mL, second-hand (data/sources/reference_values.txt)", 0.05),
+    },
+}
+PACK_DENSITY = {"DMC": 0.95, "TTE": 1.35}
+DEFAULT_MOLECULES = {"DMC": 100, "TTE": 64}
 
 
 @dataclass
-class DensityResult:
-    """Density of one pure liquid."""
+class LiquidResult:
+    """Validation numbers of one pure liquid with one charge set; uncertainties are 95 % half-widths
+    (density: standard error of four blocks)."""
 
     species: str
+    level: str
     n_molecules: int
     npt_ps: float
-    average_window_ps: tuple[float, float]
+    prod_ps: float
+    density_window_ps: tuple[float, float]
     density_g_cm3: float
     density_sem_g_cm3: float
-    target_g_cm3: float
-    tolerance_rel: float
-    deviation_rel: float
-    passed: bool
-    wall_s: float
+    density_target_g_cm3: float
+    density_tolerance_rel: float
+    density_deviation_rel: float
+    density_passed: bool
+    box_nm: float = float("nan")
+    viscosity_mPa_s: float = float("nan")
+    viscosity_hw95_mPa_s: float = float("nan")
+    viscosity_state: str = ""
+    viscosity_reason: str = ""
+    viscosity_eh_mPa_s: float = float("nan")
+    viscosity_stacie_mPa_s: float = float("nan")
+    viscosity_stacie_hw95_mPa_s: float = float("nan")
+    D_pbc_m2_s: float = float("nan")
+    D_pbc_hw95_m2_s: float = float("nan")
+    D_state: str = ""
+    D_yh_m2_s: float = float("nan")
+    D_yh_hw95_m2_s: float = float("nan")
+    temperature_K: float = float("nan")
+    results_json: str = ""
+    wall_s: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, path: Path) -> "LiquidResult":
+        d = json.loads(Path(path).read_text())
+        d["density_window_ps"] = tuple(d["density_window_ps"])
+        return cls(**{k: (float("nan") if v is None else v) for k, v in d.items()})
+
+    def to_json(self) -> str:
+        d = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()}
+        return json.dumps(d, indent=1) + "\n"
+
+    def relative_error(self, quantity: str) -> tuple[float, float]:
+        """(value/reference - 1, its 95 % half-width) of ``viscosity`` or ``self_diffusion`` (YH)."""
+        ref = REFERENCES[self.species].get(quantity)
+        if ref is None:
+            return float("nan"), float("nan")
+        v, hw = ((self.viscosity_mPa_s, self.viscosity_hw95_mPa_s) if quantity == VISCOSITY.name
+                 else (self.D_yh_m2_s, self.D_yh_hw95_m2_s))
+        return v / ref.value - 1.0, hw / ref.value
 
 
-def _gmx(args: list[str], cwd: Path) -> None:
+def level_slug(level: str) -> str:
+    """Folder/file form of a level label (``RHF/6-31G*`` -> ``RHF_6-31Gs``)."""
+    return level.replace("/", "_").replace("*", "s")
+
+
+def charges_record(level: str) -> dict:
+    """The CHELPG record of ``level`` (``frozen``: the bundle's own)."""
+    return forcefield.derived_charges() if level == FROZEN else forcefield.charge_candidate(level)
+
+
+def record_level(record: dict) -> str:
+    """Level-of-theory label of a charge record (``RHF/6-31G*``)."""
+    if record.get("level"):
+        return record["level"]
+    rec = next(iter(record["species"].values()))
+    return f"{rec['method']}/{rec['basis']}"
+
+
+def _gmx(args: list[str], cwd: Path, name: str) -> None:
     exe = shutil.which("gmx")
     if exe is None:
-        raise MdbenchError("gmx not found on PATH")
+        raise MdbenchError("gmx not found on PATH; run `make setup` (scripts/ensure_tools.sh)")
     proc = subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True)
-    (cwd / f"{args[0]}_{args[args.index('-deffnm') + 1] if '-deffnm' in args else 'grompp'}.log").write_text(
-        proc.stdout + proc.stderr)
+    (cwd / f"{name}.console.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
-        raise MdbenchError(f"gmx {' '.join(args)} failed in {cwd}:\n{proc.stderr[-2000:]}")
+        raise MdbenchError(f"gmx {' '.join(args[:1])} failed in {cwd} (see {name}.console.log):\n"
+                           f"{proc.stderr[-1500:]}")
 
 
-def run_density(species: str, out_dir: Path, n_molecules: int = 150, nvt_ps: float = 20.0, npt_ps: float = 200.0,
-                threads: int = 2, seed: int = 2026, cutoff_nm: float = 1.0) -> DensityResult:
-    """Pack, minimise, equilibrate and measure the density of pure ``species`` (``DMC`` or ``TTE``)."""
+def protocol_segment(wd: Path, stage: str, protocol: str, start: str, *, length_ps: float | None = None,
+                     seed: int = 2026, threads: int = 1, checkpoint: str | None = None,
+                     energy_interval_ps: float | None = None, xtc_interval_ps: float | None = None) -> float:
+    """grompp + mdrun of one segment in ``wd`` with the study's protocol ``params/protocols/<protocol>.yaml``.
+
+    ``wd`` holds ``topol.top`` and ``start``; outputs are ``<stage>.*``. Skipped (returns 0) when
+    ``<stage>.gro`` exists, so an interrupted series of segments resumes. Returns the wall time [s].
+    """
+    from mdbench.engine.protocols import Timing, load_protocol, write_mdp
+
+    wd = Path(wd)
+    if (wd / f"{stage}.gro").is_file():
+        return 0.0
+    t0 = time.monotonic()
+    prot = load_protocol(protocol)
+    tm = Timing(**asdict(prot.timing))
+    for name, value in (("length_ps", length_ps), ("energy_interval_ps", energy_interval_ps),
+                        ("xtc_interval_ps", xtc_interval_ps)):
+        if value is not None:
+            setattr(tm, name, float(value))
+    tm.log_interval_ps = min(tm.log_interval_ps, max(tm.energy_interval_ps, tm.length_ps or tm.log_interval_ps))
+    write_mdp(prot, wd / f"{stage}.mdp", timing=tm if protocol != "em" else None, seed=seed)
+    _gmx(["grompp", "-f", f"{stage}.mdp", "-c", start, "-p", "topol.top", "-o", f"{stage}.tpr", "-maxwarn", "0"]
+         + (["-t", checkpoint] if checkpoint else []), wd, f"{stage}.grompp")
+    _gmx(["mdrun", "-deffnm", stage, "-nt", str(threads), "-pin", "off"], wd, f"{stage}.mdrun")
+    return round(time.monotonic() - t0, 1)
+
+
+def scale_to_volume(wd: Path, source: str, target: str, volume_nm3: float) -> float:
+    """Scale the coordinates and box of ``source`` isotropically to ``volume_nm3`` (``gmx editconf -scale``),
+    as the study's NVT production does; returns the scale factor."""
+    from mdbench.build import topology
+
+    box = topology.read_gro(Path(wd) / source)[3]
+    s = (volume_nm3 / float(np.prod(box))) ** (1.0 / 3.0)
+    _gmx(["editconf", "-f", source, "-o", target, "-scale", *(f"{s:.8f}",) * 3], Path(wd), f"{target}.editconf")
+    return s
+
+
+def _density(edr: Path) -> tuple[float, float, tuple[float, float], float]:
+    """Mean density [g/cm^3] of the second half, its 4-block standard error, the window, mean volume."""
     import pyedr
 
-    t0 = time.time()
-    wd = Path(out_dir) / species
+    e = pyedr.edr_to_dict(str(edr))
+    t, rho, vol = np.asarray(e["Time"]), np.asarray(e["Density"]) / 1000.0, np.asarray(e["Volume"])
+    sel = t >= t[0] + (t[-1] - t[0]) / 2
+    blocks = [b.mean() for b in np.array_split(rho[sel], 4)]
+    return (float(rho[sel].mean()), float(np.std(blocks, ddof=1) / 2.0), (float(t[sel][0]), float(t[-1])),
+            float(vol[sel].mean()))
+
+
+def stacie_viscosity(edr: Path, volume_nm3: float) -> tuple[float, float]:
+    """Shear viscosity [mPa s] and its 1-sigma from STACIE (a peer estimator: the ``validate`` extra,
+    ``pip install -e '.[validate]'``; also in ``dev``).
+
+    STACIE (Toraman et al., J. Chem. Theory Comput. 2025, doi:10.1021/acs.jctc.5c00496) fits
+    ``ExpPolyModel([0, 1, 2])`` to the low-frequency power spectrum of the five independent anisotropic
+    stress components (Pxy, Pxz, Pyz, (Pxx-Pyy)/2, (2Pzz-Pxx-Pyy)/(2 sqrt 3), off-diagonals symmetrised)
+    with prefactor V/(k_B T): its zero-frequency limit is eta. Reported beside the registered Green-Kubo
+    value because the plateau rule stops early in carbonate liquids (docs/validation.md, section 2).
+    """
+    import pyedr
+
+    try:
+        from stacie import ExpPolyModel, compute_spectrum, estimate_acint
+    except ImportError as exc:
+        raise MdbenchError(STACIE_MISSING) from exc
+    from mdbench.analysis.units import BAR_PA, KB_J_PER_K, NM3_M3
+
+    e = pyedr.edr_to_dict(str(edr))
+    p = {k: np.asarray(e[f"Pres-{k}"]) * BAR_PA for k in ("XX", "YY", "ZZ", "XY", "XZ", "YZ", "YX", "ZX", "ZY")}
+    comps = np.array([(p["XY"] + p["YX"]) / 2, (p["XZ"] + p["ZX"]) / 2, (p["YZ"] + p["ZY"]) / 2,
+                      (p["XX"] - p["YY"]) / 2, (2 * p["ZZ"] - p["XX"] - p["YY"]) / (2 * math.sqrt(3))])
+    comps -= comps.mean(axis=1, keepdims=True)
+    temperature = float(np.mean(e["Temperature"]))
+    dt_s = float(np.median(np.diff(e["Time"]))) * 1e-12
+    spectrum = compute_spectrum(comps, prefactors=volume_nm3 * NM3_M3 / (KB_J_PER_K * temperature), timestep=dt_s)
+    result = estimate_acint(spectrum, ExpPolyModel([0, 1, 2]), rng=np.random.default_rng(7))
+    return float(result.acint) * 1e3, float(result.acint_std) * 1e3
+
+
+def _num(x: Any) -> float:
+    """JSON number or null -> float (nan)."""
+    return float("nan") if x is None else float(x)
+
+
+def _observable(doc: dict, name: str) -> dict:
+    ob = doc.get("observables", {}).get(name)
+    if ob is None:
+        raise InputError(f"results.json has no observable {name!r}; the analysis interface changed",
+                         doc.get("source", {}).get("edr", {}).get("path", "results.json"))
+    return ob
+
+
+def run_liquid(species: str, out_dir: Path, *, level: str = FROZEN, n_molecules: int | None = None,
+               nvt_ps: float = 20.0, npt_ps: float = 200.0, prod_ps: float = 0.0, threads: int = 1,
+               seed: int = 2026, guard_ps: float | None = None) -> LiquidResult:
+    """Density (and, with ``prod_ps > 0``, viscosity and self-diffusion) of pure ``species``.
+
+    Work folder ``out_dir/<level>/<species>/``; a rerun skips finished segments. The result is also
+    written to ``validation.json`` there.
+    """
+    if species not in REFERENCES:
+        raise InputError(f"species must be DMC or TTE, got {species!r}")
+    n = int(n_molecules or DEFAULT_MOLECULES[species])
+    record = charges_record(level)
+    level = record_level(record)
+    wd = Path(out_dir) / level_slug(level) / species
     wd.mkdir(parents=True, exist_ok=True)
-    counts = {"Li": 0, "FSI": 0, "DMC": 0, "TTE": 0, species: n_molecules}
+    from mdbench.build import packing, topology
     from mdbench.inputs.cases import case_mass_u
 
-    box = units.cubic_box_nm(case_mass_u(counts), PACK_DENSITY[species])
-    xyz = packing.read_packed_pdb(packing.run_packmol(wd, counts, box, seed, PACK_DENSITY[species]))
-    topology.write_gro(wd / "conf.gro", f"pure {species}", counts, xyz, box)
-    topology.copy_forcefield(wd)
-    (wd / "topol.top").write_text(topology.topology_text(f"pure {species}", counts))
-    (wd / "em.mdp").write_text(_MDP_EM.format(rc=cutoff_nm))
-    (wd / "nvt.mdp").write_text(_MDP_MD.format(nsteps=int(nvt_ps / 0.002), cont="no", genvel="yes", seed=seed,
-                                               pcoupl="no", rc=cutoff_nm))
-    (wd / "npt.mdp").write_text(_MDP_MD.format(nsteps=int(npt_ps / 0.002), cont="yes", genvel="no", seed=seed,
-                                               pcoupl="C-rescale", rc=cutoff_nm))
-    nt = ["-nt", str(threads)]
-    prev = "conf.gro"
-    for stage in ("em", "nvt", "npt"):
-        _gmx(["grompp", "-f", f"{stage}.mdp", "-c", prev, "-p", "topol.top", "-o", f"{stage}.tpr"]
-             + (["-t", "nvt.cpt"] if stage == "npt" else []), wd)
-        _gmx(["mdrun", "-deffnm", stage, *nt], wd)
-        prev = f"{stage}.gro"
-    edr = pyedr.edr_to_dict(str(wd / "npt.edr"))
-    t, rho = np.asarray(edr["Time"]), np.asarray(edr["Density"]) / 1000.0
-    sel = t >= t[-1] / 2
-    blocks = np.array_split(rho[sel], 4)
-    mean = float(rho[sel].mean())
-    sem = float(np.std([b.mean() for b in blocks], ddof=1) / 2.0)
-    target, tol = TARGETS[species]
-    dev = (mean - target) / target
-    res = DensityResult(species, n_molecules, npt_ps, (float(t[sel][0]), float(t[-1])), round(mean, 4),
-                        round(sem, 4), target, tol, round(dev, 4), abs(dev) <= tol, round(time.time() - t0, 1))
-    (wd / "density.json").write_text(json.dumps(asdict(res), indent=1) + "\n")
+    counts = {"Li": 0, "FSI": 0, "DMC": 0, "TTE": 0, species: n}
+    wall: dict[str, float] = {}
+    if not (wd / "conf.gro").is_file():
+        box = units.cubic_box_nm(case_mass_u(counts), PACK_DENSITY[species])
+        xyz = packing.read_packed_pdb(packing.run_packmol(wd, counts, box, seed, PACK_DENSITY[species]))
+        topology.copy_forcefield(wd)
+        (wd / f"{forcefield.MOLNAME[species]}.itp").write_text(forcefield.molecule_itp(species, record))
+        (wd / "topol.top").write_text(topology.topology_text(f"pure {species} ({level} charges)", counts))
+        topology.write_gro(wd / "conf.gro", f"pure {species}", counts, xyz, box)
+    wall["em"] = protocol_segment(wd, "em", "em", "conf.gro", seed=seed, threads=threads)
+    wall["nvt"] = protocol_segment(wd, "nvt", "nvt", "em.gro", length_ps=nvt_ps, seed=seed, threads=threads)
+    wall["npt"] = protocol_segment(wd, "npt", "npt", "nvt.gro", length_ps=npt_ps, seed=seed, threads=threads,
+                                   checkpoint="nvt.cpt")
+    rho, sem, window, v_mean = _density(wd / "npt.edr")
+    ref = REFERENCES[species]["density"]
+    dev = (rho - ref.value) / ref.value
+    res = LiquidResult(species, level, n, float(npt_ps), float(prod_ps), window, round(rho, 4), round(sem, 4),
+                       ref.value, float(ref.tolerance_rel), round(dev, 4), abs(dev) <= ref.tolerance_rel)
+    if prod_ps > 0:
+        res = _transport(res, wd, v_mean, prod_ps, seed, threads, wall, guard_ps)
+    previous = wd / "validation.json"
+    if previous.is_file():  # a rerun skips finished segments: keep the wall time they took then
+        old = json.loads(previous.read_text()).get("wall_s", {})
+        wall = {k: (v if v or not old.get(k) else old[k]) for k, v in wall.items()}
+    res.wall_s = wall
+    previous.write_text(res.to_json())
     return res
 
 
-def validate_forcefield(out_dir: Path, species: tuple[str, ...] = ("DMC", "TTE"), **kwargs) -> list[DensityResult]:
-    """Run :func:`run_density` for each liquid; results also in ``out_dir/<SPECIES>/density.json``."""
-    return [run_density(sp, out_dir, **kwargs) for sp in species]
+def _transport(res: LiquidResult, wd: Path, v_mean: float, prod_ps: float, seed: int, threads: int,
+               wall: dict[str, float], guard_ps: float | None) -> LiquidResult:
+    from mdbench.analysis.diffusion import yeh_hummer_correction
+    from mdbench.analysis.pipeline import analyze_files
+    if not (wd / "prod_start.gro").is_file():
+        scale_to_volume(wd, "npt.gro", "prod_start.gro", v_mean)
+    wall["prod"] = protocol_segment(wd, "prod", "production", "prod_start.gro", length_ps=prod_ps, seed=seed + 1,
+                                    threads=threads)
+    t0 = time.monotonic()
+    guard = float(guard_ps if guard_ps is not None else min(20.0, prod_ps / 10.0))
+    doc = analyze_files(wd / "prod.tpr", wd / "prod.xtc", wd / "prod.edr", wd / "analysis", guard_ps=guard,
+                        case=f"pure-{res.species}", workers=1)
+    wall["analysis"] = round(time.monotonic() - t0, 1)
+    visc = _observable(doc, VISCOSITY.name)
+    dif = _observable(doc, SELF_DIFFUSION.key(res.species))
+    eta, eta_hw = _num(visc["value"]), _num(visc["uncertainty"]["half_width_95"])
+    D, D_hw = _num(dif["value"]), _num(dif["uncertainty"]["half_width_95"])
+    T = float(doc["temperature_K"])
+    L = float(doc["system"]["mean_volume_nm3"]) ** (1.0 / 3.0)
+    if eta > 0 and math.isfinite(D):
+        D_yh = yeh_hummer_correction(D, T, eta, L)
+        corr = D_yh - D
+        D_yh_hw = math.hypot(D_hw, corr * eta_hw / eta)
+    else:
+        D_yh = D_yh_hw = float("nan")
+    res.box_nm = round(L, 4)
+    res.viscosity_mPa_s, res.viscosity_hw95_mPa_s = eta, eta_hw
+    res.viscosity_state, res.viscosity_reason = visc["state"], visc["reason"]
+    res.viscosity_eh_mPa_s = _num(visc["diagnostics"].get("einstein_helfand_mPa_s"))
+    eta_s, sd_s = stacie_viscosity(wd / "prod.edr", L ** 3)
+    res.viscosity_stacie_mPa_s, res.viscosity_stacie_hw95_mPa_s = eta_s, 1.96 * sd_s
+    res.D_pbc_m2_s, res.D_pbc_hw95_m2_s, res.D_state = D, D_hw, dif["state"]
+    res.D_yh_m2_s, res.D_yh_hw95_m2_s = D_yh, D_yh_hw
+    res.temperature_K = T
+    res.results_json = str(wd / "analysis" / "results.json")
+    return res
+
+
+@dataclass
+class Selection:
+    """Outcome of the charge-level rule (docs/forcefield.md)."""
+
+    chosen: str
+    admissible: list[str]
+    transport_error: dict[str, tuple[float, float]]  # level -> (E, 95 % half-width)
+    reason: str
+
+
+def combined_transport_error(dmc: LiquidResult) -> tuple[float, float]:
+    """E = sqrt(e_eta^2 + e_D^2) of pure DMC and its propagated 95 % half-width."""
+    e_eta, h_eta = dmc.relative_error(VISCOSITY.name)
+    e_D, h_D = dmc.relative_error(SELF_DIFFUSION.name)
+    E = math.hypot(e_eta, e_D)
+    if not math.isfinite(E) or E == 0:
+        return E, float("nan")
+    return E, math.hypot(e_eta * h_eta, e_D * h_D) / E
+
+
+def select_level(results: dict[str, dict[str, LiquidResult]]) -> Selection:
+    """Apply the registered rule to ``{level: {"DMC": result, "TTE": result}}``.
+
+    1. admissible: DMC and TTE densities within their tolerances (a candidate lacking either result is not);
+    2. smallest combined DMC transport
+    error E; 3. if the two best differ by less than the 95 % half-width of the difference, the smaller
+    |DMC density deviation| decides; 4. no admissible level: smallest |DMC density deviation|.
+    """
+    results = {lv: r for lv, r in results.items() if "DMC" in r}
+    if not results:
+        raise InputError("no candidate with a pure-DMC result to select from")
+    dens = {lv: abs(r["DMC"].density_deviation_rel) for lv, r in results.items()}
+    # a candidate without its TTE result cannot be shown admissible
+    adm = [lv for lv, r in results.items() if r["DMC"].density_passed and "TTE" in r and r["TTE"].density_passed]
+    errs = {lv: combined_transport_error(results[lv]["DMC"]) for lv in results}
+    if not adm:
+        best = min(dens, key=dens.get)
+        return Selection(best, [], errs, f"no candidate meets both density tolerances; {best} has the smallest "
+                         f"DMC density deviation ({results[best]['DMC'].density_deviation_rel:+.1%})")
+    if len(adm) == 1:
+        return Selection(adm[0], adm, errs, f"{adm[0]} is the only candidate within both density tolerances")
+    ranked = sorted(adm, key=lambda lv: (not math.isfinite(errs[lv][0]), errs[lv][0]))
+    a, b = ranked[0], ranked[1]
+    (ea, ha), (eb, hb) = errs[a], errs[b]
+    if not math.isfinite(ea):
+        best = min(adm, key=dens.get)
+        return Selection(best, adm, errs, f"no transport error available; {best} has the smallest DMC density "
+                         "deviation among the admissible candidates")
+    diff_hw = math.hypot(ha, hb) if math.isfinite(hb) else float("inf")
+    if math.isfinite(eb) and eb - ea <= diff_hw:
+        best = min((a, b), key=dens.get)
+        return Selection(best, adm, errs, f"transport does not resolve {a} (E = {ea:.2f} +- {ha:.2f}) and {b} "
+                         f"(E = {eb:.2f} +- {hb:.2f}); {best} has the smaller DMC density deviation")
+    return Selection(a, adm, errs, f"{a} has the smallest combined DMC transport error among the admissible "
+                     f"candidates (E = {ea:.2f} +- {ha:.2f}; next {b}: {eb:.2f} +- {hb:.2f})")
+
+
+def _pm(v: float, hw: float, scale: float = 1.0, fmt: str = ".3f") -> str:
+    if not math.isfinite(v):
+        return "-"
+    return f"{v * scale:{fmt}} +- {hw * scale:{fmt}}" if math.isfinite(hw) else f"{v * scale:{fmt}}"
+
+
+def markdown_table(results: dict[str, dict[str, LiquidResult]]) -> str:
+    """One row per candidate and liquid: density, eta (GK, EH), D (PBC, Yeh-Hummer), errors, wall times."""
+    rows = ["| level | liquid | N | NPT / prod [ps] | density [g/cm^3] | dev. | eta GK [mPa s] | eta EH [mPa s] "
+            "| eta STACIE [mPa s] | D PBC [1e-9 m^2/s] | D YH [1e-9 m^2/s] | e_eta | e_D | wall [s] |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for lv in sorted(results):
+        for sp in ("DMC", "TTE"):
+            r = results[lv].get(sp)
+            if r is None:
+                continue
+            e_eta, e_D = r.relative_error(VISCOSITY.name)[0], r.relative_error(SELF_DIFFUSION.name)[0]
+            rows.append(
+                f"| {lv} | {sp} | {r.n_molecules} | {r.npt_ps:g} / {r.prod_ps:g} | "
+                f"{_pm(r.density_g_cm3, r.density_sem_g_cm3, fmt='.4f')} | {r.density_deviation_rel:+.1%} | "
+                f"{_pm(r.viscosity_mPa_s, r.viscosity_hw95_mPa_s, fmt='.2f')} | "
+                f"{_pm(r.viscosity_eh_mPa_s, float('nan'), fmt='.2f')} | "
+                f"{_pm(r.viscosity_stacie_mPa_s, r.viscosity_stacie_hw95_mPa_s, fmt='.2f')} | "
+                f"{_pm(r.D_pbc_m2_s, r.D_pbc_hw95_m2_s, 1e9, '.2f')} | {_pm(r.D_yh_m2_s, r.D_yh_hw95_m2_s, 1e9, '.2f')} | "
+                f"{e_eta:+.0%} | {e_D:+.0%} | {sum(r.wall_s.values()):.0f} |".replace("+nan%", "-"))
+    return "\n".join(rows) + "\n"
+
+
+def collect(out_dir: Path) -> dict[str, dict[str, LiquidResult]]:
+    """Every ``<level>/<species>/validation.json`` under ``out_dir``, keyed by level and species."""
+    out: dict[str, dict[str, LiquidResult]] = {}
+    for path in sorted(Path(out_dir).glob("*/*/validation.json")):
+        r = LiquidResult.from_json(path)
+        out.setdefault(r.level, {})[r.species] = r
+    return out
+
+
+def validate_forcefield(out_dir: Path, species: tuple[str, ...] = ("DMC", "TTE"), **kwargs: Any) -> list[LiquidResult]:
+    """Run :func:`run_liquid` for each liquid."""
+    return [run_liquid(sp, out_dir, **kwargs) for sp in species]

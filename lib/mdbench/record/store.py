@@ -46,7 +46,7 @@ TERMINAL = "episode_terminal.json"
 ATTEMPT_STATUSES = ("reserved", "completed", "failed", "interrupted", "discarded")
 ATTEMPT_RELATIONS = ("continuation", "extension", "branch", "restart")
 STAGE_STATE_VALUES = ("valid", "invalid", "running", "not_reached", "invalid_upstream")
-#: Observable states: the one definition in mdbench.analysis.states (not_estimable included).
+#: The observable states (one definition: mdbench.analysis.states, a module without heavy imports).
 OBSERVABLE_STATE_VALUES = OBSERVABLE_STATES
 CLAIMED_OUTCOMES = ("clean_valid", "recovered_valid", "partial", "candidate_failure", "infrastructure_blocked")
 

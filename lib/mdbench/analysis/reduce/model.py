@@ -31,6 +31,22 @@ class Channel:
     atom_indices: np.ndarray
 
 
+def species_charges_e(mol_species: np.ndarray, mol_charge_e: np.ndarray, species: list[str],
+                      neutral_tolerance_e: float) -> dict[str, float]:
+    """Net charge per molecule of each species [e]; a species whose |q| is below ``neutral_tolerance_e``
+    is neutral (exactly 0).
+
+    The one place species charges are formed: a neutral solvent whose partial charges were rounded to a
+    few decimals (float32 in the tpr) sums to ±1e-8 e, and a sign test on that noise would make DMC a
+    second cation. Every estimator reads the charges from here (:attr:`ReducedTrajectory.species_charge_e`).
+    """
+    out: dict[str, float] = {}
+    for sp in species:
+        q = float(np.mean(mol_charge_e[mol_species == sp]))
+        out[sp] = 0.0 if abs(q) < neutral_tolerance_e else q
+    return out
+
+
 @dataclass
 class ReducedTrajectory:
     """What the estimators need from a trajectory, in GROMACS units and float64.
@@ -54,6 +70,9 @@ class ReducedTrajectory:
         Mass [amu] and net charge [e] of each molecule (charges as in the topology, e.g. scaled ±0.72).
     species : list of str
         Species in order of first appearance.
+    species_charge_e : dict[str, float]
+        Net charge per molecule of each species [e], |q| below the registered neutral tolerance set to 0
+        (:func:`species_charges_e`; the charges every estimator uses).
     centre_species : list of str
         Species whose atoms are the centres of the neighbour data (cations).
     centre_mol : ndarray (C,)
@@ -87,6 +106,7 @@ class ReducedTrajectory:
     mol_mass_amu: np.ndarray
     mol_charge_e: np.ndarray
     species: list[str]
+    species_charge_e: dict[str, float]
     centre_species: list[str]
     centre_mol: np.ndarray
     channels: list[Channel]
@@ -102,6 +122,18 @@ class ReducedTrajectory:
     def n_frames(self) -> int:
         """Number of frames F."""
         return int(self.time_ps.shape[0])
+
+    def ions(self) -> list[str]:
+        """Charged species (cations and anions), in order of first appearance."""
+        return [sp for sp in self.species if self.species_charge_e[sp] != 0.0]
+
+    def anions(self) -> list[str]:
+        """Species with a negative net charge."""
+        return [sp for sp in self.species if self.species_charge_e[sp] < 0.0]
+
+    def neutral_species(self) -> list[str]:
+        """Species whose net charge is zero within the registered tolerance."""
+        return [sp for sp in self.species if self.species_charge_e[sp] == 0.0]
 
     def species_mask(self, species: str) -> np.ndarray:
         """Boolean mask over molecules of one species."""
@@ -152,7 +184,7 @@ class ReducedTrajectory:
             time_ps=self.time_ps[idx], box_nm=self.box_nm[idx], volume_nm3=self.volume_nm3[idx],
             com_nm=self.com_nm[idx], system_com_nm=self.system_com_nm[idx], mol_species=self.mol_species,
             mol_mass_amu=self.mol_mass_amu, mol_charge_e=self.mol_charge_e, species=self.species,
-            centre_species=self.centre_species, centre_mol=self.centre_mol, channels=self.channels,
+            species_charge_e=self.species_charge_e, centre_species=self.centre_species, centre_mol=self.centre_mol, channels=self.channels,
             rdf_edges_nm=self.rdf_edges_nm, rdf_counts={k: v[idx] for k, v in self.rdf_counts.items()},
             rdf_n_pairs=self.rdf_n_pairs, contacts=contacts,
             r_store_nm=self.r_store_nm, source=dict(self.source, subset=[int(idx[0]), int(idx[-1]) + 1],

@@ -11,7 +11,7 @@ import numpy as np
 from mdbench.analysis.concurrency import can_fork, run_forked_ranges, shared_zeros
 from mdbench.analysis.reduce.boxes import A_TO_NM, box_matrix_nm
 from mdbench.analysis.reduce.frames import CHUNK_ATOM_FRAMES, CHUNK_MIN_FRAMES, FramePass
-from mdbench.analysis.reduce.model import ReducedTrajectory
+from mdbench.analysis.reduce.model import ReducedTrajectory, species_charges_e
 from mdbench.analysis.reduce.molecules import Topology
 from mdbench.analysis.reduce.pairs import BRUTE_FORCE_MAX_PAIRS
 from mdbench.analysis.reduce.sites import classify_sites
@@ -40,7 +40,8 @@ def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax
                     rdf_bin_nm: float = 0.005, r_store_nm: float = 0.6, start: int | None = None,
                     stop: int | None = None, step: int | None = None, structure_max_frames: int | None = None,
                     verbose: bool = False, source: dict[str, Any] | None = None,
-                    workers: int | None = None) -> ReducedTrajectory:
+                    workers: int | None = None, neutral_charge_tolerance_e: float | None = None
+                    ) -> ReducedTrajectory:
     """Reduce an MDAnalysis Universe in one pass (see the module docstring for the algorithm).
 
     Frames are read in chunks of at most :data:`CHUNK_ATOM_FRAMES` atom-frames and each chunk is reduced
@@ -53,6 +54,9 @@ def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax
     centre_species : list of str, optional
         Species whose atoms are centres of the RDF/contact data. Default: every species whose molecules
         carry a positive net charge (the cations, e.g. ``LI``).
+    neutral_charge_tolerance_e : float, optional
+        A species whose net molecular charge is below this in magnitude is neutral (see
+        :func:`~mdbench.analysis.reduce.model.species_charges_e`). None: the registered setting.
     rdf_rmax_nm : float
         Upper edge of the RDF histograms [nm]; clipped to half the smallest box width of the first frame.
     rdf_bin_nm : float
@@ -111,8 +115,13 @@ def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax
     resnames = np.asarray(atoms.resnames)
     mol_species = resnames[first_atom].astype(str)
     species = list(dict.fromkeys(mol_species.tolist()))
+    if neutral_charge_tolerance_e is None:
+        from mdbench.analysis.settings import AnalysisSettings
+
+        neutral_charge_tolerance_e = AnalysisSettings().neutral_charge_tolerance_e
+    species_charge = species_charges_e(mol_species, mol_charge, species, float(neutral_charge_tolerance_e))
     if centre_species is None:
-        centre_species = [sp for sp in species if np.mean(mol_charge[mol_species == sp]) > 0.05]
+        centre_species = [sp for sp in species if species_charge[sp] > 0.0]
     centre_atoms = np.flatnonzero(np.isin(mol_species[mol_of_atom], centre_species))
     centre_mol = mol_of_atom[centre_atoms]
     channels = classify_sites(u, mol_of_atom, mol_species, mol_charge, centre_species)
@@ -211,7 +220,7 @@ def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax
     return ReducedTrajectory(
         time_ps=time_ps, box_nm=box_nm, volume_nm3=volume, com_nm=com, system_com_nm=system_com,
         mol_species=mol_species, mol_mass_amu=mol_mass, mol_charge_e=mol_charge, species=species,
-        centre_species=list(centre_species), centre_mol=centre_mol, channels=channels, rdf_edges_nm=edges,
+        species_charge_e=species_charge, centre_species=list(centre_species), centre_mol=centre_mol, channels=channels, rdf_edges_nm=edges,
         rdf_counts=rdf_counts, rdf_n_pairs=rdf_npairs, contacts=contacts, r_store_nm=r_store,
         source=src,
     )

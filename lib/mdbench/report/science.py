@@ -1,0 +1,217 @@
+"""The science of an audited run for the report: per-case results, the cross-system comparison, evidence figures.
+
+Reads ``<run_dir>/analysis/<case>/results.json`` of each audited run (the reference pipeline's output).
+Everything here is data (pandas tables, PNG bytes); escaping for HTML happens in :mod:`mdbench.report.tables`.
+A run directory may be hostile: values that are not numbers are shown as text, figures are read only when
+they are PNG files inside the case's analysis folder, and nothing here executes run-provided content.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from mdbench.analysis.observables import (ASSOCIATION, BLOCK_BARS_FIGURE, CONDUCTIVITY, COORDINATION, RDF,
+                                          SELF_DIFFUSION, SELF_DIFFUSION_YH, TRANSFERENCE, VISCOSITY, get)
+
+#: Evidence figures of results.json and the results each one supports (report order).
+EVIDENCE_FIGURES: tuple[tuple[str, str], ...] = (
+    (RDF.figure, "RDF g(r) of each Li-site channel with the registered first minimum (coordination cutoff)"),
+    (SELF_DIFFUSION.figure, "MSD per species with the local exponent beta and the fit window (self-diffusion)"),
+    (VISCOSITY.figure, "Green-Kubo running integral with its plateau window (viscosity)"),
+    (ASSOCIATION.figure, "cation-anion cluster sizes (CIP/SSIP/AGG)"),
+    (BLOCK_BARS_FIGURE, "block values with the whole-interval 95 % interval"),
+)
+_PNG = b"\x89PNG\r\n\x1a\n"
+#: The t+ shown across systems (convention and frame stated in the label).
+T_PLUS_SHOWN = "barycentric/unweighted_L"
+
+
+@dataclass
+class CaseResults:
+    """One case's results.json, with where it came from."""
+
+    run: str
+    case: str
+    folder: Path
+    doc: dict[str, Any]
+
+    @property
+    def observables(self) -> dict[str, Any]:
+        obs = self.doc.get("observables")
+        return obs if isinstance(obs, dict) else {}
+
+
+def load_case_results(run_dir: str | Path, label: str | None = None) -> list[CaseResults]:
+    """Every ``analysis/<case>/results.json`` of a run directory (unreadable ones are skipped)."""
+    root = Path(run_dir) / "analysis"
+    out = []
+    if not root.is_dir():
+        return out
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()):
+        f = folder / "results.json"
+        if not f.is_file() or f.is_symlink():
+            continue
+        try:
+            doc = json.loads(f.read_text(encoding="utf-8"))
+        except (ValueError, OSError, UnicodeDecodeError):
+            continue
+        if isinstance(doc, dict):
+            out.append(CaseResults(label or Path(run_dir).name, folder.name, folder, doc))
+    return out
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    return float(x) if math.isfinite(float(x)) else None
+
+
+def value_text(entry: Any) -> str:
+    """``value ± half-width`` (3 significant digits), ``withheld`` for not_estimable, ``–`` when absent."""
+    if not isinstance(entry, dict):
+        return "–"
+    if entry.get("state") == "not_estimable":
+        return "withheld"
+    v = _num(entry.get("value"))
+    if v is None:
+        return "–" if entry.get("value") is None else str(entry.get("value"))[:40]
+    unc = entry.get("uncertainty") if isinstance(entry.get("uncertainty"), dict) else {}
+    hw = _num(unc.get("half_width_95"))
+    return f"{v:.3g}" if hw is None else f"{v:.3g} ± {hw:.2g}"
+
+
+def results_table(case: CaseResults) -> pd.DataFrame:
+    """Every result of one case: value ± 95 % half-width, unit, state and reason."""
+    rows = []
+    for name, e in case.observables.items():
+        if not isinstance(e, dict):
+            continue
+        rows.append({"result": str(name), "value ± 95 % CI": value_text(e), "unit": str(e.get("unit") or ""),
+                     "state": str(e.get("state") or ""), "reason": str(e.get("reason") or "")[:300]})
+    return pd.DataFrame(rows, columns=["result", "value ± 95 % CI", "unit", "state", "reason"])
+
+
+def _cell(e: Any) -> str:
+    return "–" if not isinstance(e, dict) else f"{value_text(e)} ({e.get('state', '?')})"
+
+
+def cross_system(cases: list[CaseResults]) -> pd.DataFrame:
+    """The comparison an electrolyte expert reads first: one row per quantity, one column per case.
+
+    Li+-O CN per channel (first minimum), CIP/SSIP/AGG per anion, D per species (uncorrected and
+    Yeh-Hummer), eta, sigma beside sigma_NE (labelled Nernst-Einstein) and the ionicity, t+ with its convention.
+    """
+    names: list[tuple[str, str]] = []
+    seen: set[str] = set()
+
+    def want(name: str, label: str) -> None:
+        if name not in seen:
+            seen.add(name)
+            names.append((name, label))
+
+    for c in cases:
+        for name in c.observables:
+            if not isinstance(name, str):
+                continue
+            fam = _family(name)
+            if fam is COORDINATION and name.endswith("@first_min"):
+                want(name, f"Li+ CN {_member(name).removesuffix('@first_min')} (first minimum) [molecules]")
+            elif fam is ASSOCIATION and not name.endswith("largest_cluster_fraction"):
+                want(name, f"{_member(name)} fraction of anions")
+            elif fam is SELF_DIFFUSION:
+                want(name, f"D {_member(name)} (PBC) [m^2/s]")
+            elif fam is SELF_DIFFUSION_YH:
+                want(name, f"D {_member(name)} (Yeh-Hummer corrected) [m^2/s]")
+    order = [(VISCOSITY.key(), "eta (Green-Kubo) [mPa s]"),
+             (CONDUCTIVITY.key("sigma"), "sigma (with cross-correlations) [S/m]"),
+             (CONDUCTIVITY.key("sigma_NE"), "sigma_NE (Nernst-Einstein, labelled; no correlations) [S/m]"),
+             (CONDUCTIVITY.key("ionicity"), "ionicity sigma/sigma_NE"),
+             (TRANSFERENCE.key(*T_PLUS_SHOWN.split("/")),
+              "t+ (barycentric frame, sum_j z+ z_j L+j / sum_ij z_i z_j L_ij)")]
+    rows = []
+    for name, label in sorted(names, key=lambda nl: (_rank(nl[0]), nl[0])) + order:
+        row = {"quantity": label}
+        for c in cases:
+            row[f"{c.case}" if len({x.run for x in cases}) == 1 else f"{c.run}/{c.case}"] = _cell(c.observables.get(name))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _member(name: str) -> str:
+    """The qualifier of a result name (``self_diffusion/LI`` → ``LI``; a bare family name → itself)."""
+    return name.split("/", 1)[1] if "/" in name else name
+
+
+def _family(name: str):
+    try:
+        return get(name)
+    except KeyError:
+        return None
+
+
+def _rank(name: str) -> int:
+    fam = _family(name)
+    return {COORDINATION.name: 0, ASSOCIATION.name: 1, SELF_DIFFUSION.name: 2, SELF_DIFFUSION_YH.name: 3}.get(
+        fam.name if fam else "", 9)
+
+
+def evidence_figures(case: CaseResults) -> list[tuple[str, bytes]]:
+    """(caption, PNG bytes) of the registered evidence figures of one case, in report order.
+
+    Only plain PNG files inside the case's own analysis folder are read (no links, no paths outside it).
+    """
+    figs = case.doc.get("figures") if isinstance(case.doc.get("figures"), dict) else {}
+    out = []
+    base = case.folder.resolve()
+    for key, caption in EVIDENCE_FIGURES:
+        rel = figs.get(key)
+        if not isinstance(rel, str):
+            continue
+        p = (case.folder / rel)
+        try:
+            real = p.resolve()
+            if p.is_symlink() or base not in real.parents or not real.is_file() or real.stat().st_size > 20_000_000:
+                continue
+            data = real.read_bytes()
+        except OSError:
+            continue
+        if data.startswith(_PNG):
+            out.append((caption, data))
+    return out
+
+
+def show_science(run_dirs: list[tuple[str, str | Path]]) -> int:
+    """Display (in a notebook) the science of each ``(label, run_dir)``: the cross-system comparison, then per
+    case the results table and the evidence figures under it. Returns the number of cases shown."""
+    from IPython.display import Image, display
+
+    from mdbench.report import tables
+
+    shown = 0
+    for label, run_dir in run_dirs:
+        cases = load_case_results(run_dir, label)
+        if not cases:
+            display(tables.heading(f"{label}: no analysis results (analysis/<case>/results.json) in the run", 3))
+            continue
+        try:
+            cross = cross_system(cases)
+        except Exception as exc:  # a malformed results.json is shown as such, never a failed report
+            display(tables.heading(f"{label}: results.json not readable as mdbench results ({type(exc).__name__})", 3))
+            continue
+        display(tables.heading(f"{label}: cross-system comparison", 3))
+        display(tables.html_table(cross, caption="value ± 95 % CI (state) per case; "
+                                  "withheld = not estimable (reason in the case table)"))
+        for c in cases:
+            display(tables.heading(f"{label} / {c.case}: results", 3))
+            display(tables.html_table(results_table(c), caption="every result with its state and reason"))
+            for caption, png in evidence_figures(c):
+                display(tables.heading(caption, 4))
+                display(Image(data=png, format="png"))
+            shown += 1
+    return shown
