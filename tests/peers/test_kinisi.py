@@ -63,4 +63,11 @@ def test_self_diffusion_agrees_with_kinisi(micro_de, species):
     combined = math.hypot(ours_hw if ours_hw is not None else math.inf, k_hw)
     dump(f"D {species}", {"ours_m2_s": ours, "ours_hw95": ours_hw, "kinisi_m2_s": k_mid, "kinisi_hw95": k_hw,
                           "window_ps": [lo, hi], "rel_diff": k_mid / ours - 1})
+    if k_lo <= 0.0:
+        # kinisi's 95 % interval reaches zero: the peer cannot resolve D on this trajectory (8 FSI- over 40 ps
+        # with its full-covariance weighting), so no value comparison is meaningful; ours must then not claim
+        # convergence either (docs/validation.md, "kinisi").
+        assert ob["state"] != "C", (ob["state"], ours, ours_hw, k_mid, k_hw)
+        pytest.skip(f"kinisi cannot resolve D({species}) here (95 % interval {k_lo:.2g}..{k_hi:.2g} m^2/s); "
+                    f"ours is {ob['state']}, not C")
     assert abs(k_mid - ours) <= combined, (ours, ours_hw, k_mid, k_hw)

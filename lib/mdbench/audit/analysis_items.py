@@ -620,7 +620,7 @@ PRECISION_THRESHOLDS: dict[str, tuple[str | None, str | None]] = {
     ASSOCIATION_GROUP.name: (None, "association_fraction_max_half_width"),
     SELF_DIFFUSION_GROUP.name: ("diffusion_max_rel_half_width", None),
     CONDUCTIVITY_GROUP.name: ("sigma_t_plus_max_rel_half_width", None),
-    TRANSFERENCE_GROUP.name: ("sigma_t_plus_max_rel_half_width", None),
+    TRANSFERENCE_GROUP.name: (None, "t_plus_max_abs_half_width"),  # t+ may sit near 0: absolute bound
     VISCOSITY_GROUP.name: ("viscosity_max_rel_half_width", None),
 }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import logging
 import os
 import time
@@ -353,9 +354,15 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
     return result
 
 
+#: What a Markdown viewer would read as raw HTML: a tag opening (``<img``, ``</p``, ``<!--``) or an entity.
+_MD_HTML = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?[A-Za-z0-9]+;)")
+
+
 def _md(text: Any) -> str:
-    """Run-provided text made inert for Markdown tables (HTML-escaped, no pipes or newlines)."""
-    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")[:400]
+    """Run-provided text made inert for Markdown tables: tag openings and entities escaped (a Markdown
+    viewer passes raw HTML through), comparisons such as ``<=`` left readable; no pipes or newlines."""
+    out = _MD_HTML.sub(lambda m: html.escape(m.group(0)), str(text))
+    return out.replace("|", "\\|").replace("\n", " ")[:400]
 
 
 def findings_markdown(res: AuditResult) -> str:
