@@ -61,6 +61,9 @@ def render_report(audit_dirs: list[str | Path], out_html: str | Path, *, noteboo
     Path
         ``out_html``.
     """
+    from mdbench.execute import check_kernel  # noqa: PLC0415
+
+    check_kernel(KERNEL)  # before anything else: the one thing `make setup` fixes
     dirs = [str(Path(d).resolve()) for d in audit_dirs]
     if not dirs:
         raise InputError("no audit directory given")
