@@ -16,8 +16,8 @@ compares the two afterwards (O1/O2). States (seed §A.2.2, the order of :mod:`md
 5. a value withheld with a stated reason (a ratio whose denominator is consistent with zero) →
    ``not_estimable``;
 6. a sampling diagnostic fails (the entry's own ``diagnostics.sampling_checks`` where reported — what each
-   says, applied to the result it names; otherwise the audit's backstop: relative block 95 % half-width above
-   :data:`SI_REL_HALF_WIDTH`; the diffusive exponent outside the registered range; no viscosity plateau;
+   says, applied to the result it names; otherwise the audit's backstop: block 95 % half-width beyond the
+   registered precision threshold of the group (``AuditGroup.precision_thresholds``); the diffusive exponent outside the registered range; no viscosity plateau;
    a reported diagnostic contradicted by the evidence) → ``SI``; the relative half-width is not used for
    quantities fluctuating about zero (pressure);
 7. otherwise ``C``.
@@ -31,6 +31,7 @@ The item rules and the seed sentence each implements are listed in ``docs/saeo-r
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -40,9 +41,7 @@ import numpy as np
 
 from mdbench.analysis.blocks import T_975_DOF3
 from mdbench.analysis.states import NOT_ESTIMABLE
-from mdbench.analysis.observables import (ASSOCIATION_GROUP, AUDIT_GROUPS, CONDUCTIVITY, CONDUCTIVITY_GROUP,
-                                          COORDINATION_GROUP, SELF_DIFFUSION_GROUP, TRANSFERENCE_GROUP,
-                                          VISCOSITY_GROUP, audit_group)
+from mdbench.analysis.observables import AUDIT_GROUPS, CONDUCTIVITY, SELF_DIFFUSION_GROUP, audit_group
 from mdbench.analysis.observables import targets as registry_targets
 from mdbench.audit.bundle import Bundle
 from mdbench.audit.model import PER_OBSERVABLE_ITEMS, Check, Evidence, Judgment, ObservableAssessment
@@ -52,23 +51,25 @@ from mdbench.audit.transport import BETA_MARGIN, Refit, WindowRefit, declared_fr
 
 #: R5 relative tolerance added when block intervals are too narrow.
 R5_REL_TOL = 0.05
-#: Relative block 95 % half-width above which sampling is judged insufficient.
-SI_REL_HALF_WIDTH = 0.25
-#: Local log–log MSD slope window accepted as diffusive (the registered default of the analysis settings).
-BETA_WINDOW = (0.9, 1.1)
+
+
+@functools.lru_cache(maxsize=1)
+def analysis_settings() -> Any:
+    """The registered analysis settings (``params/analysis/default.yaml``): the one place every threshold the
+    audit applies as a backstop comes from."""
+    from mdbench.analysis.settings import AnalysisSettings  # noqa: PLC0415
+
+    return AnalysisSettings()
 
 
 def beta_window(name: str) -> tuple[float, float]:
     """Accepted log–log slope of an MSD diagnostic called ``name``: the analysis settings' registered range
     (``onsager_beta_range`` for the charge MSD, ``diffusion_beta_range`` otherwise)."""
-    try:
-        from mdbench.analysis.settings import AnalysisSettings  # noqa: PLC0415
+    st = analysis_settings()
+    lo, hi = st.onsager_beta_range if "charge" in name else st.diffusion_beta_range
+    return float(lo), float(hi)
 
-        st = AnalysisSettings()
-        lo, hi = st.onsager_beta_range if "charge" in name else st.diffusion_beta_range
-        return float(lo), float(hi)
-    except Exception:  # noqa: BLE001 - settings unreadable: the seed's usual window
-        return BETA_WINDOW
+
 #: Groups compared with the canonical reanalysis by the R5 rule (stable structural quantities).
 R5_GROUPS = tuple(g.name for g in AUDIT_GROUPS if g.canonical_r5)
 #: Groups whose estimator needs a regime/plateau diagnostic (A5).
@@ -828,51 +829,29 @@ def frame_registration_checks(g: Any, chosen: list[Entry], regs: list[dict], pat
     return out
 
 
-#: Block-precision thresholds of the registered adequacy rules (``analysis_adequacy_and_stopping`` →
-#: ``thresholds``, :class:`mdbench.analysis.settings.AnalysisSettings`) per audit group: (relative limit,
-#: absolute half-width accepted whatever the relative one). The audit's backstop for results that do not
-#: report their own sampling checks.
-PRECISION_THRESHOLDS: dict[str, tuple[str | None, str | None]] = {
-    COORDINATION_GROUP.name: ("cn_max_rel_half_width", "cn_abs_half_width_ok"),
-    ASSOCIATION_GROUP.name: (None, "association_fraction_max_half_width"),
-    SELF_DIFFUSION_GROUP.name: ("diffusion_max_rel_half_width", None),
-    CONDUCTIVITY_GROUP.name: ("sigma_t_plus_max_rel_half_width", None),
-    TRANSFERENCE_GROUP.name: (None, "t_plus_max_abs_half_width"),  # t+ may sit near 0: absolute bound
-    VISCOSITY_GROUP.name: ("viscosity_max_rel_half_width", None),
-}
-
-
 def precision_limits(run: RunData, case: str, group: str) -> tuple[float | None, float | None]:
-    """(relative, absolute) block half-width limits of ``group``: the registration in force, else the
-    analysis settings' defaults, else the audit's :data:`SI_REL_HALF_WIDTH`."""
-    rel_key, abs_key = PRECISION_THRESHOLDS.get(group, (None, None))
-    if rel_key is None and abs_key is None:
-        return SI_REL_HALF_WIDTH, None
+    """(relative, absolute) block half-width limits of ``group``: the thresholds its registry entry names
+    (:attr:`~mdbench.analysis.observables.AuditGroup.precision_thresholds`), as the registration in force
+    gives them, else the analysis settings' values; (None, None) for a group without one."""
+    rel_key, abs_key = audit_group(group).precision_thresholds
     thresholds: dict[str, Any] = {}
     for reg in run.in_force("adequacy", "thresholds", case=case):
         d = reg.get("definition") if isinstance(reg.get("definition"), dict) else {}
         if isinstance(d.get("thresholds"), dict):
             thresholds = d["thresholds"]
             break
-    try:
-        from mdbench.analysis.settings import AnalysisSettings  # noqa: PLC0415
-
-        defaults = AnalysisSettings()
-    except Exception:  # noqa: BLE001 - settings unreadable: the audit's own backstop
-        defaults = None
 
     def value(key: str | None) -> float | None:
         if key is None:
             return None
-        v = thresholds.get(key, getattr(defaults, key, None))
+        v = thresholds.get(key, getattr(analysis_settings(), key))
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
-    rel, ab = value(rel_key), value(abs_key)
-    return (rel if rel is not None or ab is not None else SI_REL_HALF_WIDTH), ab
+    return value(rel_key), value(abs_key)
 
 
 def _sampling_checks(g: Any, chosen: list[Entry], path: str,
-                     limits: tuple[float | None, float | None] = (SI_REL_HALF_WIDTH, None)) -> list[Check]:
+                     limits: tuple[float | None, float | None] = (None, None)) -> list[Check]:
     """The audit's own reading of the sampling evidence: the estimator's sampling diagnostics where it
     reports them (what each says, not the state label the run chose), else the audit's backstop (relative
     block half-width); the diffusive exponent and the Green–Kubo plateau, and a reported diagnostic that
@@ -895,8 +874,8 @@ def _sampling_checks(g: Any, chosen: list[Entry], path: str,
         if other:
             out.append(_check("run_sampling_check_failed", f"{e.key}: sampling check(s) failed: {', '.join(other)}",
                               e, path=path))
-        if own is None and e.blocks and len(e.blocks) >= 4 and not e.nonfinite_blocks() and e.finite_value \
-                and e.value != 0 and not fluctuates_about_zero:
+        if own is None and limits != (None, None) and e.blocks and len(e.blocks) >= 4 and not e.nonfinite_blocks() \
+                and e.finite_value and e.value != 0 and not fluctuates_about_zero:
             arr = np.asarray(e.blocks, dtype=np.float64)
             hw = T_975_DOF3 * float(arr.std(ddof=1)) / 2.0
             rel = hw / abs(e.value)

@@ -196,7 +196,9 @@ class WindowRefit:
             return None
         tail = canonical_key.split("/", 1)[-1]
         est = None
-        if canonical_key.startswith("conductivity/"):
+        from mdbench.analysis.observables import CONDUCTIVITY  # noqa: PLC0415
+
+        if CONDUCTIVITY.owns(canonical_key):
             est = {"sigma": o.sigma, "sigma_NE": o.sigma_NE, "ionicity": o.ionicity}.get(tail)
         else:
             est = next((te.t_plus for te in o.transference if te.key == tail), None)
