@@ -56,8 +56,9 @@ def same_window(a: tuple[float, float], b: tuple[float, float], dt_ps: float) ->
 
 def declared_frame(text: str) -> str | None:
     """``barycentric``, ``solvent`` or ``lab`` as a definition text names its reference frame (None: silent).
-    Centre-of-mass motion removed counts as barycentric."""
-    t = text.lower()
+    Centre-of-mass motion removed counts as barycentric. Only the first 2,000 characters are read (a run's
+    text is untrusted)."""
+    t = text[:2000].lower()
     if "solvent" in t and "frame" in t:
         return "solvent"
     if re.search(r"barycent|com[- ](?:motion|drift)[^.;]*remov|centre[- ]of[- ]mass[^.;]*remov|"
