@@ -115,6 +115,17 @@ def test_reported_diagnostic_contradicting_the_evidence_is_A5_zero(run_copy, bun
 
 
 # --------------------------------------------------------------------------------------- definitions from content
+def _assert_surrogate(run, bundle, tmp_path, group, code):
+    """``group`` is a surrogate of the required quantity: A2 F by ``code``, and the required one missing (A1 0)."""
+    audit_run(run, bundle, tmp_path / "a", reanalysis=False)
+    doc = saeo(tmp_path / "a")
+    assert state(doc, CASE, group) == "F"
+    assert judgment(doc, "A2", CASE, group)["rating"] == 0
+    a1 = judgment(doc, "A1", CASE)
+    assert a1["rating"] == 0 and group in a1["reason"]
+    assert [x for x in _codes(doc, code) if x["item"] == "A2"]
+
+
 @pytest.mark.parametrize("group", ["transference_number", "conductivity"])
 def test_surrogate_delivered_as_the_required_quantity_is_A2_F_and_A1_missing(run_copy, bundle, tmp_path, group):
     def surrogate(doc):
@@ -129,13 +140,7 @@ def test_surrogate_delivered_as_the_required_quantity_is_A2_F_and_A1_missing(run
             obs[group].pop("includes_cross_terms", None)
 
     edit_results(run_copy, surrogate)
-    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
-    doc = saeo(tmp_path / "a")
-    assert state(doc, CASE, group) == "F"
-    assert judgment(doc, "A2", CASE, group)["rating"] == 0
-    a1 = judgment(doc, "A1", CASE)
-    assert a1["rating"] == 0 and group in a1["reason"]
-    assert [x for x in _codes(doc, "surrogate_definition") if x["item"] == "A2"]
+    _assert_surrogate(run_copy, bundle, tmp_path, group, "surrogate_definition")
 
 
 # --------------------------------------------------------------------------------------- independent verdicts
@@ -500,13 +505,7 @@ def test_transport_with_charges_unlike_the_topology_is_A2_F_and_A1_missing(run_c
             ent["definition"] = "sigma = e^2/(6 V kB T) d/dt of the unsigned sum of all ionic displacement products"
 
     edit_results(run_copy, charges)
-    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
-    doc = saeo(tmp_path / "a")
-    assert state(doc, CASE, group) == "F"
-    assert judgment(doc, "A2", CASE, group)["rating"] == 0
-    a1 = judgment(doc, "A1", CASE)
-    assert a1["rating"] == 0 and group in a1["reason"]
-    assert [x for x in _codes(doc, "charge_weighting_differs") if x["item"] == "A2"]
+    _assert_surrogate(run_copy, bundle, tmp_path, group, "charge_weighting_differs")
 
 
 @pytest.mark.parametrize("group", ["conductivity", "transference_number"])
@@ -517,3 +516,33 @@ def test_charges_flipped_together_leave_sigma_and_tplus_unchanged(run_copy, bund
     doc = saeo(tmp_path / "a")
     assert not _codes(doc, "charge_weighting_differs")
     assert judgment(doc, "A2", CASE, group)["rating"] == 1
+
+
+def test_lab_frame_D_of_a_drifting_system_is_A4_zero(run_copy, bundle, tmp_path):
+    """A production whose centre of mass drifts (COM motion not removed): D declared in the lab frame is biased
+    by the drift; the canonical reanalysis measures the drift and the audit rates the treatment (A4 0)."""
+    import MDAnalysis as mda
+    import numpy as np
+
+    prod = run_copy / "cases" / CASE / "prod"
+    v = np.array([RNG.uniform(0.3, 0.6), RNG.uniform(-0.2, 0.2), RNG.uniform(-0.2, 0.2)])  # Å/ps, the whole box
+    u = mda.Universe(str(prod / "prod.tpr"), str(prod / "prod.xtc"))
+    drifted = tmp_path / "drifted.xtc"
+    with mda.Writer(str(drifted), n_atoms=u.atoms.n_atoms) as w:
+        for ts in u.trajectory:
+            u.atoms.positions = u.atoms.positions + v * ts.time
+            w.write(u.atoms)
+    (prod / "prod.xtc").unlink()
+    drifted.replace(prod / "prod.xtc")
+    RunRecord(run_copy).add_artifact(f"cases/{CASE}/prod/prod.xtc")
+
+    def lab(doc):
+        for ent in doc["observables"]["self_diffusion"].values():
+            ent["frame"] = "lab frame, raw unwrapped positions"
+
+    edit_results(run_copy, lab)
+    _res, doc = _reanalysed(run_copy, bundle, tmp_path / "a")
+    assert judgment(doc, "Sim4", CASE)["rating"] == 1                 # a valid trajectory, only drifting
+    a4 = judgment(doc, "A4", CASE, "self_diffusion")
+    assert a4["rating"] == 0 and "drifts" in a4["reason"], a4
+    assert [x for x in _codes(doc, "trajectory_treatment_differs") if x["item"] == "A4" and "drifts" in x["message"]]

@@ -528,6 +528,39 @@ UNSIGNED_WORDS = ("unsigned", "without charge", "no charge weighting", "charge-u
 UNIT_CHARGE_WORDS = ("unit charge", "formal charge", "z = ±1", "z=±1", "integer charge", "unscaled charge")
 
 
+def sigma_weightings(canonical_results: Any) -> tuple[float, float, dict[str, float]] | None:
+    """(σ, its R5 half-width, {weighting: σ'}) of the canonical reanalysis: σ' = Σ_ij σ_ij w_i w_j / (q_i q_j)
+    of its species-resolved σ_ij [S/m] with other charges w — unit charges where the model's are scaled,
+    and each ion's sign flipped. None without a canonical σ_ij."""
+    try:
+        obs = canonical_results["observables"]
+        key, ent = next((k, v) for k, v in obs.items() if isinstance(v, dict) and v.get("category") ==
+                        CONDUCTIVITY.category and isinstance(v.get("details"), dict) and "sigma_ij_S_m" in v["details"])
+        S = np.asarray(ent["details"]["sigma_ij_S_m"], dtype=np.float64)
+        species = list(canonical_results["system"]["species"])
+        q = np.asarray([float(canonical_results["system"]["charges_e"][sp]) for sp in species])
+        sigma = float(ent["value"])
+    except Exception:  # noqa: BLE001 - no canonical matrix: nothing to compare
+        return None
+    if S.shape != (q.size, q.size) or not np.all(np.isfinite(S)) or not math.isfinite(sigma):
+        return None
+    ions = np.abs(q) > 1e-3
+    alts: dict[str, float] = {}
+
+    def weighted(w: np.ndarray) -> float:
+        r = np.where(ions, w / np.where(ions, q, 1.0), 0.0)
+        return float(np.einsum("ij,i,j->", S, r, r))
+
+    if np.any(np.abs(np.abs(q[ions]) - np.round(np.abs(q[ions]))) > 0.01):
+        alts["unit (formal) charges"] = weighted(np.sign(q))
+    for k in np.flatnonzero(ions):
+        w = q.copy()
+        w[k] = -w[k]
+        alts[f"the sign of {species[k]} flipped"] = weighted(w)
+    ce = as_entry(f"observables.{key}", ent)
+    return sigma, r5_interval(sigma, ce.blocks if ce is not None else None), alts
+
+
 def charge_weighting_checks(g: Any, chosen: list[Entry], system_charges: dict[str, float] | None,
                             canonical_results: Any, reg_text: str, path: str) -> list[Check]:
     """Classify a delivered σ / t+ by the charges its definition uses against the system's charges (the
@@ -570,6 +603,15 @@ def charge_weighting_checks(g: Any, chosen: list[Entry], system_charges: dict[st
         if sigma and scaled_model and any(w in text for w in UNIT_CHARGE_WORDS):
             why.append("its definition uses formal (unit) charges, the topology's are scaled ("
                        + ", ".join(f"{k}: {q:+g}" for k, q in ions.items()) + ")")
+        weights = sigma_weightings(canonical_results) if sigma and e.finite_value else None
+        if weights is not None:
+            sig_c, h, alts = weights
+            for label, alt in alts.items():
+                # the value is that weighting's σ, and that weighting is distinguishable from the topology's
+                if _close(e.value, alt, 0.02) and abs(alt - sig_c) > 2.0 * h and abs(e.value - sig_c) > 2.0 * h:
+                    why.append(f"σ = {e.value:.4g} S/m is the canonical Onsager matrix weighted with {label} "
+                               f"({alt:.4g} S/m), not with the topology's charges ({sig_c:.4g} ± {h:.2g} S/m)")
+                    break
         if not sigma and len({round(abs(q), 3) for q in ions.values()}) > 1 and "unweighted" in (
                 text + str(e.raw.get("convention", "")).lower()):
             why.append("an unweighted formula for ions of unequal charge magnitude")
