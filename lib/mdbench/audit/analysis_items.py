@@ -9,16 +9,18 @@ compares the two afterwards (O1/O2). States (seed §A.2.2, the order of :mod:`md
    production never reached → ``not_reached``;
 2. a required target is missing → ``M``;
 3. a definition failure (transference convention mix-up, conductivity without cross-correlations, a
-   self-diffusion surrogate recognised by its content) or an implementation/numerical failure (non-finite
-   whole or block value; a failure the estimator recorded; a reported value or block mean outside the
-   canonical four-block interval of a matched definition) → ``F``;
+   self-diffusion surrogate recognised by its content, charges unlike the topology's) or an
+   implementation/numerical failure (non-finite whole or block value; a failure the estimator recorded; a
+   reported value or block mean outside the canonical four-block interval of a matched definition, on the
+   reported fit window where the canonical estimate is outside its regime) → ``F``;
 4. whole value present but the four-block analysis missing → ``M`` (incomplete required delivery);
 5. a value withheld with a stated reason (a ratio whose denominator is consistent with zero) →
    ``not_estimable``;
 6. a sampling diagnostic fails (the entry's own ``diagnostics.sampling_checks`` where reported — what each
    says, applied to the result it names; otherwise the audit's backstop: block 95 % half-width beyond the
-   registered precision threshold of the group (``AuditGroup.precision_thresholds``); the diffusive exponent outside the registered range; no viscosity plateau;
-   a reported diagnostic contradicted by the evidence) → ``SI``; the relative half-width is not used for
+   registered precision threshold of the group (``AuditGroup.precision_thresholds``); the diffusive exponent
+   outside the registered range; no viscosity plateau; a reported diagnostic contradicted by the evidence,
+   the reported fit window's own included) → ``SI``; the relative half-width is not used for
    quantities fluctuating about zero (pressure);
 7. otherwise ``C``.
 
@@ -310,6 +312,8 @@ CODES: dict[str, str] = {
     "canonical_not_eligible": "note",
     "frame_differs_from_registration": "note",
 }
+#: Codes that leave a required target undelivered (A1): missing, or a surrogate delivered in its place.
+MISSING_CODES = frozenset({"missing_target", "surrogate_definition", "charge_weighting_differs"})
 #: Codes of a regime / plateau diagnostic that failed (A5 0.5).
 REGIME_CODES = frozenset({"msd_exponent_outside", "plateau_not_reached", "run_regime_check_failed",
                           "diagnostic_contradicts_evidence"})
@@ -1153,8 +1157,7 @@ def assess_case(run: RunData, bundle: Bundle, case: str, upstream: str | None,
         return judgments, out
     # seed A.1: "Missing required estimators or results ... are rated as not satisfied" -- whether or not the
     # run declared them; a surrogate delivered in place of the required quantity leaves it missing
-    missing = [gr.assessment for gr in out if any(c.code in ("missing_target", "surrogate_definition", "charge_weighting_differs")
-                                                  for c in gr.assessment.checks)]
+    missing = [gr.assessment for gr in out if any(c.code in MISSING_CODES for c in gr.assessment.checks)]
     if not missing:
         judgments.append(Judgment("A1", 1.0, "every required observable and species-specific target delivered",
                                   case, evidence=[Evidence(res_rel)]))
