@@ -168,10 +168,11 @@ def build_run(run: Path) -> Path:
     rec.register("coordination_definition", {"selection": "Na-OW", "cutoff_nm": 0.32}, case=CASE)
     rec.register("association_contact_definition", {"contact_cutoff_nm": 0.35, "classes": "0 free, 1 CIP, >=2 AGG"},
                  case=CASE)
-    rec.register("transport_definitions", {"diffusion_fit": "linear fit of the displacement MSD over the last 90 % "
-                                                            "of each window", "frame": "lab, unwrapped positions",
-                                           "transference_convention": "unweighted L, 1:1 salt",
-                                           "viscosity": "Green-Kubo, plateau rule of the fitting rules"}, case=CASE)
+    rec.register("transport_definitions", {
+        "diffusion_fit": "linear fit of the time-origin-averaged MSD over lags [0.1, 0.5] x the block length",
+        "frame": "barycentric: system centre-of-mass motion removed by mdrun (comm-grps System), unwrapped positions",
+        "transference_convention": "unweighted L, 1:1 salt",
+        "viscosity": "Green-Kubo, plateau rule of the fitting rules"}, case=CASE)
     rec.register("analysis_adequacy_and_stopping", rules["analysis_adequacy_and_stopping"], case=CASE)
     results = compute_results(run, GUARD_PS, rules)
     res_path = run / "analysis" / CASE / "results.json"
@@ -257,6 +258,7 @@ def compute_results(run: Path, guard_ps: float, rules: dict[str, Any]) -> dict:
     checks of the registered ``rules`` (:func:`adequacy_rules`)."""
     import MDAnalysis as mda
     import pyedr
+    import tidynamics
     from MDAnalysis.lib.distances import capped_distance
 
     from mdbench.analysis.association import AssociationResult
@@ -328,14 +330,26 @@ def compute_results(run: Path, guard_ps: float, rules: dict[str, Any]) -> dict:
         dx -= np.round(dx / L) * L
         disp[k] = np.concatenate([np.zeros((1,) + dx.shape[1:]), np.cumsum(dx, axis=0)])
 
-    def msd_fit(d: np.ndarray, sl: slice) -> tuple[float, float]:
-        """(slope [nm^2/ps], log-log exponent β) of the displacement MSD over the last 90 % of a window."""
-        x = d[sl] - d[sl][0]
-        m = (x ** 2).sum(axis=-1).mean(axis=-1)
-        tt = times[sl] - times[sl][0]
-        sel = tt > 0.1 * tt[-1]
-        return float(np.polyfit(tt[sel], m[sel], 1)[0]), float(np.polyfit(np.log(tt[sel]), np.log(m[sel]), 1)[0])
+    # every transport fit uses one lag window, [0.1, 0.5] x the block length, for the whole interval and
+    # each block; MSDs average over all time origins (tidynamics: an implementation independent of ours)
+    dt = float(np.median(np.diff(times)))
+    lags = np.arange(int(round(0.5 * win.block_length_ps / dt)) + 1) * dt
+    fit_sel = lags >= 0.1 * win.block_length_ps - 1e-9
+    fit_window = [float(lags[fit_sel][0]), float(lags[-1])]
 
+    def msd(x: np.ndarray) -> np.ndarray:
+        """Time-origin-averaged MSD [nm^2] of (F, ..., 3) displacements on ``lags``, summed over dimensions
+        and averaged over molecules."""
+        x = x.reshape(x.shape[0], -1, 3)
+        return np.mean([tidynamics.msd(x[:, i, :])[:lags.size] for i in range(x.shape[1])], axis=0)
+
+    def msd_fit(d: np.ndarray, sl: slice) -> tuple[float, float]:
+        """(slope [nm^2/ps], log-log exponent β) of the MSD over the registered lag window."""
+        m = msd(d[sl])
+        return (float(np.polyfit(lags[fit_sel], m[fit_sel], 1)[0]),
+                float(np.polyfit(np.log(lags[fit_sel]), np.log(m[fit_sel]), 1)[0]))
+
+    frame = "barycentric: system centre-of-mass motion removed by mdrun (comm-grps System); unwrapped positions"
     diff = {}
     for k in ("na", "cl", "sol"):
         (whole, beta), blocks = msd_fit(disp[k], win.whole), [msd_fit(disp[k], b)[0] for b in win.blocks]
@@ -343,18 +357,17 @@ def compute_results(run: Path, guard_ps: float, rules: dict[str, Any]) -> dict:
                              block_ranges_ps=win.block_ranges_ps)
         checks = dict(_precision(est, limits["diffusion_max_rel_half_width"]),
                       **{f"diffusive regime (beta in [{beta_lo:g}, {beta_hi:g}])": beta_lo <= beta <= beta_hi})
-        diff[f"D_{k}"] = _entry(est, checks, beta=beta, frame="lab, unwrapped positions",
-                                fit_window_ps=[0.1 * win.block_length_ps, win.block_length_ps])
+        diff[f"D_{k}"] = _entry(est, checks, beta=beta, frame=frame, fit_window_ps=fit_window)
     kT = KB * 298.15
     V = vol_nm3 * 1e-27
 
     def onsager(sl: slice) -> tuple[float, float, float]:
+        """Unweighted L++, L--, L+- [mol/(J m s)] from the collective displacements' MSDs (cross term by
+        polarisation: <ΔRp·ΔRm> = (MSD(Rp + Rm) - MSD(Rp) - MSD(Rm)) / 2)."""
         Rp, Rm = disp["na"][sl].sum(axis=1), disp["cl"][sl].sum(axis=1)
-        Rp, Rm = Rp - Rp[0], Rm - Rm[0]
-        tt = times[sl] - times[sl][0]
-        fit = lambda y: float(np.polyfit(tt[1:], y[1:], 1)[0]) * 1e-18 / 1e-12
-        return (fit((Rp ** 2).sum(-1)) / (6 * kT * V), fit((Rm ** 2).sum(-1)) / (6 * kT * V),
-                fit((Rp * Rm).sum(-1)) / (6 * kT * V))
+        mp, mm, ms = msd(Rp[:, None]), msd(Rm[:, None]), msd((Rp + Rm)[:, None])
+        fit = lambda y: float(np.polyfit(lags[fit_sel], y[fit_sel], 1)[0]) * 1e-18 / 1e-12
+        return (fit(mp) / (6 * kT * V), fit(mm) / (6 * kT * V), fit((ms - mp - mm) / 2.0) / (6 * kT * V))
 
     def sigma_t(Ls: tuple[float, float, float]) -> tuple[float, float]:
         pp, mm, pm = Ls
@@ -365,7 +378,6 @@ def compute_results(run: Path, guard_ps: float, rules: dict[str, Any]) -> dict:
     sb, tb = zip(*[sigma_t(onsager(b)) for b in win.blocks])
     sigma = block_estimate(sw, list(sb), "S/m", block_ranges_ps=win.block_ranges_ps)
     tplus = block_estimate(tw, list(tb), "1", block_ranges_ps=win.block_ranges_ps)
-    fit_window = [0.0, win.block_length_ps]
     # viscosity: the library's Green-Kubo estimator with its registered plateau rule
     gk = green_kubo_viscosity({k: edr[k] for k in edr if k.startswith("Pres-")}, float(np.median(np.diff(t_edr))),
                               vol_nm3, 298.15, guard_ps=guard_ps)
@@ -381,10 +393,10 @@ def compute_results(run: Path, guard_ps: float, rules: dict[str, Any]) -> dict:
         "viscosity": eta,
         "conductivity": _entry(sigma, _precision(sigma, limits["sigma_t_plus_max_rel_half_width"]),
                                includes_cross_terms=True, frame="barycentric", volume_nm3=vol_nm3,
-                               fit_window_ps=fit_window),
+                               fit_window_ps=fit_window, charges_e={"NA": 1.0, "CL": -1.0}),
         "transference_number": _entry(tplus, _precision(tplus, limits["sigma_t_plus_max_rel_half_width"]),
                                       convention="unweighted", frame="barycentric", volume_nm3=vol_nm3,
-                                      fit_window_ps=fit_window,
+                                      fit_window_ps=fit_window, charges_e={"NA": 1.0, "CL": -1.0},
                                       onsager={"L_pp": Lw[0], "L_mm": Lw[1], "L_pm": Lw[2],
                                                "weighting": "unweighted", "unit": "mol/(J m s)"}),
     }

@@ -115,6 +115,17 @@ def test_reported_diagnostic_contradicting_the_evidence_is_A5_zero(run_copy, bun
 
 
 # --------------------------------------------------------------------------------------- definitions from content
+def _assert_surrogate(run, bundle, tmp_path, group, code):
+    """``group`` is a surrogate of the required quantity: A2 F by ``code``, and the required one missing (A1 0)."""
+    audit_run(run, bundle, tmp_path / "a", reanalysis=False)
+    doc = saeo(tmp_path / "a")
+    assert state(doc, CASE, group) == "F"
+    assert judgment(doc, "A2", CASE, group)["rating"] == 0
+    a1 = judgment(doc, "A1", CASE)
+    assert a1["rating"] == 0 and group in a1["reason"]
+    assert [x for x in _codes(doc, code) if x["item"] == "A2"]
+
+
 @pytest.mark.parametrize("group", ["transference_number", "conductivity"])
 def test_surrogate_delivered_as_the_required_quantity_is_A2_F_and_A1_missing(run_copy, bundle, tmp_path, group):
     def surrogate(doc):
@@ -129,13 +140,7 @@ def test_surrogate_delivered_as_the_required_quantity_is_A2_F_and_A1_missing(run
             obs[group].pop("includes_cross_terms", None)
 
     edit_results(run_copy, surrogate)
-    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
-    doc = saeo(tmp_path / "a")
-    assert state(doc, CASE, group) == "F"
-    assert judgment(doc, "A2", CASE, group)["rating"] == 0
-    a1 = judgment(doc, "A1", CASE)
-    assert a1["rating"] == 0 and group in a1["reason"]
-    assert [x for x in _codes(doc, "surrogate_definition") if x["item"] == "A2"]
+    _assert_surrogate(run_copy, bundle, tmp_path, group, "surrogate_definition")
 
 
 # --------------------------------------------------------------------------------------- independent verdicts
@@ -390,3 +395,155 @@ def test_builtin_llm_judge_against_the_loopback_fake_endpoint(built, tmp_path, m
                         judge_model="fake-model")
     assert any(f.code == "judge_failed" for f in res.findings)
     assert res.composite_preliminary == res.composite_final
+
+
+# --------------------------------------------------------------------------------------- transport on the run's window
+def _reanalysed(run, bundle, out):
+    res = audit_run(run, bundle, out, reanalysis=True)
+    if res.reanalysis["cases"][CASE]["status"] != "ok":
+        pytest.skip("canonical reanalysis unavailable for this trajectory")
+    return res, saeo(out)
+
+
+def test_honest_transport_values_agree_with_the_reanalysis_on_their_window(built, tmp_path):
+    """The honest run's D, σ and t+ (its own tidynamics MSDs on its registered window) are compared with the
+    canonical estimator on that window, and none is a finding, whatever the canonical regime checks say."""
+    res, doc = _reanalysed(built[0], built[1], tmp_path / "h")
+    compared = [c for o in res.observables if o.observable in ("self_diffusion", "conductivity", "transference_number")
+                for c in o.checks if c.code == "agrees_with_canonical"]
+    assert len(compared) >= 3
+    canon = json.loads((tmp_path / "h/reanalysis" / CASE / "results.json").read_text())["observables"]
+    for c in compared:   # where the canonical D fails its diffusive-window check, D is re-fitted on the run's window
+        sp = c.message.split(" inside")[0].rsplit("_", 1)[-1].upper()
+        if "self_diffusion" in c.message and canon[f"self_diffusion/{sp}"]["diagnostics"]["sampling_checks"][
+                "diffusive_window"] is False:
+            assert "re-fitted on the reported window" in c.message, c.message
+    claims = ("value_contradicts_reanalysis", "diagnostic_contradicts_evidence", "charge_weighting_differs",
+              "frame_differs_from_registration")
+    assert not [f for f in doc["findings"] if f["code"] in claims]
+    assert judgment(doc, "A3", CASE, "self_diffusion")["rating"] == 1
+    # the re-fit machinery on the canonical windows reproduces the canonical numbers (same guard, blocks, T)
+    from mdbench.audit.transport import WindowRefit, reported_window
+
+    full = json.loads((tmp_path / "h/reanalysis" / CASE / "results.json").read_text())
+    links = tmp_path / "h/reanalysis" / CASE / "inputs"
+    refit = WindowRefit.for_case(links / "prod.tpr", links / "prod.xtc", full)
+    for key in ("conductivity/sigma", "transference/barycentric/unweighted_L", "self_diffusion/SOL"):
+        c = full["observables"][key]
+        w = reported_window(c)
+        rf = refit.diffusion("SOL", w) if key.startswith("self_") else refit.collective(key, w)
+        assert rf is not None and rf.value == pytest.approx(c["value"], rel=1e-9), (key, rf, c["value"])
+        assert rf.blocks == pytest.approx(c["blocks"], rel=1e-9)
+
+
+@pytest.mark.parametrize("group,target", [("self_diffusion", "D_sol"), ("conductivity", None)])
+def test_planted_transport_value_is_caught_on_the_reported_window(run_copy, bundle, tmp_path, group, target):
+    # D of the solvent is precise even on the tiny run (a ±1.5–3x factor is well outside twice its interval); σ of
+    # 4 ion pairs is not, so its planted factor is larger
+    f = _factor(1.5, 3.0) if group == "self_diffusion" else RNG.uniform(8.0, 12.0)
+
+    def plant(doc):
+        ent = doc["observables"][group][target] if target else doc["observables"][group]
+        ent["value"] *= f
+        ent["blocks"] = [b * f for b in ent["blocks"]]
+
+    edit_results(run_copy, plant)
+    res, doc = _reanalysed(run_copy, bundle, tmp_path / "a")
+    assert state(doc, CASE, group) == "F"
+    assert judgment(doc, "A3", CASE, group)["rating"] == 0
+    found = _codes(doc, "value_contradicts_reanalysis")
+    assert found and found[0]["item"] == "A3" and "reported" in found[0]["message"], doc["findings"]
+    assert "canonical" in found[0]["message"] and " ± " in found[0]["message"]   # both numbers in the evidence
+
+
+@pytest.mark.parametrize("how", ["ballistic_start", "beyond_trajectory"])
+def test_reported_fit_window_contradicting_the_trajectory_is_A5_zero(run_copy, bundle, tmp_path, how):
+    def window(doc):
+        ent = doc["observables"]["self_diffusion"]["D_sol"]
+        dt = 0.02
+        # the first frames of an MSD are ballistic (β → 2), whatever the trajectory; a window longer than the
+        # production cannot have been fitted
+        ent["fit_window_ps"] = [dt, RNG.choice([2, 3]) * dt] if how == "ballistic_start" else \
+            [0.1, RNG.uniform(2.0, 5.0) * rb.PROD_STEPS * 0.002]
+        ent["beta"] = RNG.uniform(0.95, 1.05)
+        ent["diagnostics"]["sampling_checks"] = {k: True for k in ent["diagnostics"]["sampling_checks"]}
+
+    edit_results(run_copy, window)
+    _res, doc = _reanalysed(run_copy, bundle, tmp_path / "a")
+    a5 = judgment(doc, "A5", CASE, "self_diffusion")
+    assert a5["rating"] == 0 and "contradicted" in a5["reason"], a5
+    msgs = [x["message"] for x in _codes(doc, "diagnostic_contradicts_evidence") if x["item"] == "A5"]
+    assert any(("β =" in m) if how == "ballistic_start" else ("beyond" in m) for m in msgs), msgs
+    assert state(doc, CASE, "self_diffusion") in ("SI", "F")
+
+
+def test_result_in_another_frame_than_registered_is_A4(run_copy, bundle, tmp_path):
+    def lab(doc):
+        for ent in doc["observables"]["self_diffusion"].values():
+            ent["frame"] = "lab frame, raw unwrapped positions"
+
+    edit_results(run_copy, lab)
+    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
+    doc = saeo(tmp_path / "a")
+    assert judgment(doc, "A4", CASE, "self_diffusion")["rating"] == 0.5
+    assert [x for x in _codes(doc, "frame_differs_from_registration") if x["item"] == "A4"]
+    assert judgment(doc, "A4", CASE, "conductivity")["rating"] == 1          # the others keep their frame
+
+
+# --------------------------------------------------------------------------------------- charge weighting
+@pytest.mark.parametrize("group,how", [("conductivity", "anion_sign"), ("conductivity", "unsigned"),
+                                       ("transference_number", "anion_sign"), ("conductivity", "scaled")])
+def test_transport_with_charges_unlike_the_topology_is_A2_F_and_A1_missing(run_copy, bundle, tmp_path, group, how):
+    def charges(doc):
+        ent = doc["observables"][group]
+        if how == "anion_sign":       # the anion counted with the cation's sign
+            ent["charges_e"] = {"NA": 1.0, "CL": 1.0}
+        elif how == "scaled":         # a scaled-charge model's charges in a system of unit charges
+            c = round(RNG.uniform(0.7, 0.85), 2)
+            ent["charges_e"] = {"NA": c, "CL": -c}
+        else:
+            ent.pop("charges_e")
+            ent["definition"] = "sigma = e^2/(6 V kB T) d/dt of the unsigned sum of all ionic displacement products"
+
+    edit_results(run_copy, charges)
+    _assert_surrogate(run_copy, bundle, tmp_path, group, "charge_weighting_differs")
+
+
+@pytest.mark.parametrize("group", ["conductivity", "transference_number"])
+def test_charges_flipped_together_leave_sigma_and_tplus_unchanged(run_copy, bundle, tmp_path, group):
+    """σ ∝ z_i z_j and t+ are invariant under a common sign flip: not a definition failure."""
+    edit_results(run_copy, lambda d: d["observables"][group].update(charges_e={"NA": -1.0, "CL": 1.0}))
+    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
+    doc = saeo(tmp_path / "a")
+    assert not _codes(doc, "charge_weighting_differs")
+    assert judgment(doc, "A2", CASE, group)["rating"] == 1
+
+
+def test_lab_frame_D_of_a_drifting_system_is_A4_zero(run_copy, bundle, tmp_path):
+    """A production whose centre of mass drifts (COM motion not removed): D declared in the lab frame is biased
+    by the drift; the canonical reanalysis measures the drift and the audit rates the treatment (A4 0)."""
+    import MDAnalysis as mda
+    import numpy as np
+
+    prod = run_copy / "cases" / CASE / "prod"
+    v = np.array([RNG.uniform(0.3, 0.6), RNG.uniform(-0.2, 0.2), RNG.uniform(-0.2, 0.2)])  # Å/ps, the whole box
+    u = mda.Universe(str(prod / "prod.tpr"), str(prod / "prod.xtc"))
+    drifted = tmp_path / "drifted.xtc"
+    with mda.Writer(str(drifted), n_atoms=u.atoms.n_atoms) as w:
+        for ts in u.trajectory:
+            u.atoms.positions = u.atoms.positions + v * ts.time
+            w.write(u.atoms)
+    (prod / "prod.xtc").unlink()
+    drifted.replace(prod / "prod.xtc")
+    RunRecord(run_copy).add_artifact(f"cases/{CASE}/prod/prod.xtc")
+
+    def lab(doc):
+        for ent in doc["observables"]["self_diffusion"].values():
+            ent["frame"] = "lab frame, raw unwrapped positions"
+
+    edit_results(run_copy, lab)
+    _res, doc = _reanalysed(run_copy, bundle, tmp_path / "a")
+    assert judgment(doc, "Sim4", CASE)["rating"] == 1                 # a valid trajectory, only drifting
+    a4 = judgment(doc, "A4", CASE, "self_diffusion")
+    assert a4["rating"] == 0 and "drifts" in a4["reason"], a4
+    assert [x for x in _codes(doc, "trajectory_treatment_differs") if x["item"] == "A4" and "drifts" in x["message"]]

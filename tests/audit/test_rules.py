@@ -54,3 +54,36 @@ def test_tplus_agrees_with_analysis_room():
     d = chk.as_dict()
     assert d["unweighted_L"] == pytest.approx(ours["correct"])
     assert any(k.startswith("mixed") and v == pytest.approx(ours["mixed"]) for k, v in d.items())
+
+
+def test_sigma_with_unit_charges_in_a_scaled_charge_model_is_recognised_by_its_value():
+    """Analytic case: a ±0.72 e model, σ_ij = e² z_i z_j L^ij; σ computed with formal ±1 charges is σ / 0.72²
+    for every Onsager matrix, and the audit names the weighting (A2), not a numerical fault."""
+    import numpy as np
+
+    from mdbench.analysis.observables import CONDUCTIVITY_GROUP
+    from mdbench.audit.analysis_items import charge_weighting_checks, sigma_weightings
+    from mdbench.audit.runread import Entry
+
+    rng = np.random.default_rng(18)
+    q = np.array([0.0, 0.72, -0.72])
+    L = rng.uniform(0.5, 2.0, (3, 3))
+    L = (L + L.T) / 2
+    L[1, 2] = L[2, 1] = -0.2                      # anticorrelated ions
+    S = np.outer(q, q) * L
+    sigma = float(S.sum())
+    blocks = [sigma * f for f in (0.97, 1.02, 1.0, 1.01)]
+    canon = {"system": {"species": ["DMC", "LI", "FSI"], "charges_e": {"DMC": 0.0, "LI": 0.72, "FSI": -0.72}},
+             "observables": {"conductivity/sigma": {"category": "conductivity", "value": sigma, "blocks": blocks,
+                                                    "details": {"sigma_ij_S_m": S.tolist()}}}}
+    sig_c, h, alts = sigma_weightings(canon)
+    assert sig_c == sigma and alts["unit (formal) charges"] == pytest.approx(sigma / 0.72 ** 2)
+    charges = {"LI": 0.72, "FSI": -0.72}
+
+    def flagged(value: float) -> bool:
+        e = Entry("observables.conductivity", value, [value] * 4, {"value": value})
+        return bool(charge_weighting_checks(CONDUCTIVITY_GROUP, [e], charges, canon, "", "r.json"))
+
+    assert flagged(sigma / 0.72 ** 2)                              # unit charges
+    assert not flagged(sigma)                                      # the topology's charges
+    assert not flagged(sigma * 1.3)                                # another discrepancy: not this class

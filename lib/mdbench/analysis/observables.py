@@ -75,6 +75,11 @@ class AuditGroup:
         Targets whose relative block half-width means nothing (pressure).
     repeat_panel : (str, str) or None
         Report panel of repeat consistency (seed Fig. 5): label and the target pattern it plots.
+    precision_thresholds : (str or None, str or None)
+        Names of the registered block-precision thresholds (:class:`mdbench.analysis.settings.AnalysisSettings`
+        fields, ``analysis_adequacy_and_stopping`` → ``thresholds``): the relative 95 % half-width limit and the
+        absolute half-width accepted whatever the relative one; the audit's backstop for results that report
+        no sampling checks of their own. (None, None): the group has no registered precision threshold.
     """
 
     name: str
@@ -93,6 +98,7 @@ class AuditGroup:
     target_aliases: Mapping[str, str] = field(default_factory=dict)
     fluctuates_about_zero: tuple[str, ...] = ()
     repeat_panel: tuple[str, str] | None = None
+    precision_thresholds: tuple[str | None, str | None] = (None, None)
 
     @property
     def pattern(self) -> re.Pattern[str]:
@@ -183,29 +189,33 @@ COORDINATION_GROUP = AuditGroup(
     "coordination", "RDF and coordination", r"^(cn|coordination|rdf|rdf_cn|structure)",
     categories=("coordination",),
     definition_words=("rdf", "coordination", "cutoff", "selection", "contact", "minimum"), canonical_r5=True,
-    centre_tokens=frozenset({"li", "na"}), cutoff_defined=True, repeat_panel=("coordination number", r"."))
+    centre_tokens=frozenset({"li", "na"}), cutoff_defined=True, repeat_panel=("coordination number", r"."),
+    precision_thresholds=("cn_max_rel_half_width", "cn_abs_half_width_ok"))
 ASSOCIATION_GROUP = AuditGroup(
     "association", "Ion association", r"^(association|ion_association|cip|agg|ion_pairs?|clusters?)",
     definition_words=("contact", "cluster", "association", "aggregate", "cutoff"), canonical_r5=True,
-    repeat_panel=("aggregates (AGG fraction)", r"agg"))
+    repeat_panel=("aggregates (AGG fraction)", r"agg"),
+    precision_thresholds=(None, "association_fraction_max_half_width"))
 SELF_DIFFUSION_GROUP = AuditGroup(
     "self_diffusion", "Self-diffusion", r"^(self_diffusion|diffusion|d)($|_)", categories=("diffusion",),
     definition_words=("diffusion", "fit", "window", "msd"), regime=True,
-    repeat_panel=("self-diffusion D [m^2/s]", r"."))
+    repeat_panel=("self-diffusion D [m^2/s]", r"."), precision_thresholds=("diffusion_max_rel_half_width", None))
 VISCOSITY_GROUP = AuditGroup(
     "viscosity", "Viscosity", r"^(viscosity|eta)($|_)",
     definition_words=("viscosity", "green", "kubo", "plateau", "helfand"), regime=True,
-    treatment="pressure_tensor")
+    treatment="pressure_tensor", precision_thresholds=("viscosity_max_rel_half_width", None))
 CONDUCTIVITY_GROUP = AuditGroup(
     "conductivity", "Collective conductivity", r"^(conductivity|sigma)($|_)",
     definition_words=("conductivity", "onsager", "einstein", "frame"), regime=True,
     definition_check="cross_correlations",
-    excluded_tokens=frozenset({"ne", "nernst", "nernst_einstein", "ionicity"}))
+    excluded_tokens=frozenset({"ne", "nernst", "nernst_einstein", "ionicity"}),
+    precision_thresholds=("sigma_t_plus_max_rel_half_width", None))
 TRANSFERENCE_GROUP = AuditGroup(
     "transference_number", "Correlated transference",
     r"^(transference|transference_number|t_plus|tplus|t\+)($|_)", categories=("transference_number",),
     definition_words=("transference", "convention", "frame", "onsager"), regime=True,
-    definition_check="transference_convention")
+    definition_check="transference_convention",
+    precision_thresholds=(None, "t_plus_max_abs_half_width"))  # t+ may sit near 0: an absolute bound
 
 #: The seed's required analyses, in the order of its Table 2.
 AUDIT_GROUPS: tuple[AuditGroup, ...] = (THERMODYNAMICS_GROUP, COORDINATION_GROUP, ASSOCIATION_GROUP,

@@ -9,16 +9,18 @@ compares the two afterwards (O1/O2). States (seed §A.2.2, the order of :mod:`md
    production never reached → ``not_reached``;
 2. a required target is missing → ``M``;
 3. a definition failure (transference convention mix-up, conductivity without cross-correlations, a
-   self-diffusion surrogate recognised by its content) or an implementation/numerical failure (non-finite
-   whole or block value; a failure the estimator recorded; a reported value or block mean outside the
-   canonical four-block interval of a matched definition) → ``F``;
+   self-diffusion surrogate recognised by its content, charges unlike the topology's) or an
+   implementation/numerical failure (non-finite whole or block value; a failure the estimator recorded; a
+   reported value or block mean outside the canonical four-block interval of a matched definition, on the
+   reported fit window where the canonical estimate is outside its regime) → ``F``;
 4. whole value present but the four-block analysis missing → ``M`` (incomplete required delivery);
 5. a value withheld with a stated reason (a ratio whose denominator is consistent with zero) →
    ``not_estimable``;
 6. a sampling diagnostic fails (the entry's own ``diagnostics.sampling_checks`` where reported — what each
-   says, applied to the result it names; otherwise the audit's backstop: relative block 95 % half-width above
-   :data:`SI_REL_HALF_WIDTH`; the diffusive exponent outside the registered range; no viscosity plateau;
-   a reported diagnostic contradicted by the evidence) → ``SI``; the relative half-width is not used for
+   says, applied to the result it names; otherwise the audit's backstop: block 95 % half-width beyond the
+   registered precision threshold of the group (``AuditGroup.precision_thresholds``); the diffusive exponent
+   outside the registered range; no viscosity plateau; a reported diagnostic contradicted by the evidence,
+   the reported fit window's own included) → ``SI``; the relative half-width is not used for
    quantities fluctuating about zero (pressure);
 7. otherwise ``C``.
 
@@ -31,6 +33,7 @@ The item rules and the seed sentence each implements are listed in ``docs/saeo-r
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -40,34 +43,35 @@ import numpy as np
 
 from mdbench.analysis.blocks import T_975_DOF3
 from mdbench.analysis.states import NOT_ESTIMABLE
-from mdbench.analysis.observables import (ASSOCIATION_GROUP, AUDIT_GROUPS, CONDUCTIVITY, CONDUCTIVITY_GROUP,
-                                          COORDINATION_GROUP, SELF_DIFFUSION_GROUP, TRANSFERENCE_GROUP,
-                                          VISCOSITY_GROUP, audit_group)
+from mdbench.analysis.observables import AUDIT_GROUPS, CONDUCTIVITY, SELF_DIFFUSION_GROUP, audit_group
 from mdbench.analysis.observables import targets as registry_targets
 from mdbench.audit.bundle import Bundle
 from mdbench.audit.model import PER_OBSERVABLE_ITEMS, Check, Evidence, Judgment, ObservableAssessment
 from mdbench.audit.runread import (OBSERVABLE_GROUPS, Entry, RunData, as_entry, group_entries, match_target,
                                    target_entries_first, tokens)
+from mdbench.audit.transport import BETA_MARGIN, Refit, WindowRefit, declared_frame, reported_window, same_window
 
 #: R5 relative tolerance added when block intervals are too narrow.
 R5_REL_TOL = 0.05
-#: Relative block 95 % half-width above which sampling is judged insufficient.
-SI_REL_HALF_WIDTH = 0.25
-#: Local log–log MSD slope window accepted as diffusive (the registered default of the analysis settings).
-BETA_WINDOW = (0.9, 1.1)
+
+
+@functools.lru_cache(maxsize=1)
+def analysis_settings() -> Any:
+    """The registered analysis settings (``params/analysis/default.yaml``): the one place every threshold the
+    audit applies as a backstop comes from."""
+    from mdbench.analysis.settings import AnalysisSettings  # noqa: PLC0415
+
+    return AnalysisSettings()
 
 
 def beta_window(name: str) -> tuple[float, float]:
     """Accepted log–log slope of an MSD diagnostic called ``name``: the analysis settings' registered range
     (``onsager_beta_range`` for the charge MSD, ``diffusion_beta_range`` otherwise)."""
-    try:
-        from mdbench.analysis.settings import AnalysisSettings  # noqa: PLC0415
+    st = analysis_settings()
+    lo, hi = st.onsager_beta_range if "charge" in name else st.diffusion_beta_range
+    return float(lo), float(hi)
 
-        st = AnalysisSettings()
-        lo, hi = st.onsager_beta_range if "charge" in name else st.diffusion_beta_range
-        return float(lo), float(hi)
-    except Exception:  # noqa: BLE001 - settings unreadable: the seed's usual window
-        return BETA_WINDOW
+
 #: Groups compared with the canonical reanalysis by the R5 rule (stable structural quantities).
 R5_GROUPS = tuple(g.name for g in AUDIT_GROUPS if g.canonical_r5)
 #: Groups whose estimator needs a regime/plateau diagnostic (A5).
@@ -291,6 +295,7 @@ CODES: dict[str, str] = {
     "value_contradicts_reanalysis": "implementation",
     "trajectory_treatment_differs": "implementation",
     "surrogate_definition": "definition",
+    "charge_weighting_differs": "definition",
     "no_value": "incomplete",
     "four_block_analysis_missing": "incomplete",
     "value_withheld": "withheld",
@@ -305,7 +310,10 @@ CODES: dict[str, str] = {
     "definition_differs_from_canonical": "note",
     "registered_after_results": "note",
     "canonical_not_eligible": "note",
+    "frame_differs_from_registration": "note",
 }
+#: Codes that leave a required target undelivered (A1): missing, or a surrogate delivered in its place.
+MISSING_CODES = frozenset({"missing_target", "surrogate_definition", "charge_weighting_differs"})
 #: Codes of a regime / plateau diagnostic that failed (A5 0.5).
 REGIME_CODES = frozenset({"msd_exponent_outside", "plateau_not_reached", "run_regime_check_failed",
                           "diagnostic_contradicts_evidence"})
@@ -497,6 +505,126 @@ def surrogate_checks(g: Any, chosen: list[Entry], others: dict[str, dict[str, En
     return out
 
 
+def _species_key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", str(name).lower())
+
+
+def recorded_charges(e: Entry) -> dict[str, float]:
+    """Charge per molecule [e] by species that a result says its definition used (``charges_e``,
+    ``charges``, in the entry, its ``details``, ``onsager`` or ``diagnostics`` block)."""
+    for src in (e.raw, *(e.raw.get(k) for k in ("details", "onsager", "diagnostics", "inputs"))):
+        if not isinstance(src, dict):
+            continue
+        for k in ("charges_e", "charges", "charge_by_species_e", "z"):
+            d = src.get(k)
+            if isinstance(d, dict):
+                out = {str(sp): float(q) for sp, q in d.items()
+                       if isinstance(q, (int, float)) and not isinstance(q, bool) and math.isfinite(q)}
+                if out:
+                    return out
+    return {}
+
+
+#: Words of a σ definition that drop the charges or their signs (an unsigned sum of Onsager coefficients).
+UNSIGNED_WORDS = ("unsigned", "without charge", "no charge weighting", "charge-unweighted", "charge unweighted",
+                  "absolute charges")
+#: Words of a definition that put unit (formal) charges in place of the model's charges.
+UNIT_CHARGE_WORDS = ("unit charge", "formal charge", "z = ±1", "z=±1", "integer charge", "unscaled charge")
+
+
+def sigma_weightings(canonical_results: Any) -> tuple[float, float, dict[str, float]] | None:
+    """(σ, its R5 half-width, {weighting: σ'}) of the canonical reanalysis: σ' = Σ_ij σ_ij w_i w_j / (q_i q_j)
+    of its species-resolved σ_ij [S/m] with other charges w — unit charges where the model's are scaled,
+    and each ion's sign flipped. None without a canonical σ_ij."""
+    try:
+        obs = canonical_results["observables"]
+        key, ent = next((k, v) for k, v in obs.items() if isinstance(v, dict) and v.get("category") ==
+                        CONDUCTIVITY.category and isinstance(v.get("details"), dict) and "sigma_ij_S_m" in v["details"])
+        S = np.asarray(ent["details"]["sigma_ij_S_m"], dtype=np.float64)
+        species = list(canonical_results["system"]["species"])
+        q = np.asarray([float(canonical_results["system"]["charges_e"][sp]) for sp in species])
+        sigma = float(ent["value"])
+    except Exception:  # noqa: BLE001 - no canonical matrix: nothing to compare
+        return None
+    if S.shape != (q.size, q.size) or not np.all(np.isfinite(S)) or not math.isfinite(sigma):
+        return None
+    ions = np.abs(q) > 1e-3
+    alts: dict[str, float] = {}
+
+    def weighted(w: np.ndarray) -> float:
+        r = np.where(ions, w / np.where(ions, q, 1.0), 0.0)
+        return float(np.einsum("ij,i,j->", S, r, r))
+
+    if np.any(np.abs(np.abs(q[ions]) - np.round(np.abs(q[ions]))) > 0.01):
+        alts["unit (formal) charges"] = weighted(np.sign(q))
+    for k in np.flatnonzero(ions):
+        w = q.copy()
+        w[k] = -w[k]
+        alts[f"the sign of {species[k]} flipped"] = weighted(w)
+    ce = as_entry(f"observables.{key}", ent)
+    return sigma, r5_interval(sigma, ce.blocks if ce is not None else None), alts
+
+
+def charge_weighting_checks(g: Any, chosen: list[Entry], system_charges: dict[str, float] | None,
+                            canonical_results: Any, reg_text: str, path: str) -> list[Check]:
+    """Classify a delivered σ / t+ by the charges its definition uses against the system's charges (the
+    production topology; the canonical reanalysis' where the audit read none).
+
+    σ = e² Σ z_i z_j L^ij needs the model's charges with their signs: recorded charges that are not
+    ``c · z`` with c = ±1 (unit charges for a scaled-charge model, a wrong sign, another charge set), or a
+    definition that says it drops the signs or uses formal charges in a scaled-charge model, make it another
+    quantity. t+ is invariant under a common scaling of the charges: only recorded charges whose ratios
+    differ from the system's (a sign or an asymmetric scaling) — or an unweighted formula for a salt whose
+    ions' charge magnitudes differ — change it. Such a surrogate is A2 F and leaves the required quantity
+    missing (A1)."""
+    if g.definition_check not in ("cross_correlations", "transference_convention"):
+        return []
+    sysq = dict(system_charges or {})
+    if not sysq and isinstance(canonical_results, dict):
+        sysq = dict(((canonical_results.get("system") or {}).get("charges_e") or {}))
+    ions = {_species_key(k): float(v) for k, v in sysq.items() if isinstance(v, (int, float)) and abs(v) > 1e-3}
+    if not ions:
+        return []
+    out: list[Check] = []
+    sigma = g.definition_check == "cross_correlations"
+    for e in chosen:
+        text = _definition_text(e) + " " + reg_text
+        why: list[str] = []
+        rec = {_species_key(k): v for k, v in recorded_charges(e).items()}
+        shared = [k for k in ions if k in rec]
+        if shared:
+            ratios = [rec[k] / ions[k] for k in shared]
+            if any(abs(r) < 1e-9 for r in ratios) or any(abs(r - ratios[0]) > 0.01 * abs(ratios[0]) for r in ratios):
+                why.append("its recorded charges (" + ", ".join(f"{k}: {rec[k]:+g}" for k in shared)
+                           + ") do not follow the topology's (" + ", ".join(f"{k}: {ions[k]:+g}" for k in shared)
+                           + ") species by species (a sign or a scaling differs)")
+            elif sigma and abs(abs(ratios[0]) - 1.0) > 0.01:
+                why.append(f"its recorded charges are {abs(ratios[0]):.3g} × the topology's (σ scales with their "
+                           "square)")
+        scaled_model = any(abs(abs(q) - round(abs(q))) > 0.01 for q in ions.values())
+        if sigma and any(w in text for w in UNSIGNED_WORDS):
+            why.append("its definition drops the charges' signs")
+        if sigma and scaled_model and any(w in text for w in UNIT_CHARGE_WORDS):
+            why.append("its definition uses formal (unit) charges, the topology's are scaled ("
+                       + ", ".join(f"{k}: {q:+g}" for k, q in ions.items()) + ")")
+        weights = sigma_weightings(canonical_results) if sigma and e.finite_value else None
+        if weights is not None:
+            sig_c, h, alts = weights
+            for label, alt in alts.items():
+                # the value is that weighting's σ, and that weighting is distinguishable from the topology's
+                if _close(e.value, alt, 0.02) and abs(alt - sig_c) > 2.0 * h and abs(e.value - sig_c) > 2.0 * h:
+                    why.append(f"σ = {e.value:.4g} S/m is the canonical Onsager matrix weighted with {label} "
+                               f"({alt:.4g} S/m), not with the topology's charges ({sig_c:.4g} ± {h:.2g} S/m)")
+                    break
+        if not sigma and len({round(abs(q), 3) for q in ions.values()}) > 1 and "unweighted" in (
+                text + str(e.raw.get("convention", "")).lower()):
+            why.append("an unweighted formula for ions of unequal charge magnitude")
+        if why:
+            out.append(_check("charge_weighting_differs", f"{e.key} is not the required {g.title.lower()}: "
+                              + "; ".join(why), e, path=path))
+    return out
+
+
 def _numeric_checks(chosen: list[Entry], extra: list[Entry], path: str) -> list[Check]:
     """Non-finite values, incomplete deliveries, failures the run recorded; a too-short window is SI."""
     out: list[Check] = []
@@ -544,60 +672,155 @@ def _treatment_problem(e: Entry, prod_state: dict[str, float] | None) -> str | N
     return None
 
 
+def _canonical_dt(canonical_results: Any) -> float:
+    win = canonical_results.get("windows") if isinstance(canonical_results, dict) else None
+    dt = win.get("dt_ps") if isinstance(win, dict) else None
+    return float(dt) if isinstance(dt, (int, float)) and dt > 0 else 0.0
+
+
+def _analysed_span_ps(canonical_results: Any) -> float | None:
+    """Length [ps] of the production the canonical reanalysis read (guard included)."""
+    win = canonical_results.get("windows") if isinstance(canonical_results, dict) else None
+    whole = win.get("whole_range_ps") if isinstance(win, dict) else None
+    guard = canonical_results.get("guard_ps") if isinstance(canonical_results, dict) else None
+    if isinstance(whole, list) and len(whole) == 2 and all(isinstance(x, (int, float)) for x in whole):
+        return float(whole[1]) - float(whole[0]) + (float(guard) if isinstance(guard, (int, float)) else 0.0)
+    return None
+
+
+def _refit_on(g: Any, ce: Entry, window: tuple[float, float], refit: WindowRefit | None) -> Refit | None:
+    """The canonical estimator of ``ce`` re-applied on the run's ``window`` (None where it cannot be)."""
+    if refit is None:
+        return None
+    if g.name == SELF_DIFFUSION_GROUP.name:
+        species = ce.raw.get("species") or ce.key.rsplit("/", 1)[-1]
+        return refit.diffusion(str(species), window)
+    if g.definition_check in ("cross_correlations", "transference_convention"):
+        return refit.collective(ce.key.split(".", 1)[-1] if ce.key.startswith("observables.") else ce.key, window)
+    return None
+
+
+def _window_checks(g: Any, e: Entry, ce: Entry, window: tuple[float, float] | None, rf: Refit | None,
+                   canonical_results: Any, path: str) -> list[Check]:
+    """The reported fit window and MSD exponent against the trajectory: a window longer than the analysed
+    production; a regime check reported as passed, or a reported β, that the canonical MSD over the same
+    window contradicts (a window that starts in the ballistic or caged part)."""
+    out: list[Check] = []
+    if window is None:
+        return out
+    span = _analysed_span_ps(canonical_results)
+    dt = _canonical_dt(canonical_results)
+    if span is not None and window[1] > span + dt + 1e-9:
+        out.append(_check("diagnostic_contradicts_evidence", f"{e.key}: reported fit window "
+                          f"[{window[0]:g}, {window[1]:g}] ps extends beyond the {span:.4g} ps of production "
+                          "the trajectory holds", e, path=path))
+    if rf is None or g.name != SELF_DIFFUSION_GROUP.name or not math.isfinite(rf.beta_fit):
+        return out
+    lo, hi = beta_window("beta")
+    outside = rf.beta_fit < lo - BETA_MARGIN or rf.beta_fit > hi + BETA_MARGIN
+    claimed = [k for k, v in _own_checks(e, g.name).items() if v is True and is_regime_check(k)
+               and any(w in k.lower() for w in ("diffusive", "beta", "regime"))]
+    beta_r = _declared(e, "beta", "msd_exponent")
+    where = f"over the reported fit window [{window[0]:g}, {window[1]:g}] ps"
+    if outside and claimed:
+        out.append(_check("diagnostic_contradicts_evidence", f"{e.key}: reports {', '.join(claimed)} as passed, "
+                          f"the trajectory's MSD exponent {where} is β = {rf.beta_fit:.2f} (outside "
+                          f"{(lo, hi)}; canonical MSD re-fitted)", e, path=path))
+    elif beta_r is not None and abs(beta_r - rf.beta_fit) > BETA_MARGIN and (
+            outside or not (lo - BETA_MARGIN <= beta_r <= hi + BETA_MARGIN)):
+        out.append(_check("diagnostic_contradicts_evidence", f"{e.key}: reported MSD exponent β = {beta_r:.2f}, "
+                          f"the trajectory's {where} is β = {rf.beta_fit:.2f} (canonical MSD re-fitted)", e,
+                          path=path))
+    return out
+
+
 def _canonical_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] | None,
-                      path: str, prod_state: dict[str, float] | None = None) -> tuple[list[Check], float | None]:
+                      path: str, prod_state: dict[str, float] | None = None, canonical_results: Any = None,
+                      refit: WindowRefit | None = None) -> tuple[list[Check], float | None]:
     """Claims against the canonical reanalysis (seed Table A4, R5, applied to every matched definition): the
     reported whole-interval value and the mean of its blocks against the canonical four-block 95 % interval
     (with the 5 % tolerance when narrow); a disagreement is an implementation fault (A3) unless the entry's
-    own diagnostics show a trajectory-treatment cause (A4). Reported regime diagnostics (MSD exponent, plateau)
-    are compared with the canonical ones."""
+    own diagnostics show a trajectory-treatment cause (A4).
+
+    A transport estimate whose canonical regime checks fail depends on its fit window: it is compared with
+    the canonical estimator on the window the run reported (the canonical one when they agree, else
+    re-fitted, :class:`~mdbench.audit.transport.WindowRefit`) with twice the interval — the half-width of a
+    sampling-limited estimate is itself uncertain, and no finding may rest on a borderline state — and not
+    at all when the run states no window. Reported regime diagnostics (MSD exponent, fit window, plateau) are
+    compared with the trajectory's."""
     out: list[Check] = []
     canon_value = None
     if not canonical or not (g.canonical_r5 or g.regime):
         return out, canon_value
+    dt = _canonical_dt(canonical_results)
     for e in chosen:
         ce = _canonical_match(g.name, e, canonical)
-        if ce is None or not ce.finite_value or not e.finite_value:
+        if ce is None or not e.finite_value:
             continue
         if not _definitions_match(g.name, e, ce):
             out.append(_check("definition_differs_from_canonical",
                               f"{e.key}: definition differs from the canonical one (not compared)", e, path=path))
             continue
-        canon_value = ce.value if canon_value is None else canon_value
-        h = r5_interval(ce.value, ce.blocks)
-        ev = Evidence(path, key=e.key, note=f"reported {e.value:.6g}; canonical {ce.value:.6g} ± {h:.3g} ({ce.key})")
-        blocks = [b for b in (e.blocks or []) if b is not None and math.isfinite(b)]
-        block_mean = float(np.mean(blocks)) if len(blocks) >= 2 else None
-        outside = [f"whole-interval value {e.value:.5g}"] if not r5_agrees(e.value, ce.value, ce.blocks) else []
-        if block_mean is not None and not r5_agrees(block_mean, ce.value, ce.blocks):
-            outside.append(f"block mean {block_mean:.5g}")
-        unmet = [k for k, v in _own_checks(ce, g.name).items() if v is False and is_regime_check(k)]
-        if g.regime and (unmet or not _own_checks(ce, g.name)):
-            # seed Table A4 (R4): a transport value is compared only where the canonical estimate is eligible
-            # (its own regime diagnostics pass); outside its regime a value depends on the fit window
-            out.append(Check("canonical_not_eligible", "note", f"{e.key}: canonical estimate not eligible for "
-                             f"comparison ({', '.join(unmet) or 'no regime diagnostic'} not met); value not compared",
-                             (ev,)))
-            outside = None
-        if outside is None:
-            pass
-        elif not outside:
-            out.append(Check("agrees_with_canonical", "note", f"{e.key} inside the canonical R5 interval "
-                             f"{ce.value:.5g} ± {h:.3g}", (ev,)))
-        else:
-            cause = _treatment_problem(e, prod_state)
-            code = "trajectory_treatment_differs" if cause else (
-                "outside_canonical_r5" if g.canonical_r5 else "value_contradicts_reanalysis")
-            out.append(Check(code, CODES[code], f"{e.key}: {' and '.join(outside)} outside the canonical interval "
-                             f"{ce.value:.5g} ± {h:.3g} of the reanalysis ({ce.key})" + (f"; cause: {cause}" if cause
-                                                                                         else ""), (ev,)))
-        # reported regime diagnostics against the trajectory's
+        window = reported_window(e.raw) if g.regime else None
+        cwin = reported_window(ce.raw)
+        rf = None
+        if window is not None and not (cwin is not None and same_window(window, cwin, dt)):
+            rf = _refit_on(g, ce, window, refit)
+        out += _window_checks(g, e, ce, window, rf, canonical_results, path)
+        if not ce.finite_value and rf is None:
+            continue
+        canon_value = ce.value if canon_value is None and ce.finite_value else canon_value
+        own_c = _own_checks(ce, g.name)
+        # a sampling-limited canonical estimate: its interval is itself uncertain (a four-block half-width
+        # scatters by ~50 %) and its block mean carries the block noise twice -- the whole value is compared
+        # with twice the interval, so that no finding rests on a borderline state
+        limited = any(v is False for v in own_c.values())
+        ref_value, ref_blocks, ref_label, widen = ce.value, ce.blocks, ce.key, (2.0 if limited else 1.0)
+        unmet = [k for k, v in own_c.items() if v is False and is_regime_check(k)]
+        compare = ce.finite_value
+        if g.regime and (unmet or not own_c or not ce.finite_value):
+            why = ', '.join(unmet) or ('no finite value' if not ce.finite_value else 'no regime diagnostic')
+            compare = True
+            if window is not None and cwin is not None and same_window(window, cwin, dt) and ce.finite_value:
+                ref_label, widen = f"{ce.key}, same fit window, its {why} not met", 2.0
+            elif rf is not None:
+                ref_value, ref_blocks, widen = rf.value, rf.blocks, 2.0
+                ref_label = (f"{ce.key} re-fitted on the reported window [{window[0]:g}, {window[1]:g}] ps, "
+                             f"its {why} not met")
+            else:
+                # seed Table A4 (R4): outside its regime a canonical value depends on the fit window; with no
+                # window stated (or none that fits inside a block) there is nothing like-for-like to compare
+                out.append(Check("canonical_not_eligible", "note", f"{e.key}: canonical estimate not eligible for "
+                                 f"comparison ({why} not met) and " + ("no fit window reported" if window is None
+                                                                       else "the reported window cannot be re-fitted")
+                                 + "; value not compared", (Evidence(path, key=e.key),)))
+                compare = False
+        if compare:
+            h = widen * r5_interval(ref_value, ref_blocks)
+            ev = Evidence(path, key=e.key, note=f"reported {e.value:.6g}; canonical {ref_value:.6g} ± {h:.3g} "
+                                                f"({ref_label})")
+            blocks = [b for b in (e.blocks or []) if b is not None and math.isfinite(b)]
+            block_mean = float(np.mean(blocks)) if len(blocks) >= 2 else None
+            outside = [f"whole-interval value {e.value:.5g}"] if abs(e.value - ref_value) > h else []
+            if block_mean is not None and widen == 1.0 and abs(block_mean - ref_value) > h:
+                outside.append(f"block mean {block_mean:.5g}")
+            if not outside:
+                out.append(Check("agrees_with_canonical", "note", f"{e.key} inside the canonical interval "
+                                 f"{ref_value:.5g} ± {h:.3g} ({ref_label})", (ev,)))
+            else:
+                cause = _treatment_problem(e, prod_state)
+                code = "trajectory_treatment_differs" if cause else (
+                    "outside_canonical_r5" if g.canonical_r5 else "value_contradicts_reanalysis")
+                out.append(Check(code, CODES[code], f"{e.key}: {' and '.join(outside)} outside the canonical "
+                                 f"interval {ref_value:.5g} ± {h:.3g} of the reanalysis ({ref_label})"
+                                 + (f"; cause: {cause}" if cause else ""), (ev,)))
+        # reported regime diagnostics against the canonical reanalysis' own window
         beta = _declared(e, "beta", "msd_exponent")
-        cwin = ce.raw.get("window") if isinstance(ce.raw.get("window"), dict) else {}
-        lo, hi = cwin.get("beta_min"), cwin.get("beta_max")
-        if beta is not None and isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
-            window = beta_window("beta")
-            if window[0] <= beta <= window[1] and not cwin.get("found", True) and abs(beta - (lo + hi) / 2) > 0.15:
+        cw = ce.raw.get("window") if isinstance(ce.raw.get("window"), dict) else {}
+        lo, hi = cw.get("beta_min"), cw.get("beta_max")
+        if rf is None and beta is not None and isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
+            bw = beta_window("beta")
+            if bw[0] <= beta <= bw[1] and not cw.get("found", True) and abs(beta - (lo + hi) / 2) > 0.15:
                 out.append(_check("diagnostic_contradicts_evidence", f"{e.key}: reported MSD exponent β = {beta:.2f} "
                                   f"is diffusive, the trajectory's is {lo:.2f}–{hi:.2f} (canonical reanalysis)", e,
                                   path=path))
@@ -608,54 +831,73 @@ def _canonical_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] |
                 and cchecks.get("plateau") is False:
             out.append(_check("diagnostic_contradicts_evidence", f"{e.key}: reports a Green–Kubo plateau the "
                               "canonical reanalysis does not find", e, path=path))
+        out += frame_drift_checks(g, e, ce, window or cwin, path)
     return out, canon_value
 
 
-#: Block-precision thresholds of the registered adequacy rules (``analysis_adequacy_and_stopping`` →
-#: ``thresholds``, :class:`mdbench.analysis.settings.AnalysisSettings`) per audit group: (relative limit,
-#: absolute half-width accepted whatever the relative one). The audit's backstop for results that do not
-#: report their own sampling checks.
-PRECISION_THRESHOLDS: dict[str, tuple[str | None, str | None]] = {
-    COORDINATION_GROUP.name: ("cn_max_rel_half_width", "cn_abs_half_width_ok"),
-    ASSOCIATION_GROUP.name: (None, "association_fraction_max_half_width"),
-    SELF_DIFFUSION_GROUP.name: ("diffusion_max_rel_half_width", None),
-    CONDUCTIVITY_GROUP.name: ("sigma_t_plus_max_rel_half_width", None),
-    TRANSFERENCE_GROUP.name: (None, "t_plus_max_abs_half_width"),  # t+ may sit near 0: absolute bound
-    VISCOSITY_GROUP.name: ("viscosity_max_rel_half_width", None),
-}
+def frame_drift_checks(g: Any, e: Entry, ce: Entry, window: tuple[float, float] | None, path: str) -> list[Check]:
+    r"""A self-diffusion coefficient declared in the lab frame while the system's centre of mass drifts
+    enough to bias the MSD beyond the R5 tolerance: :math:`|\Delta R_\mathrm{COM}|^2 / (6 D t_\mathrm{hi})`
+    (the drift adds to every molecule's displacement; σ of an electroneutral system does not see it)."""
+    if g.name != SELF_DIFFUSION_GROUP.name or window is None:
+        return []
+    if declared_frame(str(e.raw.get("frame", "")) + " " + _definition_text(e)) != "lab":
+        return []
+    diag = ce.raw.get("diagnostics") if isinstance(ce.raw.get("diagnostics"), dict) else {}
+    drift = diag.get("barycentre_drift_nm")
+    if not isinstance(drift, (int, float)) or not math.isfinite(drift) or not ce.value or ce.value <= 0:
+        return []
+    msd_hi_nm2 = 6.0 * ce.value * 1e6 * window[1]          # D [m^2/s] → nm^2/ps
+    bias = drift ** 2 / msd_hi_nm2 if msd_hi_nm2 > 0 else 0.0
+    if bias <= R5_REL_TOL:
+        return []
+    return [_check("trajectory_treatment_differs", f"{e.key}: declared in the lab frame while the system's centre "
+                   f"of mass drifts {drift:.3g} nm over the analysed interval: a bias of {100 * bias:.0f} % of the "
+                   f"MSD at {window[1]:g} ps (centre-of-mass motion not removed)", e, path=path)]
+
+
+def frame_registration_checks(g: Any, chosen: list[Entry], regs: list[dict], path: str) -> list[Check]:
+    """A transport result whose declared reference frame differs from the frame its registered definition
+    names (barycentric / solvent / lab; centre-of-mass motion removed counts as barycentric)."""
+    if not g.regime:
+        return []
+    frames = {declared_frame(f"{k} {v}") for r in regs if isinstance(r.get("definition"), dict)
+              for k, v in r["definition"].items() if "frame" in str(k).lower() and isinstance(v, str)} - {None}
+    if len(frames) != 1:
+        return []
+    reg = frames.pop()
+    out = []
+    for e in chosen:
+        decl = declared_frame(str(e.raw.get("frame", "")) + " " + _definition_text(e))
+        if decl is not None and decl != reg:
+            out.append(_check("frame_differs_from_registration", f"{e.key}: declared in the {decl} frame, its "
+                              f"registered definition names the {reg} frame", e, path=path))
+    return out
 
 
 def precision_limits(run: RunData, case: str, group: str) -> tuple[float | None, float | None]:
-    """(relative, absolute) block half-width limits of ``group``: the registration in force, else the
-    analysis settings' defaults, else the audit's :data:`SI_REL_HALF_WIDTH`."""
-    rel_key, abs_key = PRECISION_THRESHOLDS.get(group, (None, None))
-    if rel_key is None and abs_key is None:
-        return SI_REL_HALF_WIDTH, None
+    """(relative, absolute) block half-width limits of ``group``: the thresholds its registry entry names
+    (:attr:`~mdbench.analysis.observables.AuditGroup.precision_thresholds`), as the registration in force
+    gives them, else the analysis settings' values; (None, None) for a group without one."""
+    rel_key, abs_key = audit_group(group).precision_thresholds
     thresholds: dict[str, Any] = {}
     for reg in run.in_force("adequacy", "thresholds", case=case):
         d = reg.get("definition") if isinstance(reg.get("definition"), dict) else {}
         if isinstance(d.get("thresholds"), dict):
             thresholds = d["thresholds"]
             break
-    try:
-        from mdbench.analysis.settings import AnalysisSettings  # noqa: PLC0415
-
-        defaults = AnalysisSettings()
-    except Exception:  # noqa: BLE001 - settings unreadable: the audit's own backstop
-        defaults = None
 
     def value(key: str | None) -> float | None:
         if key is None:
             return None
-        v = thresholds.get(key, getattr(defaults, key, None))
+        v = thresholds.get(key, getattr(analysis_settings(), key))
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
-    rel, ab = value(rel_key), value(abs_key)
-    return (rel if rel is not None or ab is not None else SI_REL_HALF_WIDTH), ab
+    return value(rel_key), value(abs_key)
 
 
 def _sampling_checks(g: Any, chosen: list[Entry], path: str,
-                     limits: tuple[float | None, float | None] = (SI_REL_HALF_WIDTH, None)) -> list[Check]:
+                     limits: tuple[float | None, float | None] = (None, None)) -> list[Check]:
     """The audit's own reading of the sampling evidence: the estimator's sampling diagnostics where it
     reports them (what each says, not the state label the run chose), else the audit's backstop (relative
     block half-width); the diffusive exponent and the Green–Kubo plateau, and a reported diagnostic that
@@ -678,8 +920,8 @@ def _sampling_checks(g: Any, chosen: list[Entry], path: str,
         if other:
             out.append(_check("run_sampling_check_failed", f"{e.key}: sampling check(s) failed: {', '.join(other)}",
                               e, path=path))
-        if own is None and e.blocks and len(e.blocks) >= 4 and not e.nonfinite_blocks() and e.finite_value \
-                and e.value != 0 and not fluctuates_about_zero:
+        if own is None and limits != (None, None) and e.blocks and len(e.blocks) >= 4 and not e.nonfinite_blocks() \
+                and e.finite_value and e.value != 0 and not fluctuates_about_zero:
             arr = np.asarray(e.blocks, dtype=np.float64)
             hw = T_975_DOF3 * float(arr.std(ddof=1)) / 2.0
             rel = hw / abs(e.value)
@@ -765,8 +1007,11 @@ def _ratings(g: Any, checks: list[Check], regs: list[dict], usable: list[Entry],
         ratings["A3"] = (1.0, "no numerical fault found (not reanalysed)")
     keys = set().union(*(_diag_keys(e) for e in usable))
     inconsistent = (state_consistency(usable, prod_state) if g.regime else []) + treatment
+    frame = [c.message for c in checks if c.code == "frame_differs_from_registration"]
     if inconsistent:
-        ratings["A4"] = (0.0, "; ".join(inconsistent))
+        ratings["A4"] = (0.0, "; ".join(inconsistent + frame))
+    elif frame:
+        ratings["A4"] = (0.5, "; ".join(frame))
     elif g.treatment == "pressure_tensor":
         declared = keys & {"ensemble", "barostat", "volume_nm3", "temperature_k", "pressure_interval_ps"}
         ratings["A4"] = (1.0, f"pressure-tensor treatment declared ({', '.join(sorted(declared))})") if declared \
@@ -823,8 +1068,9 @@ def _ratings(g: Any, checks: list[Check], regs: list[dict], usable: list[Entry],
 
 def assess_group(run: RunData, case: str, group: str, targets: list[str], entries: dict[str, Entry],
                  canonical: dict[str, Entry] | None, upstream: str | None,
-                 canonical_results: Any | None = None, prod_state: dict[str, float] | None = None,
-                 others: dict[str, dict[str, Entry]] | None = None) -> GroupResult:
+                 canonical_results: Any | None = None, prod_state: dict[str, Any] | None = None,
+                 others: dict[str, dict[str, Entry]] | None = None, refit: WindowRefit | None = None
+                 ) -> GroupResult:
     """State and A2–A7 judgments of one observable group of one case (rules in the module docstring).
 
     The checks (:class:`~mdbench.audit.model.Check`) are made first, each with a code and a severity; the
@@ -875,8 +1121,10 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
                             g.name, *g.definition_words[:1]) if g.definition_check)).lower()
     checks = gaps + _definition_checks(g, chosen, canonical, canonical_results, res_rel, others, reg_text)
     checks += _numeric_checks(chosen, extra, res_rel)
-    r5, canon_value = _canonical_checks(g, chosen, canonical, res_rel, prod_state)
-    checks += r5
+    r5, canon_value = _canonical_checks(g, chosen, canonical, res_rel, prod_state, canonical_results, refit)
+    checks += r5 + frame_registration_checks(g, chosen, regs, res_rel)
+    checks += charge_weighting_checks(g, chosen, (prod_state or {}).get("charges_e"), canonical_results, reg_text,
+                                      res_rel)
     # Table A3: block sensitivity of every delivered member of the group (RDF minima beside the CNs)
     checks += _sampling_checks(g, chosen + [e for e in extra if e.finite_value], res_rel,
                                precision_limits(run, case, group))
@@ -892,8 +1140,8 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
 
 
 def assess_case(run: RunData, bundle: Bundle, case: str, upstream: str | None,
-                canonical_results: Any | None, prod_state: dict[str, float] | None = None
-                ) -> tuple[list[Judgment], list[GroupResult]]:
+                canonical_results: Any | None, prod_state: dict[str, Any] | None = None,
+                refit: WindowRefit | None = None) -> tuple[list[Judgment], list[GroupResult]]:
     """All analysis judgments (A1 per case; A2–A7 per observable) and observable states of one case."""
     groups = group_entries(run.results.get(case))
     canon_groups = group_entries(canonical_results) if canonical_results is not None else None
@@ -901,7 +1149,7 @@ def assess_case(run: RunData, bundle: Bundle, case: str, upstream: str | None,
     out: list[GroupResult] = []
     for g in OBSERVABLE_GROUPS:
         out.append(assess_group(run, case, g, req[g], groups[g], canon_groups[g] if canon_groups else None,
-                                upstream, canonical_results, prod_state, groups))
+                                upstream, canonical_results, prod_state, groups, refit))
     judgments = [j for gr in out for j in gr.judgments]
     res_rel = f"analysis/{case}/results.json"
     if upstream in ("invalid_upstream", "not_reached"):
@@ -909,8 +1157,7 @@ def assess_case(run: RunData, bundle: Bundle, case: str, upstream: str | None,
         return judgments, out
     # seed A.1: "Missing required estimators or results ... are rated as not satisfied" -- whether or not the
     # run declared them; a surrogate delivered in place of the required quantity leaves it missing
-    missing = [gr.assessment for gr in out if any(c.code in ("missing_target", "surrogate_definition")
-                                                  for c in gr.assessment.checks)]
+    missing = [gr.assessment for gr in out if any(c.code in MISSING_CODES for c in gr.assessment.checks)]
     if not missing:
         judgments.append(Judgment("A1", 1.0, "every required observable and species-specific target delivered",
                                   case, evidence=[Evidence(res_rel)]))

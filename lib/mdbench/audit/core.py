@@ -30,6 +30,7 @@ from mdbench.audit.model import (AGGREGATION_RULE, ITEM_TITLES, ITEMS, PER_CASE_
                                  AuditResult, Finding, ItemScore, Judgment, composite_score, deduplicate)
 from mdbench.audit.runread import load_run
 from mdbench.audit.safeio import RunFS
+from mdbench.audit.transport import WindowRefit
 from mdbench.errors import InputError
 from mdbench.record.atomic import atomic_write_text
 
@@ -144,6 +145,7 @@ CLAIM_FINDING_ITEMS: dict[str, str] = {
     "surrogate_definition": "A2", "tplus_mixed_convention": "A2", "conductivity_without_cross_terms": "A2",
     "registered_after_results": "A2", "outside_canonical_r5": "A3", "value_contradicts_reanalysis": "A3",
     "trajectory_treatment_differs": "A4", "diagnostic_contradicts_evidence": "A5",
+    "charge_weighting_differs": "A2", "frame_differs_from_registration": "A4",
 }
 
 
@@ -269,7 +271,9 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
         if reanalysis and up is None and pf.readable:
             canon, info = _reanalyse(fs, case, pf, out, _guard_ps(run, case), findings)
             reinfo["cases"][case] = info
-        js, groups = analysis_items.assess_case(run, bundle, case, up, canon, pf.extra)
+        links = out / "reanalysis" / case / "inputs"  # the reanalysis' links: offset caches stay out of the run
+        refit = WindowRefit.for_case(links / Path(pf.tpr).name, links / Path(pf.xtc).name, canon) if canon else None
+        js, groups = analysis_items.assess_case(run, bundle, case, up, canon, pf.extra, refit)
         judgments += js
         assessments += [g.assessment for g in groups]
     valid_cases = [c for c in run.cases if upstream.get(c) is None]

@@ -115,6 +115,23 @@ def tpr_universe(run: RunData, rel: str) -> Any:
     return cache[rel]
 
 
+def species_charges(u: Any) -> dict[str, float]:
+    """Net charge per molecule [e] of each species (residue name of a molecule's first atom) of a topology:
+    the charges every transport definition of the run must use (rounded to 1e-4 e)."""
+    try:
+        molnums = np.asarray(u.atoms.molnums)
+        charges = np.asarray(u.atoms.charges, dtype=np.float64)
+        resnames = np.asarray(u.atoms.resnames)
+    except Exception:  # noqa: BLE001 - a topology without charges: nothing to compare
+        return {}
+    first = np.r_[0, np.flatnonzero(np.diff(molnums)) + 1]
+    sums = np.add.reduceat(charges, first)
+    out: dict[str, float] = {}
+    for i, q in zip(first, sums):
+        out.setdefault(str(resnames[i]), round(float(q), 4))
+    return out
+
+
 def _moltype_blocks(u: Any) -> list[tuple[str, int]]:
     """Consecutive (moltype, molecule count) blocks of a universe in topology order."""
     molnums = u.atoms.molnums
@@ -396,7 +413,8 @@ def check_production(run: RunData, case: str) -> tuple[Judgment, ProdFiles]:
     log_text = run.fs.read_text(pf.log, item="Sim4") or ""
     if "Finished mdrun" not in log_text:
         partial.append("production log does not show a finished mdrun")
-    pf.extra = {"n_atoms": n_atoms, "edr_dt_ps": dt_e, "xtc_dt_ps": dt_x, "edr_keys": sorted(edr)}
+    pf.extra = {"n_atoms": n_atoms, "edr_dt_ps": dt_e, "xtc_dt_ps": dt_x, "edr_keys": sorted(edr),
+                "charges_e": species_charges(tpr_universe(run, pf.tpr))}
     if "Temperature" in edr and len(edr["Temperature"]):
         pf.extra["temperature_K_mean"] = float(np.mean(edr["Temperature"]))
     if "Volume" in edr and len(edr["Volume"]):
