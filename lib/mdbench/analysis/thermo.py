@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+import os
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -101,6 +103,29 @@ def read_energy_file(edr_path: str | Path) -> EnergySeries:
     p = Path(edr_path)
     if not p.is_file():
         raise InputError("energy file not found; pass the .edr written by mdrun (-e)", path=str(p))
+    st = p.stat()
+    key = (os.path.realpath(p), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    hit = _ENERGY_CACHE.get(key)
+    if hit is not None:
+        _ENERGY_CACHE.move_to_end(key)
+        return replace(hit, terms=dict(hit.terms), units=dict(hit.units), path=str(p))
+    series = _read_energy_file(p)
+    for arr in (series.time_ps, *series.terms.values()):
+        arr.setflags(write=False)  # shared between callers: nobody may change another caller's numbers
+    _ENERGY_CACHE[key] = series
+    while len(_ENERGY_CACHE) > _ENERGY_CACHE_SIZE:
+        _ENERGY_CACHE.popitem(last=False)
+    return replace(series, terms=dict(series.terms), units=dict(series.units))
+
+
+#: Energy files read in this process, by (real path, device, inode, size, mtime): the audit's production check
+#: and its canonical reanalysis read the same .edr, and pyedr's pure-Python parse is most of each read.
+_ENERGY_CACHE: OrderedDict[tuple, EnergySeries] = OrderedDict()
+_ENERGY_CACHE_SIZE = 4
+
+
+def _read_energy_file(p: Path) -> EnergySeries:
+    """Parse one energy file (no cache)."""
     _check_edr_header(p)
     import pyedr
 
