@@ -37,6 +37,15 @@ def _errors(run):
     return [str(f) for f in validate_run(run) if f.severity == "error"]
 
 
+def _resumed_errors(run, start, supersedes=None) -> list[str]:
+    """Errors of a ledger where production killed at 13,000 is resumed from ``start`` and completed."""
+    rec = RunRecord(run)
+    a = _killed(rec)
+    b = _reserve(rec, start, [dict(s, attempt_id=a) for s in supersedes or []], "continuation", a)
+    rec.complete(b, completed_steps=TARGET - start, end_step=TARGET, status="completed")
+    return _errors(run)
+
+
 def test_continuation_from_an_older_checkpoint_charges_both_and_keeps_each_step_once(tmp_path):
     rec = RunRecord(tmp_path)
     a = _killed(rec)
@@ -55,32 +64,19 @@ def test_continuation_from_an_older_checkpoint_charges_both_and_keeps_each_step_
 
 
 def test_continuation_without_its_superseded_steps_counts_them_twice(tmp_path):
-    rec = RunRecord(tmp_path)
-    a = _killed(rec)
-    b = _reserve(rec, 12_200, None, "continuation", a)
-    rec.complete(b, completed_steps=7_800, end_step=TARGET, status="completed")
-    errors = _errors(tmp_path)
+    errors = _resumed_errors(tmp_path, 12_200)
     assert any("counts steps twice" in e for e in errors), errors
     assert any("kept twice" in e for e in errors) and any("20800 distinct step(s) kept" in e for e in errors), errors
 
 
 def test_continuation_past_the_killed_attempt_loses_steps(tmp_path):
-    rec = RunRecord(tmp_path)
-    a = _killed(rec)
-    b = _reserve(rec, 14_000, None, "continuation", a)
-    rec.complete(b, completed_steps=6_000, end_step=TARGET, status="completed")
-    errors = _errors(tmp_path)
+    errors = _resumed_errors(tmp_path, 14_000)
     assert any("steps 13000→14000 lost" in e for e in errors), errors
     assert any("19000 distinct step(s) kept" in e for e in errors), errors
 
 
 def test_superseding_kept_steps_is_an_error(tmp_path):
-    rec = RunRecord(tmp_path)
-    a = _killed(rec)
-    b = _reserve(rec, 12_200, [{"attempt_id": a, "from_step": 11_000, "to_step": 13_000, "steps": 2_000}],
-                 "continuation", a)
-    rec.complete(b, completed_steps=7_800, end_step=TARGET, status="completed")
-    errors = _errors(tmp_path)
+    errors = _resumed_errors(tmp_path, 12_200, [{"from_step": 11_000, "to_step": 13_000, "steps": 2_000}])
     assert any("marks kept steps as superseded" in e for e in errors) and any("lost" in e for e in errors), errors
 
 
