@@ -133,6 +133,19 @@ def test_corrupt_checkpoint_falls_back_or_restarts(water_run, corrupt_prev):
         assert attempts[1]["completed_steps"] == 3000 - prev_step
         ev = _events(water_run, "checkpoint_fallback")
         assert len(ev) == 1 and ev[0]["payload"]["step"] == prev_step
+    # the steps the second attempt computes again are charged to both and kept once
+    from mdbench.record.steps import segment_accounts
+    from mdbench.record.validate import validate_run
+
+    killed, resumed = attempts
+    start = 0 if corrupt_prev else prev_step
+    assert killed["end_step"] == first.final_step and resumed["start_step"] == start
+    assert resumed["supersedes"] == [{"attempt_id": killed["id"], "from_step": start, "to_step": first.final_step,
+                                      "steps": first.final_step - start}]
+    acc = segment_accounts(attempts)[resumed["segment"]]
+    assert (acc.charged_steps, acc.computed_steps, acc.superseded_steps, acc.kept_steps) == (
+        first.final_step + 3000 - start, first.final_step + 3000 - start, first.final_step - start, 3000)
+    assert [str(f) for f in validate_run(water_run) if f.severity == "error"] == []
 
 
 # ----------------------------------------------------------------------------- micro DE through production
@@ -238,6 +251,7 @@ def test_sigterm_stops_mdrun_at_a_checkpoint_and_the_rerun_continues(water_run):
     assert second.status == "completed"
     a, b = rec.attempts()
     assert a["completed_steps"] + b["completed_steps"] == 3000 and b["relation"] == "continuation"
+    assert b["start_step"] == a["end_step"] == step and b["supersedes"] == []  # nothing computed twice
 
 
 def test_driver_killed_leaves_an_open_attempt_that_the_rerun_closes_and_resumes(water_run):

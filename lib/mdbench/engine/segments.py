@@ -7,6 +7,10 @@ target final step. :func:`run_segment` is idempotent:
 * an attempt left open (its process died) or interrupted (mdrun killed) is closed as ``interrupted``,
   charged with the steps its log shows it completed, and the segment resumes from ``<deffnm>.cpt``
   (``-cpi … -append``) as a ``continuation`` whose reservation covers only the remaining steps;
+* each ledger row names its segment, the step it started from and the step mdrun reached (checkpoint, log,
+  energy file), so it is charged exactly what it computed; a continuation's row names the steps of the
+  killed attempt it computes again (checkpoint → kill), kept once in the trajectory
+  (:mod:`mdbench.record.steps`, checked by ``mdbench record validate``);
 * an unreadable checkpoint falls back to ``<deffnm>_prev.cpt``; when neither is usable the old output
   is moved to ``discarded/`` (each moved file re-pointed in the artifact inventory, see
   :meth:`~mdbench.record.RunRecord.set_aside`) and the segment restarts (relation ``restart``), with the
@@ -34,6 +38,7 @@ from mdbench.engine.cadence import CheckpointCadence, measured_speed, register_c
 from mdbench.engine.recovery import set_aside_outputs
 from mdbench.engine.runner import EngineError, Runner
 from mdbench.record.atomic import atomic_write_text
+from mdbench.record.steps import superseded_by
 
 log = logging.getLogger(__name__)
 
@@ -261,6 +266,7 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
             done, found = _steps_done(runner, seg_dir, deffnm, dt_ps)
             steps = max(0, done - last["start_step"])
             rec.complete(last["id"], completed_steps=steps, status="interrupted",
+                         end_step=last["start_step"] + steps, end_step_evidence=found,
                          reason=f"attempt left open (its process ended without closing it); files show step "
                                 f"{done} ({found}); charged {steps} steps")
 
@@ -296,8 +302,10 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
         cpt_min = cadence.interval_min(planned, measured_speed(rec, case))
     else:
         cpt_rule = "explicit"
+    segment = _rel(rec, seg_dir / deffnm)
     attempt_id = rec.reserve(case, planned_steps=planned, dt_ps=dt_ps, kind=kind, stage=stage,
-                             parent=parent, relation=relation)
+                             parent=parent, relation=relation, segment=segment, start_step=start_step,
+                             target_step=target_step, supersedes=_supersedes(rec, state, start_step))
     state["target_step"] = target_step
     entry = {"id": attempt_id, "start_step": start_step, "cpi": cpi.name if cpi else None,
              "relation": relation, "parent": parent, "checkpoint_interval_min": cpt_min}
@@ -314,8 +322,9 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
         res = runner.mdrun(tpr, deffnm, threads=threads, cpi=cpi.name if cpi else None, cpt_min=cpt_min,
                            on_start=started)
     except BaseException as exc:
-        done, _ = _steps_done(runner, seg_dir, deffnm, dt_ps)
+        done, found = _steps_done(runner, seg_dir, deffnm, dt_ps)
         rec.complete(attempt_id, completed_steps=max(0, done - start_step), status="interrupted",
+                     end_step=max(done, start_step), end_step_evidence=found,
                      reason=f"mdrun call aborted in the driver ({type(exc).__name__}: {exc})")
         raise
     rec.append_event("mdrun_finished", {"case": case, "attempt_id": attempt_id, "argv": res.argv,
@@ -326,10 +335,11 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
     done, found = _steps_done(runner, seg_dir, deffnm, dt_ps)
     cstep, lstep = found["checkpoint"], found["log"]
     steps = max(0, done - start_step)
+    reached = {"end_step": start_step + steps, "end_step_evidence": found}
     files = segment_files(seg_dir, deffnm)
     if res.ok and done >= target_step:
         rec.complete(attempt_id, completed_steps=steps, status="completed", artifacts=_ledger_paths(rec, files),
-                     reason=f"reached step {done}", resources=res.extra.get("resources"))
+                     reason=f"reached step {done}", resources=res.extra.get("resources"), **reached)
         return SegmentResult("completed", attempt_id, done, target_step, res.wall_s, f"reached step {done}", files)
     if res.returncode < 0 or res.returncode in (128 + signal.SIGTERM, 128 + signal.SIGKILL, 128 + signal.SIGINT):
         sig = -res.returncode if res.returncode < 0 else res.returncode - 128
@@ -347,8 +357,16 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
         status = "failed"
         reason = f"mdrun exited with status {res.returncode} at step {done}; see {res.console_path}"
     rec.complete(attempt_id, completed_steps=steps, status=status, artifacts=_ledger_paths(rec, files), reason=reason,
-                 resources=res.extra.get("resources"))
+                 resources=res.extra.get("resources"), **reached)
     return SegmentResult(status, attempt_id, done, target_step, res.wall_s, reason, files)
+
+
+def _supersedes(rec, state: dict, start_step: int) -> list[dict]:
+    """The steps of the segment's earlier attempts that an attempt starting at ``start_step`` computes again
+    (their start steps from the segment state, for ledger rows written before rows carried them)."""
+    ledger = {a["id"]: a for a in rec.attempts()}
+    prior = [dict(ledger[e["id"]], start_step=e["start_step"]) for e in state["attempts"] if e["id"] in ledger]
+    return superseded_by(prior, start_step)
 
 
 def segment_history(rec, seg_dir: Path, deffnm: str) -> list[dict]:
@@ -359,6 +377,8 @@ def segment_history(rec, seg_dir: Path, deffnm: str) -> list[dict]:
         row = ledger.get(entry["id"], {})
         out.append({"attempt_id": entry["id"], "status": row.get("status"), "relation": entry.get("relation"),
                     "start_step": entry.get("start_step"), "completed_steps": row.get("completed_steps"),
+                    "end_step": row.get("end_step"),
+                    "recomputed_steps": sum(s.get("steps", 0) for s in row.get("supersedes") or []),
                     "checkpoint_interval_min": entry.get("checkpoint_interval_min")})
     return out
 
@@ -371,6 +391,8 @@ def recovery_note(history: list[dict]) -> str | None:
             continue  # an extension of a finished segment is no recovery
         how = ("restart from step 0 (no readable checkpoint)" if after["relation"] == "restart" else
                f"{after['relation']} from checkpoint step {after['start_step']}")
+        if after.get("recomputed_steps"):
+            how += f", {after['recomputed_steps']} step(s) computed again"
         steps.append(f"{before['attempt_id']} {before['status']} ({before['completed_steps']} steps charged) → "
                      f"{after['attempt_id']} {how}")
     return f"recovered: {'; '.join(steps)}" if steps else None

@@ -384,8 +384,14 @@ class RunRecord:
         return sum(self._committed_ns(a) for a in self.attempts() if case is None or a.get("case") == case)
 
     def reserve(self, case: str, *, planned_steps: int, dt_ps: float, kind: str, stage: str,
-                parent: str | None = None, relation: str | None = None) -> str:
+                parent: str | None = None, relation: str | None = None, segment: str | None = None,
+                start_step: int | None = None, target_step: int | None = None,
+                supersedes: list[dict] | None = None) -> str:
         """Reserve an MD segment before ``mdrun`` starts; refuse it if it would break the budget.
+
+        ``segment`` (the ``mdrun -deffnm`` path relative to the run directory), ``start_step``, ``target_step``
+        and ``supersedes`` (the steps of earlier attempts of the segment this one computes again, see
+        :mod:`mdbench.record.steps`) make the step accounting checkable; they are kept in the row when given.
 
         Raises
         ------
@@ -416,19 +422,26 @@ class RunRecord:
                 raise BudgetExceeded(case, planned_ns, case_ns, study_ns, limit)
             number = 1 + sum(1 for a in attempts if a.get("case") == case)
             attempt_id = f"{case}-{number:04d}"
+            steps = {k: v for k, v in (("segment", segment), ("start_step", start_step),
+                                       ("target_step", target_step), ("supersedes", supersedes)) if v is not None}
             event = self.append_event("attempt_reserved", {"attempt_id": attempt_id, "case": case, "stage": stage,
-                                                           "kind": kind, "planned_ns": planned_ns})
+                                                           "kind": kind, "planned_ns": planned_ns, **steps})
             row = {"id": attempt_id, "case": case, "stage": stage, "kind": kind, "parent": parent,
                    "relation": relation, "planned_steps": int(planned_steps), "completed_steps": 0,
                    "dt_ps": float(dt_ps), "planned_ns": planned_ns, "ns_charged": 0.0, "status": "reserved",
-                   "artifacts": {}, "reason": None, "time_utc": event["time_utc"], "event_id": event["id"]}
+                   "artifacts": {}, "reason": None, "time_utc": event["time_utc"], "event_id": event["id"], **steps}
             self._append_line(ATTEMPTS, row)
         return attempt_id
 
     def complete(self, attempt_id: str, *, completed_steps: int, status: str,
                  artifacts: dict[str, str] | None = None, reason: str | None = None,
-                 resources: dict | None = None) -> dict:
+                 resources: dict | None = None, end_step: int | None = None,
+                 end_step_evidence: dict | None = None) -> dict:
         """Close a reserved attempt, charging its newly completed steps (whatever the status).
+
+        ``end_step`` is the last step mdrun reached (``end_step_evidence``: what each file showed: checkpoint,
+        log, energy file); for an attempt reserved with a ``start_step``, ``completed_steps`` must equal
+        ``end_step − start_step`` (charged = computed).
 
         ``resources`` (threads, CPU-hours, pinning, GPU model, offloaded tasks and GPU-hours of the mdrun,
         see :func:`mdbench.engine.gpu.resources_of_run`) is kept in the ledger row when given.
@@ -444,13 +457,19 @@ class RunRecord:
                                   "charge further steps to a new attempt naming it as parent")
             if completed_steps < 0:
                 raise RecordError(f"completed_steps must be ≥ 0 (got {completed_steps})")
+            start = current.get("start_step")
+            if end_step is not None and isinstance(start, int) and end_step - start != completed_steps:
+                raise RecordError(f"attempt {attempt_id!r} ran steps {start}→{end_step} but would be charged "
+                                  f"{completed_steps}; charge what it computed")
             ns_charged = completed_steps * current["dt_ps"] / 1000.0
+            steps = {k: v for k, v in (("end_step", end_step), ("end_step_evidence", end_step_evidence))
+                     if v is not None}
             event = self.append_event("attempt_closed", {"attempt_id": attempt_id, "status": status,
                                                          "completed_steps": int(completed_steps),
-                                                         "ns_charged": ns_charged, "reason": reason})
+                                                         "ns_charged": ns_charged, "reason": reason, **steps})
             row = dict(current, completed_steps=int(completed_steps), ns_charged=ns_charged, status=status,
                        artifacts=dict(artifacts or {}), reason=reason, time_utc=event["time_utc"],
-                       event_id=event["id"])
+                       event_id=event["id"], **steps)
             if resources is not None:
                 row["resources"] = resources
             self._append_line(ATTEMPTS, row)

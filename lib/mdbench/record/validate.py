@@ -30,6 +30,7 @@ from mdbench.record.store import (
     read_jsonl,
     sha256_file,
 )
+from mdbench.record.steps import segment_accounts
 
 JSONL_SCHEMAS = {EVENTS: "event", ATTEMPTS: "attempt", REGISTRATIONS: "registration"}
 JSON_SCHEMAS = {ARTIFACTS: "artifacts", STAGE_STATES: "stage_states", OBSERVABLES: "observables",
@@ -132,12 +133,31 @@ def _acknowledged_torn_lines(events) -> dict[tuple[str, int], int]:
     return out
 
 
+def _check_step_accounting(rows: list[tuple[int, dict]], add) -> None:
+    """Per MD segment: charged = computed for every attempt, and the steps kept in the trajectory tile the
+    segment once (none lost, none counted twice); see :mod:`mdbench.record.steps`. Each problem is reported on
+    the latest ledger line of the attempt it concerns."""
+    latest: dict[str, tuple[int, dict]] = {}
+    for line, row in rows:
+        if isinstance(row.get("id"), str):
+            latest[row["id"]] = (line, row)
+    try:
+        accounts = segment_accounts([row for _, row in latest.values()])
+    except (TypeError, KeyError, AttributeError) as exc:  # malformed step fields: the schema findings name them
+        add(ATTEMPTS, 0, f"step accounting not checked: ledger step fields malformed ({exc})")
+        return
+    for account in accounts.values():
+        for attempt_id, message in account.problems:
+            add(ATTEMPTS, latest[attempt_id][0], message)
+
+
 def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Finding]:
     """Validate ``RUN_DIR/run_record`` file by file and across files.
 
     Checks: each JSON-lines row against its schema; a truncated last line (reported, never repaired);
     event ids strictly increasing; ``corrects`` naming an earlier event; attempts whose parent exists and
-    whose ledger rows follow reserved → closed; events naming attempts that exist; artifacts that exist
+    whose ledger rows follow reserved → closed; per MD segment, charged = computed steps and the kept steps
+    tiling the segment once (none lost, none twice); events naming attempts that exist; artifacts that exist
     inside the run directory with matching sha256; snapshot files against their schemas; the terminal
     record referring to known cases; non-finite numbers.
     """
@@ -234,6 +254,7 @@ def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Find
                 pass
         if isinstance(status, str):
             states[attempt_id] = status
+    _check_step_accounting(parsed[ATTEMPTS], add)
     for line, event in parsed[EVENTS]:
         payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
         attempt_id = payload.get("attempt_id")
