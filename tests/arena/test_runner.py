@@ -44,7 +44,15 @@ def test_partial_answer_scores_fraction(tmp_path):
 
 
 def test_agent_timeout_is_recorded_and_verifier_still_runs(tmp_path):
-    o = run_trial(CUTOFF, AgentSpec(name="slow", command="sleep 30"), tmp_path, timeout_multiplier=0.002)
+    # only the agent's limit is short (2 s): a timeout multiplier would shorten the build and the verifier too,
+    # which then fail on a loaded machine
+    task = tmp_path / "task"
+    shutil.copytree(CUTOFF, task)
+    toml = task / "task.toml"
+    text = toml.read_text()
+    assert "[agent]\ntimeout_sec = 900.0" in text
+    toml.write_text(text.replace("[agent]\ntimeout_sec = 900.0", "[agent]\ntimeout_sec = 2.0"))
+    o = run_trial(task, AgentSpec(name="slow", command="sleep 30"), tmp_path / "job")
     res = _result(o)
     assert res["exception_info"]["exception_type"] == "AgentTimeoutError"
     assert res["verifier_result"]["rewards"] == {"correctness": 0.0}
