@@ -59,9 +59,10 @@ class ReducedTrajectory:
         Box matrices, rows are box vectors [nm].
     volume_nm3 : ndarray (F,)
         Box volume per frame [nm³].
-    com_nm : ndarray (F, M, 3)
+    com_nm : ndarray (F, M, 3) or ComSeries
         Unwrapped centres of mass of the M molecules [nm] (lab frame; subtract ``system_com_nm`` for the
-        barycentric frame).
+        barycentric frame): a float64 array, or for long trajectories a file-backed
+        :class:`~mdbench.analysis.reduce.series.ComSeries` that reads float64 blocks on indexing.
     system_com_nm : ndarray (F, 3)
         Total-mass-weighted centre of all atoms, from the unwrapped molecular centres [nm].
     mol_species : ndarray (M,) of str
@@ -143,8 +144,13 @@ class ReducedTrajectory:
         """Unwrapped COMs of one species' molecules, (F, N_s, 3) [nm].
 
         A view (no copy of the frames × molecules array) when the species' molecules are consecutive, as
-        in every GROMACS topology built from ``[ molecules ]`` blocks; a copy otherwise.
+        in every GROMACS topology built from ``[ molecules ]`` blocks; a copy otherwise. A file-backed
+        series gives a lazy view of that species (:meth:`ComSeries.species`).
         """
+        from mdbench.analysis.reduce.series import ComSeries
+
+        if isinstance(self.com_nm, ComSeries):
+            return self.com_nm.species(species)
         idx = np.flatnonzero(self.species_mask(species))
         if idx.size and idx[-1] - idx[0] + 1 == idx.size:
             return self.com_nm[:, idx[0]:idx[-1] + 1]
@@ -182,7 +188,7 @@ class ReducedTrajectory:
         contacts["frame"] = remap[contacts["frame"]]
         return ReducedTrajectory(
             time_ps=self.time_ps[idx], box_nm=self.box_nm[idx], volume_nm3=self.volume_nm3[idx],
-            com_nm=self.com_nm[idx], system_com_nm=self.system_com_nm[idx], mol_species=self.mol_species,
+            com_nm=self._com_frames(idx), system_com_nm=self.system_com_nm[idx], mol_species=self.mol_species,
             mol_mass_amu=self.mol_mass_amu, mol_charge_e=self.mol_charge_e, species=self.species,
             species_charge_e=self.species_charge_e, centre_species=self.centre_species, centre_mol=self.centre_mol, channels=self.channels,
             rdf_edges_nm=self.rdf_edges_nm, rdf_counts={k: v[idx] for k, v in self.rdf_counts.items()},
@@ -190,6 +196,12 @@ class ReducedTrajectory:
             r_store_nm=self.r_store_nm, source=dict(self.source, subset=[int(idx[0]), int(idx[-1]) + 1],
                                                     structure_every=1 if self.structure_every == 1 else -1),
         )
+
+    def _com_frames(self, idx: np.ndarray) -> Any:
+        """The COMs of frames ``idx`` (a lazy view of a file-backed series; a copy of an array)."""
+        from mdbench.analysis.reduce.series import ComSeries
+
+        return self.com_nm.take_frames(idx) if isinstance(self.com_nm, ComSeries) else self.com_nm[idx]
 
     @property
     def structure_every(self) -> int:
