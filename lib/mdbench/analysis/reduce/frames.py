@@ -32,7 +32,8 @@ class FramePass:
     They go to ``com`` (in memory, float64) or, without it, to the scratch file ``store`` (float32
     displacements, :mod:`mdbench.analysis.reduce.series`); either way ``sums`` receives, per frame, the
     float64 sums ``weights @ com`` (one row per species, then the mass-weighted sum) and ``bad`` the number
-    of non-finite COM coordinates. Ranges are given in units of ``range_unit`` frames (a time block of the
+    of non-finite COM coordinates. ``hist`` and ``hist_cc`` hold one row per structure frame (row
+    ``f // every`` for frame ``f``), not one per frame. Ranges are given in units of ``range_unit`` frames (a time block of the
     store, so that each block has one writer).
     """
 
@@ -168,6 +169,7 @@ class FramePass:
         sf = np.flatnonzero((np.arange(f0, f0 + k) % every) == 0)  # structure frames of the chunk
         if sf.size == 0:
             return
+        rows = (f0 + sf) // every  # their rows of the histograms
         if n_centre and n_ch:
             cen, sit = pos[np.ix_(sf, self.centre_atoms)], pos[np.ix_(sf, self.site_atoms)]
             ff, ii, jj, rr = (dense_pairs_within(cen, sit, dims[sf, :3], rmax_u) if dense
@@ -182,7 +184,7 @@ class FramePass:
             b = (dist / rdf_bin_nm).astype(np.int64)
             np.minimum(b, nbins - 1, out=b)
             b += (ff * n_ch + ch) * nbins
-            hist[f0:f0 + k] = np.bincount(b, minlength=k * n_ch * nbins).reshape(k, n_ch * nbins)
+            hist[rows] = np.bincount(b, minlength=k * n_ch * nbins).reshape(k, n_ch * nbins)[sf]
             near = np.flatnonzero(dist < r_store)  # one index list, taken from each array
             if near.size:
                 key = ff.take(near)
@@ -214,4 +216,4 @@ class FramePass:
             dist = rr.astype(np.float64) * unit_nm
             inside = dist < rmax
             b = np.minimum((dist[inside] / rdf_bin_nm).astype(np.int64), nbins - 1)
-            hist_cc[f0:f0 + k] = 2 * np.bincount(ff[inside] * nbins + b, minlength=k * nbins).reshape(k, nbins)
+            hist_cc[rows] = 2 * np.bincount(ff[inside] * nbins + b, minlength=k * nbins).reshape(k, nbins)[sf]

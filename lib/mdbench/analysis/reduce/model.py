@@ -47,6 +47,53 @@ def species_charges_e(mol_species: np.ndarray, mol_charge_e: np.ndarray, species
     return out
 
 
+class StructureRows:
+    """Per-frame pair counts ``(F, B)`` of a strided reduction, stored for its structure frames only.
+
+    Frame ``f`` has the counts of row ``f // every`` when ``f % every == 0`` and zeros otherwise (no
+    neighbour data there); only those rows are kept, so the counts do not grow with the frames between
+    structure frames. Indexing by frames (an int, a slice or an index array, then optionally the bins)
+    returns an ndarray, as for the per-frame array of an unstrided reduction.
+    """
+
+    ndim = 2
+
+    def __init__(self, rows: np.ndarray, every: int, n_frames: int):
+        self.rows, self.every, self.n_frames = rows, int(every), int(n_frames)
+        self.dtype = rows.dtype
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n_frames, int(self.rows.shape[1]))
+
+    def __len__(self) -> int:
+        return self.n_frames
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        key = key if isinstance(key, tuple) else (key,)
+        frames = np.arange(self.n_frames)[key[0]]
+        one = np.ndim(frames) == 0
+        frames = np.atleast_1d(frames)
+        out = np.zeros((frames.size, self.rows.shape[1]), dtype=self.dtype)
+        hit = frames % self.every == 0
+        out[hit] = self.rows[frames[hit] // self.every]
+        out = out[0] if one else out
+        return out[(Ellipsis, *key[1:])] if len(key) > 1 else out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self[:]
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def astype(self, dtype: Any, **kwargs: Any) -> np.ndarray:
+        return np.asarray(self).astype(dtype, **kwargs)
+
+    def sum(self, axis: int | None = None, **kwargs: Any) -> Any:
+        """Sums (zero rows add nothing: axis None or 0 sum the stored rows)."""
+        if axis in (None, 0):
+            return self.rows.sum(axis=axis, **kwargs)
+        return np.asarray(self).sum(axis=axis, **kwargs)
+
+
 @dataclass
 class ReducedTrajectory:
     """What the estimators need from a trajectory, in GROMACS units and float64.
@@ -82,10 +129,11 @@ class ReducedTrajectory:
         Site channels of the neighbour data.
     rdf_edges_nm : ndarray (B+1,)
         Histogram bin edges [nm].
-    rdf_counts : dict[str, ndarray (F, B) int32]
+    rdf_counts : dict[str, ndarray (F, B) int32 or StructureRows]
         Pair counts per frame and bin for each channel name (plus ``"<centre>:<centre>"`` for the
         centre–centre channel, each unordered pair counted twice). Per frame so that any frame window
-        (whole interval, blocks) can be summed without a second pass.
+        (whole interval, blocks) can be summed without a second pass; a strided reduction keeps the rows
+        of its structure frames only (:class:`StructureRows`, an ndarray again in :meth:`structure_view`).
     rdf_n_pairs : dict[str, float]
         Number of distinct (centre, site) pairs per channel (N_A·N_B, or N_A(N_A−1) for centre–centre).
     contacts : dict[str, ndarray]

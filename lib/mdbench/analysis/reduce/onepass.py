@@ -11,7 +11,7 @@ import numpy as np
 from mdbench.analysis.concurrency import can_fork, run_forked_ranges, shared_zeros
 from mdbench.analysis.reduce.boxes import A_TO_NM, box_matrix_nm
 from mdbench.analysis.reduce.frames import CHUNK_ATOM_FRAMES, CHUNK_MIN_FRAMES, FramePass
-from mdbench.analysis.reduce.model import ReducedTrajectory, species_charges_e
+from mdbench.analysis.reduce.model import ReducedTrajectory, StructureRows, species_charges_e
 from mdbench.analysis.reduce.molecules import Topology
 from mdbench.analysis.reduce.pairs import BRUTE_FORCE_MAX_PAIRS
 from mdbench.analysis.reduce.series import BLOCK_FRAMES, ComSeries, ComSeriesFile
@@ -168,6 +168,7 @@ def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax
         if n_workers < 1:
             raise InputError(f"workers must be a positive integer, got {workers}")
     n_workers = max(1, min(n_workers, n_frames // CHUNK_MIN_FRAMES))  # a few frames per worker at least
+    n_struct = -(-n_frames // every)  # histogram rows: structure frames only
     store = ComSeriesFile(series_dir, n_frames, n_mol) if series_dir is not None else None
     unit = BLOCK_FRAMES if store is not None else 1  # pass ranges start on the store's time blocks
     n_units = -(-n_frames // unit)
@@ -187,7 +188,7 @@ def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax
         time_ps=empty((n_frames,), np.float64), box_nm=empty((n_frames, 3, 3), np.float64),
         volume=empty((n_frames,), np.float64),
         com=empty((n_frames, n_mol, 3), np.float64) if store is None else None,
-        hist=empty((n_frames, n_ch * nbins), np.int32), hist_cc=empty((n_frames, nbins), np.int32),
+        hist=empty((n_struct, n_ch * nbins), np.int32), hist_cc=empty((n_struct, nbins), np.int32),
         weights=weights, sums=empty((n_frames, len(species) + 1, 3), np.float64),
         bad=empty((n_frames,), np.int64), store=store, range_unit=unit,
         unit_nm=1.0 if xtc is not None else A_TO_NM, xtc=xtc)
@@ -230,11 +231,12 @@ def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax
                         non_finite=int(job.bad.sum()))
     contacts = {k: (np.concatenate(v) if v else np.empty(0, dtype=np.float32 if k == "dmin_nm" else np.int32))
                 for k, v in cont.items()}
-    rdf_counts = {c.name: hist[:, k * nbins:(k + 1) * nbins] for k, c in enumerate(channels)}  # views
+    per_frame = (lambda rows: rows) if every == 1 else (lambda rows: StructureRows(rows, every, n_frames))
+    rdf_counts = {c.name: per_frame(hist[:, k * nbins:(k + 1) * nbins]) for k, c in enumerate(channels)}
     rdf_npairs = {c.name: float(n_centre * site_counts[k]) for k, c in enumerate(channels)}
     if n_centre > 1:
         cc = "+".join(centre_species)
-        rdf_counts[f"{cc}:{cc}"] = hist_cc
+        rdf_counts[f"{cc}:{cc}"] = per_frame(hist_cc)
         rdf_npairs[f"{cc}:{cc}"] = float(n_centre * (n_centre - 1))
     src = dict(source or {})
     src.update(n_atoms=int(n_atoms), n_molecules=int(n_mol), frames=[frames.start, frames.stop, frames.step],
