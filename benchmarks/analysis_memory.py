@@ -20,8 +20,9 @@ that process and all its children every 0.25 s. PSS counts shared memory once, s
 mapping it, so the sum is the machine's memory the analysis holds — workers' shared arrays included, which
 tracemalloc and ``ru_maxrss`` miss or count twice. Printed per length: frames, wall time, peak PSS, the
 per-molecule time series the analysis must keep (COMs of every molecule: frames × molecules × 3 × the
-element size), peak ÷ time series and peak − time series (the part that must not grow with frames), and the
-ratio of each peak to the shortest length's peak (the baseline measured in the same run).
+element size; since issue 23 a float32 scratch file on disk, not in memory — the header line says which),
+peak ÷ time series and peak − time series where the series is in memory (the part that must not grow with
+frames), and the ratio of each peak to the shortest length's peak (the baseline measured in the same run).
 
 A straight-line fit of the peak over the measured lengths (two or more) prints the per-frame growth, split
 into the COM series' own bytes and the rest, and the peak it predicts at ``--extrapolate-to`` frames (default

@@ -2,7 +2,8 @@
 
 Every later estimator (self-diffusion, Onsager transport, RDF, coordination, association) works from the
 :class:`ReducedTrajectory` this module produces, so the atoms × frames trajectory is read exactly once and
-memory grows with molecules × frames.
+memory grows with molecules × frames — or, with ``series_dir`` (what the analysis pipeline passes), not
+even that: the unwrapped COMs go to a float32 scratch file read back per molecule chunk (``series``).
 
 Per frame the pass
 
