@@ -16,6 +16,7 @@ sums made by the pass (never rounded to float32): the L matrix may differ by flo
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -181,3 +182,42 @@ def test_real_trajectory_float32_series_gives_the_float64_transport(water_nacl, 
                                   reference_nm=ref.system_com_nm)[0]
             tol = slope_bound(lag, msd_bound(m64, delta, disp ** 2), lo, hi) / 6.0 * NM2_PER_PS_TO_M2_PER_S
             assert abs(o32.self_diffusion_m2_s[sp] - o64.self_diffusion_m2_s[sp]) <= tol, sp
+
+
+@pytest.mark.gromacs
+def test_strided_reduction_keeps_histogram_rows_of_structure_frames_only(water_nacl):
+    """The per-frame RDF counts of a strided reduction hold one row per structure frame (they do not grow with
+    the frames between), read as per-frame rows with zeros between structure frames."""
+    from mdbench.analysis.reduce.model import StructureRows
+
+    strided = reduce_files(water_nacl["tpr"], water_nacl["xtc"], stop=90, structure_max_frames=30)
+    counts = strided.rdf_counts["SOL:O"]
+    assert isinstance(counts, StructureRows) and counts.rows.shape[0] == 30 and counts.shape[0] == 90
+    dense = np.asarray(counts)
+    assert dense.shape == counts.shape and np.all(dense[1::3] == 0) and np.all(dense[2::3] == 0)
+    np.testing.assert_array_equal(dense[::3], counts.rows)
+    np.testing.assert_array_equal(counts.sum(axis=0), dense.sum(axis=0))
+    np.testing.assert_array_equal(counts[3:10, 5:9], dense[3:10, 5:9])
+    assert isinstance(strided.structure_view().rdf_counts["SOL:O"], np.ndarray)
+
+
+@pytest.mark.gromacs
+def test_analysis_keeps_the_com_series_on_disk_and_leaves_nothing(water_nacl, tmp_path, monkeypatch):
+    """``analyze_files`` reduces into the float32 series and leaves only its results in the analysis folder
+    (the scratch file is anonymous)."""
+    from mdbench.analysis.pipeline import analyze_files
+    from mdbench.analysis.reduce import onepass
+
+    made = []
+
+    class Recorded(ComSeriesFile):
+        def __init__(self, directory, *args, **kwargs):
+            super().__init__(directory, *args, **kwargs)
+            made.append(Path(directory))
+
+    monkeypatch.setattr(onepass, "ComSeriesFile", Recorded)
+    out = tmp_path / "analysis"
+    doc = analyze_files(water_nacl["tpr"], water_nacl["xtc"], water_nacl["edr"], out, figures=False, workers=1)
+    assert made == [out]  # the series went to a scratch file in the analysis folder ...
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]  # ... which left nothing behind
+    assert "self_diffusion/SOL" in doc["observables"] and doc["system"]["n_frames"] > 256
