@@ -103,7 +103,7 @@ def test_a_viscosity_with_a_wide_interval_is_si_with_its_numbers(ou_tensor):
     """Issue 24: a Green-Kubo eta whose 95 % half-width is 20-50 % of the value (C under the old 50 % rule)
     is SI, and the reason names the half-width and the bound."""
     r = green_kubo_viscosity(ou_tensor[:4000], DT_PS, V_NM3, T_K,
-                             plateau_rule=PlateauRule(max_lag_ps=100 * TAU_PS, rel_tol=0.1))
+                             plateau_rule=PlateauRule(max_lag_ps=100 * TAU_PS, rel_tol=0.1, min_width_fraction=0.02))
     rel = r.viscosity.half_width_95 / r.viscosity_mPa_s
     assert 0.2 < rel < 0.5 and r.plateau_found
     d = classify_result(r)

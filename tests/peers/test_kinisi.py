@@ -18,13 +18,20 @@ from _peers import dump, observable
 pytestmark = pytest.mark.timeout(2400)
 
 SPECIES = {"LI": "LI", "FSI": "FSI", "DMC": "DMC"}  # our species label -> resname
-#: Ions whose D disagrees with kinisi's beyond the combined 95 % on the model-v2 micro fixture (ours 3-5 x higher,
-#: seed-dependent): an open finding, reported as xfail with its numbers, not hidden; DMC must agree.
-OPEN_ION_GAP = ("LI", "FSI")
+#: Ions caged on 40 ps (Li+ MSD ~1.7 A^2 at 4 ps): no lag window of this run has a linear MSD, and there an MSD
+#: slope depends on how lags are weighted -- kinisi's generalised least squares (covariance of a diffusive MSD)
+#: leans on the long-lag end, where the local slope is lowest, our ordinary least squares weighs the window
+#: evenly. For these species a gap between the two estimates is explained, not a failure, when (a) the MSD
+#: both estimators fit is the same -- the ordinary least-squares slope of kinisi's own MSD over our window
+#: reproduces our D within our 95 % half-width -- and (b) the window is not diffusive by the registered
+#: beta band, so the study's registered rule does not call that D converged (docs/validation.md, "kinisi").
+CAGED_IONS = ("LI", "FSI")
 
 
-def kinisi_D(universe, resname: str, lo_ps: float, hi_ps: float, dt_fs: float) -> np.ndarray:
-    """Posterior samples of D [m^2/s] of the centres of mass of ``resname`` (kinisi, MSD over lags <= hi)."""
+def kinisi_D(universe, resname: str, lo_ps: float, hi_ps: float, dt_fs: float) -> tuple[np.ndarray, np.ndarray,
+                                                                                         np.ndarray]:
+    """(posterior samples of D [m^2/s], lags [ps], kinisi's MSD [nm^2]) of the centres of mass of ``resname``
+    (kinisi, MSD over lags <= hi)."""
     import scipp as sc
     from kinisi.analyze import DiffusionAnalyzer
 
@@ -41,7 +48,16 @@ def kinisi_D(universe, resname: str, lo_ps: float, hi_ps: float, dt_fs: float) -
         dt=dt, specie_indices=sc.array(dims=["particle", "atoms in particle"], values=idx),
         masses=sc.array(dims=["atoms in particle"], values=masses), progress=False)
     an.diffusion(start_dt=sc.scalar(lo_ps, unit="ps"), progress=False, random_state=np.random.RandomState(7))
-    return np.asarray(sc.to_unit(an.D, "m^2/s").values)
+    msd = an.msd.data if hasattr(an.msd, "data") else an.msd
+    return (np.asarray(sc.to_unit(an.D, "m^2/s").values), np.asarray(sc.to_unit(an.dt, "ps").values),
+            np.asarray(sc.to_unit(msd, "nm^2").values))
+
+
+def ols_D(lag_ps: np.ndarray, msd_nm2: np.ndarray, lo_ps: float, hi_ps: float) -> float:
+    """D [m^2/s] from the ordinary least-squares slope of an MSD over [lo, hi] (MSD = 6 D t + c)."""
+    sel = (lag_ps >= lo_ps - 1e-9) & (lag_ps <= hi_ps + 1e-9)
+    slope = np.polyfit(lag_ps[sel], msd_nm2[sel], 1)[0]
+    return float(slope) / 6.0 * 1e-6  # nm^2/ps -> m^2/s
 
 
 @pytest.mark.parametrize("species", sorted(SPECIES))
@@ -59,7 +75,7 @@ def test_self_diffusion_agrees_with_kinisi(micro_de, species):
     assert math.isfinite(ours) and ours > 0, ob
     assert lo is not None and hi is not None and hi > lo, ob["window"]
     u = mda.Universe(str(micro_de["tpr"]), str(micro_de["xtc"]))
-    samples = kinisi_D(u, SPECIES[species], lo, hi, dt_fs=2.0)
+    samples, k_lag, k_msd = kinisi_D(u, SPECIES[species], lo, hi, dt_fs=2.0)
     k_mid = float(np.median(samples))
     k_lo, k_hi = np.percentile(samples, [2.5, 97.5])
     k_hw = float(k_hi - k_lo) / 2.0
@@ -73,7 +89,19 @@ def test_self_diffusion_agrees_with_kinisi(micro_de, species):
         assert ob["state"] != "C", (ob["state"], ours, ours_hw, k_mid, k_hw)
         pytest.skip(f"kinisi cannot resolve D({species}) here (95 % interval {k_lo:.2g}..{k_hi:.2g} m^2/s); "
                     f"ours is {ob['state']}, not C")
-    if species in OPEN_ION_GAP and abs(k_mid - ours) > combined:
-        pytest.xfail(f"open (docs/validation.md, kinisi): D({species}) ours {ours:.3g} +- {ours_hw:.2g} vs kinisi "
-                     f"{k_mid:.3g} +- {k_hw:.2g} m^2/s on the model-v2 micro fixture, window {lo:.2g}-{hi:.2g} ps")
+    if species in CAGED_IONS and abs(k_mid - ours) > combined:
+        from mdbench.analysis.settings import AnalysisSettings
+
+        band = AnalysisSettings().diffusion_beta_range  # the registered band, not the fixture's widened one
+        d_ols = ols_D(k_lag, k_msd, lo, hi)
+        w = ob["window"]
+        dump(f"D {species} (caged)", {"kinisi_msd_ols_m2_s": d_ols, "beta_window": [w["beta_min"], w["beta_max"]],
+                                      "registered_beta_band": list(band)})
+        assert abs(d_ols - ours) <= ours_hw, (
+            f"D({species}): the OLS slope of kinisi's MSD over [{lo:.2g}, {hi:.2g}] ps is {d_ols:.3g}, ours "
+            f"{ours:.3g} +- {ours_hw:.2g} m^2/s: the MSDs differ, not only the estimators")
+        assert w["beta_min"] < band[0] or w["beta_max"] > band[1], (
+            f"D({species}): kinisi {k_mid:.3g} +- {k_hw:.2g} vs ours {ours:.3g} +- {ours_hw:.2g} m^2/s although "
+            f"beta stays in the registered band {band} over the window")
+        return
     assert abs(k_mid - ours) <= combined, (ours, ours_hw, k_mid, k_hw)

@@ -21,13 +21,10 @@ from _peers import dump, observable
 pytestmark = pytest.mark.timeout(2400)
 
 
-#: A known analysis defect (docs/validation.md, section 2), seen on some trajectories of the protocol, not all:
-#: the registered plateau rule takes tau_c from the first zero of the stress ACF (~10 fs in carbonate liquids,
-#: intramolecular oscillations) and may accept a 40-fs flat stretch at ~0.2 ps, before the slow structural
-#: decay that STACIE's spectral fit sees. Where it happens the test reports it (xfail with the numbers) and
-#: requires that our analysis does not call that viscosity converged.
-KNOWN_DEFECT = "known plateau-rule defect (docs/validation.md, section 2)"
-
+#: Regression (docs/validation.md, section 2): with a plateau-window floor of 2 % of the longest lag (40 fs on
+#: this run) the registered rule accepted an early flat stretch of the running integral (0.2-1.0 ps) before the
+#: slow structural decay and gave 0.47-0.66 mPa s where STACIE gives 0.77-0.86 on four trajectories of this
+#: protocol; the registered floor is now 10 %.
 
 def test_viscosity_agrees_with_stacie(micro_de):
     ob = observable(micro_de["results"], "viscosity")
@@ -42,9 +39,6 @@ def test_viscosity_agrees_with_stacie(micro_de):
     dump("viscosity", {"ours_mPa_s": ours, "ours_hw95": ours_hw, "eh_mPa_s": ob["diagnostics"].get(
         "einstein_helfand_mPa_s"), "stacie_mPa_s": eta, "stacie_hw95": 1.96 * sigma,
         "plateau_ps": ob["window"]["plateau_window_ps"], "state": ob["state"]})
-    if abs(eta - ours) > combined:
-        assert ob["state"] != "C", (ob["state"], ours, ours_hw, eta, sigma)
-        pytest.xfail(f"{KNOWN_DEFECT}: ours {ours:.3g} +- {ours_hw:.2g} mPa s (plateau "
-                     f"{ob['window']['plateau_window_ps']} ps, {ob['state']}) vs STACIE {eta:.3g} +- "
-                     f"{1.96 * sigma:.2g} mPa s")
-    assert abs(eta - ours) <= combined, (ours, ours_hw, eta, sigma)
+    assert abs(eta - ours) <= combined, (
+        f"ours {ours:.3g} +- {ours_hw:.2g} mPa s (plateau {ob['window']['plateau_window_ps']} ps, {ob['state']}) "
+        f"vs STACIE {eta:.3g} +- {1.96 * sigma:.2g} mPa s")

@@ -81,7 +81,7 @@ class PlateauRule:
 
     width_ps: float | None = None
     width_tau: float = 4.0
-    min_width_fraction: float = 0.02
+    min_width_fraction: float = 0.1
     start_tau: float = 2.0
     rel_tol: float = 0.03
     search_start_ps: float = 0.0
