@@ -20,8 +20,9 @@ that process and all its children every 0.25 s. PSS counts shared memory once, s
 mapping it, so the sum is the machine's memory the analysis holds — workers' shared arrays included, which
 tracemalloc and ``ru_maxrss`` miss or count twice. Printed per length: frames, wall time, peak PSS, the
 per-molecule time series the analysis must keep (COMs of every molecule: frames × molecules × 3 × the
-element size), peak ÷ time series and peak − time series (the part that must not grow with frames), and the
-ratio of each peak to the shortest length's peak (the baseline measured in the same run).
+element size; since issue 23 a float32 scratch file on disk, not in memory — the header line says which),
+peak ÷ time series and peak − time series where the series is in memory (the part that must not grow with
+frames), and the ratio of each peak to the shortest length's peak (the baseline measured in the same run).
 
 A straight-line fit of the peak over the measured lengths (two or more) prints the per-frame growth, split
 into the COM series' own bytes and the rest, and the peak it predicts at ``--extrapolate-to`` frames (default
@@ -168,7 +169,17 @@ def com_dtype_size() -> int:
     return int(getattr(R, "COM_DTYPE", __import__("numpy").float64)().itemsize)
 
 
-def extrapolate(rows: list[dict], frames: int, n_mol: int, size: int) -> dict | None:
+def series_on_disk() -> bool:
+    """Whether the shipped analysis keeps the COM series in a scratch file (``series_dir``, issue 23) rather
+    than in memory."""
+    import inspect  # noqa: PLC0415
+
+    from mdbench.analysis import pipeline  # noqa: PLC0415
+
+    return "series_dir=" in inspect.getsource(pipeline.analyze_files)
+
+
+def extrapolate(rows: list[dict], frames: int, n_mol: int, size: int, in_memory: bool = True) -> dict | None:
     """Straight-line fit of peak PSS against frames (needs two lengths): the per-frame growth, split into the
     COM series' own ``n_mol × 3 × size`` bytes and the rest, and the peak it predicts at ``frames``."""
     import numpy as np  # noqa: PLC0415
@@ -178,7 +189,7 @@ def extrapolate(rows: list[dict], frames: int, n_mol: int, size: int) -> dict | 
     f = np.array([r["frames"] for r in rows], dtype=float)
     peak = np.array([r["peak_pss_GiB"] for r in rows])
     slope, intercept = np.polyfit(f, peak, 1)
-    series = n_mol * 3 * size / 2**10
+    series = n_mol * 3 * size / 2**10 if in_memory else 0.0
     return {"lengths": len(rows), "intercept_GiB": float(intercept), "slope_KiB_per_frame": float(slope * 2**20),
             "series_KiB_per_frame": series, "rest_KiB_per_frame": float(slope * 2**20 - series),
             "frames": frames, "peak_GiB": float(intercept + slope * frames)}
@@ -217,29 +228,33 @@ def main(argv: list[str] | None = None) -> int:
     u = mda.Universe(str(tpr))
     n_atoms, n_mol = u.atoms.n_atoms, len(u.atoms.fragments)
     size = com_dtype_size()
+    on_disk = series_on_disk()
+    where = "in a scratch file (not in memory)" if on_disk else "in memory"
     rows = []
-    print(f"{n_atoms:,} atoms, {n_mol:,} molecules; COM element {size} B; load average {os.getloadavg()[0]:.1f}")
+    print(f"{n_atoms:,} atoms, {n_mol:,} molecules; COM series {n_mol:,} x 3 x {size} B = "
+          f"{n_mol * 3 * size / 2**10:.1f} KiB per frame, {where}; load average {os.getloadavg()[0]:.1f}")
     print(f"{'frames':>7s} {'wall [s]':>9s} {'peak PSS [GiB]':>15s} {'COM series [GiB]':>17s} {'peak/series':>12s} "
-          f"{'peak-series [GiB]':>18s} {'peak/peak(first)':>17s} {'load':>5s}")
+          f"{'peak-series* [GiB]':>18s} {'peak/peak(first)':>17s} {'load':>5s}   (*series only if in memory)")
     for n in sorted(a.frames):
         load = os.getloadavg()[0]
         row = measure(tpr, xtcs[n], edr, BENCH / f"memory_{a.label}_{n}f", a.max_gib)
         series = n * n_mol * 3 * size / 2**30
         row.update({"frames": n, "atoms": n_atoms, "molecules": n_mol, "com_series_GiB": series,
-                    "com_element_bytes": size, "load_average_1min": load})
+                    "com_element_bytes": size, "com_series_on_disk": on_disk,
+                    "com_series_bytes_per_frame": n_mol * 3 * size, "load_average_1min": load})
         rows.append(row)
         first = rows[0]["peak_pss_GiB"]
         if row["returncode"] == 0:
             print(f"{n:7d} {row['wall_s']:9.0f} {row['peak_pss_GiB']:15.2f} {series:17.2f} "
-                  f"{row['peak_pss_GiB'] / series:12.2f} {row['peak_pss_GiB'] - series:18.2f} "
+                  f"{row['peak_pss_GiB'] / series:12.2f} {row['peak_pss_GiB'] - (0 if on_disk else series):18.2f} "
                   f"{row['peak_pss_GiB'] / first:17.2f} {load:5.1f}", flush=True)
         else:
             print(f"{n:7d} failed (exit {row['returncode']}: {row['error']}); peak PSS before it "
                   f"{row['peak_pss_GiB']:.2f} GiB; COM series {series:.2f} GiB", flush=True)
-    fit = extrapolate([r for r in rows if r["returncode"] == 0], a.extrapolate_to, n_mol, size)
+    fit = extrapolate([r for r in rows if r["returncode"] == 0], a.extrapolate_to, n_mol, size, not on_disk)
     if fit:
         print(f"fit over {fit['lengths']} lengths: peak = {fit['intercept_GiB']:.2f} GiB + "
-              f"{fit['slope_KiB_per_frame']:.1f} KiB/frame (COM series {fit['series_KiB_per_frame']:.1f} KiB/frame, "
+              f"{fit['slope_KiB_per_frame']:.1f} KiB/frame (COM series in memory {fit['series_KiB_per_frame']:.1f} KiB/frame, "
               f"the rest {fit['rest_KiB_per_frame']:.1f} KiB/frame); at {a.extrapolate_to} frames "
               f"{fit['peak_GiB']:.2f} GiB (extrapolated)", flush=True)
         rows.append({"extrapolation": fit})

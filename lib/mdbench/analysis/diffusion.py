@@ -38,8 +38,8 @@ from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate,
 from mdbench.analysis.concurrency import ranges_in_threads
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.observables import SELF_DIFFUSION, SELF_DIFFUSION_YH
-from mdbench.analysis.units import (KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM_M, PA_S_TO_MPA_S, as_float64,
-                                    count_non_finite)
+from mdbench.analysis.reduce.series import as_positions, count_non_finite_positions
+from mdbench.analysis.units import KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM_M, PA_S_TO_MPA_S, as_float64
 from mdbench.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -228,7 +228,7 @@ def msd_fft(positions_nm: Any, max_lag_frames: int | None = None, chunk_bytes: i
     numpy.ndarray, shape (L,)
         MSD [nm^2] for lags 0, 1, ... frames; ``MSD[0] = 0``.
     """
-    x = as_float64(positions_nm, "positions_nm")
+    x = as_positions(positions_nm, "positions_nm")
     return msd_fft_windows(x, [slice(0, x.shape[0])], max_lag_frames, chunk_bytes=chunk_bytes,
                            reference_nm=reference_nm, threads=threads)[0]
 
@@ -255,7 +255,7 @@ def msd_fft_windows(positions_nm: Any, windows: Sequence[slice], max_lag_frames:
     list of numpy.ndarray
         One MSD [nm^2] per window, lags 0, 1, ... frames.
     """
-    x = as_float64(positions_nm, "positions_nm")
+    x = as_positions(positions_nm, "positions_nm")
     if x.ndim == 2:
         x = x[:, None, :]
     n_frames, n_mol = x.shape[0], x.shape[1]
@@ -570,7 +570,7 @@ def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = Non
     InputError
         Wrong shapes or an unusable time axis.
     """
-    x = as_float64(com_nm, "com_nm")
+    x = as_positions(com_nm, "com_nm")
     if x.ndim == 2:
         x = x[:, None, :]
     if x.ndim != 3 or x.shape[2] != 3:
@@ -580,7 +580,7 @@ def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = Non
         raise InputError(f"time_ps has shape {t.shape}, expected ({x.shape[0]},) to match com_nm")
     frame = "barycentric" if system_com_nm is not None else "as given (lab)"
     failures: list[str] = []
-    n_bad = count_non_finite(x)
+    n_bad = count_non_finite_positions(x)
     if n_bad:
         failures.append(f"com_nm contains {n_bad} non-finite values")
     sys_com = None

@@ -215,7 +215,8 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
         rd = reduce.reduce_files(tpr, frames.path, rdf_rmax_nm=settings.rdf_rmax_nm, rdf_bin_nm=settings.rdf_bin_nm,
                                  r_store_nm=settings.r_store_nm, structure_max_frames=settings.structure_max_frames,
                                  verbose=verbose, workers=workers,
-                                 neutral_charge_tolerance_e=settings.neutral_charge_tolerance_e)
+                                 neutral_charge_tolerance_e=settings.neutral_charge_tolerance_e,
+                                 series_dir=out)  # the COM series in a scratch file there (issue 23)
     except BaseException:
         if energy is not None:
             energy.cancel()

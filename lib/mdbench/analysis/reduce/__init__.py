@@ -2,7 +2,8 @@
 
 Every later estimator (self-diffusion, Onsager transport, RDF, coordination, association) works from the
 :class:`ReducedTrajectory` this module produces, so the atoms × frames trajectory is read exactly once and
-memory grows with molecules × frames.
+memory grows with molecules × frames — or, with ``series_dir`` (what the analysis pipeline passes), not
+even that: the unwrapped COMs go to a float32 scratch file read back per molecule chunk (``series``).
 
 Per frame the pass
 
@@ -46,6 +47,7 @@ One job per module:
 ``unwrap``     NPT-safe displacement unwrapping, the time axis
 ``xtc``        frames read straight from an xtc file (the only use of MDAnalysis internals)
 ``frames``     the per-frame reduction of a range of frames, chunk by chunk
+``series``     the file-backed float32 COM series of long trajectories (``series_dir``), read lazily
 ``onepass``    :func:`reduce_universe` / :func:`reduce_files`: topology → channels → frames → result
 =============  =====================================================================================
 
@@ -61,9 +63,10 @@ from mdbench.analysis.reduce.model import Channel, ReducedTrajectory
 from mdbench.analysis.reduce.onepass import (MAX_DEFAULT_WORKERS, PARALLEL_MIN_ATOM_FRAMES, reduce_files,
                                              reduce_universe)
 from mdbench.analysis.reduce.pairs import divmod_by_scalar
+from mdbench.analysis.reduce.series import COM_DTYPE, ComSeries
 from mdbench.analysis.reduce.sites import SITE_LABELS, classify_sites
 from mdbench.analysis.reduce.unwrap import regularise_time
 
-__all__ = ["A_TO_NM", "MAX_DEFAULT_WORKERS", "PARALLEL_MIN_ATOM_FRAMES", "SITE_LABELS", "Channel",
+__all__ = ["A_TO_NM", "COM_DTYPE", "ComSeries", "MAX_DEFAULT_WORKERS", "PARALLEL_MIN_ATOM_FRAMES", "SITE_LABELS", "Channel",
            "ReducedTrajectory", "box_dimensions", "box_matrix_nm", "classify_sites", "divmod_by_scalar",
            "minimum_image", "reduce_files", "reduce_universe", "regularise_time"]

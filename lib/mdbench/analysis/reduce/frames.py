@@ -10,6 +10,7 @@ import numpy as np
 from mdbench.analysis.reduce.boxes import A_TO_NM, box_dimensions, box_matrix_nm
 from mdbench.analysis.reduce.molecules import Topology, whole_molecule_coms
 from mdbench.analysis.reduce.pairs import dense_pairs_within, divmod_by_scalar, tree_pairs_within
+from mdbench.analysis.reduce.series import BlockWriter, ComSeriesFile
 from mdbench.analysis.reduce.unwrap import unwrap
 from mdbench.analysis.reduce.xtc import read_direct
 
@@ -28,6 +29,12 @@ class FramePass:
     :meth:`run` reduces a contiguous range of the frame slice; several ranges can run in forked worker
     processes, writing into the same (shared-memory) arrays, because every output row belongs to one frame.
     Centres of mass are unwrapped from the range's first frame; :func:`reduce_universe` stitches ranges.
+    They go to ``com`` (in memory, float64) or, without it, to the scratch file ``store`` (float32
+    displacements, :mod:`mdbench.analysis.reduce.series`); either way ``sums`` receives, per frame, the
+    float64 sums ``weights @ com`` (one row per species, then the mass-weighted sum) and ``bad`` the number
+    of non-finite COM coordinates. ``hist`` and ``hist_cc`` hold one row per structure frame (row
+    ``f // every`` for frame ``f``), not one per frame. Ranges are given in units of ``range_unit`` frames (a time block of the
+    store, so that each block has one writer).
     """
 
     reader: Any
@@ -48,16 +55,22 @@ class FramePass:
     time_ps: np.ndarray
     box_nm: np.ndarray
     volume: np.ndarray
-    com: np.ndarray
+    com: np.ndarray | None
     hist: np.ndarray
     hist_cc: np.ndarray
+    weights: np.ndarray                       # (S + 1, M): species indicator rows, then molecular masses
+    sums: np.ndarray                          # (F, S + 1, 3) float64
+    bad: np.ndarray                           # (F,) int64
+    store: ComSeriesFile | None = None
+    range_unit: int = 1
     unit_nm: float = A_TO_NM                  # length unit of positions and boxes as read, in nm
     xtc: tuple[str, np.ndarray] | None = None  # (xtc file, frame offsets): read frames straight from it
 
     def run(self, a: int, b: int, on_chunk: Any = None, reader: Any = None) -> dict[str, Any]:
         """Reduce frames ``a``..``b-1`` of the slice (positions in ``frames``) with ``reader`` (default own).
 
-        Returns the range, its contact rows, the wrapped COMs of its last frame and the input dtype.
+        Returns the range, its contact rows, the wrapped COMs of its last frame, the (range-local) unwrapped
+        COMs of its first and last frames and the input dtype.
         """
         reader = self.reader if reader is None else reader
         n_atoms = self.top.n_atoms
@@ -66,7 +79,8 @@ class FramePass:
         # the direct xtc path keeps each frame's box matrix and converts a chunk of them at once
         vec_buf = np.empty((self.chunk, 3, 3), dtype=np.float32) if self.xtc is not None else None
         cont: dict[str, list[np.ndarray]] = {k: [] for k in ("frame", "centre", "partner", "channel", "dmin_nm")}
-        state: dict[str, Any] = {"prev_w": None, "prev_u": None, "input_dtype": None}
+        state: dict[str, Any] = {"prev_w": None, "prev_u": None, "first_u": None, "input_dtype": None,
+                                 "writer": BlockWriter(self.store, a) if self.store is not None else None}
         sub = self.frames[a:b]
         filled, f0 = 0, a
         for f, time_ps in enumerate(self._read(reader, sub, pos_buf, dims_buf, vec_buf, state), start=a):
@@ -79,12 +93,16 @@ class FramePass:
                 if on_chunk is not None:
                     on_chunk(filled)
                 f0, filled = f0 + filled, 0
-        return {"range": (a, b), "contacts": cont, "last_wrapped": state["prev_w"],
-                "input_dtype": state["input_dtype"]}
+        if state["writer"] is not None:
+            state["writer"].flush()
+        return {"range": (a, b), "contacts": cont, "last_wrapped": state["prev_w"], "first_u": state["first_u"],
+                "last_u": state["prev_u"], "input_dtype": state["input_dtype"]}
 
     def run_forked(self, slot: int, a: int, b: int, progress: np.ndarray) -> dict[str, Any]:
         """Worker-process body (:func:`mdbench.analysis.concurrency.run_forked_ranges`): frames ``a``..``b-1``
-        with an own reader (own file handle) of the trajectory, counting frames done in ``progress[slot]``."""
+        with an own reader (own file handle) of the trajectory, counting frames done in ``progress[slot]``
+        (``a``, ``b`` in units of :attr:`range_unit` frames)."""
+        a, b = a * self.range_unit, min(b * self.range_unit, len(self.frames))
         reader = self.reader.copy() if self.xtc is None else None  # the direct xtc path opens its own file
 
         def tick(n: int) -> None:
@@ -118,7 +136,7 @@ class FramePass:
         """Reduce the k frames f0..f0+k-1 held in ``pos`` / ``dims`` (MDAnalysis-style box; lengths in the
         read unit, :attr:`unit_nm` nm)."""
         k = pos.shape[0]
-        box_nm, volume, com, hist, hist_cc = self.box_nm, self.volume, self.com, self.hist, self.hist_cc
+        box_nm, volume, hist, hist_cc = self.box_nm, self.volume, self.hist, self.hist_cc
         n_ch, nbins, n_mol, every = self.n_ch, self.nbins, self.top.n_mol, self.every
         n_centre = self.centre_atoms.size
         unit_nm = self.unit_nm
@@ -134,14 +152,24 @@ class FramePass:
             volume[f0:f0 + k] = np.abs(np.linalg.det(box_nm[f0:f0 + k]))
         # 1.–2. whole molecules → wrapped COMs → displacement unwrapping in each current box
         com_w = whole_molecule_coms(pos, dims, self.top, unit_nm)
+        com_u = self.com[f0:f0 + k] if self.com is not None else np.empty_like(com_w)
         unwrap(com_w, lengths_nm if ortho else box_nm[f0:f0 + k], ortho, state["prev_w"], state["prev_u"],
-                out=com[f0:f0 + k])
-        state["prev_w"], state["prev_u"] = com_w[-1], com[f0 + k - 1]
+                out=com_u)
+        if state["first_u"] is None:
+            state["first_u"] = com_u[0].copy()
+        state["prev_w"], state["prev_u"] = com_w[-1], com_u[-1].copy()
+        np.matmul(self.weights, com_u, out=self.sums[f0:f0 + k])  # float64 species sums and barycentre
+        with np.errstate(over="ignore", invalid="ignore"):
+            if not np.isfinite(self.sums[f0:f0 + k]).all():
+                self.bad[f0:f0 + k] = com_u.size // k - np.count_nonzero(np.isfinite(com_u), axis=(1, 2))
+        if state["writer"] is not None:
+            state["writer"].write(f0, com_u)
         # 3. neighbour data (in the trajectory's unit until the distances are known) on structure frames
         dense = ortho and self.dense_ok
         sf = np.flatnonzero((np.arange(f0, f0 + k) % every) == 0)  # structure frames of the chunk
         if sf.size == 0:
             return
+        rows = (f0 + sf) // every  # their rows of the histograms
         if n_centre and n_ch:
             cen, sit = pos[np.ix_(sf, self.centre_atoms)], pos[np.ix_(sf, self.site_atoms)]
             ff, ii, jj, rr = (dense_pairs_within(cen, sit, dims[sf, :3], rmax_u) if dense
@@ -156,7 +184,7 @@ class FramePass:
             b = (dist / rdf_bin_nm).astype(np.int64)
             np.minimum(b, nbins - 1, out=b)
             b += (ff * n_ch + ch) * nbins
-            hist[f0:f0 + k] = np.bincount(b, minlength=k * n_ch * nbins).reshape(k, n_ch * nbins)
+            hist[rows] = np.bincount(b, minlength=k * n_ch * nbins).reshape(k, n_ch * nbins)[sf]
             near = np.flatnonzero(dist < r_store)  # one index list, taken from each array
             if near.size:
                 key = ff.take(near)
@@ -188,4 +216,4 @@ class FramePass:
             dist = rr.astype(np.float64) * unit_nm
             inside = dist < rmax
             b = np.minimum((dist[inside] / rdf_bin_nm).astype(np.int64), nbins - 1)
-            hist_cc[f0:f0 + k] = 2 * np.bincount(ff[inside] * nbins + b, minlength=k * nbins).reshape(k, nbins)
+            hist_cc[rows] = 2 * np.bincount(ff[inside] * nbins + b, minlength=k * nbins).reshape(k, nbins)[sf]

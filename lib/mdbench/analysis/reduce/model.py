@@ -47,6 +47,53 @@ def species_charges_e(mol_species: np.ndarray, mol_charge_e: np.ndarray, species
     return out
 
 
+class StructureRows:
+    """Per-frame pair counts ``(F, B)`` of a strided reduction, stored for its structure frames only.
+
+    Frame ``f`` has the counts of row ``f // every`` when ``f % every == 0`` and zeros otherwise (no
+    neighbour data there); only those rows are kept, so the counts do not grow with the frames between
+    structure frames. Indexing by frames (an int, a slice or an index array, then optionally the bins)
+    returns an ndarray, as for the per-frame array of an unstrided reduction.
+    """
+
+    ndim = 2
+
+    def __init__(self, rows: np.ndarray, every: int, n_frames: int):
+        self.rows, self.every, self.n_frames = rows, int(every), int(n_frames)
+        self.dtype = rows.dtype
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n_frames, int(self.rows.shape[1]))
+
+    def __len__(self) -> int:
+        return self.n_frames
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        key = key if isinstance(key, tuple) else (key,)
+        frames = np.arange(self.n_frames)[key[0]]
+        one = np.ndim(frames) == 0
+        frames = np.atleast_1d(frames)
+        out = np.zeros((frames.size, self.rows.shape[1]), dtype=self.dtype)
+        hit = frames % self.every == 0
+        out[hit] = self.rows[frames[hit] // self.every]
+        out = out[0] if one else out
+        return out[(Ellipsis, *key[1:])] if len(key) > 1 else out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self[:]
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def astype(self, dtype: Any, **kwargs: Any) -> np.ndarray:
+        return np.asarray(self).astype(dtype, **kwargs)
+
+    def sum(self, axis: int | None = None, **kwargs: Any) -> Any:
+        """Sums (zero rows add nothing: axis None or 0 sum the stored rows)."""
+        if axis in (None, 0):
+            return self.rows.sum(axis=axis, **kwargs)
+        return np.asarray(self).sum(axis=axis, **kwargs)
+
+
 @dataclass
 class ReducedTrajectory:
     """What the estimators need from a trajectory, in GROMACS units and float64.
@@ -59,9 +106,10 @@ class ReducedTrajectory:
         Box matrices, rows are box vectors [nm].
     volume_nm3 : ndarray (F,)
         Box volume per frame [nm³].
-    com_nm : ndarray (F, M, 3)
+    com_nm : ndarray (F, M, 3) or ComSeries
         Unwrapped centres of mass of the M molecules [nm] (lab frame; subtract ``system_com_nm`` for the
-        barycentric frame).
+        barycentric frame): a float64 array, or for long trajectories a file-backed
+        :class:`~mdbench.analysis.reduce.series.ComSeries` that reads float64 blocks on indexing.
     system_com_nm : ndarray (F, 3)
         Total-mass-weighted centre of all atoms, from the unwrapped molecular centres [nm].
     mol_species : ndarray (M,) of str
@@ -81,10 +129,11 @@ class ReducedTrajectory:
         Site channels of the neighbour data.
     rdf_edges_nm : ndarray (B+1,)
         Histogram bin edges [nm].
-    rdf_counts : dict[str, ndarray (F, B) int32]
+    rdf_counts : dict[str, ndarray (F, B) int32 or StructureRows]
         Pair counts per frame and bin for each channel name (plus ``"<centre>:<centre>"`` for the
         centre–centre channel, each unordered pair counted twice). Per frame so that any frame window
-        (whole interval, blocks) can be summed without a second pass.
+        (whole interval, blocks) can be summed without a second pass; a strided reduction keeps the rows
+        of its structure frames only (:class:`StructureRows`, an ndarray again in :meth:`structure_view`).
     rdf_n_pairs : dict[str, float]
         Number of distinct (centre, site) pairs per channel (N_A·N_B, or N_A(N_A−1) for centre–centre).
     contacts : dict[str, ndarray]
@@ -143,8 +192,13 @@ class ReducedTrajectory:
         """Unwrapped COMs of one species' molecules, (F, N_s, 3) [nm].
 
         A view (no copy of the frames × molecules array) when the species' molecules are consecutive, as
-        in every GROMACS topology built from ``[ molecules ]`` blocks; a copy otherwise.
+        in every GROMACS topology built from ``[ molecules ]`` blocks; a copy otherwise. A file-backed
+        series gives a lazy view of that species (:meth:`ComSeries.species`).
         """
+        from mdbench.analysis.reduce.series import ComSeries
+
+        if isinstance(self.com_nm, ComSeries):
+            return self.com_nm.species(species)
         idx = np.flatnonzero(self.species_mask(species))
         if idx.size and idx[-1] - idx[0] + 1 == idx.size:
             return self.com_nm[:, idx[0]:idx[-1] + 1]
@@ -182,7 +236,7 @@ class ReducedTrajectory:
         contacts["frame"] = remap[contacts["frame"]]
         return ReducedTrajectory(
             time_ps=self.time_ps[idx], box_nm=self.box_nm[idx], volume_nm3=self.volume_nm3[idx],
-            com_nm=self.com_nm[idx], system_com_nm=self.system_com_nm[idx], mol_species=self.mol_species,
+            com_nm=self._com_frames(idx), system_com_nm=self.system_com_nm[idx], mol_species=self.mol_species,
             mol_mass_amu=self.mol_mass_amu, mol_charge_e=self.mol_charge_e, species=self.species,
             species_charge_e=self.species_charge_e, centre_species=self.centre_species, centre_mol=self.centre_mol, channels=self.channels,
             rdf_edges_nm=self.rdf_edges_nm, rdf_counts={k: v[idx] for k, v in self.rdf_counts.items()},
@@ -190,6 +244,12 @@ class ReducedTrajectory:
             r_store_nm=self.r_store_nm, source=dict(self.source, subset=[int(idx[0]), int(idx[-1]) + 1],
                                                     structure_every=1 if self.structure_every == 1 else -1),
         )
+
+    def _com_frames(self, idx: np.ndarray) -> Any:
+        """The COMs of frames ``idx`` (a lazy view of a file-backed series; a copy of an array)."""
+        from mdbench.analysis.reduce.series import ComSeries
+
+        return self.com_nm.take_frames(idx) if isinstance(self.com_nm, ComSeries) else self.com_nm[idx]
 
     @property
     def structure_every(self) -> int:

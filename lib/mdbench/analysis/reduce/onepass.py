@@ -11,9 +11,10 @@ import numpy as np
 from mdbench.analysis.concurrency import can_fork, run_forked_ranges, shared_zeros
 from mdbench.analysis.reduce.boxes import A_TO_NM, box_matrix_nm
 from mdbench.analysis.reduce.frames import CHUNK_ATOM_FRAMES, CHUNK_MIN_FRAMES, FramePass
-from mdbench.analysis.reduce.model import ReducedTrajectory, species_charges_e
+from mdbench.analysis.reduce.model import ReducedTrajectory, StructureRows, species_charges_e
 from mdbench.analysis.reduce.molecules import Topology
 from mdbench.analysis.reduce.pairs import BRUTE_FORCE_MAX_PAIRS
+from mdbench.analysis.reduce.series import BLOCK_FRAMES, ComSeries, ComSeriesFile
 from mdbench.analysis.reduce.sites import classify_sites
 from mdbench.analysis.reduce.unwrap import regularise_time, unwrap
 from mdbench.analysis.reduce.xtc import direct_xtc
@@ -40,8 +41,8 @@ def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax
                     rdf_bin_nm: float = 0.005, r_store_nm: float = 0.6, start: int | None = None,
                     stop: int | None = None, step: int | None = None, structure_max_frames: int | None = None,
                     verbose: bool = False, source: dict[str, Any] | None = None,
-                    workers: int | None = None, neutral_charge_tolerance_e: float | None = None
-                    ) -> ReducedTrajectory:
+                    workers: int | None = None, neutral_charge_tolerance_e: float | None = None,
+                    series_dir: str | Path | None = None) -> ReducedTrajectory:
     """Reduce an MDAnalysis Universe in one pass (see the module docstring for the algorithm).
 
     Frames are read in chunks of at most :data:`CHUNK_ATOM_FRAMES` atom-frames and each chunk is reduced
@@ -79,6 +80,10 @@ def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax
         None: one per usable core (the project's thread cap, at most :data:`MAX_DEFAULT_WORKERS`) when the
         slice has at least :data:`PARALLEL_MIN_ATOM_FRAMES` atom-frames, else 1. Recorded as
         ``reduction_workers``.
+    series_dir : path, optional
+        Keep the unwrapped COMs out of memory: float32 displacements in an anonymous scratch file in this
+        folder, read back lazily (``com_nm`` is then a :class:`~mdbench.analysis.reduce.series.ComSeries`;
+        precision and layout in :mod:`mdbench.analysis.reduce.series`). None: an in-memory float64 array.
 
     Returns
     -------
@@ -163,55 +168,83 @@ def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax
         if n_workers < 1:
             raise InputError(f"workers must be a positive integer, got {workers}")
     n_workers = max(1, min(n_workers, n_frames // CHUNK_MIN_FRAMES))  # a few frames per worker at least
+    n_struct = -(-n_frames // every)  # histogram rows: structure frames only
+    store = ComSeriesFile(series_dir, n_frames, n_mol) if series_dir is not None else None
+    unit = BLOCK_FRAMES if store is not None else 1  # pass ranges start on the store's time blocks
+    n_units = -(-n_frames // unit)
+    n_workers = max(1, min(n_workers, n_units))
     if n_workers > 1 and not can_fork():
         log.info("no 'fork' start method on this platform: reducing in one process")
         n_workers = 1
     empty = shared_zeros if n_workers > 1 else (lambda shape, dtype: np.zeros(shape, dtype=dtype))
+    code = {sp: k for k, sp in enumerate(species)}
+    weights = np.zeros((len(species) + 1, n_mol))  # rows: each species' indicator, then the masses
+    weights[[code[sp] for sp in mol_species.tolist()], np.arange(n_mol)] = 1.0
+    weights[-1] = mol_mass
     job = FramePass(
         reader=u.trajectory, frames=frames, top=top, centre_atoms=centre_atoms, site_atoms=site_atoms,
         site_channel=site_channel, site_mol=site_mol, n_ch=n_ch, nbins=nbins, rdf_bin_nm=rdf_bin_nm, rmax=rmax,
         r_store=r_store, dense_ok=dense_ok, every=every, chunk=chunk,
         time_ps=empty((n_frames,), np.float64), box_nm=empty((n_frames, 3, 3), np.float64),
-        volume=empty((n_frames,), np.float64), com=empty((n_frames, n_mol, 3), np.float64),
-        hist=empty((n_frames, n_ch * nbins), np.int32), hist_cc=empty((n_frames, nbins), np.int32),
+        volume=empty((n_frames,), np.float64),
+        com=empty((n_frames, n_mol, 3), np.float64) if store is None else None,
+        hist=empty((n_struct, n_ch * nbins), np.int32), hist_cc=empty((n_struct, nbins), np.int32),
+        weights=weights, sums=empty((n_frames, len(species) + 1, 3), np.float64),
+        bad=empty((n_frames,), np.int64), store=store, range_unit=unit,
         unit_nm=1.0 if xtc is not None else A_TO_NM, xtc=xtc)
     with tqdm(total=n_frames, disable=not verbose, desc="reduce", unit="frame") as bar:
-        parts = (run_forked_ranges(job.run_forked, n_frames, n_workers, lambda done: bar.update(done - bar.n))
+        parts = (run_forked_ranges(job.run_forked, n_units, n_workers, lambda done: bar.update(done - bar.n))
                  if n_workers > 1 else None)
         if parts is None:  # one process (or the worker pool broke: redone here, nothing half-written kept)
             n_workers = 1
             job.hist.fill(0)
             job.hist_cc.fill(0)
+            job.bad.fill(0)
             parts = [job.run(0, n_frames, on_chunk=bar.update)]
     time_ps, box_nm, volume, com, hist, hist_cc = (job.time_ps, job.box_nm, job.volume, job.com, job.hist,
                                                    job.hist_cc)
+    sums = job.sums
     # stitch the ranges: each worker unwrapped from its own first frame; shift every later range so that
     # its first frame continues the displacement chain of the previous one (what one pass would give)
+    shift = np.zeros((n_mol, 3))
+    base = [parts[0]["first_u"]]
     for part, prev in zip(parts[1:], parts[:-1]):
         a, b = part["range"]
         box_a = box_nm[a:a + 1]
         ortho_a = bool(np.all(box_a[0] == np.diag(np.diag(box_a[0]))))
-        u_a = unwrap(com[a:a + 1].copy(), np.diagonal(box_a, axis1=1, axis2=2) if ortho_a else box_a, ortho_a,
-                      prev["last_wrapped"], com[a - 1])
-        com[a:b] += u_a[0] - com[a]
+        prev_last_u = prev["last_u"] + shift
+        u_a = unwrap(part["first_u"][None].copy(), np.diagonal(box_a, axis1=1, axis2=2) if ortho_a else box_a,
+                     ortho_a, prev["last_wrapped"], prev_last_u)
+        shift = u_a[0] - part["first_u"]
+        base.append(u_a[0])
+        if com is not None:
+            com[a:b] += shift
+        sums[a:b] += weights @ shift
     cont = {k: [arr for part in parts for arr in part["contacts"][k]] for k in parts[0]["contacts"]}
     input_dtype = parts[0]["input_dtype"]
     time_ps, regularised = regularise_time(time_ps)
     total_mass = mol_mass.sum()
-    system_com = (mol_mass @ com) / total_mass  # (M) @ (F, M, 3): one BLAS call
+    system_com = sums[:, -1] / total_mass  # Σ m_i r_i summed by the pass in float64
+    if store is not None:
+        com = ComSeries(store, np.array([p["range"][0] for p in parts]), np.stack(base),
+                        {sp: sums[:, k].copy() for k, sp in enumerate(species)}, mol_species,
+                        non_finite=int(job.bad.sum()))
     contacts = {k: (np.concatenate(v) if v else np.empty(0, dtype=np.float32 if k == "dmin_nm" else np.int32))
                 for k, v in cont.items()}
-    rdf_counts = {c.name: hist[:, k * nbins:(k + 1) * nbins].copy() for k, c in enumerate(channels)}
+    per_frame = (lambda rows: rows) if every == 1 else (lambda rows: StructureRows(rows, every, n_frames))
+    rdf_counts = {c.name: per_frame(hist[:, k * nbins:(k + 1) * nbins]) for k, c in enumerate(channels)}
     rdf_npairs = {c.name: float(n_centre * site_counts[k]) for k, c in enumerate(channels)}
     if n_centre > 1:
         cc = "+".join(centre_species)
-        rdf_counts[f"{cc}:{cc}"] = hist_cc
+        rdf_counts[f"{cc}:{cc}"] = per_frame(hist_cc)
         rdf_npairs[f"{cc}:{cc}"] = float(n_centre * (n_centre - 1))
     src = dict(source or {})
     src.update(n_atoms=int(n_atoms), n_molecules=int(n_mol), frames=[frames.start, frames.stop, frames.step],
                input_dtype=input_dtype, rdf_rmax_nm=rmax, rdf_bin_nm=rdf_bin_nm,
                time_regularised=regularised, chunk_frames=int(chunk), structure_every=int(every),
                reduction_workers=int(n_workers),
+               com_series="file-backed float32 displacements (reduce.series)" if store is not None
+               else "in memory, float64",
                frame_reader="MDAnalysis XTCFile.read_direct_x (nm)" if xtc is not None
                else f"MDAnalysis {type(traj).__name__}",
                pair_search="dense numpy (orthorhombic)" if dense_ok else "periodic k-d tree (scipy cKDTree; "
