@@ -46,7 +46,9 @@ def test_cheating_agent_is_stopped_by_the_os_and_its_setsid_child_dies_with_the_
     ep = prepare(tmp_path / "ep", "harness=test", "model=cheater")
     prepare(tmp_path / "other", "harness=test", "model=neighbour")  # another episode in the same folder
     env = dict(os.environ, MDBENCH_TEST_SECRET="do-not-leak")
-    timeout_min, grace_s = 0.05, 2.0
+    # 9 s: enough for the cheater to start its setsid child on a loaded machine (with 3 s it sometimes had not,
+    # and no straggler was left to kill); it lingers, so the timeout always ends it
+    timeout_min, grace_s = 0.15, 2.0
     res = mdbench("episode", "run", str(ep), "--agent", f"{CHEATER} --rename --linger", "--timeout", str(timeout_min),
                   "--grace", str(grace_s), "--env", "PASSED_ON=yes", "--env", f"MDBENCH_PROJECT_ROOT={PROJECT_ROOT}",
                   "--no-reanalysis", *EXPOSE, env=env, timeout=300)
