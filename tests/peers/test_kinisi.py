@@ -54,10 +54,11 @@ def kinisi_D(universe, resname: str, lo_ps: float, hi_ps: float, dt_fs: float) -
 
 
 def ols_D(lag_ps: np.ndarray, msd_nm2: np.ndarray, lo_ps: float, hi_ps: float) -> float:
-    """D [m^2/s] from the ordinary least-squares slope of an MSD over [lo, hi] (MSD = 6 D t + c)."""
-    sel = (lag_ps >= lo_ps - 1e-9) & (lag_ps <= hi_ps + 1e-9)
-    slope = np.polyfit(lag_ps[sel], msd_nm2[sel], 1)[0]
-    return float(slope) / 6.0 * 1e-6  # nm^2/ps -> m^2/s
+    """D [m^2/s] from the ordinary least-squares slope of an MSD over [lo, hi] (our ``fit_slope``)."""
+    from mdbench.analysis.diffusion import fit_slope
+    from mdbench.analysis.units import NM2_PER_PS_TO_M2_PER_S
+
+    return fit_slope(lag_ps, msd_nm2, lo_ps, hi_ps) / 6.0 * NM2_PER_PS_TO_M2_PER_S
 
 
 @pytest.mark.parametrize("species", sorted(SPECIES))
