@@ -117,7 +117,11 @@ def tpr_universe(run: RunData, rel: str) -> Any:
 
 def species_charges(u: Any) -> dict[str, float]:
     """Net charge per molecule [e] of each species (residue name of a molecule's first atom) of a topology:
-    the charges every transport definition of the run must use (rounded to 1e-4 e)."""
+    the charges every transport definition of the run must use, formed as the analysis forms them
+    (:func:`mdbench.analysis.reduce.model.species_charges_e`, registered neutral tolerance)."""
+    from mdbench.analysis.reduce.model import species_charges_e  # noqa: PLC0415
+    from mdbench.analysis.settings import AnalysisSettings  # noqa: PLC0415
+
     try:
         molnums = np.asarray(u.atoms.molnums)
         charges = np.asarray(u.atoms.charges, dtype=np.float64)
@@ -125,11 +129,10 @@ def species_charges(u: Any) -> dict[str, float]:
     except Exception:  # noqa: BLE001 - a topology without charges: nothing to compare
         return {}
     first = np.r_[0, np.flatnonzero(np.diff(molnums)) + 1]
-    sums = np.add.reduceat(charges, first)
-    out: dict[str, float] = {}
-    for i, q in zip(first, sums):
-        out.setdefault(str(resnames[i]), round(float(q), 4))
-    return out
+    mol_charge = np.add.reduceat(charges, first)
+    mol_species = resnames[first].astype(str)
+    species = list(dict.fromkeys(mol_species.tolist()))
+    return species_charges_e(mol_species, mol_charge, species, AnalysisSettings().neutral_charge_tolerance_e)
 
 
 def _moltype_blocks(u: Any) -> list[tuple[str, int]]:
