@@ -18,6 +18,7 @@ complete (the file itself, or a temporary copy of its complete frames) for reade
 
 from __future__ import annotations
 
+import math
 import shutil
 import struct
 import tempfile
@@ -36,6 +37,8 @@ XTC_LARGE_MAGIC = 2023
 _HEADER_BYTES = 92
 #: The first 16 bytes: magic, natoms, step (int32) and time (float32).
 _LEAD = struct.Struct(">iiif")
+#: The box (9 float32, nm) after the lead, then natoms again and, for more than 9 atoms, the precision.
+_BOX_PRECISION = struct.Struct(">9fif")
 
 
 class TrajectoryError(InputError):
@@ -67,6 +70,14 @@ class XtcIntegrity:
         bytes that are not a frame header).
     checked : bool
         False when the format variant is recognised but not walked (``magic`` 2023); then nothing is claimed.
+    first_box_nm : tuple of 9 float or None
+        Box vectors of the first frame [nm], row-major (GROMACS ``box[3][3]``).
+    bad_precision_frames : int
+        Complete frames (with more than 9 atoms) whose coordinate precision is not a finite positive number:
+        their decompressed coordinates (integers / precision) are not finite. With a finite positive precision
+        every coordinate of a frame that decompresses is finite.
+    non_finite_box_frames : int
+        Complete frames whose box holds a non-finite number.
     """
 
     path: str
@@ -79,6 +90,9 @@ class XtcIntegrity:
     last_step: int | None
     problem: str | None = None
     checked: bool = True
+    first_box_nm: tuple[float, ...] | None = None
+    bad_precision_frames: int = 0
+    non_finite_box_frames: int = 0
 
     @property
     def truncated(self) -> bool:
@@ -106,8 +120,9 @@ class XtcIntegrity:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, with ``truncated``, ``dropped_bytes`` and the one-line ``summary``."""
-        return {**asdict(self), "truncated": self.truncated, "dropped_bytes": self.dropped_bytes,
-                "summary": self.summary()}
+        d = asdict(self)
+        d["first_box_nm"] = None if self.first_box_nm is None else list(self.first_box_nm)  # JSON's own type
+        return {**d, "truncated": self.truncated, "dropped_bytes": self.dropped_bytes, "summary": self.summary()}
 
 
 def _frame_bytes(head: bytes, natoms: int) -> int | None:
@@ -160,6 +175,8 @@ def scan_xtc(path: str | Path) -> XtcIntegrity:
         first_t = last_t = None
         last_step = None
         problem = None
+        first_box: tuple[float, ...] | None = None
+        bad_precision = bad_box = 0
         while offset < size:
             fh.seek(offset)
             head = fh.read(_HEADER_BYTES)
@@ -186,10 +203,16 @@ def scan_xtc(path: str | Path) -> XtcIntegrity:
             n_frames += 1
             first_t = float(time_ps) if first_t is None else first_t
             last_t, last_step = float(time_ps), int(step)
+            if len(head) >= _LEAD.size + _BOX_PRECISION.size:
+                *box, _n, precision = _BOX_PRECISION.unpack_from(head, _LEAD.size)
+                first_box = tuple(box) if first_box is None else first_box
+                bad_box += not all(math.isfinite(b) for b in box)
+                bad_precision += natoms > 9 and not (math.isfinite(precision) and precision > 0)
     if n_frames == 0:
         raise TrajectoryError(f"xtc trajectory without a complete frame ({problem}); the run stopped before its "
                               "first frame was written", str(path))
-    return XtcIntegrity(str(path), size, n_frames, offset, natoms, first_t, last_t, last_step, problem)
+    return XtcIntegrity(str(path), size, n_frames, offset, natoms, first_t, last_t, last_step, problem,
+                        first_box_nm=first_box, bad_precision_frames=bad_precision, non_finite_box_frames=bad_box)
 
 
 class CompleteFrames:

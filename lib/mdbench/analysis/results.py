@@ -21,6 +21,7 @@ from mdbench.analysis.observables import AUDIT_GROUPS, group_of, template_catego
 from mdbench.analysis.states import NEXT_ACTION, SEVERITY
 from mdbench.errors import InputError
 from mdbench.record.atomic import atomic_write_text
+from mdbench.record.schema_refs import inline_local_refs
 
 log = logging.getLogger(__name__)
 
@@ -71,27 +72,6 @@ def _validator() -> Any:
     import jsonschema
 
     return jsonschema.Draft202012Validator(inline_local_refs(load_schema()))
-
-
-def inline_local_refs(schema: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``schema`` in which every ``{"$ref": "#/$defs/NAME"}`` (a reference alone in its object)
-    is replaced by the definition itself, recursively. Recursive definitions and references with sibling
-    keywords stay references; ``$defs`` is kept, so that those still resolve."""
-    defs = schema.get("$defs", {})
-
-    def inline(node: Any, active: tuple[str, ...]) -> Any:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if len(node) == 1 and isinstance(ref, str) and ref.startswith("#/$defs/"):
-                name = ref[len("#/$defs/"):]
-                if name in defs and "/" not in name and name not in active:
-                    return inline(defs[name], (*active, name))
-            return {k: (v if k == "$defs" else inline(v, active)) for k, v in node.items()}
-        if isinstance(node, list):
-            return [inline(v, active) for v in node]
-        return node
-
-    return inline(schema, ())
 
 
 def _validate_clean(doc: dict[str, Any], path: str | None) -> None:

@@ -9,11 +9,11 @@ last) → composite score, preliminary and final.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
 import logging
-import os
 import time
 from importlib import resources
 from pathlib import Path
@@ -26,6 +26,7 @@ from mdbench.audit.bundle import load_bundle
 from mdbench.audit.judges import (check_append_only, entry_digest, load_adjudication, run_external_judge,
                                   run_llm_judge)
 from mdbench.audit.model import Evidence
+from mdbench.audit.reanalysis import Reanalyses
 from mdbench.audit.model import (AGGREGATION_RULE, ITEM_TITLES, ITEMS, PER_CASE_ITEMS, PER_OBSERVABLE_ITEMS,
                                  AuditResult, Finding, ItemScore, Judgment, composite_score, deduplicate)
 from mdbench.audit.runread import load_run
@@ -96,47 +97,36 @@ def _apply(judgments: list[Judgment], overrides: list[Judgment]) -> list[Judgmen
     return list(by_key.values())
 
 
-def _reanalyse(run_fs: RunFS, case: str, pf: simulation.ProdFiles, out: Path, guard_ps: float | None,
-               findings: list[Finding]) -> tuple[Any | None, dict[str, Any]]:
-    info: dict[str, Any] = {"case": case, "status": "skipped"}
+def _record_findings(run_path: Path) -> tuple[list[Finding], list[Finding]]:
+    """E3's record findings from :func:`mdbench.record.validate.validate_run` (errors only): all of them, and
+    those that are not parse findings RunFS reported already."""
+    extra: list[Finding] = []
+    refs: list[Finding] = []
     try:
-        from mdbench.analysis.pipeline import analyze_files  # noqa: PLC0415
-    except ImportError as exc:
-        findings.append(Finding("reanalysis_unavailable", f"canonical reanalysis not available ({exc}); A2/A3 "
-                                "judged from the run's own results", item="A3", case=case))
-        info["status"] = "unavailable"
-        return None, info
-    work = out / "reanalysis" / case
-    links = work / "inputs"
-    links.mkdir(parents=True, exist_ok=True)
-    args = []
-    for rel in (pf.tpr, pf.xtc, pf.edr):
-        real = run_fs.resolve(rel)
-        dst = links / Path(rel).name
-        if dst.is_symlink() or dst.exists():
-            dst.unlink()
-        os.symlink(os.path.realpath(real), dst)  # offsets caches land here, not in the run directory
-        args.append(str(dst))
-    t0 = time.perf_counter()
-    try:
-        # numbers only: the audit compares values and diagnostics, it draws no figures (most of an analysis' time)
-        ret = analyze_files(args[0], args[1], args[2], str(work), guard_ps=guard_ps, figures=False)
-    except Exception as exc:  # noqa: BLE001 - a failing reanalysis is a finding, not a crash
-        findings.append(Finding("reanalysis_failed", f"canonical reanalysis failed: {type(exc).__name__}: {exc}"[:300],
-                                item="A3", case=case))
-        info.update(status="failed", error=str(exc)[:300])
-        return None, info
-    info.update(status="ok", seconds=round(time.perf_counter() - t0, 2), out=str(work.relative_to(out)))
-    res_path = work / "results.json"
-    if res_path.is_file():
-        try:
-            return json.loads(res_path.read_text()), info
-        except ValueError:
-            pass
-    if isinstance(ret, dict):
-        return ret, info
-    to_dict = getattr(ret, "to_dict", None)
-    return (to_dict() if callable(to_dict) else None), info
+        from mdbench.record.validate import validate_run  # noqa: PLC0415
+
+        for f in validate_run(run_path, check_hashes=False):
+            if f.severity == "error":
+                extra.append(Finding("record_" + f.code, f.message[:300], f.file, f.line or None, item="E3"))
+                if f.code != "malformed":  # malformed lines are E3's parse findings already (RunFS)
+                    refs.append(extra[-1])
+    except Exception as exc:  # noqa: BLE001 - the validator must not crash the audit
+        extra.append(Finding("record_validation", f"record validator could not run: {type(exc).__name__}",
+                             item="E3"))
+        refs.append(extra[-1])
+    return extra, refs
+
+
+def _upstream(run: Any, case: str, s4: Judgment) -> str | None:
+    """The upstream state of a case's observables: ``not_reached`` without a production, ``invalid_upstream``
+    when Sim4 fails or the run recorded the production invalid, else None (observables judged on their own)."""
+    prod_state = run.stage_state(case, "prod")
+    has_prod = bool(run.stage_dirs.get(case, {}).get("prod")) or bool(simulation.production_attempts(run, case))
+    if not has_prod and (prod_state is None or prod_state.get("state") in ("not_reached", "running")):
+        return "not_reached"
+    if s4.rating == 0.0 or (prod_state is not None and prod_state.get("state") in ("invalid", "invalid_upstream")):
+        return "invalid_upstream"
+    return None
 
 
 #: Check codes that contradict a claim of the run, reported as findings with their item (the A items read the
@@ -250,47 +240,38 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
     upstream: dict[str, str | None] = {}
     reinfo: dict[str, Any] = {"enabled": reanalysis, "cases": {}}
     assessments = []
-    for case in tqdm(run.cases, desc="audit", disable=not verbose):
-        s1 = simulation.check_setup(run, bundle, case)
-        s2 = simulation.check_minimization(run, case)
-        s3 = simulation.check_equilibration(run, bundle, case)
-        s4, pf = simulation.check_production(run, case)
-        judgments += [s1, s2, s3, s4]
-        prods[case] = pf
-        prod_state = run.stage_state(case, "prod")
-        has_prod = bool(run.stage_dirs.get(case, {}).get("prod")) or bool(simulation.production_attempts(run, case))
-        if not has_prod and (prod_state is None or prod_state.get("state") in ("not_reached", "running")):
-            up = "not_reached"
-        elif s4.rating == 0.0 or (prod_state is not None and prod_state.get("state") in ("invalid",
-                                                                                            "invalid_upstream")):
-            up = "invalid_upstream"
-        else:
-            up = None
-        upstream[case] = up
-        canon = None
-        if reanalysis and up is None and pf.readable:
-            canon, info = _reanalyse(fs, case, pf, out, _guard_ps(run, case), findings)
-            reinfo["cases"][case] = info
-        links = out / "reanalysis" / case / "inputs"  # the reanalysis' links: offset caches stay out of the run
-        refit = WindowRefit.for_case(links / Path(pf.tpr).name, links / Path(pf.xtc).name, canon) if canon else None
-        js, groups = analysis_items.assess_case(run, bundle, case, up, canon, pf.extra, refit)
-        judgments += js
-        assessments += [g.assessment for g in groups]
+    # Sim1, Sim2 and Sim4 first: they decide which productions the canonical reanalysis reads; with a
+    # reanalysis, Sim4 reads the trajectory's frame headers and the reanalysis decompresses the frames
+    per_case: dict[str, list[Judgment]] = {}
+    for case in run.cases:
+        s4, prods[case] = simulation.check_production(run, case, decode=not reanalysis)
+        per_case[case] = [simulation.check_setup(run, bundle, case), simulation.check_minimization(run, case), s4]
+        upstream[case] = _upstream(run, case, s4)
+    jobs = {case: ((pf.tpr, pf.xtc, pf.edr), _guard_ps(run, case)) for case, pf in prods.items()
+            if reanalysis and upstream[case] is None and pf.readable}
+    with Reanalyses(fs, jobs, out) as canonical:  # a child process analyses beside the checks where it can
+        for case in run.cases:  # Sim3 reads the equilibration energy files meanwhile, E3 the record, E2 hashes
+            per_case[case].insert(2, simulation.check_equilibration(run, bundle, case))
+        extra, refs = _record_findings(run_path)
+        if canonical.in_background and isinstance(run.artifacts, dict):
+            fs.prefetch_sha256(str(p) for p in run.artifacts)
+        for case in tqdm(run.cases, desc="audit", disable=not verbose):
+            canon = None
+            if case in jobs:
+                canon, reinfo["cases"][case], re_findings = canonical.result(case)
+                findings += re_findings
+                if canon is None and reinfo["cases"][case].get("status") == "failed":
+                    s4, prods[case] = simulation.check_production(run, case, decode=True)  # Sim4 judges the frames
+                    per_case[case][3] = s4
+                    upstream[case] = _upstream(run, case, s4)
+            pf = prods[case]
+            links = out / "reanalysis" / case / "inputs"  # the reanalysis' links: offset caches stay out of the run
+            refit = (WindowRefit.for_case(links / Path(pf.tpr).name, links / Path(pf.xtc).name, canon)
+                     if canon else None)
+            js, groups = analysis_items.assess_case(run, bundle, case, upstream[case], canon, pf.extra, refit)
+            judgments += per_case[case] + js
+            assessments += [g.assessment for g in groups]
     valid_cases = [c for c in run.cases if upstream.get(c) is None]
-    extra: list[Finding] = []
-    refs: list[Finding] = []
-    try:
-        from mdbench.record.validate import validate_run  # noqa: PLC0415
-
-        for f in validate_run(run_path, check_hashes=False):
-            if f.severity == "error":
-                extra.append(Finding("record_" + f.code, f.message[:300], f.file, f.line or None, item="E3"))
-                if f.code != "malformed":  # malformed lines are E3's parse findings already (RunFS)
-                    refs.append(extra[-1])
-    except Exception as exc:  # noqa: BLE001 - the validator must not crash the audit
-        extra.append(Finding("record_validation", f"record validator could not run: {type(exc).__name__}",
-                             item="E3"))
-        refs.append(extra[-1])
     consumption = evidence.ledger_consumption(run)
     late = [f.message for f in claim_findings(assessments) if f.code == "registered_after_results"]
     judgments += [evidence.check_lineage(run, valid_cases), evidence.check_provenance(run, bundle, prods),
@@ -409,12 +390,24 @@ def findings_markdown(res: AuditResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+@functools.lru_cache(maxsize=1)
+def _saeo_validator() -> Any:
+    """The ``saeo.schema.json`` validator, built once per process from its inlined copy."""
+    import jsonschema  # noqa: PLC0415 - imported when first needed: its format checkers take seconds to import
+
+    from mdbench.record.schema_refs import inline_local_refs  # noqa: PLC0415
+
+    return jsonschema.Draft202012Validator(inline_local_refs(_schema()))
+
+
 def write_outputs(res: AuditResult) -> None:
     """Validate against ``saeo.schema.json`` and write ``saeo.json`` and ``findings.md``."""
     import jsonschema  # noqa: PLC0415
 
     doc = json.loads(json.dumps(res.to_dict(), default=str))
-    jsonschema.validate(doc, _schema())
+    errors = list(_saeo_validator().iter_errors(doc))
+    if errors:  # our own report breaking its schema is a bug: raise as jsonschema.validate would
+        raise jsonschema.exceptions.best_match(errors)
     out = Path(res.out_dir)
     atomic_write_text(out / SAEO_JSON, json.dumps(doc, indent=1, allow_nan=False) + "\n")  # issue 25: never partial
     atomic_write_text(out / FINDINGS_MD, findings_markdown(res))

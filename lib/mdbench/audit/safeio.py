@@ -15,7 +15,7 @@ import logging
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from mdbench.audit.model import Finding
 
@@ -67,6 +67,7 @@ class RunFS:
         self.findings: list[Finding] = []
         self._escaping: set[str] = set()
         self._json_cache: dict[str, Any] = {}
+        self._hashes: dict[tuple, str] = {}
 
     # ------------------------------------------------------------------ paths
     def rel(self, path: str | Path) -> str:
@@ -89,29 +90,33 @@ class RunFS:
         A path that is (or passes through) a symlink pointing outside the run directory is reported
         once with code ``symlink_escape`` and is never opened.
         """
+        p, code, message, key = self._locate(rel)
+        if code == "symlink_escape":
+            if key not in self._escaping:
+                self._escaping.add(key)
+                self.add(code, message, key, item=item or "E2")
+        elif code is not None:
+            self.add(code, message, str(rel), item=item)
+        return p
+
+    def _locate(self, rel: str | Path) -> tuple[Path | None, str | None, str, str]:
+        """(path inside the run or None, finding code or None, message, run-relative key) — no finding made."""
         raw = Path(rel)
         if raw.is_absolute():
             try:
                 raw = raw.relative_to(self.root)
             except ValueError:
-                self.add("path_outside_run", f"absolute path outside the run directory: {rel}", str(rel),
-                         item=item)
-                return None
+                return None, "path_outside_run", f"absolute path outside the run directory: {rel}", str(rel)
         if ".." in raw.parts:
-            self.add("path_outside_run", f"path climbs out of the run directory: {rel}", str(rel), item=item)
-            return None
+            return None, "path_outside_run", f"path climbs out of the run directory: {rel}", str(rel)
         p = self.root / raw
         if not os.path.lexists(p):
-            return None
+            return None, None, "", raw.as_posix()
         real = Path(os.path.realpath(p))
         if real != self.root and self.root not in real.parents:
-            key = raw.as_posix()
-            if key not in self._escaping:
-                self._escaping.add(key)
-                self.add("symlink_escape", f"symlink leaves the run directory (→ {real}); not followed",
-                         key, item=item or "E2")
-            return None
-        return p
+            return (None, "symlink_escape", f"symlink leaves the run directory (→ {real}); not followed",
+                    raw.as_posix())
+        return p, None, "", raw.as_posix()
 
     def exists(self, rel: str | Path) -> bool:
         return self.resolve(rel) is not None
@@ -229,7 +234,24 @@ class RunFS:
         if p.stat().st_size > MAX_HASH_BYTES:
             self.add("file_too_large", "file too large to checksum", rel, item=item)
             return None
-        return sha256_file(p)
+        key = _version(p)
+        if key not in self._hashes:
+            self._hashes[key] = sha256_file(p)
+        return self._hashes[key]
+
+    def prefetch_sha256(self, rels: Iterable[str]) -> None:
+        """Checksum these files now, quietly (no finding): :meth:`sha256` later reports what it finds as
+        always and takes the digest of an unchanged file from here. The audit hashes the inventory while its
+        reanalysis runs in another process."""
+        for rel in rels:
+            try:
+                p = self._locate(rel)[0]
+                if p is not None and p.is_file() and p.stat().st_size <= MAX_HASH_BYTES:
+                    key = _version(p)
+                    if key not in self._hashes:
+                        self._hashes[key] = sha256_file(p)
+            except (OSError, TypeError, ValueError):
+                continue  # the real check reports it
 
     def iter_files(self, rel_dir: str = ".") -> Iterator[str]:
         """Every regular file below ``rel_dir`` (links not followed), as relative paths."""
@@ -242,6 +264,12 @@ class RunFS:
                 if full.is_symlink():
                     continue
                 yield full.relative_to(self.root).as_posix()
+
+
+def _version(p: Path) -> tuple:
+    """(real path, device, inode, size, mtime) of a file: a file changed on disk is hashed anew."""
+    st = os.stat(p)
+    return (os.path.realpath(p), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def sha256_file(path: str | Path, chunk_bytes: int = 1 << 20) -> str:

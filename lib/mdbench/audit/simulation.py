@@ -107,11 +107,9 @@ def tpr_universe(run: RunData, rel: str) -> Any:
     per audit and file (Sim1 and Sim4 read the same production ``.tpr``)."""
     cache = run.fs.__dict__.setdefault("_tpr_cache", {})
     if rel not in cache:
-        import MDAnalysis as mda  # noqa: PLC0415
-        from MDAnalysis.topology.TPRParser import TPRParser  # noqa: PLC0415
+        from mdbench.analysis.reduce.topology import tpr_universe as _universe  # noqa: PLC0415
 
-        with TPRParser(str(run.fs.resolve(rel))) as parser:
-            cache[rel] = mda.Universe(parser.parse())
+        cache[rel] = _universe(run.fs.resolve(rel))  # the reanalysis reuses the parse (one per process)
     return cache[rel]
 
 
@@ -340,8 +338,14 @@ def production_attempts(run: RunData, case: str) -> list[dict]:
     return [a for a in done if a.get("id") not in parents]
 
 
-def check_production(run: RunData, case: str) -> tuple[Judgment, ProdFiles]:
-    """Sim4: one canonical production branch whose files are readable and mutually consistent."""
+def check_production(run: RunData, case: str, decode: bool = True) -> tuple[Judgment, ProdFiles]:
+    """Sim4: one canonical production branch whose files are readable and mutually consistent.
+
+    ``decode=False`` takes frame count, times, atom count, box and coordinate precision from the frame headers
+    alone (:func:`mdbench.trajcheck.scan_xtc`) and leaves decompressing every frame to the canonical
+    reanalysis, which reads them all anyway; the audit repeats this check with ``decode=True`` when the
+    reanalysis cannot read the trajectory.
+    """
     pf = ProdFiles()
     leaves = production_attempts(run, case)
     notes: list[str] = []
@@ -378,25 +382,37 @@ def check_production(run: RunData, case: str) -> tuple[Judgment, ProdFiles]:
         run.fs.add("unreadable_tpr", f"cannot read production run input: {type(exc).__name__}"[:300], pf.tpr,
                    item="Sim4", case=case)
         return Judgment("Sim4", 0.0, "production .tpr unreadable", case, evidence=ev), pf
-    # stream the trajectory
+    # the trajectory: frame headers always, every frame's coordinates when decode (or the header scan cannot say)
     try:
-        from MDAnalysis.lib.formats.libmdaxdr import XTCFile  # noqa: PLC0415
-
-        times = []
-        first_box = None
         integrity = scan_xtc(run.fs.resolve(pf.xtc))  # issue 25: a trajectory cut mid-frame is read to its last
-        with XTCFile(str(run.fs.resolve(pf.xtc))) as fh:  # complete frame; a file that is no xtc is one clear error
-            for frame in itertools.islice(fh, integrity.n_frames):
-                if first_box is None:
-                    first_box = np.asarray(frame.box, dtype=np.float64)
-                if frame.x.shape[0] != n_atoms:
-                    raise ValueError(f"trajectory has {frame.x.shape[0]} atoms, run input {n_atoms}")
-                if not np.all(np.isfinite(frame.x)):
-                    raise ValueError(f"non-finite coordinates at t = {frame.time} ps")
-                times.append(float(frame.time))
-        if not times:
+        first_box = None                              # complete frame; a file that is no xtc is one clear error
+        if not decode and integrity.checked and integrity.n_atoms > 9:
+            if integrity.n_atoms != n_atoms:
+                raise ValueError(f"trajectory has {integrity.n_atoms} atoms, run input {n_atoms}")
+            if integrity.bad_precision_frames or integrity.non_finite_box_frames:
+                bad = integrity.bad_precision_frames + integrity.non_finite_box_frames
+                raise ValueError(f"non-finite coordinates or box in {bad} frame header(s)")
+            if integrity.first_box_nm is not None:
+                first_box = np.asarray(integrity.first_box_nm, dtype=np.float64).reshape(3, 3)
+            times = [integrity.first_time_ps, integrity.last_time_ps]
+            pf.n_frames = int(integrity.n_frames)
+        else:
+            from MDAnalysis.lib.formats.libmdaxdr import XTCFile  # noqa: PLC0415
+
+            times = []
+            with XTCFile(str(run.fs.resolve(pf.xtc))) as fh:
+                for frame in itertools.islice(fh, integrity.n_frames):
+                    if first_box is None:
+                        first_box = np.asarray(frame.box, dtype=np.float64)
+                    if frame.x.shape[0] != n_atoms:
+                        raise ValueError(f"trajectory has {frame.x.shape[0]} atoms, run input {n_atoms}")
+                    if not np.all(np.isfinite(frame.x)):
+                        raise ValueError(f"non-finite coordinates at t = {frame.time} ps")
+                    times.append(float(frame.time))
+            pf.n_frames = len(times)
+        if not times or pf.n_frames == 0:
             raise ValueError("trajectory has no frames")
-        pf.n_frames, pf.t_first_ps, pf.t_last_ps = len(times), times[0], times[-1]
+        pf.t_first_ps, pf.t_last_ps = float(times[0]), float(times[-1])
         if integrity.truncated:  # issue 25: stated as a finding, rated as a partial production
             run.fs.add("trajectory_truncated", integrity.describe()[:300], pf.xtc, item="Sim4", case=case)
             partial.append(f"trajectory cut mid-frame: {integrity.n_frames} complete frames used")

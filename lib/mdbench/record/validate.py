@@ -19,6 +19,7 @@ from pathlib import Path
 
 import jsonschema
 
+from mdbench.record.schema_refs import inline_local_refs
 from mdbench.record.store import (
     ARTIFACTS,
     ATTEMPTS,
@@ -66,8 +67,15 @@ def schema_paths() -> list[Path]:
     return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".schema.json"))
 
 
+@lru_cache(maxsize=None)
+def _validator(schema_name: str) -> jsonschema.Draft202012Validator:
+    """The validator of one shipped schema, built once per process from its inlined copy
+    (:func:`mdbench.record.schema_refs.inline_local_refs`: the same rules, fewer reference lookups)."""
+    return jsonschema.Draft202012Validator(inline_local_refs(load_schema(schema_name)))
+
+
 def _schema_errors(obj: object, schema_name: str) -> list[str]:
-    validator = jsonschema.Draft202012Validator(load_schema(schema_name))
+    validator = _validator(schema_name)
     return [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in validator.iter_errors(obj)]
 
 

@@ -267,13 +267,13 @@ def reduce_files(tpr: str | Path, xtc: str | Path, **kwargs: Any) -> ReducedTraj
     InputError
         A file is missing or unreadable, naming the file.
     """
-    import MDAnalysis as mda
+    from mdbench.analysis.reduce.topology import tpr_universe
 
     for p in (tpr, xtc):
         if not Path(p).is_file():
             raise InputError("file not found; give an existing GROMACS file", str(p))
     try:
-        u = mda.Universe(str(tpr), str(xtc))
+        u = tpr_universe(tpr, xtc)
     except Exception as exc:  # MDAnalysis raises many types for unreadable files
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"MDAnalysis cannot read the topology/trajectory pair ({first_line}); give the .tpr "

@@ -1,0 +1,166 @@
+"""The canonical reanalysis in a child process beside the audit's checks (issue 18's speed target) gives the
+audit the serial path gives; a child that dies is replaced by the serial path; Sim4's frame-header reading
+(with a reanalysis) judges a trajectory as decoding every frame does."""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import pytest
+
+from _audit_helpers import judgment, saeo
+from mdbench.audit import audit_run, reanalysis
+from mdbench.audit.runread import load_run
+from mdbench.audit.safeio import RunFS
+from mdbench.audit.simulation import check_production
+from mdbench.trajcheck import scan_xtc
+
+CASE = "W"
+pytestmark = pytest.mark.gromacs
+
+
+def _verdicts(doc: dict) -> tuple:
+    """What an audit concludes, without its timings: every judgment, observable state and finding."""
+    judg = sorted((j["item"], j["case"] or "", j["observable"] or "", j["rating"], j["reason"])
+                  for j in doc["judgments"])
+    obs = sorted((o["case"], o["observable"], o["state"]) for o in doc["observables"])
+    finds = sorted((f["code"], f.get("path") or "", f.get("case") or "", f.get("count", 1)) for f in doc["findings"])
+    return judg, obs, finds, doc["composite"]
+
+
+def test_child_process_reanalysis_gives_the_serial_audit(built, tmp_path, monkeypatch):
+    run, bundle = built
+    monkeypatch.setenv(reanalysis.SERIAL_ENV, "1")
+    serial = audit_run(run, bundle, tmp_path / "serial", reanalysis=True)
+    monkeypatch.delenv(reanalysis.SERIAL_ENV)
+    started = []
+    real_start = reanalysis.Reanalyses._start_child
+
+    def start(self):
+        started.append(os.getpid())
+        real_start(self)
+
+    monkeypatch.setattr(reanalysis, "_can_fork", lambda: True)
+    monkeypatch.setattr(reanalysis.Reanalyses, "_start_child", start)
+    child = audit_run(run, bundle, tmp_path / "child", reanalysis=True)
+    assert started == [os.getpid()]                                   # the child path ran
+    assert serial.reanalysis["cases"][CASE]["status"] == child.reanalysis["cases"][CASE]["status"] == "ok"
+    assert _verdicts(saeo(tmp_path / "serial")) == _verdicts(saeo(tmp_path / "child"))
+    assert (tmp_path / "child/reanalysis" / CASE / "results.json").is_file()
+
+
+def test_a_child_that_dies_is_replaced_by_the_serial_reanalysis(built, tmp_path, monkeypatch):
+    run, bundle = built
+    monkeypatch.setenv(reanalysis.SERIAL_ENV, "1")
+    audit_run(run, bundle, tmp_path / "serial", reanalysis=True)
+    monkeypatch.delenv(reanalysis.SERIAL_ENV)
+    parent = os.getpid()
+    real = reanalysis._reanalyse
+
+    def dies_in_the_child(*args, **kwargs):
+        if os.getpid() != parent:
+            os._exit(3)                                               # killed mid-analysis, no line written
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(reanalysis, "_can_fork", lambda: True)
+    monkeypatch.setattr(reanalysis, "_reanalyse", dies_in_the_child)
+    res = audit_run(run, bundle, tmp_path / "child", reanalysis=True)
+    assert res.reanalysis["cases"][CASE]["status"] == "ok"
+    assert _verdicts(saeo(tmp_path / "serial")) == _verdicts(saeo(tmp_path / "child"))
+
+
+def test_reanalyses_close_kills_a_child_still_working(built, tmp_path, monkeypatch):
+    """An interrupted audit leaves no analysing child behind."""
+    run, _bundle = built
+    monkeypatch.setattr(reanalysis, "_reanalyse", lambda *a, **k: __import__("time").sleep(60))
+    jobs = {CASE: (("cases/W/prod/prod.tpr", "cases/W/prod/prod.xtc", "cases/W/prod/prod.edr"), None)}
+    r = reanalysis.Reanalyses(RunFS(run), jobs, tmp_path, background=True)
+    pid = r._pid
+    assert pid is not None
+    r.close()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)                                   # reaped, not a zombie
+
+
+def _poison_precision(xtc: Path, frame: int) -> None:
+    """Write NaN into the coordinate precision of one frame's header (the frame still decompresses)."""
+    data = bytearray(xtc.read_bytes())
+    offset = 0
+    for _ in range(frame):
+        (n_bytes,) = struct.unpack_from(">i", data, offset + 88)
+        offset += 92 + 4 * ((n_bytes + 3) // 4)
+    struct.pack_into(">f", data, offset + 56, float("nan"))
+    xtc.write_bytes(bytes(data))
+
+
+def test_frame_headers_and_decoded_frames_give_one_sim4_verdict(run_copy, bundle, tmp_path):
+    fs = RunFS(run_copy)
+    run = load_run(fs, bundle_cases=[CASE])
+    honest = [check_production(run, CASE, decode=d) for d in (True, False)]
+    assert [j.rating for j, _pf in honest] == [1.0, 1.0]
+    (a, pa), (b, pb) = honest
+    assert (pa.n_frames, pa.t_first_ps, pa.t_last_ps) == (pb.n_frames, pb.t_first_ps, pb.t_last_ps)
+    assert pa.extra == pb.extra
+    xtc = run_copy / "cases/W/prod/prod.xtc"
+    info = scan_xtc(xtc)
+    assert info.bad_precision_frames == 0 and info.non_finite_box_frames == 0 and info.first_box_nm is not None
+    frame = info.n_frames // 2
+    _poison_precision(xtc, frame)
+    assert scan_xtc(xtc).bad_precision_frames == 1
+    run = load_run(RunFS(run_copy), bundle_cases=[CASE])
+    verdicts = [check_production(run, CASE, decode=d)[0] for d in (True, False)]
+    assert [j.rating for j in verdicts] == [0.0, 0.0], [j.reason for j in verdicts]
+    assert all("non-finite" in j.reason for j in verdicts)
+    res = audit_run(run_copy, bundle, tmp_path / "a", reanalysis=True)
+    assert judgment(saeo(tmp_path / "a"), "Sim4", CASE)["rating"] == 0
+    assert {o.state for o in res.observables} == {"invalid_upstream"}
+
+
+def test_no_fork_beside_a_foreign_thread_or_when_disabled(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.delenv(reanalysis.SERIAL_ENV, raising=False)
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait, name="someone-else")
+    worker.start()
+    try:
+        assert not reanalysis._can_fork()                             # its locks could be copied held
+    finally:
+        stop.set()
+        worker.join()
+    monkeypatch.setenv(reanalysis.SERIAL_ENV, "1")
+    assert not reanalysis._can_fork()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
+    monkeypatch.delenv(reanalysis.SERIAL_ENV)
+    assert not reanalysis._can_fork()                                 # one CPU: nothing to run beside
+
+
+def test_hashes_taken_beside_the_child_report_what_the_serial_audit_reports(run_copy, bundle, tmp_path,
+                                                                            monkeypatch):
+    """Inventory entries that escape, climb out or are missing give the same E2 and findings, counted once,
+    when the audit checksums the inventory while its reanalysis runs."""
+    import json
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not part of the run")
+    os.symlink(outside, run_copy / "cases/W/prod/extra.log")
+    inv_path = run_copy / "run_record/artifacts.json"
+    inv = json.loads(inv_path.read_text())
+    some = next(iter(inv.values()))
+    for rel in ("cases/W/prod/extra.log", "../outside.txt", "cases/W/prod/gone.trr"):
+        inv[rel] = dict(some)
+    inv_path.write_text(json.dumps(inv, indent=2))
+    monkeypatch.setenv(reanalysis.SERIAL_ENV, "1")
+    audit_run(run_copy, bundle, tmp_path / "serial", reanalysis=True)
+    monkeypatch.delenv(reanalysis.SERIAL_ENV)
+    monkeypatch.setattr(reanalysis, "_can_fork", lambda: True)
+    res = audit_run(run_copy, bundle, tmp_path / "child", reanalysis=True)
+    serial, child = saeo(tmp_path / "serial"), saeo(tmp_path / "child")
+    assert _verdicts(serial) == _verdicts(child)
+    assert child["items"]["E2"]["final"] == 0
+    escapes = [f for f in res.findings if f.code == "symlink_escape" and f.path == "cases/W/prod/extra.log"]
+    assert len(escapes) == 1 and escapes[0].count == 1
+    assert [f.count for f in res.findings if f.code == "path_outside_run"] == [1]
