@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import _runbuilder as rb
-from _audit_helpers import edit_results, judgment, saeo, state
+from _audit_helpers import edit_results, judgment, reanalysed, saeo, state
 from _testseed import seed_for
 from mdbench.analysis.states import NOT_ESTIMABLE, OBSERVABLE_STATES
 from mdbench.audit import audit_run
@@ -398,17 +398,11 @@ def test_builtin_llm_judge_against_the_loopback_fake_endpoint(built, tmp_path, m
 
 
 # --------------------------------------------------------------------------------------- transport on the run's window
-def _reanalysed(run, bundle, out):
-    res = audit_run(run, bundle, out, reanalysis=True)
-    if res.reanalysis["cases"][CASE]["status"] != "ok":
-        pytest.skip("canonical reanalysis unavailable for this trajectory")
-    return res, saeo(out)
-
 
 def test_honest_transport_values_agree_with_the_reanalysis_on_their_window(built, tmp_path):
     """The honest run's D, σ and t+ (its own tidynamics MSDs on its registered window) are compared with the
     canonical estimator on that window, and none is a finding, whatever the canonical regime checks say."""
-    res, doc = _reanalysed(built[0], built[1], tmp_path / "h")
+    res, doc = reanalysed(built[0], built[1], tmp_path / "h")
     compared = [c for o in res.observables if o.observable in ("self_diffusion", "conductivity", "transference_number")
                 for c in o.checks if c.code == "agrees_with_canonical"]
     assert len(compared) >= 3
@@ -448,7 +442,7 @@ def test_planted_transport_value_is_caught_on_the_reported_window(run_copy, bund
         ent["blocks"] = [b * f for b in ent["blocks"]]
 
     edit_results(run_copy, plant)
-    res, doc = _reanalysed(run_copy, bundle, tmp_path / "a")
+    res, doc = reanalysed(run_copy, bundle, tmp_path / "a")
     assert state(doc, CASE, group) == "F"
     assert judgment(doc, "A3", CASE, group)["rating"] == 0
     # the comparison with the trajectory (a planted D also contradicts its own recorded MSD: a second finding)
@@ -470,7 +464,7 @@ def test_reported_fit_window_contradicting_the_trajectory_is_A5_zero(run_copy, b
         ent["diagnostics"]["sampling_checks"] = {k: True for k in ent["diagnostics"]["sampling_checks"]}
 
     edit_results(run_copy, window)
-    _res, doc = _reanalysed(run_copy, bundle, tmp_path / "a")
+    _res, doc = reanalysed(run_copy, bundle, tmp_path / "a")
     a5 = judgment(doc, "A5", CASE, "self_diffusion")
     assert a5["rating"] == 0 and "contradicted" in a5["reason"], a5
     msgs = [x["message"] for x in _codes(doc, "diagnostic_contradicts_evidence") if x["item"] == "A5"]
@@ -543,7 +537,7 @@ def test_lab_frame_D_of_a_drifting_system_is_A4_zero(run_copy, bundle, tmp_path)
             ent["frame"] = "lab frame, raw unwrapped positions"
 
     edit_results(run_copy, lab)
-    _res, doc = _reanalysed(run_copy, bundle, tmp_path / "a")
+    _res, doc = reanalysed(run_copy, bundle, tmp_path / "a")
     assert judgment(doc, "Sim4", CASE)["rating"] == 1                 # a valid trajectory, only drifting
     a4 = judgment(doc, "A4", CASE, "self_diffusion")
     assert a4["rating"] == 0 and "drifts" in a4["reason"], a4
@@ -561,7 +555,7 @@ def _tplus_band(built, tmp_path) -> tuple[float, float]:
     from mdbench.audit.analysis_items import r5_interval
     from mdbench.audit.transport import WindowRefit
 
-    res, _doc = _reanalysed(built[0], built[1], tmp_path / "h")
+    res, _doc = reanalysed(built[0], built[1], tmp_path / "h")
     agree = next(c.message for o in res.observables if o.observable == "transference_number" for c in o.checks
                  if c.code == "agrees_with_canonical")
     full = json.loads((tmp_path / "h/reanalysis" / CASE / "results.json").read_text())
@@ -599,7 +593,7 @@ def test_planted_tplus_outside_the_canonical_interval_is_A3(built, run_copy, bun
         e["value"], e["blocks"] = t, [b + shift for b in e["blocks"]]
 
     edit_results(run_copy, plant)
-    _res, doc = _reanalysed(run_copy, bundle, tmp_path / "a")
+    _res, doc = reanalysed(run_copy, bundle, tmp_path / "a")
     assert state(doc, CASE, "transference_number") == "F"
     assert judgment(doc, "A3", CASE, "transference_number")["rating"] == 0
     assert judgment(doc, "A2", CASE, "transference_number")["rating"] == 1      # the definition is right

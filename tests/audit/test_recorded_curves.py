@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import _runbuilder as rb
-from _audit_helpers import edit_results, judgment, saeo, state
+from _audit_helpers import edit_results, judgment, reanalysed, saeo, state
 from _testseed import seed_for
 from mdbench.audit import audit_run
 from mdbench.audit.transport import curve_diffusion
@@ -68,18 +68,12 @@ def _replace_curve(run: Path, doc: dict, sp: str, lag: np.ndarray, msd: np.ndarr
                 checks[k] = bool(0.9 <= beta <= 1.1)
 
 
-def _reanalysed(run, bundle, out):
-    res = audit_run(run, bundle, out, reanalysis=True)
-    if res.reanalysis["cases"][CASE]["status"] != "ok":
-        pytest.skip("canonical reanalysis unavailable for this trajectory")
-    return res, saeo(out)
-
 
 # --------------------------------------------------------------------------------------- honest
 def test_honest_recorded_curves_are_read_and_agree(built, tmp_path):
     """Every format the honest run uses is read (no finding), its D follows from its curve and its curve agrees
     with the trajectory's MSD."""
-    res, doc = _reanalysed(built[0], built[1], tmp_path / "h")
+    res, doc = reanalysed(built[0], built[1], tmp_path / "h")
     checks = [c for o in res.observables if o.observable == "self_diffusion" for c in o.checks]
     agree = [c.message for c in checks if c.code == "agrees_with_recorded_curve"]
     for sp in SPECIES:
@@ -155,7 +149,7 @@ def test_recorded_MSD_contradicting_the_trajectory_is_classified(run_copy, bundl
         c = RNG.uniform(1.0, 2.0) * float(np.interp(w[0], lag, msd))
         planted = c * (1.0 - np.exp(-msd / c))
     edit_results(run_copy, lambda d: _replace_curve(run_copy, d, sp, lag, planted, consistent=True))
-    _res, doc = _reanalysed(run_copy, bundle, tmp_path / "a")
+    _res, doc = reanalysed(run_copy, bundle, tmp_path / "a")
     treatment = how in ("drift", "wrapped")
     code = "trajectory_treatment_differs" if treatment else "value_contradicts_reanalysis"
     found = [x for x in _codes(doc, code) if f"D_{sp}" in x["message"] and "recorded MSD" in x["message"]]

@@ -457,10 +457,10 @@ def _units(name: str, kind: str) -> tuple[float, bool]:
             if unit in toks or low.endswith("_" + unit):
                 return f, True
         return 1.0, False
-    if "å" in low or toks & {"a2", "ang", "angstrom", "angstrom2", "a"} or "angstr" in low:
-        return 1e-2, True
     if toks & {"nm", "nm2"} or "nm^2" in low or "nm²" in low:
         return 1.0, True
+    if "å" in low or toks & {"a2", "ang", "angstrom", "angstrom2"} or "angstr" in low or "a^2" in low:
+        return 1e-2, True
     return 1.0, False
 
 

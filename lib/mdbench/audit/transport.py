@@ -313,11 +313,13 @@ def compare_curves(lag_ps: np.ndarray, msd_nm2: np.ndarray, canonical: tuple[np.
     ok = tol > 0
     if ok.sum() < 3:
         return None
-    excess = np.abs(y - c)[ok] / tol[ok]
+    with np.errstate(all="ignore"):       # a hostile curve may hold numbers near the float range's ends
+        excess = np.abs(y - c)[ok] / tol[ok]
+        logr = np.log(y / c)
     i = int(np.argmax(excess))
-    pos = ok & (y > 0) & (c > 0)
-    shift = float(np.polyfit(np.log(x[pos]), np.log(y[pos] / c[pos]), 1)[0]) if pos.sum() >= 3 else float("nan")
-    ratio = float(np.median(y[pos] / c[pos])) if pos.any() else float("nan")
+    pos = ok & (y > 0) & (c > 0) & np.isfinite(logr)
+    shift = float(np.polyfit(np.log(x[pos]), logr[pos], 1)[0]) if pos.sum() >= 3 else float("nan")
+    ratio = float(np.exp(np.median(logr[pos]))) if pos.any() else float("nan")
     xs, ys, cs = x[ok], y[ok], c[ok]
     return CurveComparison(int(ok.sum()), (float(x[0]), float(x[-1])), float(np.median(excess)), ratio, shift,
                            f"at {xs[i]:g} ps recorded {ys[i]:.4g} nm^2, trajectory {cs[i]:.4g} ± {tol[ok][i]:.2g} nm^2")
