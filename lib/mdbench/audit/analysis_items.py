@@ -12,7 +12,9 @@ compares the two afterwards (O1/O2). States (seed §A.2.2, the order of :mod:`md
    self-diffusion surrogate recognised by its content, charges unlike the topology's) or an
    implementation/numerical failure (non-finite whole or block value; a failure the estimator recorded; a
    reported value or block mean outside the canonical four-block interval of a matched definition, on the
-   reported fit window where the canonical estimate is outside its regime) → ``F``;
+   reported fit window where the canonical estimate is outside its regime; a D that does not follow from the
+   MSD the run recorded behind it, or a recorded MSD unlike the trajectory's, :func:`recorded_curve_checks`)
+   → ``F``;
 4. whole value present but the four-block analysis missing → ``M`` (incomplete required delivery);
 5. a value withheld with a stated reason (a ratio whose denominator is consistent with zero) →
    ``not_estimable``;
