@@ -33,3 +33,16 @@ def judgment(doc: dict, item: str, case: str | None = None, observable: str | No
 
 def state(doc: dict, case: str, observable: str) -> str:
     return next(o["state"] for o in doc["observables"] if o["case"] == case and o["observable"] == observable)
+
+
+def reanalysed(run: Path, bundle: Path, out: Path):
+    """(AuditResult, saeo.json) of an audit with the canonical reanalysis; the test is skipped where the
+    reanalysis could not run on this trajectory."""
+    import pytest
+
+    from mdbench.audit import audit_run
+
+    res = audit_run(run, bundle, out, reanalysis=True)
+    if res.reanalysis["cases"][rb.CASE]["status"] != "ok":
+        pytest.skip("canonical reanalysis unavailable for this trajectory")
+    return res, saeo(out)

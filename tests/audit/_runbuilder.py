@@ -179,6 +179,8 @@ def build_run(run: Path) -> Path:
     res_path.parent.mkdir(parents=True, exist_ok=True)
     res_path.write_text(json.dumps(results, indent=1))
     rec.add_artifact(f"analysis/{CASE}/results.json")
+    for f in sorted((run / "analysis" / CASE).glob("msd_*")):
+        rec.add_artifact(f"analysis/{CASE}/{f.name}")
     rec.set_stage_state(CASE, "50_analysis", "valid", "all analyses delivered")
     declare_states(run)
     return run
@@ -251,6 +253,35 @@ def _entry(est, checks: dict[str, bool], **extra) -> dict:
 def _precision(est, max_rel: float) -> dict[str, bool]:
     rel = est.relative_half_width
     return {f"block_precision (half-width <= {max_rel:g} x |value|)": bool(np.isfinite(rel) and rel <= max_rel)}
+
+
+#: How the honest run records the whole-interval MSD behind each D, one format per species (the ways runs
+#: record it: a GROMACS ``gmx msd``-style .xvg, a CSV table beside the results, the curve inline).
+MSD_FORMATS = {"na": "xvg", "cl": "csv", "sol": "inline"}
+
+
+def write_msd(path: Path, fmt: str, lag_ps: np.ndarray, msd_nm2: np.ndarray, label: str) -> None:
+    """Write an MSD table as a run would: ``xvg`` (GROMACS: ``@`` axis labels and legend) or ``csv``."""
+    if fmt == "xvg":
+        head = ['# MSD written by the tiny run', '@    title "Mean Square Displacement"',
+                '@    xaxis  label "Time (ps)"', '@    yaxis  label "MSD (nm\\S2\\N)"', '@TYPE xy',
+                f'@ s0 legend "{label}"']
+        body = [f"{t:12.6f} {m:.10g}" for t, m in zip(lag_ps, msd_nm2)]
+    else:
+        head, body = ["lag_ps,msd_nm2"], [f"{t:.6f},{m:.10g}" for t, m in zip(lag_ps, msd_nm2)]
+    path.write_text("\n".join(head + body) + "\n")
+
+
+def record_msd(run: Path, species: str, lag_ps: np.ndarray, msd_nm2: np.ndarray) -> dict[str, Any]:
+    """The results-entry keys citing the MSD behind D (:data:`MSD_FORMATS`), its file written if any."""
+    fmt = MSD_FORMATS[species]
+    if fmt == "inline":
+        return {"curves": {"lag_ps": [float(x) for x in lag_ps], "msd_nm2": [float(x) for x in msd_nm2]}}
+    d = run / "analysis" / CASE
+    d.mkdir(parents=True, exist_ok=True)
+    name = f"msd_{species}.{fmt}"
+    write_msd(d / name, fmt, lag_ps, msd_nm2, species.upper())
+    return {"msd_file": f"analysis/{CASE}/{name}" if fmt == "xvg" else name}
 
 
 def compute_results(run: Path, guard_ps: float, rules: dict[str, Any]) -> dict:
@@ -357,7 +388,8 @@ def compute_results(run: Path, guard_ps: float, rules: dict[str, Any]) -> dict:
                              block_ranges_ps=win.block_ranges_ps)
         checks = dict(_precision(est, limits["diffusion_max_rel_half_width"]),
                       **{f"diffusive regime (beta in [{beta_lo:g}, {beta_hi:g}])": beta_lo <= beta <= beta_hi})
-        diff[f"D_{k}"] = _entry(est, checks, beta=beta, frame=frame, fit_window_ps=fit_window)
+        diff[f"D_{k}"] = _entry(est, checks, beta=beta, frame=frame, fit_window_ps=fit_window,
+                                **record_msd(run, k, lags, msd(disp[k][win.whole])))
     kT = KB * 298.15
     V = vol_nm3 * 1e-27
 

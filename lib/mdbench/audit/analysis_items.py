@@ -12,7 +12,9 @@ compares the two afterwards (O1/O2). States (seed §A.2.2, the order of :mod:`md
    self-diffusion surrogate recognised by its content, charges unlike the topology's) or an
    implementation/numerical failure (non-finite whole or block value; a failure the estimator recorded; a
    reported value or block mean outside the canonical four-block interval of a matched definition, on the
-   reported fit window where the canonical estimate is outside its regime) → ``F``;
+   reported fit window where the canonical estimate is outside its regime; a D that does not follow from the
+   MSD the run recorded behind it, or a recorded MSD unlike the trajectory's, :func:`recorded_curve_checks`)
+   → ``F``;
 4. whole value present but the four-block analysis missing → ``M`` (incomplete required delivery);
 5. a value withheld with a stated reason (a ratio whose denominator is consistent with zero) →
    ``not_estimable``;
@@ -47,9 +49,10 @@ from mdbench.analysis.observables import AUDIT_GROUPS, CONDUCTIVITY, SELF_DIFFUS
 from mdbench.analysis.observables import targets as registry_targets
 from mdbench.audit.bundle import Bundle
 from mdbench.audit.model import PER_OBSERVABLE_ITEMS, Check, Evidence, Judgment, ObservableAssessment
-from mdbench.audit.runread import (OBSERVABLE_GROUPS, Entry, RunData, as_entry, group_entries, match_target,
-                                   target_entries_first, tokens)
-from mdbench.audit.transport import BETA_MARGIN, Refit, WindowRefit, declared_frame, reported_window, same_window
+from mdbench.audit.runread import (OBSERVABLE_GROUPS, Entry, RunData, as_entry, group_entries, json_pointer,
+                                   match_target, read_recorded_curve, target_entries_first, tokens)
+from mdbench.audit.transport import (BETA_MARGIN, Refit, WindowRefit, compare_curves, curve_diffusion, declared_frame,
+                                     reported_window, same_window)
 
 #: R5 relative tolerance added when block intervals are too narrow.
 R5_REL_TOL = 0.05
@@ -311,6 +314,8 @@ CODES: dict[str, str] = {
     "registered_after_results": "note",
     "canonical_not_eligible": "note",
     "frame_differs_from_registration": "note",
+    "agrees_with_recorded_curve": "note",
+    "recorded_curve_not_compared": "note",
 }
 #: Codes that leave a required target undelivered (A1): missing, or a surrogate delivered in its place.
 MISSING_CODES = frozenset({"missing_target", "surrogate_definition", "charge_weighting_differs"})
@@ -714,29 +719,40 @@ def _window_checks(g: Any, e: Entry, ce: Entry, window: tuple[float, float] | No
         out.append(_check("diagnostic_contradicts_evidence", f"{e.key}: reported fit window "
                           f"[{window[0]:g}, {window[1]:g}] ps extends beyond the {span:.4g} ps of production "
                           "the trajectory holds", e, path=path))
-    if rf is None or g.name != SELF_DIFFUSION_GROUP.name or not math.isfinite(rf.beta_fit):
+    if rf is None or g.name != SELF_DIFFUSION_GROUP.name:
         return out
+    return out + beta_contradiction(g, e, rf.beta_fit, window, "the trajectory's", "canonical MSD re-fitted", path)
+
+
+def beta_contradiction(g: Any, e: Entry, beta_fit: float, window: tuple[float, float], whose: str, how: str,
+                       path: str) -> list[Check]:
+    """A reported regime check passed, or a reported β, that an MSD exponent ``beta_fit`` measured over the
+    reported window contradicts: β outside the registered range by more than :data:`BETA_MARGIN` while a
+    diffusive-regime check is reported passed, or a reported β more than the margin away from it (where
+    either lies outside the range widened by the margin)."""
+    if not math.isfinite(beta_fit):
+        return []
     lo, hi = beta_window("beta")
-    outside = rf.beta_fit < lo - BETA_MARGIN or rf.beta_fit > hi + BETA_MARGIN
+    outside = beta_fit < lo - BETA_MARGIN or beta_fit > hi + BETA_MARGIN
     claimed = [k for k, v in _own_checks(e, g.name).items() if v is True and is_regime_check(k)
                and any(w in k.lower() for w in ("diffusive", "beta", "regime"))]
     beta_r = _declared(e, "beta", "msd_exponent")
     where = f"over the reported fit window [{window[0]:g}, {window[1]:g}] ps"
     if outside and claimed:
-        out.append(_check("diagnostic_contradicts_evidence", f"{e.key}: reports {', '.join(claimed)} as passed, "
-                          f"the trajectory's MSD exponent {where} is β = {rf.beta_fit:.2f} (outside "
-                          f"{(lo, hi)}; canonical MSD re-fitted)", e, path=path))
-    elif beta_r is not None and abs(beta_r - rf.beta_fit) > BETA_MARGIN and (
+        return [_check("diagnostic_contradicts_evidence", f"{e.key}: reports {', '.join(claimed)} as passed, "
+                       f"{whose} MSD exponent {where} is β = {beta_fit:.2f} (outside {(lo, hi)}; {how})", e,
+                       path=path)]
+    if beta_r is not None and abs(beta_r - beta_fit) > BETA_MARGIN and (
             outside or not (lo - BETA_MARGIN <= beta_r <= hi + BETA_MARGIN)):
-        out.append(_check("diagnostic_contradicts_evidence", f"{e.key}: reported MSD exponent β = {beta_r:.2f}, "
-                          f"the trajectory's {where} is β = {rf.beta_fit:.2f} (canonical MSD re-fitted)", e,
-                          path=path))
-    return out
+        return [_check("diagnostic_contradicts_evidence", f"{e.key}: reported MSD exponent β = {beta_r:.2f}, "
+                       f"{whose} {where} is β = {beta_fit:.2f} ({how})", e, path=path)]
+    return []
 
 
 def _canonical_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] | None,
                       path: str, prod_state: dict[str, float] | None = None, canonical_results: Any = None,
-                      refit: WindowRefit | None = None) -> tuple[list[Check], float | None]:
+                      refit: WindowRefit | None = None, curve_causes: dict[str, str] | None = None
+                      ) -> tuple[list[Check], float | None]:
     """Claims against the canonical reanalysis (seed Table A4, R5, applied to every matched definition): the
     reported whole-interval value and the mean of its blocks against the canonical four-block 95 % interval
     (with the 5 % tolerance when narrow); a disagreement is an implementation fault (A3) unless the entry's
@@ -808,7 +824,7 @@ def _canonical_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] |
                 out.append(Check("agrees_with_canonical", "note", f"{e.key} inside the canonical interval "
                                  f"{ref_value:.5g} ± {h:.3g} ({ref_label})", (ev,)))
             else:
-                cause = _treatment_problem(e, prod_state)
+                cause = _treatment_problem(e, prod_state) or (curve_causes or {}).get(e.key)
                 code = "trajectory_treatment_differs" if cause else (
                     "outside_canonical_r5" if g.canonical_r5 else "value_contradicts_reanalysis")
                 out.append(Check(code, CODES[code], f"{e.key}: {' and '.join(outside)} outside the canonical "
@@ -833,6 +849,99 @@ def _canonical_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] |
                               "canonical reanalysis does not find", e, path=path))
         out += frame_drift_checks(g, e, ce, window or cwin, path)
     return out, canon_value
+
+
+def recorded_curve_checks(g: Any, chosen: list[Entry], run: RunData, case: str, canonical: dict[str, Entry] | None,
+                          refit: WindowRefit | None, path: str, prod_state: dict[str, Any] | None = None
+                          ) -> tuple[list[Check], dict[str, str]]:
+    """A self-diffusion result against the MSD it cites as its source (a file of the run or an inline curve,
+    :func:`~mdbench.audit.runread.read_recorded_curve`).
+
+    1. D and β re-computed from the recorded curve over the reported fit window by the diffusion module's own
+       definition (:func:`~mdbench.audit.transport.curve_diffusion`): a reported D that differs from it by more
+       than the seed's 5 % relative tolerance does not follow from its own MSD (A3, both numbers); a reported
+       β or passed regime check the curve's exponent contradicts is A5 (:func:`beta_contradiction`).
+    2. Where the canonical reanalysis ran, the recorded curve against the trajectory's MSD of the same species
+       over their common lags (:func:`~mdbench.audit.transport.compare_curves`): a curve that disagrees
+       beyond twice the canonical block interval is a trajectory-treatment fault (A4) where the entry's
+       diagnostics or the curve's time dependence say so — an exponent shifted by more than
+       :data:`BETA_MARGIN` (another frame, wrapped or wrongly unwrapped coordinates) — else an implementation
+       fault (A3: a constant factor, units or normalisation).
+
+    Returns the checks and, per entry whose D follows from a curve with a treatment fault, that cause (the
+    comparison of D with the reanalysis then classifies the same way)."""
+    if g.name != SELF_DIFFUSION_GROUP.name:
+        return [], {}
+    out: list[Check] = []
+    causes: dict[str, str] = {}
+    for e in chosen:
+        if not e.finite_value:
+            continue
+        ce = _canonical_match(g.name, e, canonical) if canonical else None
+        species = str(ce.raw.get("species") or ce.key.rsplit("/", 1)[-1]) if ce is not None else None
+        curve = read_recorded_curve(run, case, e, species)
+        if curve is None:
+            continue
+        window = reported_window(e.raw)
+        follows: bool | None = None
+        src = f"{curve.source}, {curve.units}"
+        if window is None:
+            out.append(_check("recorded_curve_not_compared", f"{e.key}: recorded MSD ({src}) not re-fitted: the "
+                              "result reports no fit window", e, path=path))
+        else:
+            D, beta, n = curve_diffusion(curve.lag_ps, curve.msd_nm2, window)
+            step = float(np.median(np.diff(curve.lag_ps)))
+            covers = curve.lag_ps[0] <= window[0] + step + 1e-9 and curve.lag_ps[-1] >= window[1] - step - 1e-9
+            if n < 2 or not math.isfinite(D) or not covers:
+                out.append(_check("recorded_curve_not_compared", f"{e.key}: recorded MSD ({src}, lags "
+                                  f"{curve.lag_ps[0]:g}–{curve.lag_ps[-1]:g} ps) does not cover the reported fit "
+                                  f"window [{window[0]:g}, {window[1]:g}] ps; D not re-computed from it", e, path=path))
+            else:
+                # located at the reported value (apart from the file-level comparison with the reanalysis)
+                ev = Evidence(json_pointer(path, e.key), key=e.key,
+                              note=f"reported {e.value:.6g} m^2/s; its recorded MSD gives {D:.6g} m^2/s over "
+                                   f"[{window[0]:g}, {window[1]:g}] ps ({n} lags; {src})")
+                follows = abs(e.value - D) <= R5_REL_TOL * abs(D)
+                if follows:
+                    out.append(Check("agrees_with_recorded_curve", "note", f"{e.key}: D follows from its recorded "
+                                     f"MSD ({D:.5g} m^2/s re-fitted)", (ev,)))
+                else:
+                    out.append(Check("value_contradicts_reanalysis", CODES["value_contradicts_reanalysis"],
+                                     f"{e.key}: reported D = {e.value:.5g} m^2/s does not follow from its own recorded "
+                                     f"MSD ({curve.source}): slope/6 over the reported fit window [{window[0]:g}, "
+                                     f"{window[1]:g}] ps gives {D:.5g} m^2/s ({e.value / D:.3g} ×)", (ev,)))
+                out += beta_contradiction(g, e, beta, window, "its recorded MSD's", f"recorded in {curve.source}",
+                                          path)
+        canon = refit.msd(species) if refit is not None and species else None
+        if canon is None:
+            continue
+        cmp = compare_curves(curve.lag_ps, curve.msd_nm2, canon, window, R5_REL_TOL, T_975_DOF3)
+        if cmp is None:
+            out.append(_check("recorded_curve_not_compared", f"{e.key}: recorded MSD ({src}) shares fewer than three "
+                              "lags with the trajectory's; not compared", e, path=path))
+            continue
+        what = (f"{e.key}: its recorded MSD ({curve.source}) against the trajectory's (canonical, barycentric) "
+                f"over {cmp.n_lags} common lags {cmp.lag_range_ps[0]:.3g}–{cmp.lag_range_ps[1]:.3g} ps")
+        if not cmp.disagrees:
+            out.append(_check("agrees_with_recorded_curve", f"{what}: agree (median deviation "
+                              f"{cmp.median_excess:.2f} × the tolerance)", e, path=path))
+            continue
+        shape = None
+        if cmp.shape_differs:
+            shape = (f"it grows with an exponent {cmp.exponent_shift:+.2f} off the trajectory's, "
+                     + ("faster (centre-of-mass drift not removed: another reference frame)" if cmp.exponent_shift > 0
+                        else "slower (wrapped or wrongly unwrapped coordinates)"))
+        cause = _treatment_problem(e, prod_state) or shape
+        code = "trajectory_treatment_differs" if cause else "value_contradicts_reanalysis"
+        ev = Evidence(curve.location or path, key=e.key, note=f"{cmp.worst}; recorded/trajectory median "
+                                                                f"{cmp.ratio_median:.3g}")
+        out.append(Check(code, CODES[code], f"{what}: disagree beyond the uncertainty (median deviation "
+                         f"{cmp.median_excess:.1f} × the tolerance, recorded/trajectory ≈ {cmp.ratio_median:.3g}); "
+                         + (f"cause: {cause}" if cause else "a constant factor (units or normalisation of the MSD)"),
+                         (ev,)))
+        if cause and follows is not False:
+            causes[e.key] = cause
+    return out, causes
 
 
 def frame_drift_checks(g: Any, e: Entry, ce: Entry, window: tuple[float, float] | None, path: str) -> list[Check]:
@@ -1121,7 +1230,9 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
                             g.name, *g.definition_words[:1]) if g.definition_check)).lower()
     checks = gaps + _definition_checks(g, chosen, canonical, canonical_results, res_rel, others, reg_text)
     checks += _numeric_checks(chosen, extra, res_rel)
-    r5, canon_value = _canonical_checks(g, chosen, canonical, res_rel, prod_state, canonical_results, refit)
+    curves, causes = recorded_curve_checks(g, chosen, run, case, canonical, refit, res_rel, prod_state)
+    checks += curves
+    r5, canon_value = _canonical_checks(g, chosen, canonical, res_rel, prod_state, canonical_results, refit, causes)
     checks += r5 + frame_registration_checks(g, chosen, regs, res_rel)
     checks += charge_weighting_checks(g, chosen, (prod_state or {}).get("charges_e"), canonical_results, reg_text,
                                       res_rel)

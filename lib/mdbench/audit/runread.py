@@ -15,11 +15,16 @@ What the audit reads (contract 1.2, ``docs`` in ARCHITECTURE.md):
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
 import re
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
+
+import numpy as np
 
 from mdbench.analysis.observables import (AUDIT_GROUPS, audit_group, category_group, null_means_none,
                                           target_categories)
@@ -268,6 +273,7 @@ class RunData:
     results: dict[str, Any]
     report_md: str | None
     stage_dirs: dict[str, dict[str, str]] = field(default_factory=dict)
+    curves: dict[tuple, Any] = field(default_factory=dict)   # recorded curves read so far (read_recorded_curve)
 
     def run_observable_states(self, case: str) -> dict[str, dict]:
         """observables.json entries of one case (empty when absent/malformed)."""
@@ -379,3 +385,262 @@ def load_run(fs: RunFS, bundle_cases: list[str] | None = None) -> RunData:
                    registrations=registrations, artifacts=artifacts, stage_states=stage_states,
                    observables=observables, terminal=terminal, results=results, report_md=report_md,
                    stage_dirs=stage_dirs)
+
+
+# ------------------------------------------------------------------------------------------ recorded curves
+#: Keys of a result (or of its ``diagnostics``/``details``/``files`` block) that cite the MSD behind it: a path
+#: in the run directory (a string, or ``{"path": ..., "column": ...}``) or the curve itself inline
+#: (``{"lag_ps": [...], "msd_nm2": [...]}``, what ``DiffusionResult.to_dict(include_curves=True)`` writes).
+CURVE_KEYS = ("msd_file", "msd_path", "msd_source", "msd", "curves", "curve", "curve_file", "source_file",
+              "source", "timeseries_file")
+#: Largest recorded curve read [bytes] and [rows]: a curve is a few thousand lags.
+MAX_CURVE_BYTES = 8 * 1024 * 1024
+MAX_CURVE_ROWS = 200_000
+_LAG_WORDS = ("lag", "time", "tau", "t")
+_NUM_SPLIT = re.compile(r"[,;\s]+")
+
+
+@dataclass
+class RecordedCurve:
+    """An MSD a run recorded for one result, in the audit's units (lag [ps], MSD [nm^2])."""
+
+    lag_ps: np.ndarray
+    msd_nm2: np.ndarray
+    source: str          # where it came from: a run-relative path (``#column``) or ``inline '<key>'``
+    units: str           # how its units were read ("declared ps, nm^2" or "assumed ...")
+    location: str = ""   # run-relative file, or a JSON pointer into the results for an inline curve
+
+
+def json_pointer(rel: str, key: str) -> str:
+    """``rel#/a/b`` for an entry key path ``a.b`` (RFC 6901 escapes): where a finding about one result of
+    ``rel`` points, apart from the findings about the file as a whole."""
+    return rel + "#/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in key.split("."))
+
+
+#: Keys that name nothing but an MSD file (any path they give is read); under the other keys of
+#: :data:`CURVE_KEYS` only a path with a table's suffix (:data:`CURVE_SUFFIXES`) is an MSD citation.
+CURVE_FILE_KEYS = frozenset({"msd_file", "msd_path", "msd_source", "curve_file", "timeseries_file"})
+CURVE_SUFFIXES = (".xvg", ".csv", ".tsv", ".dat", ".txt", ".json")
+
+
+def curve_citation(raw: dict[str, Any]) -> tuple[str, Any] | None:
+    """(key, cited value) of the first MSD citation of a result — a path (string or ``{"path", "column"}``) or
+    an inline curve (an object holding an ``msd`` array) — None when it cites none (a ``source`` naming a tool
+    or the trajectory is not an MSD citation)."""
+    def is_curve_path(k: str, p: Any) -> bool:
+        return isinstance(p, str) and bool(p.strip()) and (
+            k in CURVE_FILE_KEYS or p.strip().lower().endswith(CURVE_SUFFIXES))
+
+    def holds_msd(d: dict, depth: int = 0) -> bool:
+        return any(isinstance(v, list) and "msd" in str(k).lower() for k, v in d.items()) or depth < 2 and any(
+            isinstance(v, dict) and holds_msd(v, depth + 1) for v in d.values())
+
+    for src in (raw, *(raw.get(k) for k in ("diagnostics", "details", "files", "provenance"))):
+        if not isinstance(src, dict):
+            continue
+        for k in CURVE_KEYS:
+            v = src.get(k)
+            if is_curve_path(k, v):
+                return k, v
+            if isinstance(v, dict) and (is_curve_path(k, v.get("path", v.get("file"))) or holds_msd(v)):
+                return k, v
+    return None
+
+
+def _units(name: str, kind: str) -> tuple[float, bool]:
+    """(factor to ps or nm^2, declared?) of a column name or axis label (``lag_ns``, ``MSD (nm\\S2\\N)``,
+    ``msd_A2``, ``MSD [Å^2]``)."""
+    low = name.lower()
+    toks = set(re.split(r"[^a-z0-9å]+", low))
+    if kind == "lag":
+        for unit, f in (("fs", 1e-3), ("ps", 1.0), ("ns", 1e3)):
+            if unit in toks or low.endswith("_" + unit):
+                return f, True
+        return 1.0, False
+    if toks & {"nm", "nm2"} or "nm^2" in low or "nm²" in low:
+        return 1.0, True
+    if "å" in low or toks & {"a2", "ang", "angstrom", "angstrom2"} or "angstr" in low or "a^2" in low:
+        return 1e-2, True
+    return 1.0, False
+
+
+def _pick_column(names: list[str], want: set[str], column: Any) -> int | str:
+    """Index of the MSD column (not the first, the lag) for the species ``want``; a message when none or
+    several qualify."""
+    ys = list(range(1, len(names)))
+    if isinstance(column, int) and not isinstance(column, bool) and 1 <= column < len(names):
+        return column
+    if isinstance(column, str) and column.strip():
+        hit = [i for i in ys if names[i].strip().lower() == column.strip().lower()]
+        return hit[0] if len(hit) == 1 else f"column {column!r} not found among {names[1:][:8]}"
+    if len(ys) == 1:
+        return ys[0]
+    msd = [i for i in ys if "msd" in names[i].lower()] or ys
+    if len(msd) == 1:
+        return msd[0]
+    hit = [i for i in msd if tokens(names[i]) & want]
+    return hit[0] if len(hit) == 1 else f"{len(msd)} MSD columns ({', '.join(names[i] for i in msd[:6])}) and none " \
+                                         "is named after the result's species alone"
+
+
+def parse_curve_text(text: str, want: set[str], column: Any = None) -> tuple[np.ndarray, np.ndarray, str] | str:
+    """(lag [ps], MSD [nm^2], units note) of a two-or-more-column text table: GROMACS ``.xvg`` (``#``/``@``
+    lines; axis labels and ``legend`` lines name the units and columns), CSV/TSV/whitespace with an optional
+    header (``lag_ps,msd_nm2``); a message saying what is wrong otherwise. Unlabelled columns are read in
+    GROMACS units (ps, nm^2), and the note says so."""
+    header: list[str] | None = None
+    xlabel = ylabel = ""
+    legends: dict[int, str] = {}
+    rows: list[list[float]] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("@"):
+            m = re.match(r'@\s*(xaxis|yaxis)\s+label\s+"(.*)"', s)
+            if m:
+                xlabel, ylabel = (m.group(2), ylabel) if m.group(1) == "xaxis" else (xlabel, m.group(2))
+            m = re.match(r'@\s*s(\d+)\s+legend\s+"(.*)"', s)
+            if m:
+                legends[int(m.group(1))] = m.group(2)
+            continue
+        if s.startswith("&"):
+            break                                     # xvg: the first data set only
+        comment = s.startswith(("#", "%", "//"))
+        body = s.lstrip("#%/ ").strip()
+        parts = [p for p in _NUM_SPLIT.split(body) if p]
+        try:
+            vals = [float(p) for p in parts]
+        except ValueError:
+            if not rows and parts:
+                header = parts                        # a header line (commented or not) before the data
+                continue
+            if comment:
+                continue
+            return f"line {n}: not a number ({s[:60]!r})"
+        if comment:
+            continue
+        if len(vals) < 2:
+            return f"line {n}: fewer than two columns"
+        if rows and len(vals) != len(rows[0]):
+            return f"line {n}: {len(vals)} columns, the table has {len(rows[0])}"
+        rows.append(vals)
+        if len(rows) > MAX_CURVE_ROWS:
+            return f"more than {MAX_CURVE_ROWS} rows"
+    if len(rows) < 3:
+        return "fewer than three data rows"
+    data = np.asarray(rows, dtype=np.float64)
+    ncol = data.shape[1]
+    if header is not None and len(header) == ncol:
+        names = header
+    else:
+        names = [xlabel or "lag"] + [legends.get(i - 1, ylabel or f"column {i + 1}") for i in range(1, ncol)]
+    idx = _pick_column(names, want, column)
+    if isinstance(idx, str):
+        return idx
+    fx, dx = _units(names[0] + " " + xlabel, "lag")
+    fy, dy = _units(names[idx] + " " + ylabel, "msd")
+    note = ", ".join(("declared " if d else "assumed ") + u for d, u in ((dx, "ps" if fx == 1 else f"×{fx:g} ps"),
+                                                                          (dy, "nm^2" if fy == 1 else "Å^2")))
+    return data[:, 0] * fx, data[:, idx] * fy, f"column {names[idx]!r}; {note}"
+
+
+def _curve_from_mapping(d: dict[str, Any], want: set[str], depth: int = 0) -> tuple[np.ndarray, np.ndarray, str] | str:
+    """A curve inside a JSON object: lag and MSD arrays side by side (``lag_ps``/``msd_nm2``, ``time_ns``/
+    ``msd_A2``, ...), directly or under a key naming the species or ``curves``."""
+    lag_k = next((k for k in d if isinstance(d[k], list) and any(str(k).lower().startswith(w) for w in _LAG_WORDS)
+                  and "msd" not in str(k).lower()), None)
+    msd_k = [k for k in d if isinstance(d[k], list) and "msd" in str(k).lower() and "block" not in str(k).lower()]
+    if lag_k is not None and msd_k:
+        if len(msd_k) > 1:
+            msd_k = [k for k in msd_k if tokens(str(k)) & want] or msd_k
+        if len(msd_k) != 1:
+            return f"{len(msd_k)} MSD arrays and none named after the result's species alone"
+        try:
+            lag = np.asarray([float(x) for x in d[lag_k]], dtype=np.float64)
+            msd = np.asarray([np.nan if x is None else float(x) for x in d[msd_k[0]]], dtype=np.float64)
+        except (TypeError, ValueError):
+            return f"{lag_k}/{msd_k[0]}: not arrays of numbers"
+        if lag.size != msd.size or lag.size < 3:
+            return f"{lag_k} ({lag.size}) and {msd_k[0]} ({msd.size}) differ in length or hold fewer than three lags"
+        fx, dx = _units(str(lag_k), "lag")
+        fy, dy = _units(str(msd_k[0]), "msd")
+        note = f"{msd_k[0]!r}; " + ("declared" if dx and dy else "assumed ps, nm^2 where not declared")
+        return lag * fx, msd * fy, note
+    if depth < 3:
+        subs = [(k, v) for k, v in d.items() if isinstance(v, dict)]
+        named = [(k, v) for k, v in subs if tokens(str(k)) & want or str(k).lower() in ("curves", "curve", "msd")]
+        for _k, v in named or (subs if len(subs) == 1 else []):
+            got = _curve_from_mapping(v, want, depth + 1)
+            if not isinstance(got, str):
+                return got
+    return "no lag and MSD arrays found"
+
+
+def read_recorded_curve(run: RunData, case: str, e: Entry, species: str | None = None) -> RecordedCurve | None:
+    """The MSD a result cites as its source (:data:`CURVE_KEYS`), read safely: through :class:`RunFS`, no
+    symbolic link followed, at most :data:`MAX_CURVE_BYTES`; a cited curve that is missing, unreadable or
+    malformed is one ``recorded_curve_unusable`` finding (E3) and None, never an exception."""
+    cited = curve_citation(e.raw)
+    if cited is None:
+        return None
+    key, val = cited
+    want = tokens(species or "") | (tokens(re.split(r"[./]", e.key)[-1]) - {"d", "self", "diffusion", "msd"})
+    res_dir = f"analysis/{case}"
+    column = val.get("column") if isinstance(val, dict) else None
+    path = val if isinstance(val, str) else next((val[k] for k in ("path", "file") if isinstance(val.get(k), str)),
+                                                 None)
+    cache_key = (case, e.key, path)
+    if cache_key in run.curves:
+        return run.curves[cache_key]
+    fs = run.fs
+
+    def unusable(msg: str, where: str) -> None:
+        fs.add("recorded_curve_unusable", f"{e.key}: the MSD it cites ({key}) cannot be used: {msg}"[:400], where,
+               item="E3", case=case)
+
+    out: RecordedCurve | None = None
+    if path is None:
+        got = _curve_from_mapping(val, want)
+        if isinstance(got, str):
+            unusable(got, f"{res_dir}/results.json")
+        else:
+            out = RecordedCurve(got[0], got[1], f"inline {key!r}", got[2],
+                                json_pointer(f"{res_dir}/results.json", f"{e.key}.{key}"))
+    else:
+        rel = path.strip()
+        # run-relative, else relative to the results' folder; an absolute or climbing path is resolve's finding
+        outside = rel.startswith("/") or ".." in PurePosixPath(rel).parts
+        cands = [rel] if outside else [rel, f"{res_dir}/{rel}"]
+        where = next((c for c in cands if fs.resolve(c, item="E3") is not None), None)
+        if where is None:
+            # a link leaving the run directory or a climbing path is already resolve's finding
+            if not outside and not any(os.path.lexists(fs.root / c) for c in cands):
+                unusable("no such file in the run directory", rel)
+        else:
+            text = fs.read_text(where, item="E3", follow_symlinks=False, max_bytes=MAX_CURVE_BYTES)
+            if text is not None:
+                if PurePosixPath(where).suffix.lower() == ".json":
+                    try:
+                        doc = json.loads(text)
+                        got = _curve_from_mapping(doc, want) if isinstance(doc, dict) else "not a JSON object"
+                    except (json.JSONDecodeError, RecursionError) as exc:
+                        got = f"malformed JSON ({getattr(exc, 'msg', 'nested too deeply')})"
+                else:
+                    got = parse_curve_text(text, want, column)
+                if isinstance(got, str):
+                    unusable(got, fs.rel(fs.root / where))
+                else:
+                    out = RecordedCurve(got[0], got[1], fs.rel(fs.root / where) + (f"#{column}" if column else ""),
+                                        got[2], fs.rel(fs.root / where))
+    if out is not None:
+        ok = np.isfinite(out.lag_ps) & np.isfinite(out.msd_nm2)
+        order = np.argsort(out.lag_ps[ok], kind="stable")
+        lag, msd = out.lag_ps[ok][order], out.msd_nm2[ok][order]
+        if lag.size < 3 or np.any(np.diff(lag) <= 0) or lag[0] < 0:
+            unusable("its lags are not increasing non-negative times (or fewer than three are finite)", out.source)
+            out = None
+        else:
+            out = RecordedCurve(lag, msd, out.source, out.units, out.location)
+    run.curves[cache_key] = out
+    return out

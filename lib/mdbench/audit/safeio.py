@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import os
+import stat
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -151,26 +152,62 @@ class RunFS:
         return out
 
     # ------------------------------------------------------------------ reading
-    def _check_size(self, p: Path, rel: str, item: str | None) -> bool:
+    def _check_size(self, p: Path, rel: str, item: str | None, max_bytes: int | None = None) -> bool:
         size = p.stat().st_size
-        if size > self.max_parse_bytes:
-            self.add("file_too_large", f"{size} bytes exceeds the {self.max_parse_bytes}-byte parse limit; "
+        limit = self.max_parse_bytes if max_bytes is None else min(max_bytes, self.max_parse_bytes)
+        if size > limit:
+            self.add("file_too_large", f"{size} bytes exceeds the {limit}-byte parse limit; "
                      "not parsed", rel, item=item or "E3")
             return False
         return True
 
-    def read_text(self, rel: str, *, item: str | None = None) -> str | None:
-        """Text of a file (UTF-8, undecodable bytes replaced), or ``None`` with a finding."""
+    def read_text(self, rel: str, *, item: str | None = None, follow_symlinks: bool = True,
+                  max_bytes: int | None = None) -> str | None:
+        """Text of a file (UTF-8, undecodable bytes replaced), or ``None`` with a finding.
+
+        With ``follow_symlinks=False`` a path that is, or passes through, a symbolic link is not opened
+        (one ``symlink_not_followed`` finding), nor is anything but a regular file (a FIFO, a device), and
+        the file is opened without following a link swapped in meanwhile (``O_NOFOLLOW``). ``max_bytes``
+        lowers the parse limit for this read."""
         p = self.resolve(rel, item=item)
-        if p is None or not p.is_file():
+        if p is None:
             return None
-        if not self._check_size(p, rel, item):
+        if not follow_symlinks:
+            return self._read_nofollow(p, rel, item, max_bytes)
+        if not p.is_file():
+            return None
+        if not self._check_size(p, rel, item, max_bytes):
             return None
         try:
             return p.read_bytes().decode("utf-8", errors="replace")
         except OSError as exc:
             self.add("unreadable", f"cannot read ({exc.strerror})", rel, item=item or "E3")
             return None
+
+    def _read_nofollow(self, p: Path, rel: str, item: str | None, max_bytes: int | None) -> str | None:
+        here = self.root
+        for part in p.relative_to(self.root).parts:
+            here = here / part
+            if here.is_symlink():
+                self.add("symlink_not_followed", f"{here.relative_to(self.root).as_posix()} is a symbolic link; "
+                         "not followed", rel, item=item or "E3")
+                return None
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as exc:
+            self.add("unreadable", f"cannot open ({exc.strerror})", rel, item=item or "E3")
+            return None
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                self.add("unreadable", "not a regular file; not read", rel, item=item or "E3")
+                return None
+            limit = self.max_parse_bytes if max_bytes is None else min(max_bytes, self.max_parse_bytes)
+            data = fh.read(limit + 1)
+        if len(data) > limit:
+            self.add("file_too_large", f"more than the {limit}-byte parse limit; not parsed", rel, item=item or "E3")
+            return None
+        return data.decode("utf-8", errors="replace")
 
     def read_json(self, rel: str, *, item: str = "E3", required: bool = False) -> Any:
         """Parsed JSON of ``rel`` or ``None``; parse errors and NaN/inf become findings with lines (once per

@@ -162,6 +162,31 @@ class WindowRefit:
         return Refit(float(dr.D.whole), [float(b) for b in dr.D.blocks], window,
                      _loglog_slope(dr.lag_ps, dr.msd_nm2, window))
 
+    def msd(self, species: str) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None:
+        """(lag [ps], whole-interval MSD, block MSDs [nm^2]) of ``species`` as the canonical estimator forms
+        them (molecular centres of mass, barycentric, same guard and blocks), lags up to one block."""
+        key = ("msd", species)
+        if key not in self._cache:
+            self._cache[key] = self._msd(species)
+        return self._cache[key]
+
+    def _msd(self, species: str) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None:
+        rd = self.trajectory()
+        if rd is None or species not in rd.species:
+            return None
+        from mdbench.analysis.diffusion import self_diffusion  # noqa: PLC0415
+
+        try:
+            dr = self_diffusion(rd.species_com_nm(species), rd.time_ps, system_com_nm=rd.system_com_nm,
+                                species=species, guard_ps=self.guard_ps, n_blocks=self.n_blocks, max_lag_fraction=1.0)
+        except Exception as exc:  # noqa: BLE001
+            log.debug("canonical MSD of %s failed: %s", species, exc)
+            return None
+        if dr.msd_nm2.size < 3 or len(dr.msd_blocks_nm2) < 2:
+            return None
+        n = min(dr.msd_nm2.size, *(b.size for b in dr.msd_blocks_nm2))
+        return dr.lag_ps[:n], dr.msd_nm2[:n], [b[:n] for b in dr.msd_blocks_nm2]
+
     def onsager(self, window: tuple[float, float]) -> Any:
         """The Onsager result (σ, t+ in every frame) on ``window``; None where it cannot be computed."""
         key = ("L", window)
@@ -216,3 +241,85 @@ def _loglog_slope(lag_ps: np.ndarray, msd_nm2: np.ndarray, window: tuple[float, 
     if sel.sum() < 2:
         return float("nan")
     return float(np.polyfit(np.log(lag[sel]), np.log(m[sel]), 1)[0])
+
+
+# ------------------------------------------------------------------------------------------ recorded curves
+def curve_diffusion(lag_ps: np.ndarray, msd_nm2: np.ndarray, window: tuple[float, float]
+                    ) -> tuple[float, float, int]:
+    """(D [m^2/s], MSD exponent β, number of lags) of a recorded MSD over ``window``: the diffusion
+    module's definition (:func:`mdbench.analysis.diffusion.fit_slope` of MSD vs lag, / 6, its unit constant)
+    and the log–log slope :func:`_loglog_slope` the re-fit uses."""
+    from mdbench.analysis.diffusion import fit_slope  # noqa: PLC0415
+    from mdbench.analysis.units import NM2_PER_PS_TO_M2_PER_S  # noqa: PLC0415
+
+    lag, m = np.asarray(lag_ps, dtype=np.float64), np.asarray(msd_nm2, dtype=np.float64)
+    w = snap_window(lag, window)
+    n = int(np.sum((lag >= w[0]) & (lag <= w[1])))
+    D = fit_slope(lag, m, w[0], w[1]) / 6.0 * NM2_PER_PS_TO_M2_PER_S
+    return float(D), _loglog_slope(lag, m, w), n
+
+
+def snap_window(lag_ps: np.ndarray, window: tuple[float, float]) -> tuple[float, float]:
+    """``window`` widened by 1 % of the curve's lag step on each side: a table prints its lags rounded
+    (``0.440000`` for a lag of 0.4399996 ps), and a window edge on a lag must still include it."""
+    step = float(np.median(np.diff(lag_ps))) if len(lag_ps) > 1 else 0.0
+    return window[0] - 0.01 * step, window[1] + 0.01 * step
+
+
+@dataclass
+class CurveComparison:
+    """A recorded MSD against the canonical one of the same species over their common lags."""
+
+    n_lags: int
+    lag_range_ps: tuple[float, float]
+    median_excess: float      # median over the lags of |recorded − canonical| / tolerance (> 1: disagree)
+    ratio_median: float       # median recorded / canonical
+    exponent_shift: float     # log–log slope of recorded / canonical vs lag (≠ 0: another time dependence)
+    worst: str                # the lag of largest excess, both numbers
+
+    @property
+    def disagrees(self) -> bool:
+        return self.n_lags >= 3 and self.median_excess > 1.0
+
+    @property
+    def shape_differs(self) -> bool:
+        """The recorded MSD grows with another exponent than the trajectory's (a frame or unwrapping
+        fault), not by a constant factor (units, normalisation)."""
+        return math.isfinite(self.exponent_shift) and abs(self.exponent_shift) > BETA_MARGIN
+
+
+def compare_curves(lag_ps: np.ndarray, msd_nm2: np.ndarray, canonical: tuple[np.ndarray, np.ndarray, list[np.ndarray]],
+                   window: tuple[float, float] | None, rel_tol: float, t_975: float) -> CurveComparison | None:
+    r"""Compare a recorded MSD with the canonical one at the recorded lags inside the canonical range (the
+    canonical curves interpolated linearly; lag 0 left out), restricted to ``window`` where it holds at least
+    three of them. The tolerance at each lag is twice :math:`\max(h, \mathrm{rel\_tol}\cdot\mathrm{MSD})`, with
+    :math:`h = t_{0.975}\, s_b/\sqrt{n_b}` of the canonical block MSDs — twice, as for every sampling-limited
+    comparison, so that no finding rests on a borderline state."""
+    lag_c, whole, blocks = canonical
+    lag, m = np.asarray(lag_ps, dtype=np.float64), np.asarray(msd_nm2, dtype=np.float64)
+    sel = (lag > 0) & (lag <= lag_c[-1] * (1 + 1e-9)) & np.isfinite(m)
+    if window is not None:
+        lo, hi = snap_window(lag, window)
+        inw = sel & (lag >= lo) & (lag <= hi)
+        if inw.sum() >= 3:
+            sel = inw
+    if sel.sum() < 3:
+        return None
+    x, y = lag[sel], m[sel]
+    c = np.interp(x, lag_c, whole)
+    bl = np.asarray([np.interp(x, lag_c, b) for b in blocks])
+    h = t_975 * bl.std(axis=0, ddof=1) / math.sqrt(bl.shape[0])
+    tol = 2.0 * np.maximum(h, rel_tol * np.abs(c))
+    ok = tol > 0
+    if ok.sum() < 3:
+        return None
+    with np.errstate(all="ignore"):       # a hostile curve may hold numbers near the float range's ends
+        excess = np.abs(y - c)[ok] / tol[ok]
+        logr = np.log(y / c)
+    i = int(np.argmax(excess))
+    pos = ok & (y > 0) & (c > 0) & np.isfinite(logr)
+    shift = float(np.polyfit(np.log(x[pos]), logr[pos], 1)[0]) if pos.sum() >= 3 else float("nan")
+    ratio = float(np.exp(np.median(logr[pos]))) if pos.any() else float("nan")
+    xs, ys, cs = x[ok], y[ok], c[ok]
+    return CurveComparison(int(ok.sum()), (float(x[0]), float(x[-1])), float(np.median(excess)), ratio, shift,
+                           f"at {xs[i]:g} ps recorded {ys[i]:.4g} nm^2, trajectory {cs[i]:.4g} ± {tol[ok][i]:.2g} nm^2")
