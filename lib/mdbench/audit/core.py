@@ -2,9 +2,10 @@
 
 Pipeline: read the run (bounded, read-only) → Sim1–Sim4 per case → optional canonical reanalysis of each
 valid production (``mdbench.analysis.pipeline.analyze_files`` on links to the run's files placed in the
-audit directory) → A1–A7 per case and observable with observable states → E1–E5 → O1–O5 → external judge
-(optional) → aggregation (:data:`mdbench.audit.model.AGGREGATION_RULE`) → expert adjudication (applied
-last) → composite score, preliminary and final.
+audit directory; in a child process beside the checks that do not need it where a second CPU is free,
+:mod:`mdbench.audit.reanalysis`) → A1–A7 per case and observable with observable states → E1–E5 → O1–O5 →
+external judge (optional) → aggregation (:data:`mdbench.audit.model.AGGREGATION_RULE`) → expert adjudication
+(applied last) → composite score, preliminary and final.
 """
 
 from __future__ import annotations
