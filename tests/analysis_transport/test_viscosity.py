@@ -109,3 +109,16 @@ def test_a_viscosity_with_a_wide_interval_is_si_with_its_numbers(ou_tensor):
     d = classify_result(r)
     assert d.state == "SI" and d.failed_checks == ("block_precision",)
     assert f"{rel:.0%} of |value|" in d.reason and "<= 20% of |value|" in d.reason
+
+
+@pytest.mark.parametrize("max_lag_tau", [0.9, 1.5, 2.5])
+def test_a_rule_leaving_no_window_in_the_longest_lag_judges_the_last_window_SI(ou_tensor, max_lag_tau):
+    """start (2 τ_c) + width (4 τ_c) beyond the longest lag: the estimate is the last window that fits, with a
+    failed plateau check (a sampling limitation, SI), never a missing value (F)."""
+    rule = PlateauRule(max_lag_ps=max_lag_tau * TAU_PS)
+    r = green_kubo_viscosity(ou_tensor[:40000], DT_PS, V_NM3, T_K, plateau_rule=rule)
+    lo, hi = r.plateau_window_ps
+    assert np.isfinite(r.viscosity_mPa_s) and np.isfinite(lo)
+    assert hi == pytest.approx(r.lag_ps[-1]) and lo > 0
+    assert 0 < r.viscosity_mPa_s < eta_true_mPa_s()            # the integral has not reached its plateau yet
+    assert classify_result(r).state == "SI"

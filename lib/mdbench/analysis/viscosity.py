@@ -19,7 +19,9 @@ normalised component-averaged ACF up to its first zero crossing. Scanning start 
 given; the floor keeps a fast oscillation of a real stress ACF from passing as a plateau) over which the running
 integral changes by at most ``rel_tol`` × its window mean (end-to-start and max−min both); η is the mean
 of the running integral over that window. When no window qualifies the window with the smallest relative
-change is reported and the sampling check ``plateau`` fails. Blocks use the same window.
+change is reported and the sampling check ``plateau`` fails; when the start and width leave no window inside
+the longest lag (a run short against τ_c), the last window that fits is judged the same way. Blocks use the
+same window.
 
 Requirements checked (failures → F, since longer sampling cannot repair them): pressure output spacing
 ≤ 0.5 ps, constant volume (no barostat) in the window. 1 bar = 1e5 Pa, 1 mPa s = 1 cP.
@@ -282,11 +284,15 @@ def correlation_time_ps(acf: np.ndarray, dt_ps: float) -> float:
 
 def _plateau(lag: np.ndarray, I: np.ndarray, start_ps: float, width_ps: float, rel_tol: float
              ) -> tuple[float, float, bool, float]:
-    """(lo, hi, found, relative change) by the first-flat-window rule."""
+    """(lo, hi, found, relative change) by the first-flat-window rule.
+
+    When the rule's start and width leave no window inside the longest lag (a trajectory too short for its
+    correlation time), the last window that fits is the one judged — a sampling limitation that the failed
+    ``plateau`` check reports, not a missing value."""
     dt = lag[1] - lag[0]
-    w = max(1, int(round(width_ps / dt)))
+    w = min(max(1, int(round(width_ps / dt))), lag.size - 2)
     best = (float("nan"), float("nan"), False, float("inf"))
-    i0 = int(np.searchsorted(lag, start_ps))
+    i0 = min(int(np.searchsorted(lag, start_ps)), lag.size - w - 1)
     for i in range(max(i0, 1), lag.size - w):
         seg = I[i:i + w + 1]
         m = float(seg.mean())
