@@ -3,10 +3,10 @@
 * ``micro_de_energy_files``: minimisation, NVT, NPT and production ``.edr`` of the micro DE electrolyte run with
   the study's protocols — the run the peer cross-checks make (``tests/peers/conftest.py``), produced by its
   code into the same pytest-cache folder, so one session makes it once for both rooms.
-* ``water_energy_files``: 0.2 ps of 216 SPC waters with ``nstcalcenergy`` = 5 < ``nstenergy`` = 10 (frames
-  with ``nsum > 0``: value, average and sum per term, after a first frame with ``nsum = 0``) and
-  ``free-energy = yes`` with ``separate-dhdl-file = no`` (free-energy blocks of double/int/float subblocks in
-  every frame); the same with ``dh-hist-size`` (histogram blocks with int64 subblocks whose lengths change
+* ``water_energy_files``: 0.2 ps of 216 SPC waters under the study's NVT protocol with ``nstcalcenergy`` = 5 <
+  ``nstenergy`` = 10 (frames with ``nsum > 0``: value, average and sum per term, after a first frame with
+  ``nsum = 0``) and ``free-energy = yes`` with ``separate-dhdl-file = no`` (free-energy blocks of
+  double/int/float subblocks in every frame); the same with ``dh-hist-size`` (histogram blocks with int64 subblocks whose lengths change
   from frame to frame); and the same in double precision (``gmx_d``, where installed).
 """
 
@@ -21,33 +21,12 @@ import pytest
 
 from _testseed import seed_for
 
-_WATER_MDP = """integrator = md
-dt = 0.002
-nsteps = 100
-nstenergy = 10
-nstcalcenergy = 5
-nstlog = 0
-cutoff-scheme = Verlet
-rcoulomb = 0.9
-rvdw = 0.9
-coulombtype = PME
-tcoupl = v-rescale
-tc-grps = System
-tau-t = 0.1
-ref-t = 300
-gen-vel = yes
-gen-temp = 300
-gen-seed = {gen_seed}
-ld-seed = {ld_seed}
-constraints = h-bonds
-free-energy = yes
-init-lambda-state = 0
-fep-lambdas = 0 0.5 1
-nstdhdl = 10
-separate-dhdl-file = no
-dhdl-derivatives = yes
-"""
-_HISTOGRAMS = "dh-hist-size = 20\ndh-hist-spacing = 0.1\n"
+#: The study's NVT protocol for 0.2 ps of water, computing energies every 5 steps but writing every 10, with
+#: the free-energy code on (no perturbed atoms: dH/dλ and ΔH blocks written into the energy file).
+_WATER_OVERRIDES = {"rcoulomb": 0.8, "rvdw": 0.8, "nstcalcenergy": 5, "nstenergy": 10, "free-energy": "yes",
+                    "init-lambda-state": 0, "fep-lambdas": "0 0.5 1", "nstdhdl": 10, "separate-dhdl-file": "no",
+                    "dhdl-derivatives": "yes"}
+_HISTOGRAMS = {"dh-hist-size": 20, "dh-hist-spacing": 0.1}
 _TOP = """#include "oplsaa.ff/forcefield.itp"
 #include "oplsaa.ff/spc.itp"
 [ system ]
@@ -87,15 +66,18 @@ def water_energy_files(tmp_path_factory) -> dict[str, Path]:
                     if (Path(d) / "spc216.gro").is_file()), None)
     if gmx is None or top_dir is None:
         pytest.skip("GROMACS (gmx and its share/top) not found")
+    from mdbench.engine.protocols import Timing, load_protocol, write_mdp
+
     d = tmp_path_factory.mktemp("water_edr")
     (d / "topol.top").write_text(_TOP)
-    mdp = _WATER_MDP.format(gen_seed=seed_for("water_edr/gen-seed"), ld_seed=seed_for("water_edr/ld-seed"))
-    (d / "sums_and_blocks.mdp").write_text(mdp)
-    (d / "histograms.mdp").write_text(mdp + _HISTOGRAMS)
+    timing = Timing(length_ps=0.2, energy_interval_ps=0.02, xtc_interval_ps=0.1)
     runs = {"sums_and_blocks": gmx, "histograms": gmx}
     if shutil.which("gmx_d"):
-        (d / "double.mdp").write_text(mdp)
         runs["double"] = shutil.which("gmx_d")
+    for name in runs:
+        write_mdp(load_protocol("nvt"), d / f"{name}.mdp",
+                  {**_WATER_OVERRIDES, **(_HISTOGRAMS if name == "histograms" else {})}, timing=timing,
+                  seed=seed_for("water_edr/seed"))
     for name, exe in runs.items():
         for cmd in ([exe, "-quiet", "grompp", "-f", f"{name}.mdp", "-c", f"{top_dir}/spc216.gro", "-p", "topol.top",
                      "-o", f"{name}.tpr"],
