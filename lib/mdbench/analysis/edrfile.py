@@ -4,8 +4,8 @@ Why our own reader beside pyedr: pyedr parses every value in pure Python (``xdrl
 per frame), which made it ≈ 1 s of the SAEO audit's ≈ 2.9 s on the tiny demo and many minutes per file at paper
 size (100 ns with a frequent ``nstenergy`` for Green–Kubo). Here only frame *headers* are walked with
 :mod:`struct`, and a run of frames that share one layout is checked and read as one strided numpy view of the
-file: ``benchmarks/energy_read.py`` measured pyedr / this reader ≈ 67× on the demo's six equilibration and
-production files (0.84 s → 0.012 s), ≈ 38× on a 200,000-frame file (8 s → 0.2 s; ``docs/performance.md``).
+file: ``benchmarks/energy_read.py`` measured pyedr / this reader ≈ 88× on the demo's six equilibration and
+production files (0.62 s → 0.007 s), ≈ 75× on a 200,000-frame file (6.5 s → 0.09 s; ``docs/performance.md``).
 
 pyedr remains the reference and the fallback: :func:`read_edr` handles only what it can reproduce bit for bit
 (the same times, values, names, units, the same frames), and raises :class:`Unsupported` for everything else —
@@ -72,14 +72,14 @@ class EnergyTable:
         Energy terms in file order (without ``Time``) and their units.
     time_ps : numpy.ndarray, shape (F,)
         Frame times [ps] (float64).
-    values : numpy.ndarray, shape (F, len(names))
-        Instantaneous values (float64; single-precision files converted exactly).
+    columns : numpy.ndarray, shape (len(names), F)
+        Instantaneous values, one row per term (float64; single-precision values converted exactly).
     """
 
     names: list[str]
     units: list[str]
     time_ps: np.ndarray
-    values: np.ndarray
+    columns: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -107,20 +107,19 @@ def read_edr(path: str | Path) -> EnergyTable:
     """Read an energy file; :class:`Unsupported` where pyedr must read it (see the module docstring)."""
     buf = Path(path).read_bytes()
     names, units, offset = _file_header(buf)
-    runs = _frame_runs(buf, offset, len(names))
-    times, values = [], []
-    for start, layout, count in runs:
-        if layout.n_terms == 0:
-            continue  # pyedr returns only frames with energies
-        step = layout.frame_bytes
-        times.append(np.ndarray((count,), ">f8", buffer=buf, offset=start + layout.time_offset, strides=(step,)))
-        values.append(np.ndarray((count, layout.n_terms), f">f{layout.real_bytes}", buffer=buf,
-                                 offset=start + layout.header_bytes,
-                                 strides=(step, layout.real_bytes * (3 if layout.with_sums else 1))))
-    if not values:
-        return EnergyTable(names, units, np.zeros(0), np.zeros((0, len(names))))
-    return EnergyTable(names, units, np.concatenate(times).astype(np.float64),
-                       np.concatenate([v.astype(np.float64) for v in values]))
+    runs = [run for run in _frame_runs(buf, offset, len(names)) if run[1].n_terms]  # pyedr: frames with energies
+    n_frames = sum(count for _, _, count in runs)
+    time_ps, columns = np.empty(n_frames), np.empty((len(names), n_frames))
+    row = 0
+    for start, layout, count in runs:  # one strided view of the file per run, converted into place
+        size, rs = layout.frame_bytes, layout.real_bytes
+        time_ps[row:row + count] = np.ndarray((count,), ">f8", buffer=buf, offset=start + layout.time_offset,
+                                              strides=(size,))
+        columns[:, row:row + count] = np.ndarray((layout.n_terms, count), f">f{rs}", buffer=buf,
+                                                 offset=start + layout.header_bytes,
+                                                 strides=(rs * (3 if layout.with_sums else 1), size))
+        row += count
+    return EnergyTable(names, units, time_ps, columns)
 
 
 def _file_header(buf: bytes) -> tuple[list[str], list[str], int]:

@@ -143,8 +143,7 @@ def _read_energy_file(p: Path) -> EnergySeries:
         return _read_energy_file_pyedr(p)
     units = {"Time": "ps"}
     units.update(zip(table.names, table.units))  # pyedr's get_unit_dictionary, repeated names included
-    columns = table.values.T.copy()  # one contiguous row per term
-    terms = {k: columns[i] for i, k in enumerate(table.names) if k != "Time"}
+    terms = {k: table.columns[i] for i, k in enumerate(table.names) if k != "Time"}
     return EnergySeries(time_ps=table.time_ps, terms=terms, units=units, path=str(p))
 
 
