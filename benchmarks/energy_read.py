@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/energy_read.py [--run outputs/runs/demo] [--repeats 5]
+    .venv/bin/python benchmarks/energy_read.py [--run outputs/runs/demo] [--repeats 5] [--audit]
 
 For every case of the run it times, interleaved round by round so that load drift hits both alike, the two
 ways :func:`mdbench.analysis.thermo.read_energy_file` can parse (without its cache) the equilibration
@@ -13,12 +13,16 @@ ways :func:`mdbench.analysis.thermo.read_energy_file` can parse (without its cac
 
 It first checks that both give bit-identical times and terms, then prints per file the frames, the best time
 of each and the median of the per-round ratios pyedr / numpy (with its quartiles), and the same for all files
-together. Nothing here is a test: the times depend on the machine and its load.
+together. With ``--audit`` it also times the SAEO audit of the run (without and with the canonical reanalysis),
+each in a fresh process as ``mdbench audit`` runs — so that no energy file is in the reader's cache — once with
+the numpy reader and once with it declining every file (pyedr reads them all, as before), interleaved.
+Nothing here is a test: the times depend on the machine and its load.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 
@@ -32,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", default="outputs/runs/demo", help="run directory with cases/<case>/{equil,prod}")
     ap.add_argument("--repeats", type=int, default=5, help="interleaved rounds")
+    ap.add_argument("--audit", action="store_true", help="also time fresh-process audits with either reader")
     args = ap.parse_args(argv)
 
     from mdbench.analysis import thermo
@@ -75,7 +80,42 @@ def main(argv: list[str] | None = None) -> int:
         q1, q2, q3 = round_ratio_quartiles(times, f"pyedr {label}", f"numpy {label}")
         print(f"{name:<44} {frames:>7} {min(times[f'pyedr {label}']):>10.4f} {min(times[f'numpy {label}']):>10.4f} "
               f"{q2:>10.0f} ({q1:.0f}–{q3:.0f})")
+    if args.audit:
+        _audit_times(Path(args.run), args.repeats)
     return 0
+
+
+#: One audit in a fresh process; argv: reader (numpy|pyedr), reanalysis (yes|no), run directory. Prints seconds.
+_AUDIT_DRIVER = """
+import logging, sys, tempfile, time
+from pathlib import Path
+logging.disable(logging.WARNING)
+from mdbench.analysis import edrfile
+if sys.argv[1] == "pyedr":
+    def decline(path):
+        raise edrfile.Unsupported("benchmark: every file read by pyedr")
+    edrfile.read_edr = decline
+from mdbench.audit import audit_run
+out = Path(tempfile.mkdtemp(prefix="mdbench-energy-read-"))
+t0 = time.perf_counter()
+audit_run(Path(sys.argv[3]), None, out / "audit", reanalysis=sys.argv[2] == "yes")
+print(time.perf_counter() - t0)
+"""
+
+
+def _audit_times(run: Path, repeats: int) -> None:
+    """Fresh-process audits (imports excluded) with the numpy reader and with pyedr, interleaved."""
+    for reanalysis in ("no", "yes"):
+        times: dict[str, list[float]] = {"numpy": [], "pyedr": []}
+        for _ in range(repeats):
+            for reader in times:
+                res = subprocess.run([sys.executable, "-c", _AUDIT_DRIVER, reader, reanalysis, str(run)],
+                                     capture_output=True, text=True, check=True)
+                times[reader].append(float(res.stdout.strip().splitlines()[-1]))
+        q1, q2, q3 = round_ratio_quartiles(times, "pyedr", "numpy")
+        print(f"audit (reanalysis {reanalysis:>3}): pyedr best {min(times['pyedr']):.2f} s, numpy best "
+              f"{min(times['numpy']):.2f} s, saved {min(times['pyedr']) - min(times['numpy']):.2f} s; "
+              f"ratio {q2:.2f} ({q1:.2f}–{q3:.2f})")
 
 
 if __name__ == "__main__":
