@@ -1,4 +1,6 @@
-r"""Thermodynamic time series from a GROMACS energy file (pyedr): whole/block means, g, drift, t0.
+r"""Thermodynamic time series from a GROMACS energy file: whole/block means, g, drift, t0.
+
+The file is read by :mod:`mdbench.analysis.edrfile` (numpy; pyedr, the reference, for what it declines).
 
 Observables (GROMACS energy-term name → unit): density (``Density``, kg/m^3), temperature
 (``Temperature``, K), pressure (``Pressure``, bar; its mean is meaningful in every ensemble, the target
@@ -34,6 +36,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from mdbench.analysis import edrfile
 from mdbench.analysis.blocks import (BlockEstimate, BlockWindows, _json_float, _pymbar_timeseries, block_estimate,
                                      block_windows, statistical_inefficiency)
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
@@ -78,13 +81,17 @@ class EnergySeries:
     def __contains__(self, name: str) -> bool:
         return name in self.terms
 
+    def columns(self) -> dict[str, np.ndarray]:
+        """``{"Time": …, term: …}`` as pyedr's ``edr_to_dict`` gives them (writable copies)."""
+        return {"Time": self.time_ps.copy(), **{k: v.copy() for k, v in self.terms.items()}}
+
     def pressure_tensor_bar(self) -> dict[str, np.ndarray]:
         """The ``Pres-XX`` .. ``Pres-ZZ`` terms present (for :func:`~mdbench.analysis.viscosity.green_kubo_viscosity`)."""
         return {k: v for k, v in self.terms.items() if k.startswith("Pres-") and len(k) == 7}
 
 
 def read_energy_file(edr_path: str | Path) -> EnergySeries:
-    """Read a GROMACS ``.edr`` file with pyedr into float64 arrays.
+    """Read a GROMACS ``.edr`` file into float64 arrays (cached per file version; the project's one reader).
 
     Parameters
     ----------
@@ -125,8 +132,24 @@ _ENERGY_CACHE_SIZE = 4
 
 
 def _read_energy_file(p: Path) -> EnergySeries:
-    """Parse one energy file (no cache)."""
+    """Parse one energy file (no cache): :mod:`mdbench.analysis.edrfile`, or pyedr where it declines."""
     _check_edr_header(p)
+    try:
+        table = edrfile.read_edr(p)
+    except edrfile.Corrupt as exc:
+        raise InputError(f"cannot read energy file ({exc}); is it a complete GROMACS .edr?", path=str(p)) from exc
+    except edrfile.Unsupported as why:
+        logger.debug("%s: read with pyedr (%s)", p, why)
+        return _read_energy_file_pyedr(p)
+    units = {"Time": "ps"}
+    units.update(zip(table.names, table.units))  # pyedr's get_unit_dictionary, repeated names included
+    terms = {k: table.columns[i] for i, k in enumerate(table.names) if k != "Time"}
+    return EnergySeries(time_ps=table.time_ps, terms=terms, units=units, path=str(p))
+
+
+def _read_energy_file_pyedr(p: Path) -> EnergySeries:
+    """Parse one energy file with pyedr, the reference reader (layouts :mod:`~mdbench.analysis.edrfile` leaves
+    to it, and corrupt files: its errors become one InputError naming the file)."""
     import pyedr
 
     try:

@@ -207,10 +207,11 @@ def _plot_em(edr: str | Path, figure: str | Path, emtol: float, fmax: float | No
 
 # ----------------------------------------------------------------------------- energies
 def read_edr(edr: str | Path) -> dict[str, np.ndarray]:
-    """All terms of a GROMACS energy file as arrays (``pyedr.edr_to_dict``); ``Time`` in ps."""
-    import pyedr  # noqa: PLC0415
+    """All terms of a GROMACS energy file as arrays (``{"Time": …, term: …}`` like ``pyedr.edr_to_dict``); ``Time``
+    in ps. Read by :func:`mdbench.analysis.thermo.read_energy_file`, the project's one reader."""
+    from mdbench.analysis.thermo import read_energy_file  # noqa: PLC0415
 
-    return {k: np.asarray(v) for k, v in pyedr.edr_to_dict(str(edr)).items()}
+    return read_energy_file(edr).columns()
 
 
 def _timeseries():

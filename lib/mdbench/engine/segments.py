@@ -65,9 +65,9 @@ def edr_last_step(edr_path: str | Path, dt_ps: float, tinit_ps: float = 0.0) -> 
     if not path.is_file() or path.stat().st_size == 0:
         return None
     try:
-        import pyedr  # noqa: PLC0415
+        from mdbench.analysis.thermo import read_energy_file  # noqa: PLC0415
 
-        times = pyedr.edr_to_dict(str(path)).get("Time")
+        times = read_energy_file(path).time_ps
     except Exception:  # a torn last frame after SIGKILL: fall back to the log  # noqa: BLE001
         return None
     if times is None or len(times) == 0:

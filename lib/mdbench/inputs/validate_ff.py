@@ -197,9 +197,9 @@ def scale_to_volume(wd: Path, source: str, target: str, volume_nm3: float) -> fl
 
 def _density(edr: Path) -> tuple[float, float, tuple[float, float], float]:
     """Mean density [g/cm^3] of the second half, its 4-block standard error, the window, mean volume."""
-    import pyedr
+    from mdbench.analysis.thermo import read_energy_file
 
-    e = pyedr.edr_to_dict(str(edr))
+    e = read_energy_file(edr).columns()
     t, rho, vol = np.asarray(e["Time"]), np.asarray(e["Density"]) / 1000.0, np.asarray(e["Volume"])
     sel = t >= t[0] + (t[-1] - t[0]) / 2
     blocks = [b.mean() for b in np.array_split(rho[sel], 4)]
@@ -217,7 +217,7 @@ def stacie_viscosity(edr: Path, volume_nm3: float) -> tuple[float, float]:
     with prefactor V/(k_B T): its zero-frequency limit is eta. Reported beside the registered Green-Kubo
     value because the plateau rule stops early in carbonate liquids (docs/validation.md, section 2).
     """
-    import pyedr
+    from mdbench.analysis.thermo import read_energy_file
 
     try:
         from stacie import ExpPolyModel, compute_spectrum, estimate_acint
@@ -225,7 +225,7 @@ def stacie_viscosity(edr: Path, volume_nm3: float) -> tuple[float, float]:
         raise MdbenchError(STACIE_MISSING) from exc
     from mdbench.analysis.units import BAR_PA, KB_J_PER_K, NM3_M3
 
-    e = pyedr.edr_to_dict(str(edr))
+    e = read_energy_file(edr).columns()
     p = {k: np.asarray(e[f"Pres-{k}"]) * BAR_PA for k in ("XX", "YY", "ZZ", "XY", "XZ", "YZ", "YX", "ZX", "ZY")}
     comps = np.array([(p["XY"] + p["YX"]) / 2, (p["XZ"] + p["ZX"]) / 2, (p["YZ"] + p["ZY"]) / 2,
                       (p["XX"] - p["YY"]) / 2, (2 * p["ZZ"] - p["XX"] - p["YY"]) / (2 * math.sqrt(3))])
