@@ -43,7 +43,9 @@ def main() -> int:
     audit = f"outputs/audits/{Path(run).name}"
     report = f"outputs/reports/{Path(run).name}.html"
     plan = [
-        ("Agent input bundle", ["bundle", "build", "--preset", args.preset, "--out", bundle]),
+        # rebuilt every time: the bundle is a pure function of the preset and the project's files, and one left by
+        # an older checkout (another force-field model) would make the audit's Sim1 compare against stale files
+        ("Agent input bundle", ["bundle", "build", "--preset", args.preset, "--out", bundle, "--overwrite"]),
         ("Study: setup → minimisation → equilibration → production → analysis → comparison",
          ["study", "run", "--preset", args.preset, "--systems", *args.systems, "--out", run]),
         ("Run-record validation", ["record", "validate", run]),
