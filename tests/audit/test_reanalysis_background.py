@@ -164,3 +164,25 @@ def test_hashes_taken_beside_the_child_report_what_the_serial_audit_reports(run_
     escapes = [f for f in res.findings if f.code == "symlink_escape" and f.path == "cases/W/prod/extra.log"]
     assert len(escapes) == 1 and escapes[0].count == 1
     assert [f.count for f in res.findings if f.code == "path_outside_run"] == [1]
+
+
+def test_a_failed_reanalysis_makes_sim4_decode_and_report_once(run_copy, bundle, tmp_path, monkeypatch):
+    """A trajectory cut mid-frame whose reanalysis fails: Sim4 decodes the frames itself, and what it notes
+    about the file is one finding, not one per pass."""
+    xtc = run_copy / "cases/W/prod/prod.xtc"
+    data = xtc.read_bytes()
+    xtc.write_bytes(data[:-100])                                      # the last frame torn: one frame less
+    real = reanalysis._reanalyse
+
+    def fails(run_fs, case, files, out, guard, findings):
+        findings.append(reanalysis.Finding("reanalysis_failed", "planted", item="A3", case=case))
+        return None, {"case": case, "status": "failed", "error": "planted"}, False
+
+    monkeypatch.setenv(reanalysis.SERIAL_ENV, "1")
+    monkeypatch.setattr(reanalysis, "_reanalyse", fails)
+    res = audit_run(run_copy, bundle, tmp_path / "a", reanalysis=True)
+    monkeypatch.setattr(reanalysis, "_reanalyse", real)
+    cut = [f for f in res.findings if f.code == "trajectory_truncated"]
+    assert len(cut) == 1 and cut[0].count == 1
+    assert res.reanalysis["cases"][CASE]["status"] == "failed"
+    assert judgment(saeo(tmp_path / "a"), "Sim4", CASE)["rating"] == 0.5   # partial: cut, frames decoded

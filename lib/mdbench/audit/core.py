@@ -244,8 +244,11 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
     # Sim1, Sim2 and Sim4 first: they decide which productions the canonical reanalysis reads; with a
     # reanalysis, Sim4 reads the trajectory's frame headers and the reanalysis decompresses the frames
     per_case: dict[str, list[Judgment]] = {}
+    sim4_found: dict[str, list[Finding]] = {}  # what each first Sim4 noted (replaced if it runs again)
     for case in run.cases:
+        n0 = len(fs.findings)
         s4, prods[case] = simulation.check_production(run, case, decode=not reanalysis)
+        sim4_found[case] = fs.findings[n0:]
         per_case[case] = [simulation.check_setup(run, bundle, case), simulation.check_minimization(run, case), s4]
         upstream[case] = _upstream(run, case, s4)
     jobs = {case: ((pf.tpr, pf.xtc, pf.edr), _guard_ps(run, case)) for case, pf in prods.items()
@@ -261,8 +264,10 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
             if case in jobs:
                 canon, reinfo["cases"][case], re_findings = canonical.result(case)
                 findings += re_findings
-                if canon is None and reinfo["cases"][case].get("status") == "failed":
-                    s4, prods[case] = simulation.check_production(run, case, decode=True)  # Sim4 judges the frames
+                if canon is None:  # failed or unavailable: nobody decompressed the frames, Sim4 does it now
+                    first = {id(f) for f in sim4_found[case]}
+                    fs.findings[:] = [f for f in fs.findings if id(f) not in first]
+                    s4, prods[case] = simulation.check_production(run, case, decode=True)
                     per_case[case][3] = s4
                     upstream[case] = _upstream(run, case, s4)
             pf = prods[case]
