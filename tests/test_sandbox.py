@@ -143,6 +143,31 @@ def test_timeout_ends_the_whole_tree_with_setsid_children(world):
 
 
 @needs_namespaces
+def test_a_main_process_ignoring_sigterm_is_killed_after_the_grace_and_counted(world):
+    """The reverse of the test above: the main process ignores SIGTERM and its setsid child obeys it. The
+    reaper kills what outlived the grace period and counts it, so the count does not depend on timing."""
+    beat = world["ws"] / "beat2"
+    conf = _conf(world["ws"], timeout_s=2.0, grace_s=1.0)
+    t0 = time.monotonic()
+    res, out, err = _python(world["tmp"], f"""
+        import os, signal, time
+        if os.fork() == 0:
+            os.setsid()
+            while True:
+                open("{beat}", "w").write(str(time.time())); time.sleep(0.1)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(60)
+    """, conf)
+    elapsed = time.monotonic() - t0
+    assert res.status == "timeout" and res.exit_code == 128 + 9, (res, err)   # SIGKILL, after the grace
+    assert elapsed < 2.0 + 1.0 + 5.0
+    assert res.stragglers_killed >= 1
+    last = beat.read_text()
+    time.sleep(0.5)
+    assert beat.read_text() == last, "a child outlived the timeout"
+
+
+@needs_namespaces
 def test_daemon_left_behind_dies_with_the_main_process(world):
     beat = world["ws"] / "daemon"
     res, _, err = _python(world["tmp"], f"""

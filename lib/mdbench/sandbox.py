@@ -582,6 +582,19 @@ def _ns_pids() -> list[int]:
     return [int(d) for d in os.listdir("/proc") if d.isdigit() and int(d) != 1]
 
 
+def _alive(pids: list[int]) -> list[int]:
+    """The processes of ``pids`` that still run (a zombie has ended; only its parent's wait is missing)."""
+    out = []
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if stat[stat.rindex(")") + 2:][:1] not in ("Z", "X"):
+            out.append(pid)
+    return out
+
+
 def _exec_command(spec: dict[str, Any]) -> None:
     """In the command's process: drop to the user, pin CPUs, exec. Never returns."""
     try:
@@ -648,9 +661,18 @@ def _reaper(spec: dict[str, Any], report_fd: int) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         _exec_command(spec)
     terminating: list[float] = []
+    forced: list[int] = []  # processes still alive when the grace period ended (each got SIGKILL)
+
+    def kill_after_grace(_signum: int, _frame: Any) -> None:
+        left = _alive(_ns_pids()) if isolated else _alive([child])
+        forced.append(len(left))
+        _signal_all(left, signal.SIGKILL)
 
     def forward(_signum: int, _frame: Any) -> None:
-        terminating.append(time.monotonic())
+        if not terminating:  # the grace period runs from the first SIGTERM; then SIGKILL to whatever is left
+            terminating.append(time.monotonic())
+            signal.signal(signal.SIGALRM, kill_after_grace)
+            signal.setitimer(signal.ITIMER_REAL, max(float(spec["grace_s"]), 0.01))
         _signal_all(_ns_pids() if isolated else [child], signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, forward)
@@ -677,6 +699,10 @@ def _reaper(spec: dict[str, Any], report_fd: int) -> None:
             _signal_all(_ns_pids(), signal.SIGTERM)
             deadline = time.monotonic() + min(spec["grace_s"], 1.0)
         _drain(deadline)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    # a tree the caller ended: what outlived SIGTERM and the grace period (the main process too, if it ignored
+    # SIGTERM) was killed, and counts as left behind — not only what the main process left when it ended
+    stragglers = max(stragglers, forced[0] if forced else 0)
     code = code if code >= 0 else 128 - code
     os.write(report_fd, json.dumps({"exit_code": code, "stragglers": stragglers}).encode())
     os._exit(code)  # the kernel now kills every process left in the namespace
