@@ -186,3 +186,47 @@ def test_a_failed_reanalysis_makes_sim4_decode_and_report_once(run_copy, bundle,
     assert len(cut) == 1 and cut[0].count == 1
     assert res.reanalysis["cases"][CASE]["status"] == "failed"
     assert judgment(saeo(tmp_path / "a"), "Sim4", CASE)["rating"] == 0.5   # partial: cut, frames decoded
+
+
+def test_the_child_ends_with_a_killed_audit(built, tmp_path):
+    """An audit killed while its child analyses leaves no analysis running (the child dies with its parent)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run, _bundle = built
+    pid_file = tmp_path / "child.pid"
+    script = f"""
+import os, time, pathlib
+from mdbench.audit import reanalysis
+from mdbench.audit.safeio import RunFS
+def slow(*a, **k):
+    pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))
+    time.sleep(120)
+reanalysis._reanalyse = slow
+jobs = {{"W": (("cases/W/prod/prod.tpr", "cases/W/prod/prod.xtc", "cases/W/prod/prod.edr"), None)}}
+r = reanalysis.Reanalyses(RunFS({str(run)!r}), jobs, __import__("pathlib").Path({str(tmp_path)!r}), background=True)
+time.sleep(120)
+"""
+    audit = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    audit.send_signal(signal.SIGKILL)
+    audit.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] if \
+            Path(f"/proc/{child}/stat").exists() else "X"
+        if state in ("Z", "X"):
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError("the reanalysis child outlived its killed parent")

@@ -109,6 +109,21 @@ def _only_harmless_threads() -> bool:
     return all(monitor is not None and isinstance(t, monitor) for t in others)
 
 
+def _die_with(parent: int) -> None:
+    """Make the kernel end this (child) process when its parent ends, however the parent ends (a killed audit
+    leaves no analysis running for hours at paper size); Linux ``PR_SET_PDEATHSIG``."""
+    try:
+        import ctypes  # noqa: PLC0415
+        import ctypes.util  # noqa: PLC0415
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        libc.prctl(1, ctypes.c_ulong(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent ended before the request took effect
+        os._exit(1)
+
+
 def _can_fork() -> bool:
     """True where a forked child can analyse beside the parent: a second CPU, no thread whose locks a fork
     could copy held, not disabled by ``MDBENCH_AUDIT_SERIAL``."""
@@ -153,6 +168,7 @@ class Reanalyses:
 
     def _start_child(self) -> None:
         r, w = os.pipe()
+        parent = os.getpid()
         lock = _tqdm_thread_lock()  # held across the fork: the child must not inherit it taken by the monitor
         if lock is not None:
             lock.acquire()
@@ -166,6 +182,7 @@ class Reanalyses:
             try:
                 os.close(r)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
+                _die_with(parent)
                 with os.fdopen(w, "w", encoding="utf-8") as pipe:
                     for case, (files, guard) in self.jobs.items():
                         findings: list[Finding] = []
