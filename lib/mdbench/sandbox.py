@@ -519,6 +519,12 @@ def _prctl(option: int, arg: int) -> None:
     _libc().prctl(option, ctypes.c_ulong(arg), 0, 0, 0)
 
 
+def die_with_parent(signum: int = signal.SIGKILL) -> None:
+    """Have the kernel send ``signum`` to this process when its parent ends, however it ends (Linux
+    ``PR_SET_PDEATHSIG``): the reaper with its supervisor, the audit's reanalysis child with the audit."""
+    _prctl(_PR_SET_PDEATHSIG, signum)
+
+
 def _prepare_mounts(spec: dict[str, Any]) -> None:
     """Private /tmp, hidden paths covered, exposed paths bound back (from fds opened first), read-only remounts."""
     _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
@@ -651,7 +657,7 @@ def _reaper(spec: dict[str, Any], report_fd: int) -> None:
     caller ends the tree, every process gets SIGTERM and ``grace_s``. Whatever is left when this process
     exits is killed by the kernel with the namespace.
     """
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    die_with_parent(signal.SIGKILL)
     isolated = spec["isolate"]
     if isolated:
         _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)

@@ -1,6 +1,6 @@
 """The audit's canonical reanalysis: the project's own analysis of each valid production, beside the checks.
 
-:func:`reanalyse_case` runs :func:`mdbench.analysis.pipeline.analyze_files` (numbers only) on links to the
+:func:`_reanalyse` runs :func:`mdbench.analysis.pipeline.analyze_files` (numbers only) on links to the
 run's production ``.tpr``/``.xtc``/``.edr`` placed in the audit directory, so nothing is written into the run.
 
 :class:`Reanalyses` runs them for all cases. Where the machine has a second CPU, one forked child process
@@ -32,20 +32,14 @@ from mdbench.audit.safeio import RunFS
 SERIAL_ENV = "MDBENCH_AUDIT_SERIAL"
 
 
-def reanalyse_case(run_fs: RunFS, case: str, files: tuple[str, str, str], out: Path, guard_ps: float | None,
-                   findings: list[Finding]) -> tuple[Any | None, dict[str, Any]]:
+def _reanalyse(run_fs: RunFS, case: str, files: tuple[str, str, str], out: Path, guard_ps: float | None,
+               findings: list[Finding]) -> tuple[Any | None, dict[str, Any], bool]:
     """Canonical reanalysis of one case's production ``files`` (run-relative tpr, xtc, edr).
 
     Returns the results document (``None`` when the analysis is unavailable or fails, with a finding appended
-    to ``findings``) and a short record of what ran (status, seconds, output folder).
+    to ``findings``), a short record of what ran (status, seconds, output folder), and whether the document is
+    the ``results.json`` the analysis wrote (the child then sends only that it is there).
     """
-    canon, info, _from_file = _reanalyse(run_fs, case, files, out, guard_ps, findings)
-    return canon, info
-
-
-def _reanalyse(run_fs: RunFS, case: str, files: tuple[str, str, str], out: Path, guard_ps: float | None,
-               findings: list[Finding]) -> tuple[Any | None, dict[str, Any], bool]:
-    """:func:`reanalyse_case`, and whether the document is the ``results.json`` the analysis wrote."""
     info: dict[str, Any] = {"case": case, "status": "skipped"}
     try:
         from mdbench.analysis.pipeline import analyze_files  # noqa: PLC0415
@@ -110,14 +104,12 @@ def _only_harmless_threads() -> bool:
 
 
 def _die_with(parent: int) -> None:
-    """Make the kernel end this (child) process when its parent ends, however the parent ends (a killed audit
-    leaves no analysis running for hours at paper size); Linux ``PR_SET_PDEATHSIG``."""
-    try:
-        import ctypes  # noqa: PLC0415
-        import ctypes.util  # noqa: PLC0415
+    """End this (child) process when the audit ends, however it ends: a killed audit leaves no analysis
+    running for hours at paper size (:func:`mdbench.sandbox.die_with_parent`)."""
+    from mdbench.sandbox import die_with_parent  # noqa: PLC0415
 
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        libc.prctl(1, ctypes.c_ulong(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    try:
+        die_with_parent(signal.SIGKILL)
     except (OSError, AttributeError):
         pass
     if os.getppid() != parent:  # the parent ended before the request took effect
@@ -217,7 +209,7 @@ class Reanalyses:
         if case not in self._done:
             files, guard = self.jobs[case]
             findings: list[Finding] = []
-            canon, info = reanalyse_case(self.run_fs, case, files, self.out, guard, findings)
+            canon, info, _from_file = _reanalyse(self.run_fs, case, files, self.out, guard, findings)
             self._done[case] = (canon, info, findings)
         return self._done[case]
 

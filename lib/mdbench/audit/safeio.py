@@ -271,6 +271,10 @@ class RunFS:
         if p.stat().st_size > MAX_HASH_BYTES:
             self.add("file_too_large", "file too large to checksum", rel, item=item)
             return None
+        return self._digest(p)
+
+    def _digest(self, p: Path) -> str:
+        """sha256 of ``p``, computed once per file version in this audit."""
         key = _version(p)
         if key not in self._hashes:
             self._hashes[key] = sha256_file(p)
@@ -284,9 +288,7 @@ class RunFS:
             try:
                 p = self._locate(rel)[0]
                 if p is not None and p.is_file() and p.stat().st_size <= MAX_HASH_BYTES:
-                    key = _version(p)
-                    if key not in self._hashes:
-                        self._hashes[key] = sha256_file(p)
+                    self._digest(p)
             except (OSError, TypeError, ValueError):
                 continue  # the real check reports it
 
