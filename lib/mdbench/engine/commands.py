@@ -114,6 +114,9 @@ def run(preset: str | None, bundle: Path | None, systems: tuple[str, ...], out: 
         cap = default_thread_cap()
     if threads > cap:
         raise InputError(f"--threads {threads} exceeds the thread cap {cap} (MDBENCH_THREAD_CAP, max 16)")
+    from mdbench.cli import check_out  # noqa: PLC0415
+
+    check_out(out)
     preset, bundle_arg = _preset_and_bundle(preset, bundle)
     out = out.resolve()
     analysis = analysis and THROUGH[through] is None

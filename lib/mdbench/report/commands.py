@@ -14,7 +14,9 @@ import click
 @click.option("--title", default="SAEO audit report", help="Page title.")
 def report(audit_dirs: tuple[Path, ...], out: Path, per_run: bool, title: str) -> None:
     """Render AUDIT_DIR... (each holding saeo.json) into ONE self-contained HTML page."""
+    from mdbench.cli import check_out  # noqa: PLC0415
     from mdbench.report.render import render_report  # noqa: PLC0415
 
+    check_out(out, is_file=True)
     path = render_report(list(audit_dirs), out, notebook="audit_run" if per_run else "aggregate", title=title)
     click.echo(f"report → {path}")

@@ -272,6 +272,19 @@ def reduce_files(tpr: str | Path, xtc: str | Path, **kwargs: Any) -> ReducedTraj
     for p in (tpr, xtc):
         if not Path(p).is_file():
             raise InputError("file not found; give an existing GROMACS file", str(p))
+    from mdbench.analysis.reduce.topology import read_tpr_topology
+    from mdbench.trajcheck import scan_xtc
+
+    try:  # the run input alone first, so an unreadable .tpr is named as such (not the .xtc)
+        n_top = read_tpr_topology(tpr).n_atoms
+    except Exception as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"not a readable GROMACS run input .tpr ({first_line}); give the production's .tpr",
+                         str(tpr)) from exc
+    n_traj = scan_xtc(xtc).n_atoms
+    if n_traj and n_traj != n_top:
+        raise InputError(f"{n_traj} atoms per frame, but the run input {tpr} has {n_top}; give the .tpr and "
+                         "the .xtc written from it", str(xtc))
     try:
         u = tpr_universe(tpr, xtc)
     except Exception as exc:  # MDAnalysis raises many types for unreadable files
