@@ -31,6 +31,16 @@ check_python() {
 
 register_kernel() {
   "$VENV/bin/python" -m ipykernel install --sys-prefix --name mdbench --display-name "Python (mdbench)" >/dev/null
+  # the kernel's own start-up log (e.g. "Kernel is running over TCP without encryption" on 127.0.0.1) is
+  # noise in every papermill run: only its errors reach the terminal
+  "$VENV/bin/python" - "$KERNEL" <<'PY'
+import json, sys
+path = sys.argv[1]
+spec = json.load(open(path))
+if "--IPKernelApp.log_level=ERROR" not in spec["argv"]:
+    spec["argv"].append("--IPKernelApp.log_level=ERROR")
+json.dump(spec, open(path, "w"), indent=1)
+PY
 }
 
 step "tools (gmx, packmol${1:+, $*})" bash scripts/ensure_tools.sh "$@"
@@ -40,7 +50,7 @@ else
   check_python
   step "$VENV (project + dev extras)" bash scripts/setup_venv.sh "$VENV" "$PYTHON" dev "$STAMP"
 fi
-if [ -f "$KERNEL" ] && [ "$KERNEL" -nt "$STAMP" ]; then
+if [ -f "$KERNEL" ] && [ "$KERNEL" -nt "$STAMP" ] && grep -q IPKernelApp.log_level "$KERNEL"; then
   skip "Jupyter kernel 'mdbench'"
 else
   step "Jupyter kernel 'mdbench'" register_kernel

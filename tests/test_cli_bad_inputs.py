@@ -18,28 +18,15 @@ from typing import Callable
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "audit"))
-import _runbuilder as rb  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parent))
+import _cli_fixtures  # noqa: E402
+from _cli_fixtures import rb  # noqa: E402
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def micro(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A tiny real run (water + NaCl, case W), its bundle, and a few hostile files beside them."""
-    if shutil.which("gmx") is None:
-        pytest.skip("needs gmx on PATH")
-    base = tmp_path_factory.mktemp("badinput")
-    bundle = rb.build_bundle(base / "bundle")
-    run = rb.build_run(base / "run")
-    prod = run / "cases" / rb.CASE / "prod"
-    # an xtc with fewer atoms than the tpr: the water only
-    sub = base / "water_only.xtc"
-    rb.gmx("trjconv", "-f", str(prod / "prod.xtc"), "-s", str(prod / "prod.tpr"), "-o", str(sub),
-           cwd=base, stdin="SOL\n")
-    audit = base / "audit"
-    from mdbench.audit import audit_run
-
-    audit_run(run, bundle, audit, reanalysis=False)
-    return {"base": base, "run": run, "bundle": bundle, "prod": prod, "water_xtc": sub, "audit": audit}
+    """The session's micro run, bundle and audit (tests/_cli_fixtures.py)."""
+    return _cli_fixtures.micro_dirs(tmp_path_factory)
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture, cwd: Path) -> tuple[int, str, str]:

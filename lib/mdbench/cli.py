@@ -61,6 +61,19 @@ def cli(verbose: int) -> None:
     """mdbench: run, audit and score molecular-dynamics studies."""
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    quiet_by_default(verbose)
+
+
+def quiet_by_default(verbose: int = 0) -> None:
+    """Silence third-party chatter that says nothing about the user's data (shown again with ``-v``):
+    MDAnalysis' import-time notice about optional netCDF4 (AMBER files, never used here)."""
+    if verbose:
+        return
+    import warnings
+
+    logging.getLogger("MDAnalysis").setLevel(logging.ERROR)  # its import logs the netCDF4 notice as WARNING
+    warnings.filterwarnings("ignore", message=r".*netCDF4 is not available.*")
+    warnings.filterwarnings("ignore", message=r".*[Nn]etCDF.*", module=r"MDAnalysis.*")
 
 
 def not_built(room: str, issue: str) -> click.Command:

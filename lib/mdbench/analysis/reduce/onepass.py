@@ -285,10 +285,18 @@ def reduce_files(tpr: str | Path, xtc: str | Path, **kwargs: Any) -> ReducedTraj
     if n_traj and n_traj != n_top:
         raise InputError(f"{n_traj} atoms per frame, but the run input {tpr} has {n_top}; give the .tpr and "
                          "the .xtc written from it", str(xtc))
-    try:
-        u = tpr_universe(tpr, xtc)
-    except Exception as exc:  # MDAnalysis raises many types for unreadable files
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"MDAnalysis cannot read the topology/trajectory pair ({first_line}); give the .tpr "
-                         "and the .xtc written from it", str(xtc)) from exc
-    return reduce_universe(u, source={"tpr": str(tpr), "xtc": str(xtc)}, **kwargs)
+    import os
+    import tempfile
+
+    # MDAnalysis caches frame offsets (.<name>_offsets.npz, .lock) beside the trajectory it opens: open it
+    # through a link in a private folder, so nothing is ever written next to the inputs (a run directory).
+    with tempfile.TemporaryDirectory(prefix="mdbench-offsets-") as private:
+        link = Path(private) / Path(xtc).name
+        os.symlink(os.path.realpath(xtc), link)
+        try:
+            u = tpr_universe(tpr, link)
+        except Exception as exc:  # MDAnalysis raises many types for unreadable files
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"MDAnalysis cannot read the topology/trajectory pair ({first_line}); give the .tpr "
+                             "and the .xtc written from it", str(xtc)) from exc
+        return reduce_universe(u, source={"tpr": str(tpr), "xtc": str(xtc)}, **kwargs)
