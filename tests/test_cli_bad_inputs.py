@@ -223,3 +223,12 @@ def test_an_escaping_oserror_is_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and str(blocker) in lines[0], proc.stderr
+
+
+def test_default_output_paths_are_relative_to_the_working_directory() -> None:
+    """`arena oracle --jobs-dir` writes under the working directory, not inside the checkout."""
+    from mdbench.arena.commands import arena
+
+    oracle = arena.get_command(None, "oracle")
+    jobs_dir = next(p for p in oracle.params if p.name == "jobs_dir")
+    assert not Path(jobs_dir.default).is_absolute()
