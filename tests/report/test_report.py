@@ -32,12 +32,12 @@ def test_data_and_figures_from_real_audits(audits):
     assert list(sc["composite_final"]) == [a.doc["composite"]["final"] for a in loaded]
     assert data.items(loaded).shape == (2, 21)
     ch = data.changed_items(loaded)
-    assert list(ch["item"]) == ["E5"] and list(ch["audit"]) == ["audit_hostile"]
+    assert list(ch["item"]) == ["E5 Consistency"] and list(ch["audit"]) == ["audit_hostile"]
     vals = data.repeat_values(loaded)
     assert set(vals["panel"]) >= {"density [kg/m^3]", "coordination number", "aggregates (AGG fraction)"}
     assert vals["value"].notna().all()
     states = data.observable_states(loaded)
-    assert (states["audit_state"].isin(["C", "SI", "F", "M", "invalid_upstream", "not_reached"])).all()
+    assert (states["group state (audit)"].isin(["C", "SI", "F", "M", "invalid_upstream", "not_reached"])).all()
     for fig in (figures.overall_scores(sc), figures.item_heatmap(data.items(loaded)),
                 figures.case_matrices(data.case_items(loaded, "Sim")), figures.repeat_consistency(vals)):
         assert isinstance(fig, Figure)

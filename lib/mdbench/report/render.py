@@ -8,6 +8,7 @@ escaped plain-text outputs.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -80,6 +81,7 @@ def render_report(audit_dirs: list[str | Path], out_html: str | Path, *, noteboo
     if name == "audit_run" and len(dirs) != 1:
         raise InputError("the per-run report (audit_run) takes exactly one audit directory")
     params = {"audit_dirs": dirs, "title": title} if name == "aggregate" else {"audit_dir": dirs[0], "title": title}
+    params["base_dir"] = os.getcwd()  # where a relative run_dir of an audit is resolved (the notebook runs elsewhere)
     render_notebook(NOTEBOOKS_DIR / f"{name}.ipynb", params, out_html, timeout_s=timeout_s,
                     keep_notebook=keep_notebook if keep_notebook is not None else False)
     return Path(out_html)

@@ -86,6 +86,24 @@ def value_text(entry: Any) -> str:
     return f"{v:.3g}" if hw is None else f"{v:.3g} ± {hw:.2g}"
 
 
+def fixed_by_ensemble(name: Any, entry: Any) -> bool:
+    """A volume or density held constant by the ensemble (NVT production: every block equal, half-width 0):
+    a constant of the protocol, not a converged estimate, so it is labelled so instead of C."""
+    if not isinstance(name, str) or not isinstance(entry, dict):
+        return False
+    if not any(k in name.lower() for k in ("density", "volume")):
+        return False
+    unc = entry.get("uncertainty") if isinstance(entry.get("uncertainty"), dict) else {}
+    return _num(unc.get("half_width_95")) == 0.0
+
+
+def state_text(name: Any, entry: Any) -> str:
+    """The state shown for a result everywhere in the report (tables and figures read this one function)."""
+    if fixed_by_ensemble(name, entry):
+        return "fixed by ensemble"
+    return str(entry.get("state") or "") if isinstance(entry, dict) else ""
+
+
 def results_table(case: CaseResults) -> pd.DataFrame:
     """Every result of one case: value ± 95 % half-width, unit, state and reason."""
     rows = []
@@ -93,12 +111,12 @@ def results_table(case: CaseResults) -> pd.DataFrame:
         if not isinstance(e, dict):
             continue
         rows.append({"result": str(name), "value ± 95 % CI": value_text(e), "unit": str(e.get("unit") or ""),
-                     "state": str(e.get("state") or ""), "reason": str(e.get("reason") or "")[:300]})
+                     "state": state_text(name, e), "reason": str(e.get("reason") or "")})
     return pd.DataFrame(rows, columns=["result", "value ± 95 % CI", "unit", "state", "reason"])
 
 
-def _cell(e: Any) -> str:
-    return "–" if not isinstance(e, dict) else f"{value_text(e)} ({e.get('state', '?')})"
+def _cell(e: Any, name: Any = None) -> str:
+    return "–" if not isinstance(e, dict) else f"{value_text(e)} ({state_text(name, e) or '?'})"
 
 
 def cross_system(cases: list[CaseResults]) -> pd.DataFrame:
@@ -138,7 +156,7 @@ def cross_system(cases: list[CaseResults]) -> pd.DataFrame:
     for name, label in sorted(names, key=lambda nl: (_rank(nl[0]), nl[0])) + order:
         row = {"quantity": label}
         for c in cases:
-            row[f"{c.case}" if len({x.run for x in cases}) == 1 else f"{c.run}/{c.case}"] = _cell(c.observables.get(name))
+            row[f"{c.case}" if len({x.run for x in cases}) == 1 else f"{c.run}/{c.case}"] = _cell(c.observables.get(name), name)
         rows.append(row)
     return pd.DataFrame(rows)
 
