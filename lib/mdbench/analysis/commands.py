@@ -111,6 +111,47 @@ def analyze_files(tpr: Path, xtc: Path, edr: Path, out_dir: Path, guard_ps: floa
               settings=settings, verbose=not no_progress, workers=workers)
     click.echo(f"{out_dir / 'results.json'} ({_summary(doc)})")
     _warn_partial_inputs(doc, xtc, edr)
+    if not (doc.get("energy") or {}):  # the library did not report on the energy file: check its coverage here
+        warning = energy_coverage_warning(edr, xtc)
+        if warning:
+            click.echo(f"warning: {warning}", err=True)
+
+
+def energy_coverage_warning(edr: Path, xtc: Path) -> str | None:
+    """One line when the energy file does not cover the trajectory's time interval (a cut or truncated
+    ``.edr``: thermodynamics and viscosity then rest on part of the run), else None.
+
+    The tolerance is one energy-output interval (the files' last frames need not coincide exactly).
+    """
+    import numpy as np
+
+    from mdbench.trajcheck import scan_xtc
+
+    try:
+        traj = scan_xtc(xtc)
+        first_x, last_x = traj.first_time_ps, traj.last_time_ps
+    except Exception:  # the trajectory's own problems are reported by the analysis
+        return None
+    try:
+        from mdbench.analysis.edrfile import Unsupported, read_edr
+
+        try:
+            times = read_edr(edr).time_ps
+        except Unsupported:
+            import pyedr
+
+            times = np.asarray(pyedr.edr_to_dict(str(edr))["Time"], dtype=float)
+    except Exception as exc:
+        return f"{edr}: energies not readable to the end ({type(exc).__name__}); thermodynamics and viscosity " \
+               "may rest on part of the run"
+    if first_x is None or last_x is None or len(times) == 0:
+        return None
+    step = float(np.median(np.diff(times))) if len(times) > 1 else 0.0
+    if times[-1] + step + 1e-6 < last_x or times[0] - step - 1e-6 > first_x:
+        return (f"{edr}: energies cover {times[0]:g}–{times[-1]:g} ps but the trajectory {xtc.name} runs "
+                f"{first_x:g}–{last_x:g} ps (energy file cut short?); thermodynamics and viscosity rest on the "
+                "covered part only — give the complete .edr of this production")
+    return None
 
 
 def _warn_partial_inputs(doc: dict, xtc: Path, edr: Path) -> None:
