@@ -73,6 +73,13 @@ def analyze(run_dir: Path, cases: tuple[str, ...], guard_ps: float | None, struc
                            settings=settings,
                            verbose=not no_progress, workers=workers)
         click.echo(f"{case}: analysis/{case}/results.json ({_summary(doc)})")
+        prod = run_dir / "cases" / case / "prod"
+        xtcs, edrs = sorted(prod.glob("*.xtc")), sorted(prod.glob("*.edr"))
+        _warn_partial_inputs(doc, xtcs[0] if xtcs else prod, edrs[0] if edrs else prod)
+        if not (doc.get("energy") or {}) and len(xtcs) == 1 and len(edrs) == 1:
+            warning = energy_coverage_warning(edrs[0], xtcs[0])
+            if warning:
+                click.echo(f"warning: {warning}", err=True)
 
 
 @click.command(name="analyze-files")
