@@ -89,6 +89,12 @@ def item_label(item: Any) -> Any:
     return f"{item} {ITEM_TITLES[item]}" if isinstance(item, str) and item in ITEM_TITLES else item
 
 
+def item_key() -> pd.DataFrame:
+    """The 21 items: code, dimension and criterion name (the key of every item heatmap and table)."""
+    return pd.DataFrame([{"item": i, "dimension": ITEM_DIMENSION[i], "criterion": ITEM_TITLES.get(i, "")}
+                         for i in ITEMS], columns=["item", "dimension", "criterion"])
+
+
 def scores(audits: list[Audit]) -> pd.DataFrame:
     """One row per audit: composite (preliminary, final) and dimension means (final)."""
     rows = []
