@@ -43,20 +43,18 @@ from typing import Any
 
 import numpy as np
 
-from mdbench.analysis.blocks import T_975_DOF3
+from mdbench.analysis.adequacy import PRECISION, TREND, PrecisionBound
 from mdbench.analysis.states import NOT_ESTIMABLE
 from mdbench.analysis.observables import AUDIT_GROUPS, CONDUCTIVITY, SELF_DIFFUSION_GROUP, audit_group
 from mdbench.analysis.observables import targets as registry_targets
 from mdbench.audit.bundle import Bundle
 from mdbench.audit.model import PER_OBSERVABLE_ITEMS, Check, Evidence, Judgment, ObservableAssessment
+from mdbench.audit.rulebook import (R5_REL_TOL, audit_state, backstop, r5_agrees, r5_interval,  # noqa: F401
+                                     tplus_conventions)
 from mdbench.audit.runread import (OBSERVABLE_GROUPS, Entry, RunData, as_entry, group_entries, json_pointer,
                                    match_target, read_recorded_curve, target_entries_first, tokens)
 from mdbench.audit.transport import (BETA_MARGIN, Refit, WindowRefit, compare_curves, curve_diffusion, declared_frame,
                                      reported_window, same_window)
-
-#: R5 relative tolerance added when block intervals are too narrow.
-R5_REL_TOL = 0.05
-
 
 @functools.lru_cache(maxsize=1)
 def analysis_settings() -> Any:
@@ -98,46 +96,6 @@ def _too_short(e: Entry) -> str | None:
     diag = e.raw.get("diagnostics") if isinstance(e.raw, dict) else None
     short = diag.get("too_short") if isinstance(diag, dict) else None
     return str(short) if short else None
-
-def r5_interval(canonical_value: float, canonical_blocks: list[float | None] | None) -> float:
-    """Half-width of the R5 acceptance interval around a canonical value.
-
-    :math:`h = \\max(t_{0.975,3}\\, s_b / \\sqrt{4},\\ 0.05\\,|x_c|)` with :math:`s_b` the sample standard
-    deviation of the four canonical block values (the 5 % relative tolerance is used when the block
-    interval is narrower).
-    """
-    hw = 0.0
-    if canonical_blocks and len(canonical_blocks) >= 2 and all(
-            b is not None and math.isfinite(b) for b in canonical_blocks):
-        arr = np.asarray(canonical_blocks, dtype=np.float64)
-        hw = T_975_DOF3 * float(arr.std(ddof=1)) / math.sqrt(arr.size)
-    return max(hw, R5_REL_TOL * abs(canonical_value))
-
-
-def r5_agrees(reported: float, canonical_value: float, canonical_blocks: list[float | None] | None) -> bool:
-    """True when ``reported`` lies inside the R5 interval of the canonical estimate."""
-    return abs(reported - canonical_value) <= r5_interval(canonical_value, canonical_blocks) + 1e-300
-
-
-def tplus_conventions(L_pp: float, L_mm: float, L_pm: float) -> dict[str, float]:
-    """Transference number of a 1:1 salt under the correct and the mixed-up convention.
-
-    With unweighted Onsager coefficients :math:`L^{ij}` (the charge magnitude cancels for a 1:1 salt)
-
-    .. math:: t_+ = \\frac{L^{++} - L^{+-}}{L^{++} + L^{--} - 2L^{+-}}
-
-    Feeding signed-charge-weighted coefficients (:math:`\\sigma_{+-} \\propto -L^{+-}`) into this
-    unweighted formula — or unweighted ones into the weighted formula — gives
-
-    .. math:: t_+^{\\mathrm{mix}} = \\frac{L^{++} + L^{+-}}{L^{++} + L^{--} + 2L^{+-}}
-
-    which still satisfies :math:`t_+ + t_- = 1`. See ANALYSIS.md (transference number trap).
-    """
-    den = L_pp + L_mm - 2.0 * L_pm
-    den_mix = L_pp + L_mm + 2.0 * L_pm
-    return {"correct": (L_pp - L_pm) / den if den != 0 else math.nan,
-            "mixed": (L_pp + L_pm) / den_mix if den_mix != 0 else math.nan}
-
 
 def onsager_from(raw: dict[str, Any]) -> tuple[float, float, float] | None:
     """Unweighted (L++, L--, L+-) from an entry's ``onsager`` block (signed-charge weighting undone)."""
@@ -305,6 +263,7 @@ CODES: dict[str, str] = {
     "window_too_short": "sampling",
     "run_sampling_check_failed": "sampling",
     "block_half_width": "sampling",
+    "block_trend": "sampling",
     "msd_exponent_outside": "sampling",
     "plateau_not_reached": "sampling",
     "run_regime_check_failed": "sampling",
@@ -634,14 +593,15 @@ def _numeric_checks(chosen: list[Entry], extra: list[Entry], path: str) -> list[
     """Non-finite values, incomplete deliveries, failures the run recorded; a too-short window is SI."""
     out: list[Check] = []
     for e in chosen:
-        if _withheld(e) is not None:
-            out.append(_check("value_withheld", f"{e.key}: value withheld ({_withheld(e)[:160]})", e, path=path))
-            continue
-        short = _too_short(e)
+        withheld, short = _withheld(e), _too_short(e)
+        if withheld is not None:
+            out.append(_check("value_withheld", f"{e.key}: value withheld ({withheld[:160]})", e, path=path))
         if short and not (e.finite_value and not e.nonfinite_blocks()):
-            # the estimator says the window is shorter than it needs: a sampling shortfall, not a fault
+            # the estimator says the window is shorter than it needs: a sampling shortfall, not a fault (the
+            # analysis' rule 6 comes before its rule 5: too short and withheld is SI)
             out.append(_check("window_too_short", f"{e.key}: no finite value, window too short ({short[:120]})", e,
                               path=path))
+        if withheld is not None or (short and not (e.finite_value and not e.nonfinite_blocks())):
             continue
         if e.value is not None and not math.isfinite(e.value):
             out.append(_check("nonfinite_value", f"{e.key}: non-finite whole-interval value", e, path=path))
@@ -915,7 +875,7 @@ def recorded_curve_checks(g: Any, chosen: list[Entry], run: RunData, case: str, 
         canon = refit.msd(species) if refit is not None and species else None
         if canon is None:
             continue
-        cmp = compare_curves(curve.lag_ps, curve.msd_nm2, canon, window, R5_REL_TOL, T_975_DOF3)
+        cmp = compare_curves(curve.lag_ps, curve.msd_nm2, canon, window, R5_REL_TOL)
         if cmp is None:
             out.append(_check("recorded_curve_not_compared", f"{e.key}: recorded MSD ({src}) shares fewer than three "
                               "lags with the trajectory's; not compared", e, path=path))
@@ -1031,13 +991,16 @@ def _sampling_checks(g: Any, chosen: list[Entry], path: str,
                               e, path=path))
         if own is None and limits != (None, None) and e.blocks and len(e.blocks) >= 4 and not e.nonfinite_blocks() \
                 and e.finite_value and e.value != 0 and not fluctuates_about_zero:
-            arr = np.asarray(e.blocks, dtype=np.float64)
-            hw = T_975_DOF3 * float(arr.std(ddof=1)) / 2.0
-            rel = hw / abs(e.value)
-            rel_max, abs_ok = limits
-            if not (abs_ok is not None and hw <= abs_ok) and (rel_max is None or rel > rel_max):
-                out.append(_check("block_half_width", f"{e.key}: block 95 % half-width {hw:.3g} ({100 * rel:.0f} % "
-                                  f"of the value) beyond the registered limit", e, path=path))
+            # the analysis' adequacy rule (precision and block trend) on the reported blocks
+            unit = e.raw.get("unit", e.raw.get("units", "")) if isinstance(e.raw, dict) else ""
+            verdict = backstop(e.value, e.blocks, str(unit or ""), PrecisionBound(*limits),
+                               float(analysis_settings().block_trend_alpha))
+            ok, why = verdict[PRECISION]
+            if not ok:
+                out.append(_check("block_half_width", f"{e.key}: {why} (beyond the registered limit)", e, path=path))
+            ok, why = verdict[TREND]
+            if not ok:
+                out.append(_check("block_trend", f"{e.key}: the blocks drift: {why}", e, path=path))
         beta_name = next((n for n in ("beta", "msd_exponent", "charge_msd_beta") if _declared(e, n) is not None),
                          None)
         beta = _declared(e, beta_name) if beta_name else None
@@ -1061,25 +1024,8 @@ def _sampling_checks(g: Any, chosen: list[Entry], path: str,
 
 
 def _state(checks: list[Check], missing: list[str]) -> tuple[str, str]:
-    """The group's state from the severities of its checks (rules 2–6 of the module docstring)."""
-    def said(*severities: str) -> list[str]:
-        return [c.message for c in checks if c.severity in severities]
-
-    if missing:
-        return "M", f"missing targets: {', '.join(missing)}"
-    if said("definition", "implementation"):
-        return "F", "; ".join(said("definition") + said("implementation"))
-    if said("incomplete"):
-        return "M", "; ".join(said("incomplete"))
-    if said("withheld"):
-        return NOT_ESTIMABLE, "; ".join(said("withheld"))
-    if said("sampling"):
-        return "SI", "; ".join(said("sampling"))
-    compared = sum(c.code == "agrees_with_canonical" for c in checks)
-    not_compared = [c.message for c in checks if c.code == "definition_differs_from_canonical"]
-    return "C", "estimator delivered, finite, blocks consistent" + (
-        f", {compared} value(s) inside the canonical R5 interval" if compared else "") + (
-        "; " + "; ".join(not_compared) if not_compared else "")
+    """The group's state from its checks by the analysis' own classifier (:func:`~mdbench.audit.rulebook.audit_state`)."""
+    return audit_state(checks, missing)
 
 
 def _ratings(g: Any, checks: list[Check], regs: list[dict], usable: list[Entry],
