@@ -723,6 +723,7 @@ class YehHummerEstimator(EstimatorBase):
     joins both inputs' checks; without a usable η (none delivered, or not positive) it is not estimable."""
 
     inputs = ("trajectory", "products.diffusion", "products.temperature_K")
+    optional_inputs = ("products.viscosity",)
 
     def compute(self) -> Estimate:
         c, entry = self.case, self.entries[0]

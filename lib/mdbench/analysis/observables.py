@@ -143,6 +143,11 @@ class Observable:
     null_means_none : bool
         A null value (or block value) means "none by the registered rule" (no first minimum in a g(r)),
         not a non-finite number; such a result can be accepted (C) without a value.
+    products : tuple of str
+        What its estimator shares with later estimators (:attr:`mdbench.analysis.estimator.Estimate.products`);
+        an estimator that reads ``products.<name>`` runs after the entry declaring ``<name>``
+        (:func:`mdbench.analysis.pipeline.estimator_plan`), and one that reads a product it did not declare
+        is refused.
     """
 
     name: str
@@ -160,6 +165,7 @@ class Observable:
     block_bars: str | None = None
     details_section: str | None = None
     null_means_none: bool = False
+    products: tuple[str, ...] = ()
 
     def key(self, *qualifiers: str) -> str:
         """The result name of one member: ``key("LI")`` → ``self_diffusion/LI``."""
@@ -231,11 +237,12 @@ THERMO = Observable(
     "mdbench.analysis.thermo:ThermoEstimator", "analysis_guard_and_blocks", _STAGE + "50_thermo",
     required=True,
     targets={ANY_CASE: _THERMO_MEMBERS}, placeholders=_THERMO_MEMBERS,
-    figure=BLOCK_BARS_FIGURE, block_bars=r"^thermo/density")
+    figure=BLOCK_BARS_FIGURE, block_bars=r"^thermo/density", products=("temperature_K",))
 RDF = Observable(
     "rdf", "rdf", "coordination", "nm", "first minimum of each species-resolved g(r) around the cations",
     "mdbench.analysis.rdf:RdfEstimator", "analysis_rdf_coordination", _STAGE + "51_structure",
-    required=True, figure="rdf", details_section="structure", null_means_none=True)
+    required=True, figure="rdf", details_section="structure", null_means_none=True,
+    products=("rdf_results", "cutoffs", "cutoff_rules"))
 COORDINATION = Observable(
     "coordination", "structure", "coordination", "molecules per centre",
     "distinct partner molecules in the first shell (first minimum and fixed cutoff), per site channel",
@@ -249,13 +256,13 @@ ASSOCIATION = Observable(
     "free/SSIP, CIP and AGG fractions per anion and the largest cluster",
     "mdbench.analysis.association:AssociationEstimator", "analysis_contacts_clusters",
     _STAGE + "52_association", required=True, targets={ANY_CASE: ("cip", "agg")}, figure="clusters",
-    block_bars=r"/CIP$", details_section="association")
+    block_bars=r"/CIP$", details_section="association", products=("contacts",))
 SELF_DIFFUSION = Observable(
     "self_diffusion", "self_diffusion", "self_diffusion", "m^2/s", "self-diffusion coefficient D of each species",
     "mdbench.analysis.diffusion:SelfDiffusionEstimator", "analysis_fitting_rules", _STAGE + "53_diffusion",
     required=True,
     targets={"DE": ("li", "fsi", "dmc"), "HCE": ("li", "fsi", "dmc"), "LHCE": ("li", "fsi", "dmc", "tte")},
-    figure="msd", block_bars=r"^self_diffusion/")
+    figure="msd", block_bars=r"^self_diffusion/", products=("diffusion",))
 CONDUCTIVITY = Observable(
     "conductivity", "conductivity", "conductivity", "S/m",
     "ionic conductivity with cross-correlations (sigma), Nernst-Einstein sigma_NE and ionicity",
@@ -270,7 +277,7 @@ TRANSFERENCE = Observable(
 VISCOSITY = Observable(
     "viscosity", "viscosity", "viscosity", "mPa s", "shear viscosity (Green-Kubo, five traceless components)",
     "mdbench.analysis.viscosity:ViscosityEstimator", "analysis_fitting_rules", _STAGE + "54_viscosity",
-    required=True, figure="viscosity_gk", block_bars=r"^viscosity$")
+    required=True, figure="viscosity_gk", block_bars=r"^viscosity$", products=("viscosity",))
 SELF_DIFFUSION_YH = Observable(
     "self_diffusion_yeh_hummer", "self_diffusion_yeh_hummer", "self_diffusion", "m^2/s",
     "finite-size corrected D of each species (Yeh-Hummer, the case's own eta and box length): an additional "
@@ -288,7 +295,8 @@ CONTACT_LIFETIME = Observable(
     "mdbench.analysis.residence:ContactLifetimeEstimator", "analysis_shell_dynamics",
     _STAGE + "56_shell_dynamics", figure="shell_dynamics")
 
-#: Every observable, in the order the pipeline runs their estimators.
+#: Every observable. The pipeline runs their estimators in the order their declared inputs and products
+#: require (:func:`mdbench.analysis.pipeline.estimator_plan`), this order where nothing requires another.
 REGISTRY: tuple[Observable, ...] = (THERMO, RDF, COORDINATION, ASSOCIATION, SELF_DIFFUSION, CONDUCTIVITY,
                                     TRANSFERENCE, VISCOSITY, SELF_DIFFUSION_YH, RESIDENCE_TIME, CONTACT_LIFETIME)
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from mdbench.analysis import observables as registry
 from mdbench.analysis.concurrency import ForkedCall, hash_in_background
+from mdbench.analysis.estimator import CaseInputs, declared_products
 from mdbench.analysis.settings import AnalysisSettings, registration_definitions
 from mdbench.errors import InputError, MdbenchError
 from mdbench.record.store import run_relative, sha256_file
@@ -142,16 +143,44 @@ def _obs(category: str, payload: dict[str, Any], *, definition: str, registratio
     }
 
 
-def estimator_plan() -> list[tuple[type, tuple[registry.Observable, ...]]]:
-    """(estimator class, the registry entries it serves) in the order of the registry (each class once)."""
+def estimator_plan(entries: tuple[registry.Observable, ...] | None = None
+                   ) -> list[tuple[type, tuple[registry.Observable, ...]]]:
+    """(estimator class, the registry entries it serves), each class once, in dependency order.
+
+    An estimator that reads ``products.<name>`` (its ``inputs`` or ``optional_inputs``) runs after the
+    estimator whose registry entries declare the product ``<name>``; where nothing orders two estimators
+    the registry's order stands (a stable topological sort). A product read that no entry declares, two
+    entries declaring one product, or a cycle is an error naming them.
+    """
     served: dict[str, list[registry.Observable]] = {}
-    for entry in registry.REGISTRY:
+    for entry in registry.REGISTRY if entries is None else entries:
         served.setdefault(entry.estimator, []).append(entry)
-    plan = []
-    for path, entries in served.items():
+    nodes = []
+    for path, group in served.items():
         module, _, name = path.partition(":")
-        plan.append((getattr(importlib.import_module(module), name), tuple(entries)))
-    return plan
+        nodes.append((getattr(importlib.import_module(module), name), tuple(group)))
+    maker: dict[str, int] = {}
+    for i, (cls, group) in enumerate(nodes):
+        for product in (p for e in group for p in e.products):
+            if product in maker and maker[product] != i:
+                raise ValueError(f"product {product!r} is declared by {nodes[maker[product]][0].__name__} and "
+                                 f"{cls.__name__}; one registry entry declares each product")
+            maker[product] = i
+    needs = []
+    for cls, _group in nodes:
+        unknown = [p for p in declared_products(cls) if p not in maker]
+        if unknown:
+            raise ValueError(f"{cls.__name__} reads {', '.join('products.' + p for p in unknown)}, which no "
+                             "registry entry declares in its products")
+        needs.append({maker[p] for p in declared_products(cls)})
+    order: list[int] = []
+    while len(order) < len(nodes):
+        ready = [i for i in range(len(nodes)) if i not in order and needs[i] <= set(order)]
+        if not ready:
+            left = [nodes[i][0].__name__ for i in range(len(nodes)) if i not in order]
+            raise ValueError(f"the estimators {', '.join(left)} read each other's products (a cycle)")
+        order.append(ready[0])
+    return [nodes[i] for i in order]
 
 
 def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: str | Path, *,
@@ -191,7 +220,6 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     """
     from mdbench.analysis import reduce
     from mdbench.analysis.blocks import block_windows
-    from mdbench.analysis.estimator import CaseInputs
     from mdbench.analysis.results import write_figures, write_validated_results
     from mdbench.analysis.states import C, classify_observable
     from mdbench.trajcheck import complete_frames  # issue 25
@@ -248,6 +276,10 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     for estimator_class, entries in estimator_plan():
         estimator = estimator_class(inputs, entries)
         result = estimator.run()
+        undeclared = set(result.products) - {p for e in entries for p in e.products}
+        if undeclared:
+            raise ValueError(f"{estimator_class.__name__} shares {', '.join(sorted(undeclared))} without declaring "
+                             "it in the products of its registry entries")
         inputs.products.update(result.products)
         figure_data.update(result.figure_data)
         for name, content in result.sections.items():
