@@ -212,6 +212,18 @@ class EstimatorBase:
         """Subclasses: the results of this estimator."""
         raise NotImplementedError
 
+    @classmethod
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
+        """Its part of the registered definitions: registration kind → {key: text or value}, all read from
+        ``settings`` (merged by :func:`mdbench.analysis.settings.registration_definitions`; none by default)."""
+        return {}
+
+    @classmethod
+    def figures(cls, estimate: Estimate, settings: AnalysisSettings) -> dict[str, Any]:
+        """Its figures: figure name (the registry entry's ``figure``) → matplotlib Figure, drawn from the
+        :class:`Estimate` it returned (saved by :func:`mdbench.analysis.results.write_figures`; none by default)."""
+        return {}
+
     def run(self) -> Estimate:
         """Compute and keep the results (``self.results``)."""
         self.results = self.compute()

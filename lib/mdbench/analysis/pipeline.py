@@ -273,6 +273,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     observables: dict[str, dict[str, Any]] = {}
     sections: dict[str, Any] = {}
     figure_data: dict[str, Any] = {}
+    drawn: list[tuple[type, Any]] = []
     for estimator_class, entries in estimator_plan():
         estimator = estimator_class(inputs, entries)
         result = estimator.run()
@@ -282,6 +283,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
                              "it in the products of its registry entries")
         inputs.products.update(result.products)
         figure_data.update(result.figure_data)
+        drawn.append((estimator_class, result))
         for name, content in result.sections.items():
             if isinstance(sections.get(name), dict) and isinstance(content, dict):
                 sections[name].update(content)
@@ -326,7 +328,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     }
     doc["trajectory"] = frames.integrity.to_dict()  # issue 25: complete frames used, truncation stated
     if figures:
-        doc["figures"] = write_figures(out, observables=observables, settings=settings, **figure_data)
+        doc["figures"] = write_figures(out, observables=observables, settings=settings, drawn=drawn, **figure_data)
     doc["superseded_results"] = _archive_superseded(out, reg_ids)
     write_validated_results(out / "results.json", doc)
     if rec is not None:

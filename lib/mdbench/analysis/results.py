@@ -121,7 +121,8 @@ def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any =
                   rdfs: dict[str, Any] | None = None, cutoffs: dict[str, float] | None = None,
                   diffusion: dict[str, Any] | None = None, green_kubo: Any = None,
                   clusters: dict[str, Any] | None = None, lifetimes: list[Any] | None = None,
-                  contact_lifetimes: list[Any] | None = None, **_unused: Any) -> dict[str, str]:
+                  contact_lifetimes: list[Any] | None = None, drawn: list[tuple[type, Any]] | None = None,
+                  **_unused: Any) -> dict[str, str]:
     """PNG figures: RDFs with minima, MSD with fit window and β, GK running integral with plateau, cluster
     histogram, the residence-time and contact-lifetime correlation functions, block bars (:func:`mdbench.report.figures.block_bars`), each under the figure name of its
     registry entry. ``settings`` gives the registered limits drawn (first-minimum search limit, accepted β).
@@ -210,6 +211,9 @@ def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any =
             ax.legend(fontsize=6)
         axes[0].set_ylabel("C(t)")
         save(fig, registry.RESIDENCE_TIME.figure)
+    for cls, estimate in drawn or []:  # figures an estimator draws itself (EstimatorBase.figures)
+        for name, fig in cls.figures(estimate, settings).items():
+            save(fig, name)
     names = [k for k in registry.block_bar_names(list(observables)) if observables[k].get("blocks")
              and observables[k].get("value") is not None and any(b is not None for b in observables[k]["blocks"])]
     if names:

@@ -216,7 +216,24 @@ def _check_type(key: str, value: Any, hint: Any, path: Path) -> None:
 
 # --------------------------------------------------------------------------------------------- registrations
 def registration_definitions(settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
-    """The definitions registered before any result, keyed by registration kind (all read from ``settings``)."""
+    """The definitions registered before any result, keyed by registration kind (all read from ``settings``):
+    the shared ones below, then each registered estimator's own (:meth:`EstimatorBase.definition
+    <mdbench.analysis.estimator.EstimatorBase.definition>`), merged in registry order."""
+    import importlib
+
+    from mdbench.analysis.observables import REGISTRY
+
+    out = _shared_definitions(settings)
+    for path in dict.fromkeys(e.estimator for e in REGISTRY):
+        module, _, name = path.partition(":")
+        own = getattr(getattr(importlib.import_module(module), name), "definition", None)
+        for kind, fields in (own(settings) if own is not None else {}).items():
+            out.setdefault(kind, {}).update(fields)
+    return out
+
+
+def _shared_definitions(settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
+    """The definitions shared by several estimators (guard and blocks, selections, fitting rules, ...)."""
     from mdbench.analysis.blocks import BLOCK_DEFINITION
     from mdbench.analysis.observables import VISCOSITY
     from mdbench.analysis.rdf import first_min_rule
