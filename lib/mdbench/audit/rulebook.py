@@ -141,7 +141,7 @@ def tplus_conventions(L_pp: float, L_mm: float, L_pm: float) -> dict[str, float]
     --------
     >>> t = tplus_conventions(1.0, 2.0, 0.5)
     >>> round(t["correct"], 4), round(t["mixed"], 4)
-    (0.25, 0.3)
+    (0.25, 0.375)
     """
     try:
         chk = transference_conventions([[L_pp, L_pm], [L_pm, L_mm]], ("CAT", "AN"), {"CAT": 1.0, "AN": -1.0},
