@@ -40,12 +40,10 @@ def write(out: Path, cache: Path) -> None:
 
     tiny = out / "tiny"
     bundle = rb.build_bundle(tiny / "bundle")
-    run = rb.build_run(tiny / "run") if not (cache / "tiny" / "run").is_dir() else cache / "tiny" / "run"
-    if not (cache / "tiny" / "run").is_dir():
-        import shutil
-
-        shutil.copytree(run, cache / "tiny" / "run", symlinks=True)
-    audit_run(cache / "tiny" / "run", bundle, tiny / "audit", reanalysis=True)
+    run = cache / "tiny" / "run"
+    if not run.is_dir():  # built once, then audited by every checkout
+        rb.build_run(run)
+    audit_run(run, bundle, tiny / "audit", reanalysis=True)
     md = cache / "micro" / "md"
     if not (md / "prod.gro").is_file():
         peers._produce(cache / "micro")
@@ -57,6 +55,9 @@ def write(out: Path, cache: Path) -> None:
 def _volatile(key: str) -> bool:
     k = key.lower()
     return any(w in k for w in VOLATILE)
+
+
+ROOTS: list[tuple[str, str]] = []
 
 
 def diff(a: Any, b: Any, where: str = "") -> list[str]:
@@ -79,6 +80,9 @@ def diff(a: Any, b: Any, where: str = "") -> list[str]:
             return [f"{where}: item {json.dumps(x)[:200]} gone" for x in a
                     if json.dumps(x, sort_keys=True) not in keyed and not _similar(x, b)]
         return [d for i, (x, y) in enumerate(zip(a, b)) for d in diff(x, y, f"{where}[{i}]")]
+    if isinstance(a, str) and isinstance(b, str):
+        for x, y in ROOTS:
+            a = a.replace(x, y)
     if a != b and not (isinstance(a, float) and isinstance(b, float) and a != a and b != b):
         return [f"{where}: {json.dumps(a)[:160]} -> {json.dumps(b)[:160]}"]
     return []
@@ -90,6 +94,7 @@ def _similar(x: Any, b: list) -> bool:
 
 def compare(before: Path, after: Path) -> int:
     found = 0
+    ROOTS.append((str(before), str(after)))
     for p in sorted(before.rglob("*.json")):
         rel = p.relative_to(before)
         q = after / rel
