@@ -351,10 +351,18 @@ CONTACT_LIFETIME = Observable(
     "mdbench.analysis.residence:ContactLifetimeEstimator", "analysis_shell_dynamics",
     _STAGE + "56_shell_dynamics", figure="shell_dynamics", report_rank=6,
     members=(Member(r"", "contact lifetime {q} [ps]"),))
+SPECIATION = Observable(
+    "speciation", "speciation", "coordination", "fraction of cations",
+    "Li+ first-shell composition: fractions of the most frequent (n_FSI, n_DMC, n_TTE, ...) species",
+    "mdbench.analysis.speciation:SpeciationEstimator", "analysis_speciation", _STAGE + "51_structure",
+    figure="speciation", report_rank=1, members=(Member(r"", "Li+ first shell {q} (fraction of cations)"),),
+    evidence="Li+ first-shell species (speciation) with their block 95 % intervals")
+
 #: Every observable. The pipeline runs their estimators in the order their declared inputs and products
 #: require (:func:`mdbench.analysis.pipeline.estimator_plan`), this order where nothing requires another.
 REGISTRY: tuple[Observable, ...] = (THERMO, RDF, COORDINATION, ASSOCIATION, SELF_DIFFUSION, CONDUCTIVITY,
-                                    TRANSFERENCE, VISCOSITY, SELF_DIFFUSION_YH, RESIDENCE_TIME, CONTACT_LIFETIME)
+                                    TRANSFERENCE, VISCOSITY, SELF_DIFFUSION_YH, RESIDENCE_TIME, CONTACT_LIFETIME,
+                                    SPECIATION)
 
 
 # --------------------------------------------------------------------------------------------- look-ups
