@@ -21,7 +21,8 @@ def test_every_product_is_made_before_it_is_read():
     plan = estimator_plan()
     made: set[str] = set()
     for cls, entries in plan:
-        reads = [n.split(".", 1)[1] for n in cls.inputs + getattr(cls, "optional_inputs", ()) if n.startswith("products.")]
+        names = cls.inputs + getattr(cls, "optional_inputs", ())
+        reads = [n.split(".", 1)[1] for n in names if n.startswith("products.")]
         assert set(reads) <= made, (cls.__name__, reads, made)
         made |= {p for e in entries for p in e.products}
 

@@ -192,7 +192,7 @@ DIRECT_MSD_MAX_WORK = 4_000
 def _default_threads() -> int:
     """The project's CPU thread cap (usable cores or ``$MDBENCH_THREAD_CAP``), at most 4 (the FFT sums
     stop scaling there)."""
-    from mdbench.engine.threads import default_thread_cap
+    from mdbench.threads import default_thread_cap
 
     return max(1, min(default_thread_cap(), 4))
 

@@ -124,7 +124,9 @@ def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any =
                   contact_lifetimes: list[Any] | None = None, drawn: list[tuple[type, Any]] | None = None,
                   **_unused: Any) -> dict[str, str]:
     """PNG figures: RDFs with minima, MSD with fit window and β, GK running integral with plateau, cluster
-    histogram, the residence-time and contact-lifetime correlation functions, block bars (:func:`mdbench.report.figures.block_bars`), each under the figure name of its
+    histogram, the residence-time and contact-lifetime correlation functions, block bars
+    (:func:`mdbench.report.figures.block_bars`), and what each estimator draws itself (``drawn``:
+    :meth:`EstimatorBase.figures <mdbench.analysis.estimator.EstimatorBase.figures>`), each under the figure name of its
     registry entry. ``settings`` gives the registered limits drawn (first-minimum search limit, accepted β).
     Returns name → file name (relative to ``out_dir``)."""
     import matplotlib
@@ -217,7 +219,8 @@ def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any =
     names = [k for k in registry.block_bar_names(list(observables)) if observables[k].get("blocks")
              and observables[k].get("value") is not None and any(b is not None for b in observables[k]["blocks"])]
     if names:
-        save(block_bars(observables_frame({"observables": {k: observables[k] for k in names}})), registry.BLOCK_BARS_FIGURE)
+        frame = observables_frame({"observables": {k: observables[k] for k in names}})
+        save(block_bars(frame), registry.BLOCK_BARS_FIGURE)
     return figs
 
 
@@ -442,6 +445,10 @@ def record_group_states(run_dir: str | Path, cases: list[str]) -> dict[str, dict
     return summary
 
 
+def _fmt(v: Any) -> str:
+    return f"{v:.6g}" if isinstance(v, (int, float)) and math.isfinite(v) else "n/a"
+
+
 def write_report(run_dir: str | Path, cases: list[str]) -> str:
     """Write ``report.md``: claimed outcome, per-case results with uncertainty and state, conventions.
 
@@ -477,8 +484,7 @@ def write_report(run_dir: str | Path, cases: list[str]) -> str:
         for name, o in sorted((doc.get("observables") or {}).items()):
             value = o.get("value")
             hw = (o.get("uncertainty") or {}).get("half_width_95")
-            fmt = (lambda v: f"{v:.6g}" if isinstance(v, (int, float)) and math.isfinite(v) else "n/a")
-            lines.append(f"| {name} | {fmt(value)} | {fmt(hw)} | {o.get('unit', '')} | {o.get('state', '')} |")
+            lines.append(f"| {name} | {_fmt(value)} | {_fmt(hw)} | {o.get('unit', '')} | {o.get('state', '')} |")
         lines.append("")
     target = run_dir / "report.md"
     target.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -175,7 +175,8 @@ def _read_flat(path: Path) -> dict[str, Any]:
 
     doc = load_yaml(path) or {}
     if not isinstance(doc, dict):
-        raise InputError("an analysis settings file is a mapping of sections (guard_and_blocks, rdf_and_coordination, ...)",
+        raise InputError("an analysis settings file is a mapping of sections (guard_and_blocks, "
+                         "rdf_and_coordination, ...)",
                          str(path))
     hints = typing.get_type_hints(AnalysisSettings)
     where = {f.name: f.metadata["section"] for f in dataclasses.fields(AnalysisSettings)}

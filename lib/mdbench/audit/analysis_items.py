@@ -420,7 +420,8 @@ def _canonical_ne(canonical_results: Any) -> Entry | None:
 
 
 def _self_diffusion_values(others: dict[str, dict[str, Entry]]) -> list[tuple[str, float]]:
-    return [(k, e.value) for k, e in (others.get(SELF_DIFFUSION_GROUP.name) or {}).items() if e.finite_value and e.value > 0]
+    found = (others.get(SELF_DIFFUSION_GROUP.name) or {}).items()
+    return [(k, e.value) for k, e in found if e.finite_value and e.value > 0]
 
 
 def surrogate_checks(g: Any, chosen: list[Entry], others: dict[str, dict[str, Entry]],
@@ -464,7 +465,8 @@ def surrogate_checks(g: Any, chosen: list[Entry], others: dict[str, dict[str, En
                 why.append(f"σ = {e.value:.4g} S/m equals the canonical Nernst–Einstein σ_NE = {ne[0].value:.4g} S/m, "
                            f"not the collective σ = {full[0].value:.4g} S/m")
         if why:
-            out.append(_check("surrogate_definition", f"{e.key} is a self-diffusion surrogate delivered as the required "
+            out.append(_check("surrogate_definition", f"{e.key} is a self-diffusion surrogate delivered as the "
+                              "required "
                               f"{g.title.lower()}: " + "; ".join(why), e, path=path))
     return out
 
@@ -614,7 +616,8 @@ def _numeric_checks(chosen: list[Entry], extra: list[Entry], path: str) -> list[
         if not e.blocks or len(e.blocks) < 4:
             out.append(_check("four_block_analysis_missing", f"{e.key}: four-block analysis missing", e, path=path))
     for e in extra:  # other delivered entries of the group: non-finite values
-        if not _too_short(e) and not _withheld(e) and (e.value is not None and not math.isfinite(e.value) or e.nonfinite_blocks()):
+        nonfinite = e.value is not None and not math.isfinite(e.value) or e.nonfinite_blocks()
+        if not _too_short(e) and not _withheld(e) and nonfinite:
             out.append(_check("nonfinite_value", f"{e.key}: non-finite value(s)", e, path=path))
     for e in chosen + extra:
         diag = e.raw.get("diagnostics") if isinstance(e.raw.get("diagnostics"), dict) else {}
@@ -1024,7 +1027,8 @@ def _sampling_checks(g: Any, chosen: list[Entry], path: str,
 
 
 def _state(checks: list[Check], missing: list[str]) -> tuple[str, str]:
-    """The group's state from its checks by the analysis' own classifier (:func:`~mdbench.audit.rulebook.audit_state`)."""
+    """The group's state from its checks by the analysis' own classifier
+    (:func:`~mdbench.audit.rulebook.audit_state`)."""
     return audit_state(checks, missing)
 
 

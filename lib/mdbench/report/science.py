@@ -116,7 +116,8 @@ def cross_system(cases: list[CaseResults]) -> pd.DataFrame:
     for name, label in [(n, lab) for n, (_, lab) in sorted(found.items(), key=lambda kv: kv[1][0])] + fixed:
         row = {"quantity": label}
         for c in cases:
-            row[f"{c.case}" if len({x.run for x in cases}) == 1 else f"{c.run}/{c.case}"] = _cell(c.observables.get(name))
+            column = f"{c.case}" if len({x.run for x in cases}) == 1 else f"{c.run}/{c.case}"
+            row[column] = _cell(c.observables.get(name))
         rows.append(row)
     return pd.DataFrame(rows)
 
