@@ -77,3 +77,10 @@ def test_rewording_every_message_changes_no_verdict(tmp_path, monkeypatch):
     assert {k: a.state for k, a in after.items()} == {k: a.state for k, a in before.items()}
     assert ratings_after == ratings_before
     assert all(c.message in ("zzz",) or c.code == "missing_target" for a in after.values() for c in a.checks)
+
+
+def test_every_code_is_documented_with_its_seed_sentence():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "saeo-rules.md").read_text(encoding="utf-8")
+    table = doc[doc.index("## Check codes"):]
+    missing = [code for code in CODES if f"| `{code}` | {CODES[code]} |" not in table]
+    assert not missing, f"codes not in docs/saeo-rules.md's table (code, severity, item, rule, seed): {missing}"

@@ -270,6 +270,10 @@ AUDIT_GROUPS: tuple[AuditGroup, ...] = (THERMODYNAMICS_GROUP, COORDINATION_GROUP
 
 # -------------------------------------------------------------------------------------------- observables
 _STAGE = "analysis/"
+#: Members of the conductivity family: σ with cross-correlations, the Nernst–Einstein σ_NE (a related
+#: number, not the required σ) and the ionicity σ/σ_NE; the t+ the report compares across systems.
+_SIGMA, _SIGMA_NE, _IONICITY = "sigma", "sigma_NE", "ionicity"
+_T_PLUS_SHOWN = "barycentric/unweighted_L"
 _THERMO_MEMBERS = ("density", "temperature", "pressure", "potential_energy", "total_energy", "volume")
 THERMO = Observable(
     "thermo", "thermodynamics", "thermodynamics", "per term (GROMACS units)",
@@ -316,15 +320,15 @@ CONDUCTIVITY = Observable(
     "mdbench.analysis.onsager:CollectiveTransportEstimator", "analysis_fitting_rules",
     _STAGE + "55_conductivity", required=True, placeholders=("sigma",), figure=BLOCK_BARS_FIGURE,
     block_bars=r"^conductivity/sigma", details_section="onsager", report_rank=11,
-    members=(Member("sigma", "sigma (with cross-correlations) [S/m]", fixed=True),
-             Member("sigma_NE", "sigma_NE (Nernst-Einstein, labelled; no correlations) [S/m]", fixed=True),
-             Member("ionicity", "ionicity sigma/sigma_NE", fixed=True)))
+    members=(Member(_SIGMA, "sigma (with cross-correlations) [S/m]", fixed=True),
+             Member(_SIGMA_NE, "sigma_NE (Nernst-Einstein, labelled; no correlations) [S/m]", fixed=True),
+             Member(_IONICITY, "ionicity sigma/sigma_NE", fixed=True)))
 TRANSFERENCE = Observable(
     "transference", "transference", "transference_number", "1",
     "cation transference number t+ under both conventions, barycentric and solvent frame",
     "mdbench.analysis.onsager:CollectiveTransportEstimator", "analysis_fitting_rules",
     _STAGE + "55_conductivity", required=True, figure=BLOCK_BARS_FIGURE, details_section="onsager", report_rank=12,
-    members=(Member("barycentric/unweighted_L", "t+ (barycentric frame, sum_j z+ z_j L+j / sum_ij z_i z_j L_ij)",
+    members=(Member(_T_PLUS_SHOWN, "t+ (barycentric frame, sum_j z+ z_j L+j / sum_ij z_i z_j L_ij)",
                     fixed=True),))
 VISCOSITY = Observable(
     "viscosity", "viscosity", "viscosity", "mPa s", "shear viscosity (Green-Kubo, five traceless components)",
@@ -357,6 +361,11 @@ SPECIATION = Observable(
     "mdbench.analysis.speciation:SpeciationEstimator", "analysis_speciation", _STAGE + "51_structure",
     figure="speciation", report_rank=1, members=(Member(r"", "Li+ first shell {q} (fraction of cations)"),),
     evidence="Li+ first-shell species (speciation) with their block 95 % intervals")
+
+#: Result names of the conductivity members (read by the audit, the refits and the scripted defects).
+SIGMA, SIGMA_NE, IONICITY = CONDUCTIVITY.key(_SIGMA), CONDUCTIVITY.key(_SIGMA_NE), CONDUCTIVITY.key(_IONICITY)
+#: Qualifier → attribute of :class:`mdbench.analysis.onsager.OnsagerResult` holding that conductivity member.
+CONDUCTIVITY_MEMBERS = {_SIGMA: "sigma", _SIGMA_NE: "sigma_NE", _IONICITY: "ionicity"}
 
 #: Every observable. The pipeline runs their estimators in the order their declared inputs and products
 #: require (:func:`mdbench.analysis.pipeline.estimator_plan`), this order where nothing requires another.

@@ -45,7 +45,8 @@ import numpy as np
 
 from mdbench.analysis.adequacy import PRECISION, TREND, PrecisionBound
 from mdbench.analysis.states import NOT_ESTIMABLE
-from mdbench.analysis.observables import AUDIT_GROUPS, CONDUCTIVITY, SELF_DIFFUSION_GROUP, audit_group
+from mdbench.analysis.observables import (AUDIT_GROUPS, CONDUCTIVITY, IONICITY, SELF_DIFFUSION_GROUP, SIGMA_NE,
+                                          audit_group)
 from mdbench.analysis.observables import targets as registry_targets
 from mdbench.audit.bundle import Bundle
 from mdbench.audit.model import PER_OBSERVABLE_ITEMS, Check, Evidence, Judgment, ObservableAssessment
@@ -301,7 +302,7 @@ def _check_applies(name: str, key: str, group: str) -> bool:
     if low.startswith(("t_plus_", "tplus_")):
         return g.definition_check == "transference_convention"
     if low.startswith("sigma_"):
-        return g.definition_check == "cross_correlations" and "ionicity" not in key.lower()
+        return g.definition_check == "cross_correlations" and IONICITY.rsplit("/", 1)[-1].lower() not in key.lower()
     return True
 
 
@@ -412,7 +413,7 @@ def _canonical_ne(canonical_results: Any) -> Entry | None:
     """The canonical Nernst–Einstein σ_NE entry (kept out of the conductivity group as a related number)."""
     obs = canonical_results.get("observables") if isinstance(canonical_results, dict) else None
     for k, v in (obs or {}).items():
-        if "sigma_ne" in str(k).lower() and isinstance(v, dict):
+        if SIGMA_NE.rsplit("/", 1)[-1].lower() in str(k).lower() and isinstance(v, dict):
             ent = as_entry(str(k), v)
             if ent is not None and ent.finite_value:
                 return ent

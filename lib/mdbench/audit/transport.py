@@ -224,10 +224,11 @@ class WindowRefit:
             return None
         tail = canonical_key.split("/", 1)[-1]
         est = None
-        from mdbench.analysis.observables import CONDUCTIVITY  # noqa: PLC0415
+        from mdbench.analysis.observables import CONDUCTIVITY, CONDUCTIVITY_MEMBERS  # noqa: PLC0415
 
         if CONDUCTIVITY.owns(canonical_key):
-            est = {"sigma": o.sigma, "sigma_NE": o.sigma_NE, "ionicity": o.ionicity}.get(tail)
+            attr = CONDUCTIVITY_MEMBERS.get(tail)
+            est = getattr(o, attr) if attr else None
         else:
             est = next((te.t_plus for te in o.transference if te.key == tail), None)
         if est is None or not (math.isfinite(est.whole) and all(math.isfinite(b) for b in est.blocks)):

@@ -37,8 +37,8 @@ log = logging.getLogger(__name__)
 
 CASES = ("DE", "HCE", "LHCE")
 #: Result names and families the defects rewrite, from the observable registry.
-SIGMA = registry.CONDUCTIVITY.key("sigma")
-SIGMA_NE = registry.CONDUCTIVITY.key("sigma_NE")
+SIGMA = registry.SIGMA
+SIGMA_NE = registry.SIGMA_NE
 D_LI = registry.SELF_DIFFUSION.key("LI")
 _T, _S, _D = registry.TRANSFERENCE.name + "/", registry.CONDUCTIVITY.name + "/", registry.SELF_DIFFUSION.name + "/"
 #: Boltzmann constant [J/K] (CODATA 2018, exact).
