@@ -235,14 +235,16 @@ def registration_definitions(settings: AnalysisSettings) -> dict[str, dict[str, 
 
 def _shared_definitions(settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
     """The definitions shared by several estimators (guard and blocks, selections, fitting rules, ...)."""
+    return {**_sampling_and_structure_definitions(settings), **_fitting_definitions(settings),
+            **_shell_and_adequacy_definitions(settings)}
+
+
+def _sampling_and_structure_definitions(s: AnalysisSettings) -> dict[str, dict[str, Any]]:
+    """Guard and blocks, atom selections, RDF/coordination and contact definitions."""
     from mdbench.analysis.blocks import BLOCK_DEFINITION
-    from mdbench.analysis.observables import VISCOSITY
     from mdbench.analysis.rdf import first_min_rule
     from mdbench.analysis.reduce import SITE_LABELS
-    from mdbench.analysis.states import STATE_RULES
 
-    s = settings
-    adequacy = {k: getattr(s, k) for k in AnalysisSettings.sections()["adequacy"]}
     return {
         "analysis_guard_and_blocks": {
             "guard_ps": s.guard_ps,
@@ -282,6 +284,14 @@ def _shared_definitions(settings: AnalysisSettings) -> dict[str, dict[str, Any]]
             "classes": "per anion, distinct cations in contact: 0 free_or_SSIP, 1 CIP, >=2 AGG",
             "clusters": "connected components of the cation-anion contact graph; size in ions",
         },
+    }
+
+
+def _fitting_definitions(s: AnalysisSettings) -> dict[str, dict[str, Any]]:
+    """Fitting rules of the transport estimators (diffusion, Onsager, Yeh-Hummer, Green-Kubo)."""
+    from mdbench.analysis.observables import VISCOSITY
+
+    return {
         "analysis_fitting_rules": {
             "diffusion": {"beta_range": list(s.diffusion_beta_range), "min_window_decades": s.diffusion_min_decades,
                           "max_lag_fraction_of_block": s.diffusion_max_lag_fraction, "frame": "barycentric"},
@@ -301,6 +311,15 @@ def _shared_definitions(settings: AnalysisSettings) -> dict[str, dict[str, Any]]
                                     f"changes by <= {s.viscosity_plateau_rel_tol:g} of its window mean",
                           "requires": "pressure output <= 0.5 ps and constant volume (no barostat)"},
         },
+    }
+
+
+def _shell_and_adequacy_definitions(s: AnalysisSettings) -> dict[str, dict[str, Any]]:
+    """Shell dynamics, and the adequacy and stopping rules every state follows."""
+    from mdbench.analysis.states import STATE_RULES
+
+    adequacy = {k: getattr(s, k) for k in AnalysisSettings.sections()["adequacy"]}
+    return {
         "analysis_shell_dynamics": {
             "pairs": "(centre, partner molecule) with any site of the channel within r_c: residence times use "
                      "each Li-O channel's coordination cutoff (first minimum, else the fixed cutoff); contact "

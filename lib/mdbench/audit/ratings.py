@@ -28,39 +28,11 @@ def _diag_keys(ent: Entry) -> set[str]:
     return keys
 
 
-def _ratings(g: Any, checks: list[Check], regs: list[dict], usable: list[Entry],
-             prod_state: dict[str, float] | None) -> dict[str, tuple[float | None, str]]:
-    """A2–A7 of one group from the codes of its checks (rules in the module docstring)."""
-    def said(*severities: str) -> list[str]:
-        return [c.message for c in checks if c.severity in severities]
-
-    codes = {c.code for c in checks}
-    definition, implementation, sampling = said("definition"), said("implementation"), said("sampling")
-    compared = sum(c.code in ("agrees_with_canonical", "outside_canonical_r5", "value_contradicts_reanalysis",
-                              "trajectory_treatment_differs") for c in checks)
+def _a4(g: Any, checks: list[Check], keys: set[str], usable: list[Entry], prod_state: dict[str, float] | None,
+        compared: int, implementation: list[str]) -> tuple[float | None, str]:
+    """A4 (trajectory / pressure-tensor treatment) from the checks and the keys the results declare."""
     treatment = [c.message for c in checks if c.code == "trajectory_treatment_differs"]
-    implementation = [c.message for c in checks if c.severity == "implementation"
-                      and c.code != "trajectory_treatment_differs"]
-    late = [c.message for c in checks if c.code == "registered_after_results"]
     ratings: dict[str, tuple[float | None, str]] = {}
-    if definition:
-        ratings["A2"] = (0.0, "; ".join(definition))
-    elif g.definition_words and not regs:
-        ratings["A2"] = (0.5, "definition not registered in registrations.jsonl")
-    elif late:
-        ratings["A2"] = (0.5, "; ".join(late))
-    else:
-        ratings["A2"] = (1.0, "definition answers the physical question" + (f" (registered {regs[0].get('id')})"
-                                                                          if regs else ""))
-    if implementation:
-        ratings["A3"] = (0.0, "; ".join(implementation))
-    elif definition:
-        ratings["A3"] = (0.0, "estimator implements a wrong definition")
-    elif compared:
-        ratings["A3"] = (1.0, f"{compared} value(s) agree with the canonical reanalysis (R5)")
-    else:
-        ratings["A3"] = (1.0, "no numerical fault found (not reanalysed)")
-    keys = set().union(*(_diag_keys(e) for e in usable))
     inconsistent = (state_consistency(usable, prod_state) if g.regime else []) + treatment
     frame = [c.message for c in checks if c.code == "frame_differs_from_registration"]
     if inconsistent:
@@ -83,6 +55,12 @@ def _ratings(g: Any, checks: list[Check], regs: list[dict], usable: list[Entry],
             ratings["A4"] = (0.5, "trajectory treatment (PBC/unwrapping/frame/volume) not declared with the result")
     else:
         ratings["A4"] = (1.0, "energy-file time series; no trajectory treatment needed")
+    return ratings["A4"]
+
+
+def _a5(g: Any, checks: list[Check], keys: set[str], usable: list[Entry]) -> tuple[float | None, str]:
+    """A5 (regime / plateau diagnostics) from the checks and the keys the results declare."""
+    ratings: dict[str, tuple[float | None, str]] = {}
     if g.regime:
         diag = {k for k in keys if any(w in k for w in ("beta", "msd_exponent", "fit_window", "plateau",
                                                          "running_integral", "regime", "window_ps", "lo_ps"))}
@@ -100,6 +78,43 @@ def _ratings(g: Any, checks: list[Check], regs: list[dict], usable: list[Entry],
             ratings["A5"] = (1.0, f"regime diagnostic reported ({', '.join(sorted(diag))})")
     else:
         ratings["A5"] = (None, "no fitting regime for this observable")
+    return ratings["A5"]
+
+
+def _ratings(g: Any, checks: list[Check], regs: list[dict], usable: list[Entry],
+             prod_state: dict[str, float] | None) -> dict[str, tuple[float | None, str]]:
+    """A2–A7 of one group from the codes of its checks (rules in the module docstring)."""
+    def said(*severities: str) -> list[str]:
+        return [c.message for c in checks if c.severity in severities]
+
+    codes = {c.code for c in checks}
+    definition, implementation, sampling = said("definition"), said("implementation"), said("sampling")
+    compared = sum(c.code in ("agrees_with_canonical", "outside_canonical_r5", "value_contradicts_reanalysis",
+                              "trajectory_treatment_differs") for c in checks)
+    implementation = [c.message for c in checks if c.severity == "implementation"
+                      and c.code != "trajectory_treatment_differs"]
+    late = [c.message for c in checks if c.code == "registered_after_results"]
+    ratings: dict[str, tuple[float | None, str]] = {}
+    if definition:
+        ratings["A2"] = (0.0, "; ".join(definition))
+    elif g.definition_words and not regs:
+        ratings["A2"] = (0.5, "definition not registered in registrations.jsonl")
+    elif late:
+        ratings["A2"] = (0.5, "; ".join(late))
+    else:
+        ratings["A2"] = (1.0, "definition answers the physical question" + (f" (registered {regs[0].get('id')})"
+                                                                          if regs else ""))
+    if implementation:
+        ratings["A3"] = (0.0, "; ".join(implementation))
+    elif definition:
+        ratings["A3"] = (0.0, "estimator implements a wrong definition")
+    elif compared:
+        ratings["A3"] = (1.0, f"{compared} value(s) agree with the canonical reanalysis (R5)")
+    else:
+        ratings["A3"] = (1.0, "no numerical fault found (not reanalysed)")
+    keys = set().union(*(_diag_keys(e) for e in usable))
+    ratings["A4"] = _a4(g, checks, keys, usable, prod_state, compared, implementation)
+    ratings["A5"] = _a5(g, checks, keys, usable)
     if any(c.code == "nonfinite_blocks" for c in checks):
         ratings["A6"] = (0.0, "non-finite block values prevent the block-stability assessment")
     elif "four_block_analysis_missing" in codes:
