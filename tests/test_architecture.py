@@ -43,10 +43,10 @@ KNOWN_PRIVATE = {
 #: Rooms whose doctests run here (the numerics; the record and arena examples are illustrations of a run).
 DOCTEST_ROOMS = ("analysis", "audit")
 #: Numerics modules that teach with runnable examples.
-MUST_HAVE_EXAMPLES = ("mdbench.audit.rulebook", "mdbench.analysis.speciation")
+MUST_HAVE_EXAMPLES = ("mdbench.audit.rulebook", "mdbench.analysis.speciation", "mdbench.analysis.msd")
 #: Functions over 80 lines still to be split (file:function), the documented exceptions.
 LONG_FUNCTIONS = {
-    "analysis/diffusion.py:msd_fft_windows", "analysis/diffusion.py:self_diffusion",
+    "analysis/msd.py:msd_fft_windows", "analysis/diffusion.py:self_diffusion",
     "analysis/onsager.py:onsager_transport", "analysis/pipeline.py:analyze_files", "analysis/reduce/frames.py:_process",
     "analysis/reduce/onepass.py:reduce_universe", "analysis/results.py:write_figures",
 "analysis/viscosity.py:green_kubo_viscosity",
