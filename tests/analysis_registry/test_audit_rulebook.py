@@ -93,3 +93,19 @@ def test_r5_interval_and_tplus_are_the_analysis_definitions():
     chk = transference_conventions(L, ("A", "B"), {"A": 1.0, "B": -1.0})
     t = tplus_conventions(2.0, 1.5, 0.3)
     assert t == {"correct": chk.t_plus_unweighted_L, "mixed": chk.t_plus_mixed_L_in_weighted}
+
+
+def test_a_family_with_its_own_precision_bound_is_held_to_it(tmp_path):
+    """A residence time is held to the lifetimes' registered bound, not the coordination numbers' (the audit
+    group it belongs to); a coordination number in the same group still to the CN bound."""
+    from mdbench.audit.sampling import precision_limits
+
+    run = tmp_path / "run"
+    RunRecord(run).set_stage_state("W", "production", "valid", "fixture")
+    data = load_run(RunFS(run))
+    assert precision_limits(data, "W", "coordination", "observables.residence_time/FSI:O/continuous") == (
+        SETTINGS.lifetime_max_rel_half_width, None)
+    assert precision_limits(data, "W", "coordination", "observables.coordination/FSI:O@first_min") == (
+        SETTINGS.cn_max_rel_half_width, SETTINGS.cn_abs_half_width_ok)
+    assert precision_limits(data, "W", "coordination", "observables.speciation/FSI1_DMC4") == (
+        None, SETTINGS.association_fraction_max_half_width)

@@ -180,6 +180,10 @@ class Observable:
         Caption of :attr:`figure` among the report's evidence figures (None: not an evidence figure).
     report_rank : int
         Order of its rows and evidence figure in the report (lower first).
+    precision : (str or None, str or None) or None
+        Its own registered block-precision thresholds (relative, absolute: ``AnalysisSettings`` field names),
+        where they differ from its audit group's (:attr:`AuditGroup.precision_thresholds`): the audit's
+        backstop for its results that report no sampling checks of their own.
     products : tuple of str
         What its estimator shares with later estimators (:attr:`mdbench.analysis.estimator.Estimate.products`);
         an estimator that reads ``products.<name>`` runs after the entry declaring ``<name>``
@@ -206,6 +210,7 @@ class Observable:
     members: tuple[Member, ...] = ()
     evidence: str | None = None
     report_rank: int = 50
+    precision: tuple[str | None, str | None] | None = None
 
     def key(self, *qualifiers: str) -> str:
         """The result name of one member: ``key("LI")`` → ``self_diffusion/LI``."""
@@ -347,6 +352,7 @@ RESIDENCE_TIME = Observable(
     "Li+ residence time of each Li-O channel's first-shell partners (intermittent and continuous)",
     "mdbench.analysis.residence:ResidenceTimeEstimator", "analysis_shell_dynamics",
     _STAGE + "56_shell_dynamics", figure="shell_dynamics", report_rank=5,
+    precision=("lifetime_max_rel_half_width", None),
     members=(Member(r"", "Li+ residence time {q} [ps]"),),
     evidence="intermittent and continuous shell correlation functions (residence times, contact lifetimes)")
 CONTACT_LIFETIME = Observable(
@@ -354,12 +360,14 @@ CONTACT_LIFETIME = Observable(
     "lifetime of cation-anion contacts of the registered contact definition (intermittent and continuous)",
     "mdbench.analysis.residence:ContactLifetimeEstimator", "analysis_shell_dynamics",
     _STAGE + "56_shell_dynamics", figure="shell_dynamics", report_rank=6,
+    precision=("lifetime_max_rel_half_width", None),
     members=(Member(r"", "contact lifetime {q} [ps]"),))
 SPECIATION = Observable(
     "speciation", "speciation", "coordination", "fraction of cations",
     "Li+ first-shell composition: fractions of the most frequent (n_FSI, n_DMC, n_TTE, ...) species",
     "mdbench.analysis.speciation:SpeciationEstimator", "analysis_speciation", _STAGE + "51_structure",
-    figure="speciation", report_rank=1, members=(Member(r"", "Li+ first shell {q} (fraction of cations)"),),
+    figure="speciation", report_rank=1, precision=(None, "association_fraction_max_half_width"),
+    members=(Member(r"", "Li+ first shell {q} (fraction of cations)"),),
     evidence="Li+ first-shell species (speciation) with their block 95 % intervals")
 
 #: Result names of the conductivity members (read by the audit, the refits and the scripted defects).

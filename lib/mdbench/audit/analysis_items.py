@@ -209,7 +209,7 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
                                       res_rel)
     # Table A3: block sensitivity of every delivered member of the group (RDF minima beside the CNs)
     checks += _sampling_checks(g, chosen + [e for e in extra if e.finite_value], res_rel,
-                               precision_limits(run, case, group))
+                               precision_limits(run, case, group), lambda e: precision_limits(run, case, group, e.key))
     state, reason = _state(checks, missing)
     severities = {c.severity for c in checks}
     kind = "definition" if "definition" in severities else ("implementation" if "implementation" in severities

@@ -9,13 +9,10 @@ from __future__ import annotations
 import functools
 import math
 import re
-from typing import Any
+from typing import Any, Callable
 
 from mdbench.analysis.adequacy import PRECISION, TREND, PrecisionBound
-from mdbench.analysis.observables import (
-    IONICITY,
-    audit_group,
-)
+from mdbench.analysis.observables import IONICITY, audit_group, family
 from mdbench.analysis.states import NOT_ESTIMABLE
 from mdbench.audit.codes import _check, is_regime_check
 from mdbench.audit.model import Check
@@ -127,11 +124,14 @@ def _numeric_checks(chosen: list[Entry], extra: list[Entry], path: str) -> list[
     return out
 
 
-def precision_limits(run: RunData, case: str, group: str) -> tuple[float | None, float | None]:
-    """(relative, absolute) block half-width limits of ``group``: the thresholds its registry entry names
+def precision_limits(run: RunData, case: str, group: str, key: str | None = None) -> tuple[float | None, float | None]:
+    """(relative, absolute) block half-width limits of ``group`` — or of the result ``key`` where its registry
+    family names its own (:attr:`~mdbench.analysis.observables.Observable.precision`: residence times are
+    not held to the coordination numbers' bound) —: the thresholds the registry names
     (:attr:`~mdbench.analysis.observables.AuditGroup.precision_thresholds`), as the registration in force
     gives them, else the analysis settings' values; (None, None) for a group without one."""
-    rel_key, abs_key = audit_group(group).precision_thresholds
+    fam = family(key.split(".", 1)[-1] if key and key.startswith("observables.") else key) if key else None
+    rel_key, abs_key = fam.precision if fam is not None and fam.precision else audit_group(group).precision_thresholds
     thresholds: dict[str, Any] = {}
     for reg in run.in_force("adequacy", "thresholds", case=case):
         d = reg.get("definition") if isinstance(reg.get("definition"), dict) else {}
@@ -149,7 +149,8 @@ def precision_limits(run: RunData, case: str, group: str) -> tuple[float | None,
 
 
 def _sampling_checks(g: Any, chosen: list[Entry], path: str,
-                     limits: tuple[float | None, float | None] = (None, None)) -> list[Check]:
+                     limits: tuple[float | None, float | None] = (None, None),
+                     limits_of: Callable[[Entry], tuple[float | None, float | None]] | None = None) -> list[Check]:
     """The audit's own reading of the sampling evidence: the estimator's sampling diagnostics where it
     reports them (what each says, not the state label the run chose), else the audit's backstop (relative
     block half-width); the diffusive exponent and the Green–Kubo plateau, and a reported diagnostic that
@@ -172,6 +173,8 @@ def _sampling_checks(g: Any, chosen: list[Entry], path: str,
         if other:
             out.append(_check("run_sampling_check_failed", f"{e.key}: sampling check(s) failed: {', '.join(other)}",
                               e, path=path))
+        if limits_of is not None:
+            limits = limits_of(e)
         if own is None and limits != (None, None) and e.blocks and len(e.blocks) >= 4 and not e.nonfinite_blocks() \
                 and e.finite_value and e.value != 0 and not fluctuates_about_zero:
             # the analysis' adequacy rule (precision and block trend) on the reported blocks
