@@ -48,7 +48,7 @@ MUST_HAVE_EXAMPLES = ("mdbench.audit.rulebook", "mdbench.analysis.speciation", "
 LONG_FUNCTIONS = {
     "analysis/msd.py:msd_fft_windows", "analysis/diffusion.py:self_diffusion",
     "analysis/onsager.py:onsager_transport", "analysis/pipeline.py:analyze_files", "analysis/reduce/frames.py:_process",
-    "analysis/reduce/onepass.py:reduce_universe", "analysis/results.py:write_figures",
+    "analysis/reduce/onepass.py:reduce_universe",
 "analysis/viscosity.py:green_kubo_viscosity",
     "arena/runner.py:run_trial", "audit/canonical.py:_canonical_checks",
     "audit/canonical.py:recorded_curve_checks", "audit/core.py:audit_run",
