@@ -55,6 +55,7 @@ LONG_FUNCTIONS = {
     "audit/outcome.py:judge_outcome", "audit/simulation.py:check_production", "build/system.py:build_system",
     "engine/segments.py:run_segment", "engine/stages.py:equilibrate", "episode/runner.py:run_episode",
     "execute/stage.py:run_stage", "record/validate.py:validate_run",
+    "sandbox.py:_supervise", "sandbox.py:spawn_confined",
 }
 
 
