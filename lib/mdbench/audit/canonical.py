@@ -189,6 +189,53 @@ def beta_contradiction(g: Any, e: Entry, beta_fit: float, window: tuple[float, f
     return []
 
 
+def _r5_comparison(g: Any, e: Entry, ref_value: float, ref_blocks: list[float | None] | None, ref_label: str,
+                   widen: float, path: str, prod_state: dict[str, float] | None,
+                   curve_causes: dict[str, str] | None) -> Check:
+    """A reported value (and the mean of its blocks) against ``widen`` × the R5 interval of the canonical
+    reference: agrees (a note), or a finding — a treatment cause where the entry's diagnostics or its
+    recorded curve show one (A4), else an implementation fault (A3)."""
+    h = widen * r5_interval(ref_value, ref_blocks)
+    ev = Evidence(path, key=e.key, note=f"reported {e.value:.6g}; canonical {ref_value:.6g} ± {h:.3g} ({ref_label})")
+    blocks = [b for b in (e.blocks or []) if b is not None and math.isfinite(b)]
+    block_mean = float(np.mean(blocks)) if len(blocks) >= 2 else None
+    outside = [f"whole-interval value {e.value:.5g}"] if abs(e.value - ref_value) > h else []
+    if block_mean is not None and widen == 1.0 and abs(block_mean - ref_value) > h:
+        outside.append(f"block mean {block_mean:.5g}")
+    if not outside:
+        return Check("agrees_with_canonical", "note", f"{e.key} inside the canonical interval "
+                     f"{ref_value:.5g} ± {h:.3g} ({ref_label})", (ev,))
+    cause = _treatment_problem(e, prod_state) or (curve_causes or {}).get(e.key)
+    code = "trajectory_treatment_differs" if cause else (
+        "outside_canonical_r5" if g.canonical_r5 else "value_contradicts_reanalysis")
+    return Check(code, CODES[code], f"{e.key}: {' and '.join(outside)} outside the canonical interval "
+                 f"{ref_value:.5g} ± {h:.3g} of the reanalysis ({ref_label})"
+                 + (f"; cause: {cause}" if cause else ""), (ev,))
+
+
+def _regime_claims(e: Entry, ce: Entry, rf: Any, path: str) -> list[Check]:
+    """Reported regime diagnostics against the canonical reanalysis' own window: a diffusive β where the
+    trajectory's is not; a plateau the reanalysis does not find."""
+    out: list[Check] = []
+    beta = _declared(e, "beta", "msd_exponent")
+    cw = ce.raw.get("window") if isinstance(ce.raw.get("window"), dict) else {}
+    lo, hi = cw.get("beta_min"), cw.get("beta_max")
+    if rf is None and beta is not None and isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
+        bw = beta_window("beta")
+        if bw[0] <= beta <= bw[1] and not cw.get("found", True) and abs(beta - (lo + hi) / 2) > 0.15:
+            out.append(_check("diagnostic_contradicts_evidence", f"{e.key}: reported MSD exponent β = {beta:.2f} "
+                              f"is diffusive, the trajectory's is {lo:.2f}–{hi:.2f} (canonical reanalysis)", e,
+                              path=path))
+    plateau = e.raw.get("plateau")
+    cchecks = (ce.raw.get("diagnostics") or {}).get("sampling_checks") if isinstance(ce.raw.get("diagnostics"),
+                                                                                      dict) else None
+    if isinstance(plateau, dict) and plateau.get("reached") is True and isinstance(cchecks, dict) \
+            and cchecks.get("plateau") is False:
+        out.append(_check("diagnostic_contradicts_evidence", f"{e.key}: reports a Green–Kubo plateau the "
+                          "canonical reanalysis does not find", e, path=path))
+    return out
+
+
 def _canonical_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] | None,
                       path: str, prod_state: dict[str, float] | None = None, canonical_results: Any = None,
                       refit: WindowRefit | None = None, curve_causes: dict[str, str] | None = None
@@ -252,41 +299,8 @@ def _canonical_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] |
                                  + "; value not compared", (Evidence(path, key=e.key),)))
                 compare = False
         if compare:
-            h = widen * r5_interval(ref_value, ref_blocks)
-            ev = Evidence(path, key=e.key, note=f"reported {e.value:.6g}; canonical {ref_value:.6g} ± {h:.3g} "
-                                                f"({ref_label})")
-            blocks = [b for b in (e.blocks or []) if b is not None and math.isfinite(b)]
-            block_mean = float(np.mean(blocks)) if len(blocks) >= 2 else None
-            outside = [f"whole-interval value {e.value:.5g}"] if abs(e.value - ref_value) > h else []
-            if block_mean is not None and widen == 1.0 and abs(block_mean - ref_value) > h:
-                outside.append(f"block mean {block_mean:.5g}")
-            if not outside:
-                out.append(Check("agrees_with_canonical", "note", f"{e.key} inside the canonical interval "
-                                 f"{ref_value:.5g} ± {h:.3g} ({ref_label})", (ev,)))
-            else:
-                cause = _treatment_problem(e, prod_state) or (curve_causes or {}).get(e.key)
-                code = "trajectory_treatment_differs" if cause else (
-                    "outside_canonical_r5" if g.canonical_r5 else "value_contradicts_reanalysis")
-                out.append(Check(code, CODES[code], f"{e.key}: {' and '.join(outside)} outside the canonical "
-                                 f"interval {ref_value:.5g} ± {h:.3g} of the reanalysis ({ref_label})"
-                                 + (f"; cause: {cause}" if cause else ""), (ev,)))
-        # reported regime diagnostics against the canonical reanalysis' own window
-        beta = _declared(e, "beta", "msd_exponent")
-        cw = ce.raw.get("window") if isinstance(ce.raw.get("window"), dict) else {}
-        lo, hi = cw.get("beta_min"), cw.get("beta_max")
-        if rf is None and beta is not None and isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
-            bw = beta_window("beta")
-            if bw[0] <= beta <= bw[1] and not cw.get("found", True) and abs(beta - (lo + hi) / 2) > 0.15:
-                out.append(_check("diagnostic_contradicts_evidence", f"{e.key}: reported MSD exponent β = {beta:.2f} "
-                                  f"is diffusive, the trajectory's is {lo:.2f}–{hi:.2f} (canonical reanalysis)", e,
-                                  path=path))
-        plateau = e.raw.get("plateau")
-        cchecks = (ce.raw.get("diagnostics") or {}).get("sampling_checks") if isinstance(ce.raw.get("diagnostics"),
-                                                                                          dict) else None
-        if isinstance(plateau, dict) and plateau.get("reached") is True and isinstance(cchecks, dict) \
-                and cchecks.get("plateau") is False:
-            out.append(_check("diagnostic_contradicts_evidence", f"{e.key}: reports a Green–Kubo plateau the "
-                              "canonical reanalysis does not find", e, path=path))
+            out.append(_r5_comparison(g, e, ref_value, ref_blocks, ref_label, widen, path, prod_state, curve_causes))
+        out += _regime_claims(e, ce, rf, path)
         out += frame_drift_checks(g, e, ce, window or cwin, path)
     return out, canon_value
 
