@@ -39,9 +39,7 @@ KNOWN_CYCLES = {
     ("engine", "inputs"): "the same validate_ff.py move",
 }
 #: Private names imported across rooms: (importing file, module, name) → the fix.
-KNOWN_PRIVATE = {
-    ("lib/mdbench/execute/stage.py", "mdbench.record.store", "_json_safe"): "make it public in record/store.py",
-}
+KNOWN_PRIVATE: dict[tuple[str, str, str], str] = {}
 #: Tests that still skip on an import error of our own modules: file → count (their owners' to replace).
 KNOWN_IMPORTORSKIP = {"tests/analysis_transport/test_diffusion.py": 2, "tests/audit/test_audit_micro.py": 2,
                       "tests/audit/test_claims.py": 2, "tests/audit/test_rules.py": 1,

@@ -117,6 +117,10 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+#: The public name other rooms use (the executor's stage records).
+json_safe = _json_safe
+
+
 def dumps_line(obj: dict) -> str:
     """One canonical JSON line (sorted keys, no NaN literals)."""
     return json.dumps(_json_safe(obj), sort_keys=True, allow_nan=False, separators=(",", ":"))
