@@ -32,7 +32,7 @@ MAX_DEFAULT_WORKERS = 8
 def default_workers() -> int:
     """The project's CPU thread cap (usable cores or ``$MDBENCH_THREAD_CAP``), at most
     :data:`MAX_DEFAULT_WORKERS`."""
-    from mdbench.engine.threads import default_thread_cap
+    from mdbench.threads import default_thread_cap
 
     return max(1, min(default_thread_cap(), MAX_DEFAULT_WORKERS))
 
