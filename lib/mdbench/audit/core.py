@@ -22,7 +22,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from mdbench.audit import analysis_items, evidence, outcome, simulation
+from mdbench.audit import amend, analysis_items, evidence, fabrication, outcome, record_checks, simulation
 from mdbench.audit.bundle import load_bundle
 from mdbench.audit.judges import (check_append_only, entry_digest, load_adjudication, run_external_judge,
                                   run_llm_judge)
@@ -219,6 +219,7 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
     run_path = Path(run_dir)
     if not run_path.is_dir():
         raise InputError("run directory not found; pass the directory holding run_record/", str(run_dir))
+    fabrication.require_run_directory(run_path)  # NotARunDirectory: no run_record/, nothing scored
     out = Path(out_dir)
     real_run, real_out = run_path.resolve(), out.resolve()
     if real_out == real_run or real_run in real_out.parents:
@@ -275,6 +276,7 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
             refit = (WindowRefit.for_case(links / Path(pf.tpr).name, links / Path(pf.xtc).name, canon)
                      if canon else None)
             js, groups = analysis_items.assess_case(run, bundle, case, upstream[case], canon, pf.extra, refit)
+            findings += amend.case_checks(run, case, upstream[case], canon, pf, groups, js)  # issue 37
             judgments += per_case[case] + js
             assessments += [g.assessment for g in groups]
     valid_cases = [c for c in run.cases if upstream.get(c) is None]
@@ -288,6 +290,7 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
         ojs = [Judgment("O3", 0.0, "MD consumption exceeds the budget: " + "; ".join(consumption.over),
                         evidence=[Evidence(f"{evidence.REC}/attempts.jsonl")]) if j.item == "O3" else j for j in ojs]
     judgments += ojs
+    findings += record_checks.amend(run, bundle, prods, judgments, assessments)  # issue 37: the run's own record
     budget = [Finding("budget_exceeded", m, f"{evidence.REC}/attempts.jsonl", item="E5") for m in consumption.over]
     budget += [Finding("budget_statement_disagrees", m, "report.md" if m.startswith("report.md") else
                        f"{evidence.REC}/episode_terminal.json", item="E5") for m in consumption.statements]

@@ -1,0 +1,320 @@
+"""Episode-level checks of a run against its own record (issue 37, classes 3, 5, 7, 8 and the report).
+
+* Gates from the record (Sim3, E5): the run's ``gate_evaluated`` events for equilibration — production
+  entered after a failed gate that no later recorded gate passed is Sim3 = 0 (``production_after_failed_gate``);
+  a recorded gate whose own checks contradict its verdict (a value beyond its threshold by the stated
+  relation) is ``gate_record_inconsistent`` (Sim3 = 0, E5); a stage state ``valid`` where the last gate
+  of that stage failed is ``stage_state_contradicts_gate`` (E5).
+* The production as simulated (Sim4, E5): the production ``.tpr``'s thermostat target (``gmx dump``, a
+  reader; nothing from the run is executed) against the case's target temperature
+  (``production_state_point_differs``, Sim4 = 0); the log's last step time, the trajectory's end and the
+  ledger's completed steps agree (``production_length_disagrees``, Sim4 = 0 and E5).
+* MD files on disk that no ledger row claims (``md_files_unclaimed``, E1 ≤ ½, E5 ≤ ½): hidden budget use.
+* Lineage artifacts (E1, :func:`mdbench.audit.fabrication.lineage_artifacts`).
+* Report numbers per case (E5): numbers in a ``report.md`` section whose header names one case against
+  that case's results (the whole-report check drops names two cases share).
+* E5 is not 1 when O5 finds the terminal claim contradicted by the evidence (``claim_contradicted``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import shutil
+import subprocess
+import tempfile
+from typing import Any
+
+from mdbench.audit.amend import cap
+from mdbench.audit.model import Evidence, Finding, Judgment
+from mdbench.audit.runread import canonical_stage
+
+log = logging.getLogger(__name__)
+REC = "run_record"
+#: Largest |thermostat target - case target| accepted [K].
+REF_T_TOL_K = 0.5
+MD_SUFFIXES = (".xtc", ".trr", ".edr")
+
+
+# ------------------------------------------------------------------------------------------------ gates
+def _gate_events(run: Any, case: str, stage: str) -> list[tuple[int, dict]]:
+    out = []
+    for _line, ev in run.events:
+        p = ev.get("payload") if isinstance(ev.get("payload"), dict) else {}
+        if ev.get("type") == "gate_evaluated" and p.get("case") == case and \
+                canonical_stage(str(p.get("stage", p.get("gate", "")))) == stage:
+            out.append((int(ev["id"]) if isinstance(ev.get("id"), int) else 0, p))
+    return out
+
+
+_REL = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+        "≤": lambda a, b: a <= b, "≥": lambda a, b: a >= b}
+
+
+def _gate_contradictions(p: dict) -> list[str]:
+    """Checks of a recorded gate whose value and threshold contradict their own ``passed`` flag or the verdict."""
+    bad = []
+    checks = p.get("checks") if isinstance(p.get("checks"), list) else []
+    any_failed = False
+    for c in checks:
+        if not isinstance(c, dict):
+            continue
+        v, t, rel = c.get("value"), c.get("threshold"), str(c.get("relation", "")).strip()
+        ok = c.get("passed")
+        if isinstance(v, (int, float)) and isinstance(t, (int, float)) and not isinstance(v, bool) and \
+                not isinstance(t, bool) and rel in _REL and math.isfinite(v) and math.isfinite(t):
+            truth = _REL[rel](float(v), float(t))
+            if isinstance(ok, bool) and ok != truth:
+                bad.append(f"check {c.get('name')}: {v} {rel} {t} is {truth}, recorded passed={ok}")
+            ok = truth
+        if ok is False:
+            any_failed = True
+    if p.get("passed") is True and any_failed:
+        bad.append("the gate is recorded passed while one of its own checks fails")
+    return bad
+
+
+def gate_findings(run: Any, case: str) -> tuple[list[str], list[str]]:
+    """(Sim3 problems, E5 problems) of one case from its recorded equilibration gates and stage states."""
+    sim3, e5 = [], []
+    evs = _gate_events(run, case, "equil")
+    if evs:
+        last_id, last = evs[-1]
+        from mdbench.audit.simulation import production_attempts  # noqa: PLC0415
+
+        prod_entered = bool(production_attempts(run, case)) or any(
+            a.get("case") == case and canonical_stage(str(a.get("stage", a.get("kind", "")))) == "prod"
+            for a in run.attempts.values())
+        if last.get("passed") is False and prod_entered:
+            sim3.append(f"production entered after the recorded equilibration gate (event {last_id}) FAILED "
+                        f"({str(last.get('reason', ''))[:160]}) and no later recorded gate passed")
+        for eid, p in evs:
+            for b in _gate_contradictions(p):
+                sim3.append(f"gate event {eid}: {b}")
+                e5.append(f"{case}: gate event {eid}: {b}")
+    for stage in ("em", "equil"):
+        g = _gate_events(run, case, stage)
+        st = run.stage_state(case, stage)
+        if g and isinstance(st, dict) and st.get("state") == "valid" and g[-1][1].get("passed") is False:
+            e5.append(f"{case}: stage_states.json says {stage} valid, its last gate_evaluated event ({g[-1][0]}) "
+                      "says FAILED")
+    return sim3, e5
+
+
+# ------------------------------------------------------------------------------------------------ production
+_DUMP_LINE = re.compile(r"^\s*(ref-t|ref_t|tcoupl|pcoupl|nsteps|dt|tinit)\s*[:=]\s*(.+?)\s*$", re.M)
+
+
+def tpr_parameters(run: Any, rel: str) -> dict[str, str]:
+    """Run parameters of a ``.tpr`` (``gmx dump -s``, a reader, 60 s, 32 MiB of output at most); empty when
+    GROMACS is unavailable or the file does not parse."""
+    cache = run.fs.__dict__.setdefault("_tpr_params", {})
+    if rel in cache:
+        return cache[rel]
+    out: dict[str, str] = {}
+    path = run.fs.resolve(rel)
+    gmx = shutil.which("gmx")
+    if path is not None and gmx is not None:
+        try:
+            with tempfile.TemporaryDirectory(prefix="mdbench-dump-") as tmp:
+                proc = subprocess.run([gmx, "-quiet", "-nocopyright", "dump", "-s", str(path)], cwd=tmp,
+                                      stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+            text = proc.stdout[: 32 << 20].decode("utf-8", "replace")
+            head = text.split("topology:", 1)[0]
+            for m in _DUMP_LINE.finditer(head):
+                out.setdefault(m.group(1).replace("_", "-"), m.group(2))
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.info("gmx dump of %s failed: %s", rel, exc)
+    cache[rel] = out
+    return out
+
+
+_LOG_STEP = re.compile(r"^\s+Step\s+Time\s*\n\s+(\d+)\s+([-+0-9.eE]+)", re.M)
+
+
+def production_findings(run: Any, bundle: Any, case: str, pf: Any) -> tuple[list[str], list[str]]:
+    """(Sim4 problems, E5 problems): the production's thermostat target against the case, and its length
+    by log, trajectory and ledger."""
+    sim4, e5 = [], []
+    if pf is None or pf.tpr is None or pf.t_last_ps is None:
+        return sim4, e5
+    cdef = bundle.cases.get(case) if bundle is not None else None
+    target = getattr(cdef, "target_temperature_K", None)
+    params = tpr_parameters(run, pf.tpr)
+    ref = [float(x) for x in re.findall(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", params.get("ref-t", ""))]
+    tc = params.get("tcoupl", "").lower()
+    if isinstance(target, (int, float)) and ref and tc not in ("", "no"):
+        off = [t for t in ref if abs(t - float(target)) > REF_T_TOL_K]
+        if off:
+            sim4.append(f"the production run input couples to {', '.join(f'{t:g}' for t in off)} K, the case's target "
+                        f"is {float(target):g} K")
+    text = run.fs.read_text(pf.log, item="Sim4") or "" if pf.log else ""
+    steps = _LOG_STEP.findall(text)
+    dt_x = float((pf.extra or {}).get("xtc_dt_ps") or 0.0)
+    dt_e = float((pf.extra or {}).get("edr_dt_ps") or 0.0)
+    tol = max(dt_x, dt_e, 1e-6) + 1e-6
+    if steps:
+        t_log = float(steps[-1][1])
+        if abs(t_log - pf.t_last_ps) > tol:
+            msg = (f"the production log's last step is at {t_log:g} ps, the trajectory ends at {pf.t_last_ps:g} ps")
+            sim4.append(msg)
+            e5.append(f"{case}: {msg}")
+    if pf.attempt is not None:
+        a = run.attempts.get(pf.attempt, {})
+        try:
+            span = float(a.get("completed_steps", 0)) * float(a.get("dt_ps", 0))
+        except (TypeError, ValueError):
+            span = 0.0
+        fresh = a.get("relation") not in ("continuation", "extension", "restart")
+        if span > 0 and fresh and abs(span - (pf.t_last_ps - pf.t_first_ps)) > max(2 * tol, 0.01 * span) and \
+                a.get("parent") is not None:  # (parent None: Sim4 compares these already)
+            msg = (f"the ledger says attempt {pf.attempt} completed {span:g} ps, the trajectory spans "
+                   f"{pf.t_last_ps - pf.t_first_ps:g} ps")
+            sim4.append(msg)
+            e5.append(f"{case}: {msg}")
+    return sim4, e5
+
+
+def unclaimed_md_files(run: Any) -> list[str]:
+    """MD output files (trajectories, energy files) of MD stages that no ledger attempt accounts for: more
+    distinct runs (directory + file stem) in a case's equilibration/production than attempts of it in the
+    ledger, the files named by an attempt's artifacts counted as that attempt's."""
+    from mdbench.audit.simulation import _artifact_rel  # noqa: PLC0415
+
+    out = []
+    for case in run.cases:
+        named: set[str] = set()
+        n_attempts: dict[str, set[str]] = {"equil": set(), "prod": set()}
+        for aid, a in run.attempts.items():
+            if a.get("case") != case:
+                continue
+            stage = canonical_stage(str(a.get("stage", ""))) or canonical_stage(str(a.get("kind", "")))
+            if stage in n_attempts and a.get("relation") not in ("continuation", "extension", "restart"):
+                n_attempts[stage].add(aid)
+            arts = a.get("artifacts") if isinstance(a.get("artifacts"), dict) else {}
+            d = run.stage_dirs.get(case, {}).get(stage or "")
+            for v in arts.values():
+                if isinstance(v, str):
+                    rel = _artifact_rel(run, v, d)
+                    if rel:
+                        named.add(rel.rsplit(".", 1)[0])
+        runs: dict[str, set[str]] = {"equil": set(), "prod": set()}
+        files = 0
+        for rel in run.fs.iter_files(f"cases/{case}") if run.fs.resolve(f"cases/{case}") is not None else []:
+            files += 1
+            if files > 20000:
+                break
+            if not rel.endswith(MD_SUFFIXES):
+                continue
+            stage = next((s for part in rel.split("/")[2:-1] if (s := canonical_stage(part))), None)
+            if stage is None:
+                stage = canonical_stage(rel.rsplit("/", 1)[-1])
+            if stage in runs:
+                runs[stage].add(rel.rsplit(".", 1)[0])
+        for stage, stems in runs.items():
+            unnamed = sorted(s for s in stems if s not in named)
+            named_here = len(stems) - len(unnamed)
+            allowance = max(0, len(n_attempts[stage]) - named_here)
+            if len(unnamed) > allowance:
+                extra = unnamed[allowance:] if allowance else unnamed
+                out.append(f"{case}: MD output {', '.join(s + '.*' for s in extra[:4])} on disk, but the ledger "
+                           f"records {len(n_attempts[stage])} {stage} attempt(s) for {len(stems)} run(s) on disk "
+                           "(MD time not charged)")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ report numbers
+_HEADER = re.compile(r"^(#{1,6})\s+(.*)$")
+
+
+def report_case_mismatches(run: Any, assessments: list[Any]) -> list[tuple[int, str]]:
+    """(line, message) where a report.md section whose header names exactly one case quotes a result of that
+    case with a number that matches no value of that case's results."""
+    from mdbench.audit.evidence import report_number_mismatches  # noqa: PLC0415
+
+    text = run.report_md or ""
+    if not text or len(run.cases) < 1:
+        return []
+    per_case: dict[str, dict[str, float]] = {}
+    for a in assessments:
+        for key, val in a.values.items():
+            per_case.setdefault(a.case, {})[re.split(r"[./]", key)[-1]] = val
+    out: list[tuple[int, str]] = []
+    lines = text.splitlines()
+    current, start = None, 0
+    sections: list[tuple[str | None, int, int]] = []
+    for n, line in enumerate(lines):
+        m = _HEADER.match(line)
+        if m:
+            sections.append((current, start, n))
+            named = [c for c in run.cases if re.search(rf"(?<![A-Za-z0-9_]){re.escape(c)}(?![A-Za-z0-9_])", m.group(2))]
+            current, start = (named[0] if len(named) == 1 else None), n + 1
+    sections.append((current, start, len(lines)))
+    for case, a, b in sections:
+        if case is None or case not in per_case or b <= a:
+            continue
+        body = "\n".join(lines[a:b])
+        for ln, msg in report_number_mismatches(body, per_case[case]):
+            out.append((a + ln, msg.replace(f"report.md:{ln} ", f"report.md:{a + ln} ({case}) ")))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ hook
+def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment], assessments: list[Any]
+          ) -> list[Finding]:
+    """Apply the checks of the module docstring to ``judgments`` (in place, ratings only lowered); returns
+    their findings."""
+    from mdbench.audit.fabrication import lineage_artifacts  # noqa: PLC0415
+
+    findings: list[Finding] = []
+    caps: dict[tuple[str, str | None], list[tuple[float, str]]] = {}
+
+    def add(item: str, case: str | None, rating: float, msg: str, code: str, path: str | None) -> None:
+        caps.setdefault((item, case), []).append((rating, msg))
+        findings.append(Finding(code, msg[:600], path, item=item, case=case))
+
+    for case in run.cases:
+        sim3, e5 = gate_findings(run, case)
+        for m in sim3:
+            add("Sim3", case, 0.0, f"{case}: {m}", "production_after_failed_gate" if "entered" in m
+                else "gate_record_inconsistent", f"{REC}/events.jsonl")
+        for m in e5:
+            code = "stage_state_contradicts_gate" if "stage_states" in m else "gate_record_inconsistent"
+            add("E5", None, 0.5, m, code, f"{REC}/stage_states.json")
+        p4, p5 = production_findings(run, bundle, case, prods.get(case))
+        for m in p4:
+            add("Sim4", case, 0.0, m, "production_state_point_differs" if "couples" in m else
+                "production_length_disagrees", getattr(prods.get(case), "tpr", None))
+        for m in p5:
+            add("E5", None, 0.5, m, "production_length_disagrees", getattr(prods.get(case), "log", None))
+    for m in lineage_artifacts(run, prods):
+        add("E1", None, 0.0, m, "lineage_artifact_missing", f"{REC}/attempts.jsonl")
+    for m in unclaimed_md_files(run):
+        add("E1", None, 0.5, m, "md_files_unclaimed", f"{REC}/attempts.jsonl")
+        add("E5", None, 0.5, m, "md_files_unclaimed", f"{REC}/attempts.jsonl")
+    for line, m in report_case_mismatches(run, assessments)[:5]:
+        add("E5", None, 0.5, m, "report_number_differs", "report.md")
+    o5 = next((j for j in judgments if j.item == "O5" and j.case is None), None)
+    if o5 is not None and o5.rating is not None and o5.rating < 1:
+        add("E5", None, 0.5, f"the terminal claim is contradicted by the evidence (O5: {o5.reason[:200]})",
+            "claim_contradicted", f"{REC}/episode_terminal.json")
+    for i, j in enumerate(judgments):
+        got = caps.get((j.item, j.case))
+        if got and j.observable is None:
+            n = len(got)
+            rating = min(r for r, _ in got)
+            if j.item == "E5" and n > 1:
+                rating = 0.0  # two or more contradictions in the record
+            judgments[i] = cap(j, rating, "; ".join(m for _, m in got[:5]))
+    return deduplicate_findings(findings)
+
+
+def deduplicate_findings(findings: list[Finding]) -> list[Finding]:
+    seen, out = set(), []
+    for f in findings:
+        k = (f.code, f.message, f.item)
+        if k not in seen:
+            seen.add(k)
+            out.append(f)
+    return out
