@@ -1,0 +1,222 @@
+"""Issue 37: defective runs written as buggy agents leave them (records consistent with what the agent believed,
+checksums updated), each built from the real tiny run, each landing on its item; the honest run keeps its score.
+
+Planted magnitudes are drawn from ``MDBENCH_TEST_SEED`` (:func:`_testseed.seed_for`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import _runbuilder as rb
+from _audit_helpers import edit_results, judgment, reanalysed, saeo, state
+from _testseed import seed_for
+from mdbench.audit import NotARunDirectory, audit_run
+from mdbench.errors import MdbenchError
+from mdbench.record import RunRecord
+
+CASE = rb.CASE
+pytestmark = pytest.mark.gromacs
+
+
+def _rng(label: str) -> np.random.Generator:
+    return np.random.default_rng(seed_for(f"audit-own-numbers/{label}"))
+
+
+def _factor(label: str) -> float:
+    """A planted factor in [1.3, 1.9] ∪ [0.3, 0.7] (never a unit factor)."""
+    r = _rng(label)
+    return float(r.uniform(1.3, 1.9) if r.random() < 0.5 else r.uniform(0.3, 0.7))
+
+
+def test_directory_without_run_record_is_refused(tmp_path):
+    """`mdbench audit /etc` scored 17.5: a directory without run_record/ is refused by the library."""
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "passwd").write_text("root:x:0:0\n")
+    with pytest.raises(NotARunDirectory) as err:
+        audit_run(tmp_path / "etc", None, tmp_path / "out", reanalysis=False)
+    assert isinstance(err.value, MdbenchError) and "run_record" in str(err.value)
+    assert not (tmp_path / "out" / "saeo.json").exists()
+    (tmp_path / "etc" / "run_record").symlink_to(tmp_path)      # a link is no record either
+    with pytest.raises(NotARunDirectory):
+        audit_run(tmp_path / "etc", None, tmp_path / "out", reanalysis=False)
+
+
+def test_blocks_copied_from_the_whole_value_are_caught_against_the_canonical_blocks(run_copy, bundle, tmp_path):
+    """Four block values equal to the whole value (zero spread) while the canonical blocks of the same production
+    scatter: A6 = 0, A3 = 0 and F for that observable, whatever the run said."""
+    def flat(doc):
+        e = doc["observables"]["thermodynamics"]["temperature"]
+        e["blocks"] = [e["value"]] * 4
+        e["uncertainty"]["half_width_95"] = 0.0
+    edit_results(run_copy, flat)
+    rb.declare_states(run_copy)
+    _res, doc = reanalysed(run_copy, bundle, tmp_path / "a")
+    assert judgment(doc, "A6", CASE, "thermodynamics")["rating"] == 0.0
+    assert judgment(doc, "A3", CASE, "thermodynamics")["rating"] == 0.0
+    assert state(doc, CASE, "thermodynamics") == "F"
+    assert any(f["code"] == "block_spread_implausible" for f in doc["findings"])
+
+
+def test_fabricated_records_without_trajectory_fail_E1_and_contract_vocabulary_for_O1(run_copy, bundle, tmp_path):
+    """The production files the ledger names are gone (fabricated JSON), the run calls its unresolved observables
+    "estimated" and claims clean validity: E1 = 0, O1 < 1, and E5 < 1 because O5 finds the claim contradicted."""
+    for ext in ("xtc", "edr", "cpt"):
+        (run_copy / "cases" / CASE / "prod" / f"prod.{ext}").unlink()
+    obs = json.loads((run_copy / "run_record/observables.json").read_text())
+    for g, v in obs[CASE].items():
+        if v["state"] != "C":
+            v["state"] = "estimated"
+    (run_copy / "run_record/observables.json").write_text(json.dumps(obs))
+    rec = RunRecord(run_copy)
+    t = rec.terminal()
+    rec.write_terminal("clean_valid", final_stages=t["final_stages"], observables=t["observables"], unresolved=[])
+    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
+    doc = saeo(tmp_path / "a")
+    assert doc["items"]["E1"]["final"] == 0.0, doc["items"]["E1"]
+    assert "does not exist" in doc["items"]["E1"]["reason"]
+    assert doc["items"]["O5"]["final"] < 1.0
+    assert doc["items"]["E5"]["final"] < 1.0
+    assert any(f["code"] == "claim_contradicted" for f in doc["findings"])
+
+
+def test_estimated_is_not_detection(run_copy, bundle, tmp_path):
+    """O1 counts only the contract's states: "estimated" for an SI observable is not "detected"."""
+    obs = json.loads((run_copy / "run_record/observables.json").read_text())
+    unresolved = [g for g, v in obs[CASE].items() if v["state"] != "C"]
+    if not unresolved:
+        pytest.skip("this trajectory leaves nothing unresolved")
+    for g in unresolved:
+        obs[CASE][g]["state"] = "estimated"
+    (run_copy / "run_record/observables.json").write_text(json.dumps(obs))
+    rec = RunRecord(run_copy)
+    t = rec.terminal()
+    rec.write_terminal("partial", final_stages=t["final_stages"], observables=t["observables"], unresolved=[])
+    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
+    assert saeo(tmp_path / "a")["items"]["O1"]["final"] == 0.0
+
+
+def test_production_after_a_failed_registered_gate_is_Sim3_zero_and_E5(run_copy, bundle, tmp_path):
+    """The run's own equilibration gate, recorded in its gate_evaluated event, FAILED; its stage state says valid and
+    production followed: Sim3 = 0 (our own looser tolerances would pass it) and E5 ≤ ½."""
+    rec = RunRecord(run_copy)
+    drift = float(_rng("gate").uniform(0.03, 0.08))
+    reg = rec.register("equilibration_gate", {"gate": "equilibration", "density_drift_max": 0.02}, case=CASE)
+    rec.append_event("gate_evaluated", {"case": CASE, "stage": "30_equilibrate", "registration_id": reg,
+                                        "gate": "equilibration", "passed": False,
+                                        "checks": [{"name": "density_drift", "value": drift, "threshold": 0.02,
+                                                    "relation": "<=", "passed": False, "unit": ""}],
+                                        "reason": f"density drift {drift:.3f} > 0.02"})
+    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
+    doc = saeo(tmp_path / "a")
+    assert judgment(doc, "Sim3", CASE)["rating"] == 0.0
+    assert doc["items"]["E5"]["final"] <= 0.5
+    codes = {f["code"] for f in doc["findings"]}
+    assert {"production_after_failed_gate", "stage_state_contradicts_gate"} <= codes
+
+
+def test_sigma_off_its_own_matrix_is_A3_and_mixed_tplus_is_A2(run_copy, bundle, tmp_path):
+    """σ scaled by a planted factor no longer follows Σ z_i z_j L_ij of the run's own matrix (A3 = 0, F); t+ is its
+    own matrix in the mixed convention (A2 = 0, F) — whatever the sampling, and without the canonical interval."""
+    k = _factor("sigma")
+
+    def plant(doc):
+        s = doc["observables"]["conductivity"]
+        s["value"] *= k
+        s["blocks"] = [b * k for b in s["blocks"]]
+        t = doc["observables"]["transference_number"]
+        L = t["onsager"]
+        mixed = (L["L_pp"] + L["L_pm"]) / (L["L_pp"] + L["L_mm"] + 2 * L["L_pm"])
+        shift = mixed - t["value"]
+        t["value"] = mixed
+        t["blocks"] = [b + shift for b in t["blocks"]]
+        if abs(shift) < 0.01:
+            pytest.skip("mixed and correct conventions coincide on this trajectory")
+    edit_results(run_copy, plant)
+    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
+    doc = saeo(tmp_path / "a")
+    assert judgment(doc, "A3", CASE, "conductivity")["rating"] == 0.0
+    assert state(doc, CASE, "conductivity") == "F"
+    assert judgment(doc, "A2", CASE, "transference_number")["rating"] == 0.0
+    assert state(doc, CASE, "transference_number") == "F"
+    codes = {f["code"] for f in doc["findings"]}
+    assert {"sigma_inconsistent_with_own_matrix", "tplus_mixed_convention"} <= codes
+
+
+def test_overlapping_blocks_cap_A6_and_A7(run_copy, bundle, tmp_path):
+    """Blocks recorded as overlapping (block_ranges_ps and the guard/block registration): A6 ≤ ½ and A7 ≤ ½."""
+    frac = float(_rng("overlap").uniform(0.2, 0.5))
+
+    def overlap(doc):
+        for e in doc["observables"]["self_diffusion"].values():
+            r = e["block_ranges_ps"]
+            n = r[1][1] - r[0][0]
+            e["block_ranges_ps"] = [[a - frac * n * i / 4, b - frac * n * i / 4 + frac * n] for i, (a, b) in
+                                    enumerate(r)]
+            e["uncertainty"]["definition"] = "t(0.975,3) s/sqrt(4) over 4 overlapping blocks"
+    edit_results(run_copy, overlap)
+    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
+    doc = saeo(tmp_path / "a")
+    assert judgment(doc, "A6", CASE, "self_diffusion")["rating"] <= 0.5
+    assert judgment(doc, "A7", CASE, "self_diffusion")["rating"] <= 0.5
+    assert any(f["code"] == "block_layout_invalid" for f in doc["findings"])
+
+
+@pytest.mark.skipif(shutil.which("gmx") is None, reason="needs gmx")
+def test_production_at_another_temperature_and_hidden_md_attempt(run_copy, bundle, tmp_path):
+    """The production tpr regenerated at a planted temperature (checksums updated) is Sim4 = 0; an earlier MD
+    attempt whose files are on disk but absent from the ledger is E1 ≤ ½ and E5 ≤ ½."""
+    temp = 298.15 + float(_rng("temp").uniform(5.0, 20.0))
+    prod = run_copy / "cases" / CASE / "prod"
+    mdp = (prod / "prod.mdp").read_text().replace("ref-t = 298.15", f"ref-t = {temp:.2f}")
+    (prod / "prod.mdp").write_text(mdp)
+    proc = subprocess.run(["gmx", "-quiet", "grompp", "-f", "prod.mdp", "-c", "../equil/npt.gro", "-t",
+                           "../equil/npt.cpt", "-p", "../setup/topol.top", "-o", "prod.tpr", "-po", "/dev/null"],
+                          cwd=prod, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-800:]
+    for p in prod.glob("#*"):
+        p.unlink()
+    hidden = run_copy / "cases" / CASE / "prod_try1"
+    hidden.mkdir()
+    for ext in ("xtc", "edr"):
+        shutil.copy(prod / f"prod.{ext}", hidden / f"prod.{ext}")
+    rec = RunRecord(run_copy)
+    rec.add_artifact(f"cases/{CASE}/prod/prod.tpr")
+    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
+    doc = saeo(tmp_path / "a")
+    assert judgment(doc, "Sim4", CASE)["rating"] == 0.0
+    assert f"{temp:g}"[:5] in judgment(doc, "Sim4", CASE)["reason"]
+    assert doc["items"]["E1"]["final"] <= 0.5 and doc["items"]["E5"]["final"] <= 0.5
+    assert any(f["code"] == "md_files_unclaimed" and "prod_try1" in f["message"] for f in doc["findings"])
+
+
+def test_report_per_case_number_unlike_results_is_E5(run_copy, bundle, tmp_path):
+    """A per-case table in report.md whose number disagrees with results.json: E5 ≤ ½ with both numbers; the
+    same table with the true numbers is no finding."""
+    res = json.loads((run_copy / "analysis" / CASE / "results.json").read_text())
+    d = res["observables"]["self_diffusion"]["D_na"]["value"]
+    k = _factor("report")
+    base = (run_copy / "report.md").read_text()
+    (run_copy / "report.md").write_text(base + f"\n## Case {CASE}\n\n| quantity | value |\n|---|---|\n"
+                                        f"| D_na | {d:.4e} |\n")
+    from mdbench.audit.record_checks import report_case_mismatches
+    from mdbench.audit.runread import load_run
+    from mdbench.audit.safeio import RunFS
+    from mdbench.audit.model import ObservableAssessment
+
+    fake = [ObservableAssessment(CASE, "self_diffusion", "C", "", values={"observables.self_diffusion.D_na": d})]
+    assert report_case_mismatches(load_run(RunFS(run_copy), [CASE]), fake) == []
+    (run_copy / "report.md").write_text(base + f"\n## Case {CASE}\n\n| quantity | value |\n|---|---|\n"
+                                        f"| D_na | {d * k:.4e} |\n")
+    RunRecord(run_copy).add_artifact("report.md")
+    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
+    doc = saeo(tmp_path / "a")
+    assert doc["items"]["E5"]["final"] <= 0.5
+    f = next(f for f in doc["findings"] if f["code"] == "report_number_differs")
+    assert f"{d * k:.4e}" in f["message"]
