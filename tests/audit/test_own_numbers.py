@@ -220,3 +220,92 @@ def test_report_per_case_number_unlike_results_is_E5(run_copy, bundle, tmp_path)
     assert doc["items"]["E5"]["final"] <= 0.5
     f = next(f for f in doc["findings"] if f["code"] == "report_number_differs")
     assert f"{d * k:.4e}" in f["message"]
+
+
+#: Check codes of this issue's modules (none may fire on the honest run).
+OWN_CODES = {"block_spread_implausible", "sigma_inconsistent_with_own_matrix", "tplus_inconsistent_with_own_matrix",
+             "ionicity_inconsistent", "whole_outside_blocks", "block_layout_invalid", "production_after_failed_gate",
+             "gate_record_inconsistent", "stage_state_contradicts_gate", "production_state_point_differs",
+             "production_length_disagrees", "md_files_unclaimed", "lineage_artifact_missing", "report_number_differs",
+             "claim_contradicted", "terminal_reference_unresolved"}
+
+
+def test_honest_run_and_pipeline_format_pass_every_own_number_check_and_planted_faults_land(built, tmp_path):
+    """The honest run with the reanalysis raises none of this issue's findings; its canonical results (our
+    pipeline's format: σ with its Onsager matrix and σ_ij, σ_NE, ionicity, t+ in two frames) pass every internal
+    consistency check; planted into that format, a mixed-convention t+ is A2 F, σ off its own σ_ij A3 F, an
+    ionicity unlike σ/σ_NE A3 F — from the run's own numbers, in every case, whatever the sampling."""
+    from types import SimpleNamespace
+
+    from mdbench.analysis.onsager import transference_conventions
+    from mdbench.audit import consistency
+
+    run, bundle = built
+    _res, doc = reanalysed(run, bundle, tmp_path / "a")
+    assert not OWN_CODES & {f["code"] for f in doc["findings"]}, [f for f in doc["findings"] if f["code"] in OWN_CODES]
+    canon = json.loads((tmp_path / "a" / "reanalysis" / CASE / "results.json").read_text())
+
+    def extras(results):
+        return consistency.checks(SimpleNamespace(results={CASE: results}), CASE, None)
+
+    assert extras(canon) == []
+    obs = canon["observables"]
+    sig = obs["conductivity/sigma"]
+    L = sig["details"]["L"]["whole"]
+    species, charges = canon["system"]["species"], canon["system"]["charges_e"]
+    chk = transference_conventions(L, species, charges).as_dict()
+    if abs(chk["mixed_L_in_weighted"] - chk["unweighted_L"]) < 0.02:
+        pytest.skip("mixed and correct conventions coincide on this trajectory")
+    bad = json.loads(json.dumps(canon))
+    bad["observables"]["transference/barycentric/unweighted_L"]["value"] = chk["mixed_L_in_weighted"]
+    k = _factor("pipeline-sigma")
+    bad["observables"]["conductivity/sigma"]["value"] *= k
+    bad["observables"]["conductivity/sigma"]["blocks"] = [b * k for b in sig["blocks"]]
+    bad["observables"]["conductivity/ionicity"]["value"] *= _factor("pipeline-ionicity")
+    got = {(x.group, x.check.code): x.caps for x in extras(bad)}
+    assert got[("transference_number", "tplus_mixed_convention")] == {"A2": 0.0}
+    assert got[("conductivity", "sigma_inconsistent_with_own_matrix")] == {"A3": 0.0}
+    assert ("conductivity", "ionicity_inconsistent") in got
+
+
+@pytest.mark.skipif(shutil.which("gmx") is None, reason="needs gmx")
+def test_production_with_a_changed_lj_sigma_is_Sim1_zero(run_copy, bundle, tmp_path):
+    """The Na⁺ Lennard-Jones σ changed (planted factor) in the production topology only, the tpr regenerated and
+    its checksum updated: the production run input is not the force field the run equilibrated (and the bundle
+    froze): Sim1 = 0."""
+    line = next(x for x in (rb.GMX_TOP / "oplsaa.ff/ffnonbonded.itp").read_text().splitlines()
+                if x.split()[:1] == ["opls_407"])
+    f = line.split()
+    f[6] = f"{float(f[6]) * float(_rng('lj').uniform(1.05, 1.25)):.5e}"
+    setup = run_copy / "cases" / CASE / "setup"
+    top = (setup / "topol.top").read_text()
+    head, rest = top.split("\n", 1)
+    (setup / "topol_prod.top").write_text(head + "\n\n[ atomtypes ]\n" + " ".join(f) + "\n\n" + rest)
+    prod = run_copy / "cases" / CASE / "prod"
+    proc = subprocess.run(["gmx", "-quiet", "grompp", "-f", "prod.mdp", "-c", "../equil/npt.gro", "-t",
+                           "../equil/npt.cpt", "-p", "../setup/topol_prod.top", "-o", "prod.tpr", "-po", "/dev/null",
+                           "-maxwarn", "2"], cwd=prod, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-800:]
+    for p in list(prod.glob("#*")) + list(setup.glob("#*")):
+        p.unlink()
+    RunRecord(run_copy).add_artifact(f"cases/{CASE}/prod/prod.tpr")
+    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
+    doc = saeo(tmp_path / "a")
+    sim1 = judgment(doc, "Sim1", CASE)
+    assert sim1["rating"] == 0.0 and "Lennard-Jones" in sim1["reason"], sim1
+    assert any(f["code"] == "production_force_field_differs" for f in doc["findings"])
+
+
+def test_registered_gate_reevaluated_on_the_energy_file(run_copy, bundle, tmp_path):
+    """A run registers an equilibration gate whose temperature tolerance its own NPT energy file cannot meet
+    (planted tolerance far below the file's fluctuation) and records no evaluation: Sim3 re-evaluates the
+    registered gate and rates 0 (our own 5 K backstop would pass it)."""
+    tol = float(_rng("gate-tol").uniform(1e-6, 1e-5))
+    RunRecord(run_copy).register("equilibration_gate", {
+        "gate": "equilibration", "stage": "30_equilibrate", "target_temperature_K": 298.15,
+        "observables": ["Density"], "nskip": 1, "min_effective_samples": 1.0, "max_t0_fraction": 1.0,
+        "temperature_tolerance_K": tol, "max_density_drift_rel": 1.0}, case=CASE)
+    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
+    doc = saeo(tmp_path / "a")
+    sim3 = judgment(doc, "Sim3", CASE)
+    assert sim3["rating"] == 0.0 and "re-evaluated" in sim3["reason"], sim3

@@ -27,7 +27,7 @@ import numpy as np
 from mdbench.analysis.blocks import T_975_DOF3
 from mdbench.audit.amend import Extra
 from mdbench.audit.model import Check, Evidence
-from mdbench.audit.runread import Entry, group_entries
+from mdbench.audit.runread import Entry, as_entry, group_entries
 
 E_CHARGE = 1.602176634e-19
 N_A = 6.02214076e23
@@ -189,6 +189,42 @@ def _tplus_checks(case: str, t: Entry, L: tuple[float, float, float, bool] | Non
         {"A3": 0.0})]
 
 
+def _pipeline_tplus_checks(case: str, t: Entry, results: Any, cond: dict[str, Entry]) -> list[Extra]:
+    """A t+ of a results file that records its Onsager matrix with σ (``details.L.whole``, our pipeline's
+    format, species and charges in ``system``): the formulas of :func:`mdbench.analysis.onsager.
+    identify_transference_convention` that reproduce it from the run's own matrix. Only mixed-up ones: F (A2),
+    in every case where it is present; none at all (same frame): A3."""
+    if not t.finite_value or not isinstance(results, dict):
+        return []
+    solvent = "solvent" in t.key.lower()
+    for e in cond.values():
+        det = e.raw.get("details") if isinstance(e.raw.get("details"), dict) else {}
+        blk = det.get("L_solvent" if solvent else "L")
+        if isinstance(blk, dict) and isinstance(blk.get("whole"), list):
+            break
+    else:
+        return []
+    system = results.get("system") if isinstance(results.get("system"), dict) else {}
+    species = system.get("species")
+    charges = det.get("charges_e") if isinstance(det.get("charges_e"), dict) else system.get("charges_e")
+    try:
+        from mdbench.analysis.onsager import identify_transference_convention  # noqa: PLC0415
+
+        names = identify_transference_convention(t.value, blk["whole"], list(species), dict(charges))
+    except Exception:  # noqa: BLE001 - an incomplete or malformed matrix: nothing to compare, never a crash
+        return []
+    if names and all(n.startswith("mixed") for n in names):
+        return [Extra("transference_number", Check(
+            "tplus_mixed_convention", "definition", f"{t.key} = {t.value:.4g} is reproduced from the run's own "
+            f"Onsager matrix only by a mixed-up formula ({', '.join(names)}): a formula error, F whatever the "
+            "sampling", _ev(case, t, "details.L")), {"A2": 0.0}, item="A2")]
+    if not names:
+        return [Extra("transference_number", Check(
+            "tplus_inconsistent_with_own_matrix", "implementation", f"{t.key} = {t.value:.4g} is reproduced by no "
+            "transference formula from the run's own Onsager matrix", _ev(case, t, "details.L")), {"A3": 0.0})]
+    return []
+
+
 def _whole_vs_blocks(case: str, group: str, e: Entry) -> list[Extra]:
     if not e.finite_value or not e.blocks or len(e.blocks) < 2 or any(
             b is None or not math.isfinite(b) for b in e.blocks):
@@ -247,6 +283,15 @@ def checks(run: Any, case: str, prod: Any) -> list[Extra]:
         out += _sigma_checks(case, e, _onsager(e.raw) or L_any, _ion_charges(e.raw, prod), S)
         break  # the collective σ: the group's first entry
     for e in tp.values():
-        out += _tplus_checks(case, e, _onsager(e.raw))
-    out += _ionicity(case, cond)
+        own = _tplus_checks(case, e, _onsager(e.raw))
+        out += own or _pipeline_tplus_checks(case, e, run.results.get(case), cond)
+    res = run.results.get(case)
+    flat = dict(cond)
+    if isinstance(res, dict) and isinstance(res.get("observables"), dict):  # σ_NE and ionicity sit beside σ
+        for k, v in list(res["observables"].items())[:500]:
+            if isinstance(k, str) and (_IONICITY.search(k) or re.search(r"sigma_?ne|nernst", k, re.I)):
+                e = as_entry(f"observables.{k}", v)
+                if e is not None:
+                    flat[e.key] = e
+    out += _ionicity(case, flat)
     return out

@@ -86,13 +86,17 @@ def gate_findings(run: Any, case: str) -> tuple[list[str], list[str]]:
         prod_entered = bool(production_attempts(run, case)) or any(
             a.get("case") == case and canonical_stage(str(a.get("stage", a.get("kind", "")))) == "prod"
             for a in run.attempts.values())
-        if last.get("passed") is False and prod_entered:
+        if last.get("passed") is False and prod_entered and not any(p.get("passed") is True for _i, p in evs
+                                                                     if _i > last_id):
             sim3.append(f"production entered after the recorded equilibration gate (event {last_id}) FAILED "
                         f"({str(last.get('reason', ''))[:160]}) and no later recorded gate passed")
         for eid, p in evs:
             for b in _gate_contradictions(p):
                 sim3.append(f"gate event {eid}: {b}")
                 e5.append(f"{case}: gate event {eid}: {b}")
+    again = reevaluate_registered_gate(run, case)
+    if again is not None:
+        sim3.append(again)
     for stage in ("em", "equil"):
         g = _gate_events(run, case, stage)
         st = run.stage_state(case, stage)
@@ -102,17 +106,72 @@ def gate_findings(run: Any, case: str) -> tuple[list[str], list[str]]:
     return sim3, e5
 
 
+_GATE_ARGS = ("target_temperature_K", "observables", "nskip", "min_effective_samples", "max_t0_fraction",
+              "temperature_tolerance_K", "max_density_drift_rel")
+
+
+def reevaluate_registered_gate(run: Any, case: str) -> str | None:
+    """The run's registered equilibration gate (the definition in force; :func:`mdbench.engine.gates.
+    equilibration_gate`'s parameters) re-evaluated on its last equilibration energy file; why it fails, if it
+    does. None where the run registered no such gate or the file cannot be read (Sim3 reports that)."""
+    from mdbench.audit.simulation import _pick, _stage_attempt_artifacts  # noqa: PLC0415
+
+    reg = next((r for r in run.in_force("gate", "equilibration", case=case)
+                if isinstance(r.get("definition"), dict) and r["definition"].get("gate") == "equilibration"
+                and "max_density_drift_rel" in r["definition"]), None)
+    if reg is None:
+        return None
+    d = reg["definition"]
+    kw: dict[str, Any] = {}
+    try:
+        for k in _GATE_ARGS:
+            if k in d:
+                v = d[k]
+                kw[k] = [str(x) for x in v][:8] if k == "observables" else (int(v) if k == "nskip" else float(v))
+        if "target_temperature_K" not in kw or "observables" not in kw:
+            return None
+    except (TypeError, ValueError):
+        return None
+    edrs = _pick(run, case, "equil", ".edr", _stage_attempt_artifacts(run, case, "equil"))
+    npt = [e for e in edrs if "npt" in e.rsplit("/", 1)[-1].lower()]
+    rel = (npt or edrs or [None])[-1]
+    if rel is None:
+        return None
+    try:
+        from mdbench.analysis.thermo import read_energy_file  # noqa: PLC0415 - header checked before pyedr reads it
+        from mdbench.engine.gates import equilibration_gate  # noqa: PLC0415
+
+        path = run.fs.resolve(rel)
+        read_energy_file(str(path))
+        res = equilibration_gate(str(path), **kw)
+    except Exception as exc:  # noqa: BLE001 - unreadable or too short: Sim3 reports the file itself
+        log.info("registered gate not re-evaluated on %s: %s", rel, exc)
+        return None
+    if res.passed:
+        return None
+    return (f"the run's registered equilibration gate ({reg.get('id')}), re-evaluated on {rel}, fails: "
+            f"{res.reason[:240]}")
+
+
 # ------------------------------------------------------------------------------------------------ production
 _DUMP_LINE = re.compile(r"^\s*(ref-t|ref_t|tcoupl|pcoupl|nsteps|dt|tinit)\s*[:=]\s*(.+?)\s*$", re.M)
 
 
-def tpr_parameters(run: Any, rel: str) -> dict[str, str]:
-    """Run parameters of a ``.tpr`` (``gmx dump -s``, a reader, 60 s, 32 MiB of output at most); empty when
-    GROMACS is unavailable or the file does not parse."""
-    cache = run.fs.__dict__.setdefault("_tpr_params", {})
+#: Largest ``gmx dump`` output read [bytes]; a longer dump leaves the force-field fingerprint unset.
+MAX_DUMP_BYTES = 64 << 20
+_LJ = re.compile(r"^\s*functype\[\d+\]=LJ_SR,\s*(.*)$", re.M)
+_ATOM = re.compile(r"^\s*atom\[\s*\d+\]=\{type=\s*(\d+).*?q=\s*([-+0-9.eE]+)", re.M)
+
+
+def _dump(run: Any, rel: str) -> tuple[dict[str, str], tuple | None]:
+    """(run parameters, force-field fingerprint) of a ``.tpr`` by ``gmx dump -s`` (a reader, 60 s, its output
+    capped); ({}, None) when GROMACS is unavailable or the file does not parse. The fingerprint is (the LJ
+    parameter matrix, the atom types and charges of the molecule types), as printed."""
+    cache = run.fs.__dict__.setdefault("_tpr_dump", {})
     if rel in cache:
         return cache[rel]
-    out: dict[str, str] = {}
+    params: dict[str, str] = {}
+    finger = None
     path = run.fs.resolve(rel)
     gmx = shutil.which("gmx")
     if path is not None and gmx is not None:
@@ -120,14 +179,49 @@ def tpr_parameters(run: Any, rel: str) -> dict[str, str]:
             with tempfile.TemporaryDirectory(prefix="mdbench-dump-") as tmp:
                 proc = subprocess.run([gmx, "-quiet", "-nocopyright", "dump", "-s", str(path)], cwd=tmp,
                                       stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
-            text = proc.stdout[: 32 << 20].decode("utf-8", "replace")
-            head = text.split("topology:", 1)[0]
+            raw = proc.stdout
+            text = raw[:MAX_DUMP_BYTES].decode("utf-8", "replace")
+            head, _, topo = text.partition("topology:")
             for m in _DUMP_LINE.finditer(head):
-                out.setdefault(m.group(1).replace("_", "-"), m.group(2))
+                params.setdefault(m.group(1).replace("_", "-"), m.group(2))
+            if proc.returncode == 0 and len(raw) <= MAX_DUMP_BYTES and topo:
+                moltypes = topo.split("moltype (", 1)[-1] if "moltype (" in topo else topo
+                finger = (tuple(_LJ.findall(topo)), tuple(_ATOM.findall(moltypes)))
         except (OSError, subprocess.SubprocessError) as exc:
             log.info("gmx dump of %s failed: %s", rel, exc)
-    cache[rel] = out
-    return out
+    cache[rel] = (params, finger)
+    return params, finger
+
+
+def tpr_parameters(run: Any, rel: str) -> dict[str, str]:
+    """Run parameters of a ``.tpr`` (:func:`_dump`)."""
+    return _dump(run, rel)[0]
+
+
+def force_field_differs(run: Any, case: str, pf: Any) -> str | None:
+    """Why the production run input's force field (LJ matrix, atom types, charges) differs from the
+    equilibration's, if it does (the force field must not change between equilibration and production)."""
+    from mdbench.audit.simulation import _pick  # noqa: PLC0415
+
+    if pf is None or pf.tpr is None:
+        return None
+    eq = _pick(run, case, "equil", ".tpr")
+    if not eq:
+        return None
+    npt = [e for e in eq if "npt" in e.rsplit("/", 1)[-1].lower()]
+    ref = (npt or eq)[-1]
+    a, b = _dump(run, pf.tpr)[1], _dump(run, ref)[1]
+    if a is None or b is None or a == b:
+        return None
+    what = []
+    if a[0] != b[0]:
+        n = sum(x != y for x, y in zip(a[0], b[0])) + abs(len(a[0]) - len(b[0]))
+        first = next((f"{y} → {x}" for x, y in zip(a[0], b[0]) if x != y), "")
+        what.append(f"{n} Lennard-Jones parameter entr{'y' if n == 1 else 'ies'} ({first[:160]})")
+    if a[1] != b[1]:
+        what.append("atom types or charges of the molecule types")
+    return (f"the production run input {pf.tpr} differs from the equilibration's {ref} in its force field: "
+            + "; ".join(what))
 
 
 _LOG_STEP = re.compile(r"^\s+Step\s+Time\s*\n\s+(\d+)\s+([-+0-9.eE]+)", re.M)
@@ -260,6 +354,47 @@ def report_case_mismatches(run: Any, assessments: list[Any]) -> list[tuple[int, 
     return out
 
 
+# ------------------------------------------------------------------------------------------------ references
+_REF_KEYS = ("results_ref", "ref", "results", "results_path", "path", "file", "evidence")
+_EVENT_KEYS = ("event_id", "gate_event", "producer_event", "event")
+_ATTEMPT_KEYS = ("attempt", "attempt_id", "canonical_attempt", "production_attempt")
+
+
+def unresolved_references(run: Any) -> list[str]:
+    """Every results path, event id and attempt id named anywhere in the terminal record and observables.json
+    that does not resolve (depth ≤ 8, at most 2,000 values read)."""
+    from mdbench.audit.evidence import resolve_ref  # noqa: PLC0415
+
+    event_ids = {ev.get("id") for _line, ev in run.events if isinstance(ev, dict)}
+    out: list[str] = []
+    budget = [2000]
+
+    def walk(obj: Any, where: str, depth: int) -> None:
+        if depth > 8 or budget[0] <= 0:
+            return
+        items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+        for k, v in items:
+            budget[0] -= 1
+            here = f"{where}.{k}"
+            key = str(k).lower()
+            if isinstance(v, (dict, list)):
+                walk(v, here, depth + 1)
+            elif isinstance(v, str) and (key in _REF_KEYS or key.endswith("_ref") or "#/" in v or
+                                         v.endswith("results.json")) and not key.endswith("reason"):
+                if (v.endswith(".json") or "#/" in v) and not resolve_ref(run, v)[0]:
+                    out.append(f"{here} → {v!r} does not resolve")
+            elif key in _EVENT_KEYS and isinstance(v, int) and not isinstance(v, bool) and v not in event_ids:
+                out.append(f"{here} names event {v}, which does not exist")
+            elif key in _ATTEMPT_KEYS and isinstance(v, str) and v not in run.attempts:
+                out.append(f"{here} names attempt {v!r}, which is not in the ledger")
+
+    if isinstance(run.terminal, dict):
+        walk(run.terminal, "episode_terminal", 0)
+    if isinstance(run.observables, dict):
+        walk(run.observables, "observables", 0)
+    return out[:20]
+
+
 # ------------------------------------------------------------------------------------------------ hook
 def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment], assessments: list[Any]
           ) -> list[Finding]:
@@ -278,10 +413,14 @@ def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment
         sim3, e5 = gate_findings(run, case)
         for m in sim3:
             add("Sim3", case, 0.0, f"{case}: {m}", "production_after_failed_gate" if "entered" in m
-                else "gate_record_inconsistent", f"{REC}/events.jsonl")
+                else "registered_gate_fails" if "re-evaluated" in m else "gate_record_inconsistent",
+                f"{REC}/events.jsonl")
         for m in e5:
             code = "stage_state_contradicts_gate" if "stage_states" in m else "gate_record_inconsistent"
             add("E5", None, 0.5, m, code, f"{REC}/stage_states.json")
+        ff = force_field_differs(run, case, prods.get(case))
+        if ff:
+            add("Sim1", case, 0.0, ff, "production_force_field_differs", getattr(prods.get(case), "tpr", None))
         p4, p5 = production_findings(run, bundle, case, prods.get(case))
         for m in p4:
             add("Sim4", case, 0.0, m, "production_state_point_differs" if "couples" in m else
@@ -295,6 +434,8 @@ def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment
         add("E5", None, 0.5, m, "md_files_unclaimed", f"{REC}/attempts.jsonl")
     for line, m in report_case_mismatches(run, assessments)[:5]:
         add("E5", None, 0.5, m, "report_number_differs", "report.md")
+    for m in unresolved_references(run):
+        add("E3", None, 0.5, m, "terminal_reference_unresolved", f"{REC}/episode_terminal.json")
     o5 = next((j for j in judgments if j.item == "O5" and j.case is None), None)
     if o5 is not None and o5.rating is not None and o5.rating < 1:
         add("E5", None, 0.5, f"the terminal claim is contradicted by the evidence (O5: {o5.reason[:200]})",
