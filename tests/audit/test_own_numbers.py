@@ -243,6 +243,7 @@ def test_honest_run_and_pipeline_format_pass_every_own_number_check_and_planted_
     run, bundle = built
     _res, doc = reanalysed(run, bundle, tmp_path / "a")
     assert not OWN_CODES & {f["code"] for f in doc["findings"]}, [f for f in doc["findings"] if f["code"] in OWN_CODES]
+    assert "agree with the canonical" in judgment(doc, "A3", CASE, "association")["reason"]  # compared, as registered
     canon = json.loads((tmp_path / "a" / "reanalysis" / CASE / "results.json").read_text())
 
     def extras(results):
@@ -309,3 +310,50 @@ def test_registered_gate_reevaluated_on_the_energy_file(run_copy, bundle, tmp_pa
     doc = saeo(tmp_path / "a")
     sim3 = judgment(doc, "Sim3", CASE)
     assert sim3["rating"] == 0.0 and "re-evaluated" in sim3["reason"], sim3
+
+
+def _fractions_at(run: Path, cutoff_nm: float) -> dict[str, dict]:
+    """CIP/AGG fractions of the honest run's production at ``cutoff_nm`` (what an agent with another cutoff would
+    write), blocked as the run blocks them."""
+    import MDAnalysis as mda
+    from MDAnalysis.lib.distances import capped_distance
+
+    from mdbench.analysis.blocks import block_estimate, block_windows
+
+    prod = run / "cases" / CASE / "prod"
+    u = mda.Universe(str(prod / "prod.tpr"), str(prod / "prod.xtc"))
+    na, cl = u.select_atoms("resname NA"), u.select_atoms("resname CL")
+    times, cip, agg = [], [], []
+    for ts in u.trajectory:
+        times.append(ts.time)
+        pc = capped_distance(cl.positions, na.positions, cutoff_nm * 10.0, box=ts.dimensions, return_distances=False)
+        per = np.bincount(pc[:, 0], minlength=len(cl)) if len(pc) else np.zeros(len(cl), int)
+        cip.append(float(np.mean(per == 1)))
+        agg.append(float(np.mean(per >= 2)))
+    win = block_windows(np.asarray(times), rb.GUARD_PS)
+    out = {}
+    for name, x in (("cip", np.asarray(cip)), ("agg", np.asarray(agg))):
+        out[name] = block_estimate(float(x[win.whole].mean()), [float(x[b].mean()) for b in win.blocks], "fraction",
+                                   block_ranges_ps=win.block_ranges_ps).to_dict()
+    return out
+
+
+def test_contact_cutoff_unlike_the_registered_one_is_caught_at_the_registered_definition(run_copy, bundle, tmp_path):
+    """The honest run's CIP/AGG are compared with the reanalysis at its registered contact cutoff (not "not
+    compared"); fractions computed at a planted other cutoff while the entry and the registration say 0.35 nm
+    disagree with the reanalysis at 0.35 nm: A3 = 0 and F."""
+    cut = float(_rng("contact-cutoff").uniform(0.55, 0.75))
+    planted = _fractions_at(run_copy, cut)
+    if all(planted[k]["value"] == 0.0 for k in planted):
+        pytest.skip("no cation–anion contact even at the planted cutoff on this trajectory")
+
+    def plant(doc):
+        for k, est in planted.items():
+            e = doc["observables"]["association"][k]
+            e.update({kk: est[kk] for kk in ("value", "blocks", "uncertainty", "block_ranges_ps")})
+    edit_results(run_copy, plant)
+    _res, doc = reanalysed(run_copy, bundle, tmp_path / "a")
+    a3 = judgment(doc, "A3", CASE, "association")
+    assert a3["rating"] == 0.0, a3
+    assert state(doc, CASE, "association") == "F"
+    assert doc["reanalysis"]["cases"][CASE]["registered_settings"]["contact_cutoffs_nm"]["CL:ion"] == 0.35

@@ -22,7 +22,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from mdbench.audit import amend, analysis_items, evidence, fabrication, outcome, record_checks, simulation
+from mdbench.audit import (amend, analysis_items, evidence, fabrication, outcome, record_checks, registered,
+                          simulation)
 from mdbench.audit.bundle import load_bundle
 from mdbench.audit.judges import (check_append_only, entry_digest, load_adjudication, run_external_judge,
                                   run_llm_judge)
@@ -252,8 +253,9 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
         sim4_found[case] = fs.findings[n0:]
         per_case[case] = [simulation.check_setup(run, bundle, case), simulation.check_minimization(run, case), s4]
         upstream[case] = _upstream(run, case, s4)
-    jobs = {case: ((pf.tpr, pf.xtc, pf.edr), _guard_ps(run, case)) for case, pf in prods.items()
-            if reanalysis and upstream[case] is None and pf.readable}
+    jobs = {case: ((pf.tpr, pf.xtc, pf.edr), _guard_ps(run, case),
+                   registered.settings_overrides(run, case, pf.extra.get("charges_e")))  # issue 37: as registered
+            for case, pf in prods.items() if reanalysis and upstream[case] is None and pf.readable}
     with Reanalyses(fs, jobs, out) as canonical:  # a child process analyses beside the checks where it can
         for case in run.cases:  # Sim3 reads the equilibration energy files meanwhile, E3 the record, E2 hashes
             per_case[case].insert(2, simulation.check_equilibration(run, bundle, case))
@@ -264,6 +266,7 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
             canon = None
             if case in jobs:
                 canon, reinfo["cases"][case], re_findings = canonical.result(case)
+                canon = registered.annotate(canon)  # issue 37: its association entries carry their cutoff
                 findings += re_findings
                 if canon is None:  # failed or unavailable: nobody decompressed the frames, Sim4 does it now
                     first = {id(f) for f in sim4_found[case]}
