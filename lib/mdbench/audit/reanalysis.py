@@ -190,7 +190,7 @@ class Reanalyses:
                     for case, (files, guard, *more) in self.jobs.items():
                         findings: list[Finding] = []
                         canon, info, from_file = _reanalyse(self.run_fs, case, files, self.out, guard, findings,
-                                                            *more)
+                                                            *[m for m in more[:1] if m])
                         msg = {"case": case, "info": info, "findings": [asdict(f) for f in findings],
                                "from_file": from_file, "canon": None if from_file else canon}
                         pipe.write(json.dumps(msg, default=str) + "\n")
@@ -221,7 +221,8 @@ class Reanalyses:
         if case not in self._done:
             files, guard, *more = self.jobs[case]
             findings: list[Finding] = []
-            canon, info, _from_file = _reanalyse(self.run_fs, case, files, self.out, guard, findings, *more)
+            canon, info, _from_file = _reanalyse(self.run_fs, case, files, self.out, guard, findings,
+                                                 *[m for m in more[:1] if m])
             self._done[case] = (canon, info, findings)
         return self._done[case]
 
