@@ -357,3 +357,42 @@ def test_contact_cutoff_unlike_the_registered_one_is_caught_at_the_registered_de
     assert a3["rating"] == 0.0, a3
     assert state(doc, CASE, "association") == "F"
     assert doc["reanalysis"]["cases"][CASE]["registered_settings"]["contact_cutoffs_nm"]["CL:ion"] == 0.35
+
+
+@pytest.mark.skipif(shutil.which("gmx") is None, reason="needs gmx")
+def test_trajectory_and_energy_file_cut_short_while_log_and_ledger_say_full_length(run_copy, bundle, tmp_path):
+    """Trajectory and energy file cut cleanly to a planted fraction (they agree with each other; checksums updated)
+    while the log and the ledger still say the full length: Sim4 = 0 and E5 ≤ ½."""
+    frac = float(_rng("cut").uniform(0.6, 0.85))
+    prod = run_copy / "cases" / CASE / "prod"
+    end = round(frac * rb.PROD_STEPS * 0.002, 2)
+    for argv, stdin in ((["trjconv", "-f", "prod.xtc", "-s", "prod.tpr", "-e", f"{end}", "-o", "cut.xtc"], "System\n"),
+                        (["eneconv", "-f", "prod.edr", "-e", f"{end}", "-o", "cut.edr"], None)):
+        proc = subprocess.run(["gmx", "-quiet", *argv], cwd=prod, input=stdin, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-800:]
+    (prod / "cut.xtc").replace(prod / "prod.xtc")
+    (prod / "cut.edr").replace(prod / "prod.edr")
+    for p in prod.glob("#*"):
+        p.unlink()
+    rec = RunRecord(run_copy)
+    for ext in ("xtc", "edr"):
+        rec.add_artifact(f"cases/{CASE}/prod/prod.{ext}")
+    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
+    doc = saeo(tmp_path / "a")
+    sim4 = judgment(doc, "Sim4", CASE)
+    assert sim4["rating"] == 0.0 and ("log" in sim4["reason"] or "ledger" in sim4["reason"]), sim4
+    assert doc["items"]["E5"]["final"] <= 0.5
+    assert any(f["code"] == "production_length_disagrees" for f in doc["findings"])
+
+
+def test_hostile_production_run_input_neither_hangs_nor_crashes_the_new_checks(run_copy, bundle, tmp_path):
+    """The production .tpr replaced by seeded garbage, and a FIFO planted where an equilibration .tpr would be:
+    `gmx dump` is never pointed at the FIFO, the audit completes and rates Sim1/Sim4 0."""
+    import os
+
+    rng = _rng("garbage-tpr")
+    (run_copy / "cases" / CASE / "prod" / "prod.tpr").write_bytes(rng.bytes(4096))
+    os.mkfifo(run_copy / "cases" / CASE / "equil" / "zz_hang.tpr")
+    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
+    doc = saeo(tmp_path / "a")
+    assert judgment(doc, "Sim4", CASE)["rating"] == 0.0

@@ -163,6 +163,55 @@ _LJ = re.compile(r"^\s*functype\[\d+\]=LJ_SR,\s*(.*)$", re.M)
 _ATOM = re.compile(r"^\s*atom\[\s*\d+\]=\{type=\s*(\d+).*?q=\s*([-+0-9.eE]+)", re.M)
 
 
+def _regular(path: Any) -> bool:
+    """True for a regular file (never a FIFO or device a run planted; links are resolved inside the run)."""
+    import os  # noqa: PLC0415
+    import stat  # noqa: PLC0415
+
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _bounded_output(argv: list[str], max_bytes: int, timeout_s: float) -> tuple[bytes, int | None]:
+    """stdout of ``argv`` (stdin closed, stderr dropped, in a fresh temporary directory), read up to
+    ``max_bytes`` + 1 bytes; the process is killed when it writes more or runs past ``timeout_s``.
+    Returns (output, return code or None when killed)."""
+    import os  # noqa: PLC0415
+    import selectors  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    chunks: list[bytes] = []
+    n = 0
+    with tempfile.TemporaryDirectory(prefix="mdbench-dump-") as tmp:
+        proc = subprocess.Popen(argv, cwd=tmp, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout_s
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        killed = False
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or n > max_bytes:
+                    proc.kill()
+                    killed = True
+                    break
+                if not sel.select(min(left, 1.0)):
+                    continue
+                data = os.read(proc.stdout.fileno(), 1 << 20)
+                if not data:
+                    break
+                chunks.append(data)
+                n += len(data)
+        finally:
+            sel.close()
+            proc.stdout.close()
+            rc = proc.wait()
+    return b"".join(chunks), None if killed else rc
+
+
 def _dump(run: Any, rel: str) -> tuple[dict[str, str], tuple | None]:
     """(run parameters, force-field fingerprint) of a ``.tpr`` by ``gmx dump -s`` (a reader, 60 s, its output
     capped); ({}, None) when GROMACS is unavailable or the file does not parse. The fingerprint is (the LJ
@@ -174,17 +223,14 @@ def _dump(run: Any, rel: str) -> tuple[dict[str, str], tuple | None]:
     finger = None
     path = run.fs.resolve(rel)
     gmx = shutil.which("gmx")
-    if path is not None and gmx is not None:
+    if path is not None and gmx is not None and _regular(path):
         try:
-            with tempfile.TemporaryDirectory(prefix="mdbench-dump-") as tmp:
-                proc = subprocess.run([gmx, "-quiet", "-nocopyright", "dump", "-s", str(path)], cwd=tmp,
-                                      stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
-            raw = proc.stdout
+            raw, rc = _bounded_output([gmx, "-quiet", "-nocopyright", "dump", "-s", str(path)], MAX_DUMP_BYTES, 60.0)
             text = raw[:MAX_DUMP_BYTES].decode("utf-8", "replace")
             head, _, topo = text.partition("topology:")
             for m in _DUMP_LINE.finditer(head):
                 params.setdefault(m.group(1).replace("_", "-"), m.group(2))
-            if proc.returncode == 0 and len(raw) <= MAX_DUMP_BYTES and topo:
+            if rc == 0 and len(raw) <= MAX_DUMP_BYTES and topo:
                 moltypes = topo.split("moltype (", 1)[-1] if "moltype (" in topo else topo
                 finger = (tuple(_LJ.findall(topo)), tuple(_ATOM.findall(moltypes)))
         except (OSError, subprocess.SubprocessError) as exc:
