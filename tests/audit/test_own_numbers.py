@@ -193,7 +193,8 @@ def test_production_at_another_temperature_and_hidden_md_attempt(run_copy, bundl
     assert judgment(doc, "Sim4", CASE)["rating"] == 0.0
     assert f"{temp:g}"[:5] in judgment(doc, "Sim4", CASE)["reason"]
     assert doc["items"]["E1"]["final"] <= 0.5 and doc["items"]["E5"]["final"] <= 0.5
-    assert any(f["code"] == "md_files_unclaimed" and "prod_try1" in f["message"] for f in doc["findings"])
+    hidden = next(f for f in doc["findings"] if f["code"] == "md_files_unclaimed" and "prod_try1" in f["message"])
+    assert f"{rb.PROD_STEPS * 0.002 / 1000:.4g} ns of MD not charged" in hidden["message"]   # its time is counted
 
 
 def test_report_per_case_number_unlike_results_is_E5(run_copy, bundle, tmp_path):

@@ -316,12 +316,13 @@ def production_findings(run: Any, bundle: Any, case: str, pf: Any) -> tuple[list
     return sim4, e5
 
 
-def unclaimed_md_files(run: Any) -> list[str]:
+def unclaimed_md_files(run: Any, hidden_ns: dict[str, float] | None = None) -> list[str]:
     """MD output files (trajectories, energy files) of MD stages that no ledger attempt accounts for: more
     distinct runs (directory + file stem) in a case's equilibration/production than attempts of it in the
     ledger, the files named by an attempt's artifacts counted as that attempt's."""
     from mdbench.audit.simulation import _artifact_rel  # noqa: PLC0415
 
+    hidden_ns = {} if hidden_ns is None else hidden_ns
     out = []
     for case in run.cases:
         named: set[str] = set()
@@ -358,10 +359,28 @@ def unclaimed_md_files(run: Any) -> list[str]:
             allowance = max(0, len(n_attempts[stage]) - named_here)
             if len(unnamed) > allowance:
                 extra = unnamed[allowance:] if allowance else unnamed
+                ns = sum(_span_ns(run, s) for s in extra[:20])
+                hidden_ns[case] = hidden_ns.get(case, 0.0) + ns
                 out.append(f"{case}: MD output {', '.join(s + '.*' for s in extra[:4])} on disk, but the ledger "
                            f"records {len(n_attempts[stage])} {stage} attempt(s) for {len(stems)} run(s) on disk "
-                           "(MD time not charged)")
+                           f"({ns:.4g} ns of MD not charged)")
     return out
+
+
+def _span_ns(run: Any, stem: str) -> float:
+    """Simulated time [ns] of an MD output by its trajectory's frame headers (0 without a readable .xtc)."""
+    from mdbench.trajcheck import scan_xtc  # noqa: PLC0415
+
+    path = run.fs.resolve(stem + ".xtc")
+    if path is None or not _regular(path):
+        return 0.0
+    try:
+        x = scan_xtc(path)
+        if x.first_time_ps is None or x.last_time_ps is None:
+            return 0.0
+        return max(0.0, float(x.last_time_ps) - float(x.first_time_ps)) / 1000.0
+    except Exception:  # noqa: BLE001 - not an xtc: nothing to count
+        return 0.0
 
 
 # ------------------------------------------------------------------------------------------------ report numbers
@@ -475,9 +494,25 @@ def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment
             add("E5", None, 0.5, m, "production_length_disagrees", getattr(prods.get(case), "log", None))
     for m in lineage_artifacts(run, prods):
         add("E1", None, 0.0, m, "lineage_artifact_missing", f"{REC}/attempts.jsonl")
-    for m in unclaimed_md_files(run):
+    hidden: dict[str, float] = {}
+    for m in unclaimed_md_files(run, hidden):
         add("E1", None, 0.5, m, "md_files_unclaimed", f"{REC}/attempts.jsonl")
         add("E5", None, 0.5, m, "md_files_unclaimed", f"{REC}/attempts.jsonl")
+    if hidden:  # their MD time counts toward the budget (seed: 100 ns per case, 300 ns in all)
+        from mdbench.audit.evidence import CASE_BUDGET_NS, STUDY_BUDGET_NS, ledger_consumption  # noqa: PLC0415
+
+        cons = ledger_consumption(run)
+        for case, ns in hidden.items():
+            total = cons.per_case_ns.get(case, 0.0) + ns
+            if total > CASE_BUDGET_NS + 1e-9:
+                m = (f"{case}: {total:.4g} ns of MD with the unclaimed files exceeds the {CASE_BUDGET_NS:g} ns case "
+                     "budget")
+                add("E5", None, 0.0, m, "budget_exceeded", f"{REC}/attempts.jsonl")
+                add("O3", None, 0.0, m, "budget_exceeded", f"{REC}/attempts.jsonl")
+        if cons.total_ns + sum(hidden.values()) > STUDY_BUDGET_NS + 1e-9:
+            m = f"{cons.total_ns + sum(hidden.values()):.4g} ns of MD with the unclaimed files exceeds {STUDY_BUDGET_NS:g} ns"
+            add("E5", None, 0.0, m, "budget_exceeded", f"{REC}/attempts.jsonl")
+            add("O3", None, 0.0, m, "budget_exceeded", f"{REC}/attempts.jsonl")
     for line, m in report_case_mismatches(run, assessments)[:5]:
         add("E5", None, 0.5, m, "report_number_differs", "report.md")
     for m in unresolved_references(run):
