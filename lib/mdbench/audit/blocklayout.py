@@ -42,7 +42,7 @@ def registered_layout(run: Any, case: str) -> tuple[int, float | None, str]:
 
 
 def layout_problems(ranges: Any, n_blocks: int, guard_from_ps: float | None, t_end_ps: float | None,
-                    dt_ps: float) -> list[str]:
+                    dt_ps: float, t_start_ps: float | None = None) -> list[str]:
     """What is wrong with a list of [start, end] block ranges [ps] (empty when it is a valid layout)."""
     if not isinstance(ranges, list) or not ranges:
         return []
@@ -56,6 +56,9 @@ def layout_problems(ranges: Any, n_blocks: int, guard_from_ps: float | None, t_e
     if len(rr) != n_blocks:
         out.append(f"{len(rr)} blocks, {n_blocks} registered")
     tol = max(dt_ps, 1e-6) * 1.01
+    if t_start_ps is not None and t_end_ps is not None and t_start_ps > tol and rr[0][0] < t_start_ps - tol and \
+            rr[-1][1] <= (t_end_ps - t_start_ps) + tol:  # times measured from the production's first frame
+        rr = [(a + t_start_ps, b + t_start_ps) for a, b in rr]
     for i, (a, b) in enumerate(rr):
         if b <= a:
             out.append(f"block {i + 1} [{a:g}, {b:g}] ps is empty or reversed")
@@ -94,7 +97,7 @@ def checks(run: Any, case: str, prod: Any) -> list[Extra]:
             ranges = e.raw.get("block_ranges_ps")
             if ranges is None and isinstance(e.raw.get("window"), dict):
                 ranges = e.raw["window"].get("block_ranges_ps")
-            p = layout_problems(ranges, n, guard_from, t1, dt)
+            p = layout_problems(ranges, n, guard_from, t1, dt, t0)
             if _OVERLAP_WORDS.search(str(unc.get("definition", ""))):
                 p.append("its uncertainty definition uses overlapping blocks")
             if p:
@@ -103,7 +106,7 @@ def checks(run: Any, case: str, prod: Any) -> list[Extra]:
         if not why and reg_overlap:
             why, where = ["the guard/block registration declares overlapping blocks"], None
         if not why and windows:
-            why = layout_problems(windows.get("block_ranges_ps"), n, guard_from, t1, dt)
+            why = layout_problems(windows.get("block_ranges_ps"), n, guard_from, t1, dt, t0)
             where = "windows.block_ranges_ps" if why else None
         if why:
             out.append(Extra(group, Check("block_layout_invalid", "sampling",

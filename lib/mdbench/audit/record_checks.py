@@ -387,35 +387,57 @@ def _span_ns(run: Any, stem: str) -> float:
 _HEADER = re.compile(r"^(#{1,6})\s+(.*)$")
 
 
+_CELL_NUMBER = re.compile(r"^\s*\**\s*([-+−]?\d+(?:\.\d+)?(?:[eE][-+−]?\d+)?)")
+
+
+def _norm_name(text: str) -> str:
+    """A table cell's name part, normalised (``D_li (m²/s)`` → ``d_li``; spaces and hyphens as ``_``)."""
+    t = re.split(r"[(\[]", text.replace("`", "").replace("*", ""), maxsplit=1)[0].strip().lower()
+    return re.sub(r"[\s-]+", "_", t)
+
+
 def report_case_mismatches(run: Any, assessments: list[Any]) -> list[tuple[int, str]]:
-    """(line, message) where a report.md section whose header names exactly one case quotes a result of that
-    case with a number that matches no value of that case's results."""
-    from mdbench.audit.evidence import report_number_mismatches  # noqa: PLC0415
+    """(line, message) where a table row of a report.md section whose header names exactly one case gives a
+    result of that case (first cell: its name) with a number (first number of the next cells) that matches no
+    value of that result (powers of ten allowed: unit prefixes)."""
+    from mdbench.audit.evidence import _same_up_to_unit  # noqa: PLC0415
 
     text = run.report_md or ""
-    if not text or len(run.cases) < 1:
+    if not text:
         return []
-    per_case: dict[str, dict[str, float]] = {}
+    per_case: dict[str, dict[str, list[float]]] = {}
     for a in assessments:
         for key, val in a.values.items():
-            per_case.setdefault(a.case, {})[re.split(r"[./]", key)[-1]] = val
+            per_case.setdefault(a.case, {}).setdefault(re.split(r"[./]", key)[-1].lower(), []).append(val)
     out: list[tuple[int, str]] = []
-    lines = text.splitlines()
-    current, start = None, 0
-    sections: list[tuple[str | None, int, int]] = []
-    for n, line in enumerate(lines):
+    current: str | None = None
+    for n, line in enumerate(text.splitlines()[:100_000], start=1):
         m = _HEADER.match(line)
         if m:
-            sections.append((current, start, n))
-            named = [c for c in run.cases if re.search(rf"(?<![A-Za-z0-9_]){re.escape(c)}(?![A-Za-z0-9_])", m.group(2))]
-            current, start = (named[0] if len(named) == 1 else None), n + 1
-    sections.append((current, start, len(lines)))
-    for case, a, b in sections:
-        if case is None or case not in per_case or b <= a:
+            named = [c for c in run.cases
+                     if re.search(rf"(?<![A-Za-z0-9_]){re.escape(c)}(?![A-Za-z0-9_])", m.group(2))]
+            current = named[0] if len(named) == 1 else None
             continue
-        body = "\n".join(lines[a:b])
-        for ln, msg in report_number_mismatches(body, per_case[case]):
-            out.append((a + ln, msg.replace(f"report.md:{ln} ", f"report.md:{a + ln} ({case}) ")))
+        if current is None or not line.lstrip().startswith("|") or current not in per_case:
+            continue
+        cells = [c for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2:
+            continue
+        vals = per_case[current].get(_norm_name(cells[0]))
+        if not vals:
+            continue
+        for cell in cells[1:]:
+            num = _CELL_NUMBER.match(cell)
+            if num is None:
+                continue
+            try:
+                x = float(num.group(1).replace("−", "-"))
+            except ValueError:
+                break
+            if not any(_same_up_to_unit(x, v) for v in vals):
+                out.append((n, f"report.md:{n} ({current}) gives {cells[0].strip()[:40]} = {num.group(1)}, "
+                               f"results.json has {', '.join(f'{v:.6g}' for v in vals[:3])}"))
+            break
     return out
 
 
