@@ -257,6 +257,7 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
                    registered.settings_overrides(run, case, pf.extra.get("charges_e")))  # issue 37: as registered
             for case, pf in prods.items() if reanalysis and upstream[case] is None and pf.readable}
     with Reanalyses(fs, jobs, out) as canonical:  # a child process analyses beside the checks where it can
+        record_checks.prefetch(run, prods)  # issue 37: the run inputs' gmx dump in threads meanwhile
         for case in run.cases:  # Sim3 reads the equilibration energy files meanwhile, E3 the record, E2 hashes
             per_case[case].insert(2, simulation.check_equilibration(run, bundle, case))
         extra, refs = _record_findings(run_path)

@@ -213,12 +213,23 @@ def _bounded_output(argv: list[str], max_bytes: int, timeout_s: float) -> tuple[
 
 
 def _dump(run: Any, rel: str) -> tuple[dict[str, str], tuple | None]:
+    """:func:`_dump_now`, or the result of its :func:`prefetch`."""
+    cache = run.fs.__dict__.setdefault("_tpr_dump", {})
+    fut = run.fs.__dict__.get("_tpr_dump_futures", {}).pop(rel, None)
+    if rel not in cache and fut is not None:
+        try:
+            cache[rel] = fut.result(timeout=120)
+        except Exception:  # noqa: BLE001 - the prefetch failed: dump here
+            pass
+    if rel not in cache:
+        cache[rel] = _dump_now(run, rel)
+    return cache[rel]
+
+
+def _dump_now(run: Any, rel: str) -> tuple[dict[str, str], tuple | None]:
     """(run parameters, force-field fingerprint) of a ``.tpr`` by ``gmx dump -s`` (a reader, 60 s, its output
     capped); ({}, None) when GROMACS is unavailable or the file does not parse. The fingerprint is (the LJ
     parameter matrix, the atom types and charges of the molecule types), as printed."""
-    cache = run.fs.__dict__.setdefault("_tpr_dump", {})
-    if rel in cache:
-        return cache[rel]
     params: dict[str, str] = {}
     finger = None
     path = run.fs.resolve(rel)
@@ -235,8 +246,32 @@ def _dump(run: Any, rel: str) -> tuple[dict[str, str], tuple | None]:
                 finger = (tuple(_LJ.findall(topo)), tuple(_ATOM.findall(moltypes)))
         except (OSError, subprocess.SubprocessError) as exc:
             log.info("gmx dump of %s failed: %s", rel, exc)
-    cache[rel] = (params, finger)
     return params, finger
+
+
+def _equil_tpr(run: Any, case: str) -> str | None:
+    from mdbench.audit.simulation import _pick  # noqa: PLC0415
+
+    eq = _pick(run, case, "equil", ".tpr")
+    npt = [e for e in eq if "npt" in e.rsplit("/", 1)[-1].lower()]
+    return (npt or eq or [None])[-1]
+
+
+def prefetch(run: Any, prods: dict[str, Any]) -> None:
+    """Start the ``gmx dump`` of every production and equilibration run input in threads (while the
+    reanalysis runs), so that :func:`amend` finds them done."""
+    if shutil.which("gmx") is None:
+        return
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    rels = [r for case, pf in prods.items() for r in (getattr(pf, "tpr", None), _equil_tpr(run, case)) if r]
+    if not rels:
+        return
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mdbench-dump")
+    futures = run.fs.__dict__.setdefault("_tpr_dump_futures", {})
+    for rel in dict.fromkeys(rels):
+        futures[rel] = pool.submit(_dump_now, run, rel)
+    pool.shutdown(wait=False)
 
 
 def tpr_parameters(run: Any, rel: str) -> dict[str, str]:
@@ -247,15 +282,11 @@ def tpr_parameters(run: Any, rel: str) -> dict[str, str]:
 def force_field_differs(run: Any, case: str, pf: Any) -> str | None:
     """Why the production run input's force field (LJ matrix, atom types, charges) differs from the
     equilibration's, if it does (the force field must not change between equilibration and production)."""
-    from mdbench.audit.simulation import _pick  # noqa: PLC0415
-
     if pf is None or pf.tpr is None:
         return None
-    eq = _pick(run, case, "equil", ".tpr")
-    if not eq:
+    ref = _equil_tpr(run, case)
+    if ref is None:
         return None
-    npt = [e for e in eq if "npt" in e.rsplit("/", 1)[-1].lower()]
-    ref = (npt or eq)[-1]
     a, b = _dump(run, pf.tpr)[1], _dump(run, ref)[1]
     if a is None or b is None or a == b:
         return None
