@@ -265,13 +265,48 @@ def prefetch(run: Any, prods: dict[str, Any]) -> None:
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     rels = [r for case, pf in prods.items() for r in (getattr(pf, "tpr", None), _equil_tpr(run, case)) if r]
-    if not rels:
+    cpts = [pf.cpt for pf in prods.values() if getattr(pf, "cpt", None)]
+    if not rels and not cpts:
         return
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mdbench-dump")
     futures = run.fs.__dict__.setdefault("_tpr_dump_futures", {})
     for rel in dict.fromkeys(rels):
         futures[rel] = pool.submit(_dump_now, run, rel)
+    cp_futures = run.fs.__dict__.setdefault("_cpt_futures", {})
+    for rel in dict.fromkeys(cpts):
+        cp_futures[rel] = pool.submit(_checkpoint_time_now, run, rel)
     pool.shutdown(wait=False)
+
+
+_CPT_T = re.compile(r"^t = ([-+0-9.eE]+)\s*$", re.M)
+
+
+def _checkpoint_time_now(run: Any, rel: str) -> float | None:
+    """Simulation time [ps] a checkpoint was written at (``gmx dump -cp``), None when unreadable."""
+    path = run.fs.resolve(rel)
+    gmx = shutil.which("gmx")
+    if path is None or gmx is None or not _regular(path):
+        return None
+    try:
+        raw, rc = _bounded_output([gmx, "-quiet", "-nocopyright", "dump", "-cp", str(path)], 1 << 20, 60.0)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = _CPT_T.search(raw[: 1 << 20].decode("utf-8", "replace"))
+    try:
+        return float(m.group(1)) if m else None
+    except ValueError:
+        return None
+
+
+def checkpoint_time(run: Any, rel: str) -> float | None:
+    """:func:`_checkpoint_time_now`, or its :func:`prefetch`."""
+    fut = run.fs.__dict__.get("_cpt_futures", {}).pop(rel, None)
+    if fut is not None:
+        try:
+            return fut.result(timeout=120)
+        except Exception:  # noqa: BLE001
+            pass
+    return _checkpoint_time_now(run, rel)
 
 
 def tpr_parameters(run: Any, rel: str) -> dict[str, str]:
@@ -331,6 +366,11 @@ def production_findings(run: Any, bundle: Any, case: str, pf: Any) -> tuple[list
             msg = (f"the production log's last step is at {t_log:g} ps, the trajectory ends at {pf.t_last_ps:g} ps")
             sim4.append(msg)
             e5.append(f"{case}: {msg}")
+    t_cpt = checkpoint_time(run, pf.cpt) if getattr(pf, "cpt", None) else None
+    if t_cpt is not None and abs(t_cpt - pf.t_last_ps) > tol:
+        msg = f"the production checkpoint was written at {t_cpt:g} ps, the trajectory ends at {pf.t_last_ps:g} ps"
+        sim4.append(msg)
+        e5.append(f"{case}: {msg}")
     if pf.attempt is not None:
         a = run.attempts.get(pf.attempt, {})
         try:
@@ -523,9 +563,10 @@ def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment
     findings: list[Finding] = []
     caps: dict[tuple[str, str | None], list[tuple[float, str]]] = {}
 
-    def add(item: str, case: str | None, rating: float, msg: str, code: str, path: str | None) -> None:
+    def add(item: str, case: str | None, rating: float, msg: str, code: str, path: str | None,
+            line: int | None = None) -> None:
         caps.setdefault((item, case), []).append((rating, msg))
-        findings.append(Finding(code, msg[:600], path, item=item, case=case))
+        findings.append(Finding(code, msg[:600], path, line, item=item, case=case))
 
     for case in run.cases:
         sim3, e5 = gate_findings(run, case)
@@ -567,9 +608,12 @@ def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment
             add("E5", None, 0.0, m, "budget_exceeded", f"{REC}/attempts.jsonl")
             add("O3", None, 0.0, m, "budget_exceeded", f"{REC}/attempts.jsonl")
     for line, m in report_case_mismatches(run, assessments)[:5]:
-        add("E5", None, 0.5, m, "report_number_differs", "report.md")
-    for m in unresolved_references(run):
-        add("E3", None, 0.5, m, "terminal_reference_unresolved", f"{REC}/episode_terminal.json")
+        add("E5", None, 0.5, m, "report_number_differs", "report.md", line)
+    for m in unresolved_references(run):  # one finding per reference: its JSON pointer is the location
+        where = m.split(" ", 1)[0]
+        doc, _, ptr = where.partition(".")
+        rel = f"{REC}/episode_terminal.json" if doc == "episode_terminal" else f"{REC}/observables.json"
+        add("E3", None, 0.5, m, "terminal_reference_unresolved", f"{rel}#/{ptr.replace('.', '/')}")
     o5 = next((j for j in judgments if j.item == "O5" and j.case is None), None)
     if o5 is not None and o5.rating is not None and o5.rating < 1:
         add("E5", None, 0.5, f"the terminal claim is contradicted by the evidence (O5: {o5.reason[:200]})",
