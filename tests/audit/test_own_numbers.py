@@ -414,3 +414,41 @@ def test_terminal_references_inside_dict_entries_resolve_or_E3(run_copy, bundle,
     msgs = [f["message"] for f in doc["findings"] if f["code"] == "terminal_reference_unresolved"]
     assert any(f"results_v{n}.json" in m for m in msgs) and any(f"event {n}" in m for m in msgs)
     assert any(f"{CASE}-{n:04d}" in m for m in msgs)
+
+
+def test_consistency_rules_on_hand_written_entries():
+    """Pure rules (no GROMACS): σ is compared with an Onsager block only when its unit is already divided by
+    k_B T V (a foreign run's raw displacement slopes are not second-guessed); a block layout measured from the
+    production's first frame is accepted; overlap, unequal lengths and a block before the guard are not."""
+    from types import SimpleNamespace
+
+    from mdbench.audit import consistency
+    from mdbench.audit.blocklayout import layout_problems
+
+    rng = _rng("pure")
+    pp, mm, pm = (float(x) for x in rng.uniform([2.0, 1.0, 0.1], [3.0, 2.0, 0.5]))
+    e2 = consistency.E_CHARGE ** 2
+    sigma = e2 * (pp + mm - 2 * pm) * 1e20
+
+    def doc(unit, value):
+        return {"observables": {
+            "conductivity": {"value": value, "blocks": [value] * 3 + [value * 1.01], "charges_e": {"NA": 1, "CL": -1}},
+            "transference_number": {"value": (pp - pm) / (pp + mm - 2 * pm), "blocks": [0.5] * 4,
+                                    "onsager": {"L_pp": pp * 1e20, "L_mm": mm * 1e20, "L_pm": pm * 1e20,
+                                                "unit": unit}}}}
+
+    def codes(d):
+        return {x.check.code for x in consistency.checks(SimpleNamespace(results={"W": d}), "W", None)}
+
+    assert "sigma_inconsistent_with_own_matrix" not in codes(doc("1/(J m s)", sigma))
+    assert "sigma_inconsistent_with_own_matrix" in codes(doc("1/(J m s)", sigma * _factor("pure-sigma")))
+    assert "sigma_inconsistent_with_own_matrix" not in codes(doc("nm^2/ps", sigma * _factor("pure-sigma")))
+    assert "conductivity_without_cross_terms" in codes(doc("mol/(J m s)", e2 * (pp + mm) * 1e20))
+    ok = [[0.4, 1.28], [1.3, 2.18], [2.2, 3.08], [3.1, 3.98]]
+    assert layout_problems(ok, 4, 0.4, 4.0, 0.02, 0.0) == []
+    assert layout_problems(ok, 4, 100.4, 104.0, 0.02, 100.0) == []                # relative to the first frame
+    assert any("overlap" in p for p in layout_problems([[0.4, 1.5], [1.0, 2.18], [2.2, 3.08], [3.1, 3.98]], 4, 0.4,
+                                                        4.0, 0.02, 0.0))
+    assert any("guard" in p for p in layout_problems([[0.0, 0.98], [1.0, 1.98], [2.0, 2.98], [3.0, 3.98]], 4, 0.4,
+                                                      4.0, 0.02, 0.0))
+    assert any("registered" in p for p in layout_problems(ok, 8, 0.4, 4.0, 0.02, 0.0))

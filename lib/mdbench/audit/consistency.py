@@ -95,6 +95,15 @@ def _onsager(raw: dict) -> tuple[float, float, float, bool] | None:
     return pp, mm, pm, ("charge" in w or "signed" in w or w == "weighted")
 
 
+def _normalised_unit(raw: dict) -> bool:
+    """True when an entry's Onsager block states a unit already divided by k_B T V (``1/(J m s)``,
+    ``mol/(J m s)``): only then is σ = e² Σ z_i z_j L^ij up to a unit factor (raw displacement slopes need
+    k_B T and V, which the comparison does not guess)."""
+    src = raw.get("onsager", raw.get("L", raw.get("onsager_coefficients")))
+    unit = str(src.get("unit", src.get("units", ""))) if isinstance(src, dict) else ""
+    return "J" in unit and "s" in unit
+
+
 def _ion_charges(raw: dict, prod: Any) -> tuple[float, float] | None:
     """(z+, z-) [e] of a 1:1 salt: the entry's recorded charges, else the production topology's."""
     q = _charges(raw) or dict(((getattr(prod, "extra", None) or {}).get("charges_e") or {}))
@@ -279,13 +288,15 @@ def checks(run: Any, case: str, prod: Any) -> list[Extra]:
         for e in entries.values():
             out += _whole_vs_blocks(case, group, e)
     cond, tp = groups.get("conductivity") or {}, groups.get("transference_number") or {}
-    L_any = next((L for e in list(cond.values()) + list(tp.values()) if (L := _onsager(e.raw)) is not None), None)
+    L_any = next((L for e in list(cond.values()) + list(tp.values())
+                  if (L := _onsager(e.raw)) is not None and _normalised_unit(e.raw)), None)
     for e in cond.values():
         if _IONICITY.search(e.key) or re.search(r"(sigma_?ne|nernst)", e.key, re.I):
             continue
         details = e.raw.get("details") if isinstance(e.raw.get("details"), dict) else {}
         S = e.raw.get("sigma_ij_S_m", details.get("sigma_ij_S_m"))
-        out += _sigma_checks(case, e, _onsager(e.raw) or L_any, _ion_charges(e.raw, prod), S)
+        own = _onsager(e.raw) if _normalised_unit(e.raw) else None
+        out += _sigma_checks(case, e, own or L_any, _ion_charges(e.raw, prod), S)
         break  # the collective σ: the group's first entry
     for e in tp.values():
         own = _tplus_checks(case, e, _onsager(e.raw))
