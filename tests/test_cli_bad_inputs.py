@@ -9,7 +9,6 @@ same through a real subprocess. The run directory is the tiny REAL GROMACS run o
 from __future__ import annotations
 
 import hashlib
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field

@@ -25,9 +25,13 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.blocks import T_975_DOF3
+from mdbench.analysis.observables import (ASSOCIATION_GROUP, CONDUCTIVITY_GROUP, THERMODYNAMICS_GROUP,
+                                          TRANSFERENCE_GROUP)
 from mdbench.audit.amend import Extra
 from mdbench.audit.model import Check, Evidence
 from mdbench.audit.runread import Entry, as_entry, group_entries
+
+_SIGMA_GROUP, _T_PLUS_GROUP = CONDUCTIVITY_GROUP.name, TRANSFERENCE_GROUP.name
 
 E_CHARGE = 1.602176634e-19
 N_A = 6.02214076e23
@@ -134,7 +138,7 @@ def _sigma_checks(case: str, sig: Entry, L: tuple[float, float, float, bool] | N
             code, sev, caps = (("conductivity_without_cross_terms", "definition", {"A2": 0.0})
                                if unit_related(sig.value, diag) else
                                ("sigma_inconsistent_with_own_matrix", "implementation", {"A3": 0.0}))
-            out.append(Extra("conductivity", Check(code, sev, f"{sig.key} = {sig.value:.4g} does not follow from "
+            out.append(Extra(_SIGMA_GROUP, Check(code, sev, f"{sig.key} = {sig.value:.4g} does not follow from "
                                                    f"its own σ_ij matrix (Σ σ_ij = {own:.4g}, diagonal only "
                                                    f"{diag:.4g})", _ev(case, sig, "sigma_ij_S_m")), caps,
                              item="A2" if sev == "definition" else "A3"))
@@ -158,7 +162,7 @@ def _sigma_checks(case: str, sig: Entry, L: tuple[float, float, float, bool] | N
     else:
         code, sev, caps, why = "sigma_inconsistent_with_own_matrix", "implementation", {"A3": 0.0}, \
             "no unit factor relates them"
-    return [Extra("conductivity", Check(code, sev, f"{sig.key} = {sig.value:.4g} does not follow from the run's "
+    return [Extra(_SIGMA_GROUP, Check(code, sev, f"{sig.key} = {sig.value:.4g} does not follow from the run's "
                                         f"own Onsager matrix: Σ z_i z_j L_ij = {full:.4g} (z = {zp:+g}/{zm:+g}); "
                                         + why, _ev(case, sig, "onsager")), caps,
                   item="A2" if sev == "definition" else "A3")]
@@ -173,7 +177,7 @@ def _tplus_checks(case: str, t: Entry, L: tuple[float, float, float, bool] | Non
     den = _num(raw.get("denominator", (raw.get("details") or {}).get("denominator")
                        if isinstance(raw.get("details"), dict) else None))
     if num is not None and den not in (None, 0.0) and abs(t.value - num / den) > REL_TOL * max(abs(t.value), 0.05):
-        return [Extra("transference_number", Check(
+        return [Extra(_T_PLUS_GROUP, Check(
             "tplus_inconsistent_with_own_matrix", "implementation", f"{t.key} = {t.value:.4g} is not its own "
             f"numerator / denominator = {num:.4g} / {den:.4g} = {num / den:.4g}", _ev(case, t, "numerator")),
             {"A3": 0.0})]
@@ -189,12 +193,12 @@ def _tplus_checks(case: str, t: Entry, L: tuple[float, float, float, bool] | Non
     if abs(t.value - correct) <= tol:
         return []
     if abs(t.value - mixed) <= max(REL_TOL * abs(mixed), 0.005) and abs(mixed - correct) > tol:
-        return [Extra("transference_number", Check(
+        return [Extra(_T_PLUS_GROUP, Check(
             "tplus_mixed_convention", "definition", f"{t.key} = {t.value:.4g} is its own Onsager matrix in the "
             f"mixed convention ((L++ + L+-)/(L++ + L-- + 2L+-) = {mixed:.4g}; signed-charge L+- fed to the "
             f"unweighted formula), the unweighted one gives {correct:.4g}: a formula error, F whatever the "
             "sampling", _ev(case, t, "onsager")), {"A2": 0.0}, item="A2")]
-    return [Extra("transference_number", Check(
+    return [Extra(_T_PLUS_GROUP, Check(
         "tplus_inconsistent_with_own_matrix", "implementation", f"{t.key} = {t.value:.4g} does not follow from its "
         f"own Onsager matrix ((L++ - L+-)/(L++ + L-- - 2L+-) = {correct:.4g})", _ev(case, t, "onsager")),
         {"A3": 0.0})]
@@ -225,12 +229,12 @@ def _pipeline_tplus_checks(case: str, t: Entry, results: Any, cond: dict[str, En
     except Exception:  # noqa: BLE001 - an incomplete or malformed matrix: nothing to compare, never a crash
         return []
     if names and all(n.startswith("mixed") for n in names):
-        return [Extra("transference_number", Check(
+        return [Extra(_T_PLUS_GROUP, Check(
             "tplus_mixed_convention", "definition", f"{t.key} = {t.value:.4g} is reproduced from the run's own "
             f"Onsager matrix only by a mixed-up formula ({', '.join(names)}): a formula error, F whatever the "
             "sampling", _ev(case, t, "details.L")), {"A2": 0.0}, item="A2")]
     if not names:
-        return [Extra("transference_number", Check(
+        return [Extra(_T_PLUS_GROUP, Check(
             "tplus_inconsistent_with_own_matrix", "implementation", f"{t.key} = {t.value:.4g} is reproduced by no "
             "transference formula from the run's own Onsager matrix", _ev(case, t, "details.L")), {"A3": 0.0})]
     return []
@@ -246,7 +250,7 @@ def _whole_vs_blocks(case: str, group: str, e: Entry) -> list[Extra]:
     lo, hi = float(b.min()) - hw, float(b.max()) + hw
     # averages over frames (energy-file terms, class fractions) equal the mean of equal blocks; fitted and
     # positional estimates (D, η, σ, t+, g(r) minima) may differ from their blocks by a finite-window bias
-    rel = REL_TOL if group in ("thermodynamics", "association") else WHOLE_FIT_TOL
+    rel = REL_TOL if group in (THERMODYNAMICS_GROUP.name, ASSOCIATION_GROUP.name) else WHOLE_FIT_TOL
     slack = rel * max(abs(float(b.mean())), abs(e.value))
     if lo - slack <= e.value <= hi + slack:
         return []
@@ -273,7 +277,7 @@ def _ionicity(case: str, entries: dict[str, Entry]) -> list[Extra]:
     if "haven" in ion.key.lower():
         want = 1.0 / want if want else math.nan
     if math.isfinite(want) and abs(ion.value - want) > REL_TOL * max(abs(want), 0.01):
-        return [Extra("conductivity", Check("ionicity_inconsistent", "implementation",
+        return [Extra(_SIGMA_GROUP, Check("ionicity_inconsistent", "implementation",
                                             f"{ion.key} = {ion.value:.4g}, its own σ / σ_NE = {sig.value:.4g} / "
                                             f"{ne.value:.4g} = {want:.4g}", _ev(case, ion, "ionicity")),
                       {"A3": 0.0})]
@@ -287,7 +291,7 @@ def checks(run: Any, case: str, prod: Any) -> list[Extra]:
     for group, entries in groups.items():
         for e in entries.values():
             out += _whole_vs_blocks(case, group, e)
-    cond, tp = groups.get("conductivity") or {}, groups.get("transference_number") or {}
+    cond, tp = groups.get(CONDUCTIVITY_GROUP.name) or {}, groups.get(TRANSFERENCE_GROUP.name) or {}
     L_any = next((L for e in list(cond.values()) + list(tp.values())
                   if (L := _onsager(e.raw)) is not None and _normalised_unit(e.raw)), None)
     for e in cond.values():

@@ -27,7 +27,7 @@ import tempfile
 from typing import Any
 
 from mdbench.audit.amend import cap
-from mdbench.audit.model import Evidence, Finding, Judgment
+from mdbench.audit.model import Finding, Judgment
 from mdbench.audit.runread import canonical_stage
 
 log = logging.getLogger(__name__)
@@ -604,7 +604,8 @@ def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment
                 add("E5", None, 0.0, m, "budget_exceeded", f"{REC}/attempts.jsonl")
                 add("O3", None, 0.0, m, "budget_exceeded", f"{REC}/attempts.jsonl")
         if cons.total_ns + sum(hidden.values()) > STUDY_BUDGET_NS + 1e-9:
-            m = f"{cons.total_ns + sum(hidden.values()):.4g} ns of MD with the unclaimed files exceeds {STUDY_BUDGET_NS:g} ns"
+            total_ns = cons.total_ns + sum(hidden.values())
+            m = f"{total_ns:.4g} ns of MD with the unclaimed files exceeds {STUDY_BUDGET_NS:g} ns"
             add("E5", None, 0.0, m, "budget_exceeded", f"{REC}/attempts.jsonl")
             add("O3", None, 0.0, m, "budget_exceeded", f"{REC}/attempts.jsonl")
     for line, m in report_case_mismatches(run, assessments)[:5]:

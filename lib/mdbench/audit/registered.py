@@ -14,6 +14,8 @@ import math
 import re
 from typing import Any
 
+from mdbench.analysis.observables import ASSOCIATION, ASSOCIATION_GROUP
+
 #: Site labels of a contact channel (``mdbench.analysis`` atom selections: ``<species>:<label>``).
 SITE_LABELS = ("ion", "O", "N", "O_carbonyl", "O_ether", "F", "S", "C")
 #: Range of a registered contact cutoff the audit accepts [nm].
@@ -30,7 +32,7 @@ def _cutoff(x: Any) -> float | None:
 def registered_contact_cutoffs(run: Any, case: str, anions: list[str]) -> dict[str, float]:
     """Channel name → registered contact cutoff [nm] for the case's ``anions`` (empty without a registration)."""
     out: dict[str, float] = {}
-    for reg in run.in_force("association", "contact", case=case)[:1]:
+    for reg in run.in_force(ASSOCIATION_GROUP.name, "contact", case=case)[:1]:
         d = reg.get("definition") if isinstance(reg.get("definition"), dict) else {}
         for k, v in d.items():
             if "cutoff" not in str(k).lower():
@@ -73,7 +75,7 @@ def annotate(canonical_results: Any) -> Any:
     if not isinstance(obs, dict):
         return canonical_results
     for k, v in obs.items():
-        if not (isinstance(v, dict) and v.get("category") == "association"):
+        if not (isinstance(v, dict) and v.get("category") == ASSOCIATION.category):
             continue
         m = _WITHIN.search(str(v.get("definition", "")))
         if m is None:

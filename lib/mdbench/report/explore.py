@@ -118,8 +118,8 @@ def series_figure(series: pd.DataFrame, title: str):
 
     if not len(series):
         return None
-    fig = px.line(series, x="time_ps", y="value", color="segment", facet_row="term", height=220 * series["term"].nunique(),
-                  labels={"time_ps": "time [ps]", "value": ""}, title=title)
+    fig = px.line(series, x="time_ps", y="value", color="segment", facet_row="term",
+                  height=220 * series["term"].nunique(), labels={"time_ps": "time [ps]", "value": ""}, title=title)
     fig.update_yaxes(matches=None)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     return fig
@@ -146,7 +146,10 @@ def ions(u) -> tuple[Any, Any]:
     cat = [n for n, q in charges.items() if q > 0.5]
     an = [n for n, q in charges.items() if q < -0.5]
     cat.sort(key=lambda n: (not n.upper().startswith("LI"), n))
-    pick = (lambda names: u.select_atoms("resname " + " ".join(names)) if names else u.atoms[[]])
+
+    def pick(names: list[str]) -> Any:
+        return u.select_atoms("resname " + " ".join(names)) if names else u.atoms[[]]
+
     return pick(cat), pick(an)
 
 
