@@ -64,11 +64,13 @@ def test_no_evidence_control_is_exactly_call_matched_and_blind(vapdiff, small_as
         ad, ne = run.traces["adaptive"], run.traces["no_evidence"]
         counts.append((ad["n_calls"], ne["n_calls"]))
         assert ne["call_target"] == ad["n_calls"] == ne["n_calls"]
-        assert ne["budgets"]["evidence"] == ne["budgets"]["reviews"] == 0
-        assert all(e["reveals"] == [] for e in ne["experiments"])
+        # the control does not announce itself: the same budgets, every request answered "missing" and counted
+        assert ne["budgets"] == ad["budgets"] and ne["evidence_enabled"] is False
+        reveals = [r for e in ne["experiments"] for r in e["reveals"]]
+        assert reveals and all(r["status"] == "missing" for r in reveals)
         m = campaign_metrics(run.traces, vapdiff, asg)
         assert m["finished"], m["dnf_reasons"]
-        assert m["branches"]["no_evidence"]["evidence_used"] == 0
+        assert m["branches"]["no_evidence"]["n_withheld"] == len(reveals) == m["branches"]["no_evidence"]["evidence_used"]
         assert m["branches"]["adaptive"]["evidence_used"] == asg.budgets.experiments
         # the blind branch learns nothing from its experiments: its curve stays at the shared pre-campaign score
         assert set(m["branches"]["no_evidence"]["curve_nats"]) == {m["branches"]["adaptive"]["curve_nats"][0]}

@@ -139,5 +139,8 @@ def test_cli_run_with_policy_cmd_hides_the_evaluator_tree(tmp_path):
     assert res.exit_code == 0, res.output
     tr = json.loads((tmp_path / "res" / "external" / "vapdiff_crystal-s0-a7" / "adaptive.trace.json").read_text())
     assert str((tmp_path / "asg" / "evaluator").resolve()) in tr["policy"]["isolation"]["hidden"]
-    assert str((tmp_path / "asg" / "agent").resolve()) in tr["policy"]["isolation"]["readonly"]
+    # the compile's agent tree is hidden; the session reads a view holding its own assignment's file only
+    assert str((tmp_path / "asg" / "agent").resolve()) in tr["policy"]["isolation"]["hidden"]
+    assert tr["policy"]["isolation"]["agent_view"] == ["README.md", "action_schema.json", "forecast_row_schema.json",
+                                                       "vapdiff_crystal-s0-a7.json"]
     assert "evaluator/ledger.json: failed" in _stderr(tr)

@@ -34,11 +34,11 @@ import numpy as np
 
 from mdbench.errors import InputError, MdbenchError
 from mdbench.sdl.bundle import Compiled, load_compiled
+from mdbench.sdl.campaign import one_line
 from mdbench.sdl.metrics import campaign_metrics
 from mdbench.sdl.scoring import geometric_mean, sign
-from mdbench.sdl.verify import verify_trace
+from mdbench.sdl.verify import verify_run
 
-BRANCH_FILES = ("adaptive", "random_control", "no_evidence")
 
 
 def isolation_rankable(iso: dict[str, Any]) -> tuple[bool, str]:
@@ -138,20 +138,11 @@ class Leaderboards:
         return {r.system: r.metrics for r in self.runs if r.refused is None}
 
 
-def _load_traces(d: Path) -> dict[str, Any]:
-    out = {}
-    for b in BRANCH_FILES:
-        p = d / f"{b}.trace.json"
-        if p.exists():
-            try:
-                out[b] = json.loads(p.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"malformed JSON: {exc.msg}", str(p), exc.lineno) from exc
-    return out
-
-
 def score_system(system_dir: str | Path, compiled: Compiled | None = None) -> SystemRun:
     """Verify and score every campaign of one system folder (``<results>/<system>/``).
+
+    The folder is verified end to end against its signed manifests (:func:`mdbench.sdl.verify.verify_run`):
+    a swapped, missing, duplicated or spliced trace refuses the system, naming the file and the manifest entry.
 
     Raises
     ------
@@ -159,13 +150,18 @@ def score_system(system_dir: str | Path, compiled: Compiled | None = None) -> Sy
         When ``run.json`` is missing or unreadable (no system there). Verification failures do not raise: the
         run comes back with ``refused`` set.
     """
+    from mdbench.untrusted import Refused, read_json
+
     d = Path(system_dir)
     try:
-        run = json.loads((d / "run.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"no readable run.json ({exc}) — write it with `mdbench sdl run`", str(d)) from exc
+        run = read_json(d / "run.json")
+        if not isinstance(run, dict):
+            raise Refused(d / "run.json", "not_json", "expected an object")
+    except Refused as exc:
+        raise InputError(f"no readable run.json ({exc.reason}) — write it with `mdbench sdl run`", str(d)) from exc
+    asg_shas = run.get("assignments") if isinstance(run.get("assignments"), dict) else {}
     sr = SystemRun(str(run.get("system", d.name)), str(d), str(run.get("compile_dir", "")),
-                   dict(run.get("assignments", {})))
+                   {str(k): str(v) for k, v in asg_shas.items()})
     try:
         compiled = compiled or load_compiled(sr.compile_dir)
         by_id = {a.assignment_id: a for a in compiled.assignments}
@@ -174,12 +170,12 @@ def score_system(system_dir: str | Path, compiled: Compiled | None = None) -> Sy
             if asg is None or asg.sha256 != sha:
                 raise InputError(f"assignment {aid} ({sha[:12]}…) is not in the compile folder {compiled.root}",
                                  str(d / "run.json"))
-            traces = _load_traces(d / aid)
-            if "adaptive" not in traces:
-                raise InputError(f"{aid}: no adaptive.trace.json", str(d / aid))
-            for b, tr in traces.items():
-                verify_trace(tr, asg, compiled.keys, str(d / aid / f"{b}.trace.json"))
-            sr.metrics[aid] = campaign_metrics(traces, compiled.ledger, asg)
+        manifest, traces = verify_run(d, by_id, compiled.keys)
+        if manifest.get("assignments") != sr.assignment_shas or manifest.get("system") != sr.system:
+            raise InputError("run.json and run.manifest.json disagree on the system or its assignments",
+                             str(d / "run.json"))
+        for aid in sorted(traces):
+            sr.metrics[aid] = campaign_metrics(traces[aid], compiled.ledger, by_id[aid])
     except MdbenchError as exc:
         sr.refused = str(exc)
     return sr
@@ -211,7 +207,7 @@ def _exclusion(run: SystemRun) -> tuple[str | None, str | None]:
     """``(did_not_finish_reason, not_ranked_reason)`` of a verified run."""
     for aid, m in run.metrics.items():
         if not m["finished"]:
-            return f"{aid}: {m['dnf_reasons'][0]}", None
+            return one_line(f"{aid}: {m['dnf_reasons'][0]}"), None
     for aid, m in run.metrics.items():
         for b, br in m["branches"].items():
             ok, why = isolation_rankable(br["isolation"])

@@ -6,8 +6,10 @@ Definitions (scores in nats; score = negative mean joint log loss on the held-ou
   experiment budget B after an early stop); an invalid checkpoint forecast is scored by the rule registered in
   the frozen assignment (:data:`mdbench.sdl.scoring.INVALID_FORECAST_RULES`) and counted;
 * adaptive AUC = trapezoid area of the curve / B;
-* selection lift = AUC(adaptive) − AUC(schedule-matched random);
-* enhancement at budget = s_B(adaptive) − s_B(random);
+* selection lift = AUC(adaptive) − AUC(schedule-matched random), the mean over the random-control draws
+  (``selection_lift_nats``) with the per-draw values and their standard deviation — a *diagnostic*: the random
+  control cannot hide itself from a coordinator (:mod:`mdbench.sdl.campaign`);
+* enhancement at budget = s_B(adaptive) − s_B(random), likewise a mean over draws;
 * acceleration factor at target ratio r (target ``s_0 + ln r``), first-passage and sustained, censored unless
   both branches reach it;
 * evidence lift = (s_B − s_0)(adaptive) − (s_B − s_0)(no-evidence);
@@ -34,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from mdbench.sdl.campaign import is_random_branch
 from mdbench.sdl.compiler import Assignment
 from mdbench.sdl.environment import END_CALL_TARGET, END_STOPPED, derive
 from mdbench.sdl.ledger import Ledger
@@ -196,7 +199,7 @@ def campaign_metrics(traces: dict[str, dict[str, Any]], ledger: Ledger, asg: Ass
             "call_target": d["call_target"], "n_invalid_actions": d["n_invalid"], "n_invalid_checkpoints": n_bad,
             "end_reason": d["end_reason"],
             "evidence_used": d["budgets"]["evidence"] - d["remaining"]["evidence"],
-            "evidence_budget": d["budgets"]["evidence"],
+            "evidence_budget": d["budgets"]["evidence"], "n_withheld": d["n_withheld"],
             "reviews_used": d["budgets"]["reviews"] - d["remaining"]["reviews"],
             "heldout_gains_nats": held_gains, "local_gains_nats": local_gains,
             "sign_agreement": sign_agreement(local_gains, held_gains), **{k: loc[k] for k in
@@ -207,15 +210,24 @@ def campaign_metrics(traces: dict[str, dict[str, Any]], ledger: Ledger, asg: Ass
         }
     out["finished"] = not problems
     out["dnf_reasons"] = problems
-    if "random_control" in curves:
-        a, r = curves["adaptive"], curves["random_control"]
-        out["selection_lift_nats"] = adaptive_auc(a) - adaptive_auc(r)
-        out["enhancement_at_budget_nats"] = float(a[-1] - r[-1])
+    draws = sorted(b for b in curves if is_random_branch(b))
+    if draws and "adaptive" in curves:
+        a = curves["adaptive"]
+        lifts = [adaptive_auc(a) - adaptive_auc(curves[b]) for b in draws]
+        enh = [float(a[-1] - curves[b][-1]) for b in draws]
+        r = np.mean([curves[b] for b in draws], axis=0)
+        out["random_draws"] = draws
+        out["selection_lift_nats"] = float(np.mean(lifts))
+        out["selection_lift_draws_nats"] = lifts
+        out["selection_lift_sd_nats"] = float(np.std(lifts, ddof=1)) if len(lifts) > 1 else None
+        out["enhancement_at_budget_nats"] = float(np.mean(enh))
+        out["enhancement_at_budget_draws_nats"] = enh
         out["acceleration"] = [
             acceleration_factor(a, r, t, rule).__dict__ for t in TARGET_RATIOS
             for rule in ("first_passage", "sustained")]
-        if "adaptive" in future_gain and "random_control" in future_gain:
-            out["future_selection_lift_nats"] = future_gain["adaptive"] - future_gain["random_control"]
+        fut = [future_gain[b] for b in draws if b in future_gain]
+        if "adaptive" in future_gain and len(fut) == len(draws):
+            out["future_selection_lift_nats"] = future_gain["adaptive"] - float(np.mean(fut))
     if "no_evidence" in curves:
         a, n = curves["adaptive"], curves["no_evidence"]
         out["evidence_lift_nats"] = float((a[-1] - a[0]) - (n[-1] - n[0]))
