@@ -139,7 +139,7 @@ def run_cmd(asg_dir, policy, policy_cmd, llm_url, model, api_key_env, price_in, 
     from mdbench.sdl.compiler import select_panel
     from mdbench.sdl.campaign import one_line
     from mdbench.sdl.confine import CoordinatorSandbox, SessionLimits
-    from mdbench.sdl.external import ExternalPolicy
+    from mdbench.sdl.external import external_factory_for
     from mdbench.sdl.policies import POLICIES, make_policy
     from mdbench.sdl.runner import run_system
 
@@ -162,12 +162,7 @@ def run_cmd(asg_dir, policy, policy_cmd, llm_url, model, api_key_env, price_in, 
         limits = SessionLimits(memory_mib=memory_mib, pids_max=pids_max)
         box = CoordinatorSandbox(agent_dir=compiled.agent_dir, hide=(compiled.evaluator_dir, Path(out_dir).resolve()),
                                  expose=tuple(Path(p).resolve() for p in expose), limits=limits)
-
-        def factory_for(a, box=box):
-            view = box.for_assignment(a.assignment_id)     # the session sees this assignment's file only
-            return lambda: ExternalPolicy(policy_cmd, timeout_s=timeout_s, sandbox=view,
-                                          startup_timeout_s=startup_timeout_s)
-
+        factory_for = external_factory_for(policy_cmd, box, timeout_s=timeout_s, startup_timeout_s=startup_timeout_s)
         factory = factory_for(asgs[0]) if asgs else None
         name, spec = system or "external", {"cmd": policy_cmd}
     else:
@@ -247,12 +242,15 @@ def leaderboard_cmd(results_dir, asg_dir, target_ratio, json_out, html_out, kern
     out = Path(json_out or Path(results_dir) / "leaderboard.json")
     out.write_text(json.dumps(lbs.to_dict(), indent=1), encoding="utf-8")
     for n, t in enumerate(lbs.tables, start=1):
-        click.echo(f"table {n}: {len(t.assignments)} assignments (horizons {t.horizons}), assignment set "
-                   f"sha256 {t.assignment_set_sha256[:16]}…")
-        click.echo(f"{'rank':>4}  {'system':<16} {'AUC':>8} {'sel.lift':>9} {'signs':<8} {'enh.':>8} {'ev.lift':>8}")
+        budgets = "; ".join(", ".join(f"{k} {v}" for k, v in b.items()) for b in t.budgets)
+        click.echo(f"table {n}: {len(t.assignments)} assignments, horizon {t.horizons}, budgets {budgets}, "
+                   f"random-control draws {t.random_draws}; assignment set sha256 {t.assignment_set_sha256[:16]}…")
+        click.echo(f"{'rank':>4}  {'system':<16} {'AUC':>8}  | diagnostics: {'sel.lift':>9} {'signs':<8} "
+                   f"{'ref.lift':>8} {'enh.':>8} {'ev.lift':>8}")
         for r in t.rows:
-            click.echo(f"{r.rank:>4}  {r.system:<16} {r.adaptive_auc_nats:8.4f} {_fmt(r.selection_lift_nats):>9} "
-                       f"{r.selection_lift_signs:<8} {_fmt(r.enhancement_at_budget_nats):>8} "
+            click.echo(f"{r.rank:>4}  {r.system:<16} {r.adaptive_auc_nats:8.4f}  |              "
+                       f"{_fmt(r.selection_lift_nats):>9} {r.selection_lift_signs:<8} "
+                       f"{_fmt(r.reference_selection_lift_nats):>8} {_fmt(r.enhancement_at_budget_nats):>8} "
                        f"{_fmt(r.evidence_lift_nats):>8}")
         for s, why in t.did_not_finish.items():
             click.echo(f" DNF  {s:<16} {why}")

@@ -252,3 +252,15 @@ class ExternalPolicy:
         import shutil
 
         shutil.rmtree(getattr(self, "_stderr_dir", ""), ignore_errors=True)
+
+
+def external_factory_for(cmd: str, sandbox: CoordinatorSandbox, **kw: Any):
+    """``assignment -> session factory`` for :func:`mdbench.sdl.runner.run_system` (``factory_for``): every
+    session of an assignment sees that assignment's file only (:meth:`CoordinatorSandbox.for_assignment`).
+    ``kw`` goes to :class:`ExternalPolicy` (``timeout_s``, ``startup_timeout_s``, ``name``)."""
+
+    def factory_for(asg: Any):
+        view = sandbox.for_assignment(asg.assignment_id)
+        return lambda: ExternalPolicy(cmd, sandbox=view, **kw)
+
+    return factory_for

@@ -16,10 +16,15 @@ full one). Within a table:
   object that is not a shipped baseline) is listed as *not ranked* with the reason;
 * a system run without the schedule-matched random control is listed as *not ranked* (no selection lift);
 * the rest are ranked by mean adaptive AUC [nats] with equal weight per assignment (primary, higher is
-  better), with mean selection lift, enhancement at budget, evidence lift, per-assignment signs of selection
-  lift (e.g. ``+−+0+−``), acceleration factor at a target ratio (geometric mean over jointly reached
-  campaigns, with counts), claim calibration, local/held-out sign agreement, future-decision gain, and
-  leave-one-assignment-out rank stability.
+  better; with its 95 % t-interval over assignments) — the only ranking criterion. Beside it, as diagnostics:
+  mean selection lift (each assignment's value a mean over the seeded random-control draws, with the mean
+  per-assignment spread; the random control cannot hide itself from a coordinator, so this lift could be
+  inflated by forecasting badly on purpose in it), the reference selection lift (the same selections scored by
+  the shipped forecaster; immune to that), enhancement at budget, evidence lift (control gain clamped at
+  zero, see :mod:`mdbench.sdl.metrics`), per-assignment signs of selection lift (e.g. ``+−+0+−``),
+  acceleration factor at a target ratio (geometric mean over jointly reached campaigns, with counts), claim
+  calibration, local/held-out sign agreement, future-decision gain, and leave-one-assignment-out rank
+  stability.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import numpy as np
 from mdbench.errors import InputError, MdbenchError
 from mdbench.sdl.bundle import Compiled, load_compiled
 from mdbench.sdl.campaign import one_line
+from mdbench.sdl.figures import ci95
 from mdbench.sdl.metrics import campaign_metrics
 from mdbench.sdl.scoring import geometric_mean, sign
 from mdbench.sdl.verify import verify_run
@@ -82,9 +88,12 @@ class SystemRow:
     rank: int
     n_assignments: int
     adaptive_auc_nats: float
+    adaptive_auc_ci95_nats: tuple[float, float] | None
     loss_pre_nats: float
     loss_at_budget_nats: float
     selection_lift_nats: float | None
+    selection_lift_sd_nats: float | None
+    reference_selection_lift_nats: float | None
     enhancement_at_budget_nats: float | None
     evidence_lift_nats: float | None
     future_gain_nats: float | None
@@ -112,11 +121,13 @@ class Leaderboard:
     target_ratio: float
     loao_rank_stable_fraction: float | None
     per_assignment_auc: dict[str, dict[str, float]] = field(default_factory=dict)
+    budgets: list[dict[str, int]] = field(default_factory=list)
+    random_draws: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {"assignment_set_sha256": self.assignment_set_sha256, "assignments": self.assignments,
-                "horizons": self.horizons, "rows": [asdict(r) for r in self.rows],
+                "horizons": self.horizons, "budgets": self.budgets, "random_draws": self.random_draws, "rows": [asdict(r) for r in self.rows],
                 "did_not_finish": self.did_not_finish, "not_ranked": self.not_ranked,
                 "target_ratio": self.target_ratio, "loao_rank_stable_fraction": self.loao_rank_stable_fraction,
                 "per_assignment_auc": self.per_assignment_auc}
@@ -232,9 +243,12 @@ def _row(s: str, ms: list[dict[str, Any]], auc: float, target_ratio: float) -> S
     isos = sorted({isolation_rankable(b["isolation"])[1] for m in ms for b in m["branches"].values()})
     return SystemRow(
         system=s, rank=0, n_assignments=len(ms), adaptive_auc_nats=auc,
+        adaptive_auc_ci95_nats=ci95([b["adaptive_auc_nats"] for b in ad]),
         loss_pre_nats=float(np.mean([b["loss_pre_nats"] for b in ad])),
         loss_at_budget_nats=float(np.mean([b["loss_at_budget_nats"] for b in ad])),
         selection_lift_nats=_mean([m.get("selection_lift_nats") for m in ms]),
+        selection_lift_sd_nats=_mean([m.get("selection_lift_sd_nats") for m in ms]),
+        reference_selection_lift_nats=_mean([m.get("reference_selection_lift_nats") for m in ms]),
         enhancement_at_budget_nats=_mean([m.get("enhancement_at_budget_nats") for m in ms]),
         evidence_lift_nats=_mean([m.get("evidence_lift_nats") for m in ms]),
         future_gain_nats=_mean([b.get("future_gain_nats") for b in ad]),
@@ -279,8 +293,11 @@ def _table(runs: list[SystemRun], target_ratio: float) -> Leaderboard:
         rows.append(row)
     rows.sort(key=lambda r: r.rank)
     horizons = sorted({m["horizon"] for r in runs for m in r.metrics.values()}, reverse=True)
+    budgets = [dict(b) for b in sorted({tuple(sorted(m.get("budgets", {}).items())) for r in runs
+                                        for m in r.metrics.values()})]
+    draws = sorted({len(m.get("random_draws", [])) for r in runs for m in r.metrics.values()})
     return Leaderboard(first.set_key, assignments, horizons, rows, dnf, nr, target_ratio,
-                       (n_stable / len(aids)) if len(aids) > 1 and ranked else None, auc)
+                       (n_stable / len(aids)) if len(aids) > 1 and ranked else None, auc, budgets, draws)
 
 
 def build_leaderboards(runs: list[SystemRun], target_ratio: float = 1.05) -> Leaderboards:

@@ -12,7 +12,15 @@ Definitions (scores in nats; score = negative mean joint log loss on the held-ou
 * enhancement at budget = s_B(adaptive) − s_B(random), likewise a mean over draws;
 * acceleration factor at target ratio r (target ``s_0 + ln r``), first-passage and sustained, censored unless
   both branches reach it;
-* evidence lift = (s_B − s_0)(adaptive) − (s_B − s_0)(no-evidence);
+* evidence lift = (s_B − s_0)(adaptive) − max(0, (s_B − s_0)(no-evidence)). The no-evidence branch receives no
+  outcome information, so a gain below zero there can only come from the coordinator forecasting worse on
+  purpose once it guessed it is in the control (the first withheld item gives it away on a record where
+  evidence is never missing); clamping that gain at zero means sabotaging the control gains nothing. The raw
+  difference is kept as ``evidence_lift_raw_nats``;
+* reference selection lift = the selection lift recomputed with the shipped ``kernel`` forecaster in place of
+  the coordinator's own held-out forecasts (trained on the initial context and on what each branch's
+  evidence revealed, :func:`reference_scores`): it measures only *which* experiments were selected, so a
+  coordinator that forecasts badly in the random control on purpose cannot move it;
 * local gain of an acquired experiment = L(prior) − L(last forecast) when there was an evidence-conditioned
   update (else missing); held-out gain of a closure = s_k − s_{k−1}; their sign agreement;
 * claim calibration = share of acquisitions with an update that crosses 0.5 on a claim axis the acquired
@@ -95,6 +103,32 @@ def session_usage(derived: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+_VIEWS: dict[str, dict[str, Any]] = {}
+
+
+def reference_scores(derived: dict[str, Any], ledger: Ledger, asg: Assignment) -> list[float]:
+    """Held-out scores [nats] of the shipped ``kernel`` forecaster given what a branch revealed: before the
+    campaign and after each closed experiment (the branch's reveals up to then). Independent of the
+    coordinator's own forecasts."""
+    from mdbench.sdl.environment import agent_view
+    from mdbench.sdl.policies import KernelPolicy
+
+    base = _VIEWS.get(asg.sha256)
+    if base is None:
+        if len(_VIEWS) > 64:
+            _VIEWS.clear()
+        base = _VIEWS[asg.sha256] = agent_view(ledger, asg)
+    closed = [e for e in derived["experiments"] if e["closed"]]
+    ids = asg.public("heldout")
+    out = []
+    for k in range(len(closed) + 1):
+        state = {**base, "experiments": [{"experiment_id": e["experiment_id"], "reveals": e["reveals"]}
+                                         for e in closed[:k]]}
+        rows = KernelPolicy(0).forecast(state, ids)
+        out.append(_panel_score({r["experiment_id"]: r for r in rows}, ledger, asg))
+    return out
+
+
 def branch_status(branch: str, derived: dict[str, Any]) -> tuple[bool, str]:
     """``(finished, reason)``: a branch finished when it ended by ``stop`` (any branch) or, for the call-matched
     no-evidence control, at its call target — and has one checkpoint per closed experiment plus the
@@ -170,9 +204,10 @@ def campaign_metrics(traces: dict[str, dict[str, Any]], ledger: Ledger, asg: Ass
     B = asg.budgets.experiments
     out: dict[str, Any] = {"assignment_id": asg.assignment_id, "assignment_sha256": asg.sha256,
                            "horizon": asg.horizon, "full_length": asg.full_length, "experiment_budget": B,
+                           "budgets": asg.budgets.to_dict(),
                            "scoring": {"floor": asg.floor, "invalid_forecast": asg.invalid_forecast},
                            "branches": {}}
-    curves, future_gain = {}, {}
+    curves, future_gain, ref_curves = {}, {}, {}
     problems = []
     for name, tr in traces.items():
         d = derive(tr["log"])
@@ -182,6 +217,8 @@ def campaign_metrics(traces: dict[str, dict[str, Any]], ledger: Ledger, asg: Ass
         scores, n_bad = forecast_scores(d["checkpoints"], ledger, asg)
         curve = learning_curve(scores, B)
         curves[name] = curve
+        if name == "adaptive" or is_random_branch(name):
+            ref_curves[name] = learning_curve(reference_scores(d, ledger, asg), B)
         loc = local_analysis(d, ledger, asg)
         fut = {f["label"]: f for f in d["future"]}
         fscores = dict(zip(fut, forecast_scores(list(fut.values()), ledger, asg)[0]))
@@ -225,12 +262,16 @@ def campaign_metrics(traces: dict[str, dict[str, Any]], ledger: Ledger, asg: Ass
         out["acceleration"] = [
             acceleration_factor(a, r, t, rule).__dict__ for t in TARGET_RATIOS
             for rule in ("first_passage", "sustained")]
+        ref = [adaptive_auc(ref_curves[b]) for b in draws if b in ref_curves]
+        if "adaptive" in ref_curves and len(ref) == len(draws):
+            out["reference_selection_lift_nats"] = adaptive_auc(ref_curves["adaptive"]) - float(np.mean(ref))
         fut = [future_gain[b] for b in draws if b in future_gain]
         if "adaptive" in future_gain and len(fut) == len(draws):
             out["future_selection_lift_nats"] = future_gain["adaptive"] - float(np.mean(fut))
     if "no_evidence" in curves:
         a, n = curves["adaptive"], curves["no_evidence"]
-        out["evidence_lift_nats"] = float((a[-1] - a[0]) - (n[-1] - n[0]))
+        out["evidence_lift_raw_nats"] = float((a[-1] - a[0]) - (n[-1] - n[0]))
+        out["evidence_lift_nats"] = float((a[-1] - a[0]) - max(0.0, n[-1] - n[0]))
         if "adaptive" in future_gain and "no_evidence" in future_gain:
             out["future_evidence_lift_nats"] = future_gain["adaptive"] - future_gain["no_evidence"]
     out["signs"] = {k: sign(out.get(k)) for k in ("selection_lift_nats", "enhancement_at_budget_nats",
