@@ -21,9 +21,9 @@ from mdbench.sdl.policies import make_policy
 def _compile_wide_ids(asg: Assignment) -> Assignment:
     """The same assignment with the former compile-wide ids (HMAC of the ledger id alone), re-hashed."""
     old = {i: "X" + hmac.new(KEYS.salt.encode(), i.encode(), hashlib.sha256).hexdigest()[:10] for i in asg.public_ids}
-    a = Assignment(**{**asg.__dict__, "public_ids": old, "sha256": ""})
-    a.__dict__.pop("_inverse", None)
-    return Assignment(**{**a.__dict__, "sha256": a.compute_sha256()})
+    fields = {k: v for k, v in asg.__dict__.items() if not k.startswith("_")}
+    a = Assignment(**{**fields, "public_ids": old, "sha256": ""})
+    return Assignment(**{**fields, "public_ids": old, "sha256": a.compute_sha256()})
 
 
 def test_the_same_experiment_has_unrelated_ids_in_different_assignments(vapdiff, tmp_path):

@@ -74,12 +74,15 @@ class SessionLimits:
         Size of each private tmpfs (``/tmp``, ``/dev/shm``, …) [MiB].
     output_cap_bytes : int
         Captured stderr kept per session [bytes] (head and tail, with a cut marker).
+    file_size_max_mib : int
+        Largest file the session may write [MiB] (RLIMIT_FSIZE).
     """
 
     memory_mib: int | None = 4096
     pids_max: int = 256
     tmp_size_mib: int = 512
     output_cap_bytes: int = 1 << 20
+    file_size_max_mib: int = 1024
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -252,7 +255,8 @@ class CoordinatorProcess:
                 except subprocess.TimeoutExpired:
                     res = self._proc.terminate()
                 out = res.to_json()
-                out.pop("method", None)   # recorded once, as the session's isolation
+                # the method is recorded once, as the session's isolation; keep what the limits did
+                out["limits"] = (out.pop("method", None) or {}).get("limits")
             else:
                 try:
                     code = self._proc.wait(timeout=wait_s)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 
@@ -11,17 +10,12 @@ import pytest
 HERE = Path(__file__).parent
 SDL_TESTS = HERE.parents[1] / "sdl"
 sys.path.insert(0, str(SDL_TESTS))   # sdl_helpers (KEYS, SMALL_ROLES)
+sys.path.insert(0, str(HERE))        # sdl_redteam_helpers (cheat_cmd)
 
 from sdl_helpers import KEYS, SMALL_ROLES  # noqa: E402
 
 from mdbench.sdl.bundle import load_compiled, write_compiled  # noqa: E402
 from mdbench.sdl.compiler import Budgets, CompileSpec, compile_assignments  # noqa: E402
-
-
-def cheat_cmd(mode: str, *extra: str) -> str:
-    """Command line of the cheat coordinator in ``mode``."""
-    return " ".join(shlex.quote(x) for x in (sys.executable, str(HERE / "cheat_coordinator.py"), "--mode", mode,
-                                             *extra))
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import cheat_cmd
+from sdl_redteam_helpers import cheat_cmd
 
 from mdbench.sandbox import capabilities
 from mdbench.sdl.campaign import run_campaign
