@@ -45,7 +45,9 @@ def page(tmp_path_factory, vapdiff):
 def test_page_has_every_figure_first_and_no_code(page):
     html, text = page
     # no code cell, no input prompt: nbconvert exclude_input
-    assert not re.search(r'class="[^"]*(jp-InputArea|jp-InputPrompt|jp-CodeMirrorEditor)', text)
+    assert "hl-ipython3" not in text and not re.search(r'class="[^"]*(jp-InputPrompt|jp-CodeMirrorEditor)', text)
+    n_md = len(re.findall(r'class="jp-Cell jp-MarkdownCell', text))
+    assert n_md == 2 and len(re.findall(r'class="jp-InputArea ', text)) == n_md    # inputs: markdown prose only
     assert "build_leaderboards(" not in text and "import matplotlib" not in text
     images = [m.start() for m in re.finditer("data:image/png;base64", text)]
     assert len(images) == 4                              # AUC per system, sign glyphs, enhancement, learning curves

@@ -42,8 +42,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
-from tqdm.auto import tqdm
-
 from mdbench.errors import InputError
 from mdbench.sdl.bundle import Compiled
 from mdbench.sdl.campaign import RANDOM_DRAWS, StateStore, one_line, random_branch, random_seed, run_campaign
@@ -129,6 +127,8 @@ def run_system(compiled: Compiled, assignments: list[Assignment], policy_factory
     Every trace is signed with the compile's evaluator key and verified as it is written; a campaign manifest
     is signed when each campaign ends, the run manifest when the run ends (see module docstring).
     """
+    from tqdm.auto import tqdm    # here, not at import: the leaderboard page imports this module for its names
+
     root = Path(out_dir) / safe_name(system)
     if root.exists() and any(root.iterdir()):
         raise InputError(f"results of system {system!r} already exist here (records are append-only); use another "
