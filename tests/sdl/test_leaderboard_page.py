@@ -35,7 +35,7 @@ def page(tmp_path_factory, vapdiff):
                        budgets=Budgets(2, 4, 0), seed=7)
     compiled = load_compiled(write_compiled(tmp / "asg", vapdiff, compile_assignments(vapdiff, spec, KEYS), KEYS))
     res = tmp / "res"
-    for name in ("kernel", "class_prior", "uniform"):
+    for name in ("kernel", "uniform"):
         run_system(compiled, compiled.assignments, lambda n=name: make_policy(n, 0), name, res)
     run_system(compiled, compiled.assignments, lambda: Crashes(0), "crasher", res, random_draws=1)
     html = render_leaderboard_html(res, tmp / "report" / "leaderboard.html")
@@ -49,7 +49,7 @@ def test_page_has_every_figure_first_and_no_code(page):
     n_md = len(re.findall(r'class="jp-Cell jp-MarkdownCell', text))
     assert n_md == 2 and len(re.findall(r'class="jp-InputArea ', text)) == n_md    # inputs: markdown prose only
     assert "build_leaderboards(" not in text and "import matplotlib" not in text
-    images = [m.start() for m in re.finditer("data:image/png;base64", text)]
+    images = [m.start() for m in re.finditer(r'<img[^>]*src="data:image/png;base64', text)]
     assert len(images) == 4                              # AUC per system, sign glyphs, enhancement, learning curves
     table = text.index("adaptive AUC [nats]</th>")
     assert max(images) < table                           # figures first, then the compact table

@@ -10,6 +10,7 @@ import click
 
 from mdbench.errors import InputError
 from mdbench.paths import NOTEBOOKS_DIR, PARAMS_DIR
+from mdbench.untrusted import write_new
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ def compile_cmd(record, ledger_path, pg_path, params_path, seed, out_dir) -> Non
                    "(sandbox start-up excluded) [s].")
 @click.option("--startup-timeout-s", type=float, default=60.0, show_default=True,
               help="Seconds for an external policy's sandbox start-up and its hello reply [s].")
-@click.option("--campaign-budget-s", type=float, default=None,
+@click.option("--campaign-budget-s", type=click.FloatRange(min=0.0), default=7200.0, show_default=True,
               help="Wall-clock budget per campaign, all branches and evaluator calls together [s] (recorded in "
                    "every trace; a campaign over it does not finish).")
 @click.option("--random-draws", type=click.IntRange(1, 50), default=3, show_default=True,
@@ -207,7 +208,7 @@ def score_cmd(results_dir, asg_dir) -> None:
     for r in runs:
         for aid, m in r.metrics.items():
             m["system"] = r.system
-            (Path(r.path) / aid / "metrics.json").write_text(json.dumps(m, indent=1), encoding="utf-8")
+            write_new(Path(r.path) / aid / "metrics.json", json.dumps(m, indent=1))   # never through a planted link
             n += 1
             click.echo(f"{r.system} {aid}: AUC {m['branches']['adaptive']['adaptive_auc_nats']:.4f}"
                        f"{'' if m['finished'] else '  (did not finish)'}")
@@ -240,7 +241,7 @@ def leaderboard_cmd(results_dir, asg_dir, target_ratio, json_out, html_out, kern
         check_kernel(kernel_name)
     lbs = build_leaderboards(score_results(results_dir, asg_dir), target_ratio)
     out = Path(json_out or Path(results_dir) / "leaderboard.json")
-    out.write_text(json.dumps(lbs.to_dict(), indent=1), encoding="utf-8")
+    write_new(out, json.dumps(lbs.to_dict(), indent=1))
     for n, t in enumerate(lbs.tables, start=1):
         budgets = "; ".join(", ".join(f"{k} {v}" for k, v in b.items()) for b in t.budgets)
         click.echo(f"table {n}: {len(t.assignments)} assignments, horizon {t.horizons}, budgets {budgets}, "

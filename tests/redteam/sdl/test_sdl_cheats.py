@@ -141,15 +141,20 @@ def test_cli_run_with_a_crashing_reply_exits_0_with_a_dnf_row(compiled, tmp_path
     runner = CliRunner()
     res = tmp_path / "res"
     aid = compiled.assignments[3].assignment_id
+    outputs = {}
     for name, cmd in (("deep", cheat_cmd("deep_reply")), ("honest", cheat_cmd("honest"))):
         out = runner.invoke(sdl, ["run", "--assignments", str(compiled.root), "--policy-cmd", cmd, "--system", name,
                                   "--only", aid, "--random-draws", "1", "--out", str(res)])
         assert out.exit_code == 0, out.output
-    assert "DID NOT FINISH" in out.output or "deep" not in out.output
+        outputs[name] = out.output
+    assert "DID NOT FINISH: adaptive: 10 invalid actions in a row" in outputs["deep"]
+    assert "DID NOT FINISH" not in outputs["honest"]
+    tr = json.loads((res / "deep" / aid / "adaptive.trace.json").read_text())
+    assert any("too_deep" in e.get("message", "") for e in tr["log"])
     out = runner.invoke(sdl, ["leaderboard", str(res)])
     assert out.exit_code == 0, out.output
     dnf = [ln for ln in out.output.splitlines() if ln.startswith(" DNF")]
-    assert len(dnf) == 1 and "deep" in dnf[0] and "too_deep" in dnf[0] or "invalid actions" in dnf[0]
+    assert len(dnf) == 1 and "deep" in dnf[0] and "invalid actions in a row" in dnf[0]
     assert any(ln.split()[:2] == ["1", "honest"] for ln in out.output.splitlines())
 
 
