@@ -21,7 +21,8 @@ full one). Within a table:
   per-assignment spread; the random control cannot hide itself from a coordinator, so this lift could be
   inflated by forecasting badly on purpose in it), the reference selection lift (the same selections scored by
   the shipped forecaster; immune to that), enhancement at budget, evidence lift (control gain clamped at
-  zero, see :mod:`mdbench.sdl.metrics`), per-assignment signs of selection lift (e.g. ``+−+0+−``),
+  zero, see :mod:`mdbench.sdl.metrics`; assignments whose no-evidence control fell below its own pre-campaign
+  forecast are listed in ``control_flags``), per-assignment signs of selection lift (e.g. ``+−+0+−``),
   acceleration factor at a target ratio (geometric mean over jointly reached campaigns, with counts), claim
   calibration, local/held-out sign agreement, future-decision gain, and leave-one-assignment-out rank
   stability.
@@ -105,6 +106,7 @@ class SystemRow:
     claim_unsupported_fraction: float | None
     local_heldout_same_sign_fraction: float | None
     isolation: str
+    control_flags: list[str] = field(default_factory=list)
     rank_range_loao: tuple[int, int] = (0, 0)
 
 
@@ -258,7 +260,8 @@ def _row(s: str, ms: list[dict[str, Any]], auc: float, target_ratio: float) -> S
         acceleration_sustained=geometric_mean(acc["sustained"]), acceleration_sustained_n=len(acc["sustained"]),
         claim_unsupported_fraction=(sum(c["n_unsupported_crossing"] for c in claims) / n_el) if n_el else None,
         local_heldout_same_sign_fraction=(sum(x["n_same_sign"] for x in sa) / n_both) if n_both else None,
-        isolation="; ".join(isos))
+        isolation="; ".join(isos),
+        control_flags=[m["assignment_id"] for m in ms if m.get("control_sabotage_suspected")])
 
 
 def _table(runs: list[SystemRun], target_ratio: float) -> Leaderboard:

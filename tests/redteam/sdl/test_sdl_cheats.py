@@ -111,6 +111,7 @@ def test_control_detector_cannot_move_the_rank_or_the_robust_lifts(compiled):
     assert cheat["branches"]["adaptive"]["scores_nats"] == honest["branches"]["adaptive"]["scores_nats"]
     assert cheat["evidence_lift_nats"] == pytest.approx(honest["evidence_lift_nats"], abs=1e-12)
     assert cheat["evidence_lift_raw_nats"] > honest["evidence_lift_raw_nats"] + 1.0     # the sabotage, clamped
+    assert cheat["control_sabotage_suspected"] and not honest["control_sabotage_suspected"]   # and flagged
     assert cheat["reference_selection_lift_nats"] == pytest.approx(honest["reference_selection_lift_nats"],
                                                                    abs=1e-12)
     assert cheat["selection_lift_nats"] > honest["selection_lift_nats"] + 1.0          # the diagnostic it inflates
