@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,7 +146,7 @@ def data_problem(obj: Any, max_depth: int = MAX_DEPTH, max_int_digits: int = MAX
                 return f"integer of more than {max_int_digits} digits"
             continue
         if isinstance(x, float):
-            if x != x or x in (float("inf"), float("-inf")):
+            if not math.isfinite(x):
                 return f"non-finite number {x!r}"
             continue
         if isinstance(x, (dict, list)):

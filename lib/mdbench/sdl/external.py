@@ -51,6 +51,7 @@ MAX_REPLY_CHARS = 8_000_000
 #: Deepest reply nesting and longest integer literal accepted.
 MAX_REPLY_DEPTH = 64
 MAX_REPLY_INT_DIGITS = 64
+_NOT_UTF8 = "\x00not-utf8\x00"   # reader sentinel (never equal to a real line: compared by identity)
 #: Characters of the process's stderr kept in the trace.
 STDERR_TAIL_CHARS = 6000
 
@@ -147,6 +148,8 @@ class ExternalPolicy:
                         if not rest or rest.endswith("\n"):
                             break
                 q.put(line)
+        except UnicodeDecodeError:
+            q.put(_NOT_UTF8)
         except (OSError, ValueError):
             pass
         q.put(None)
@@ -184,6 +187,9 @@ class ExternalPolicy:
         except queue.Empty:
             raise PolicyProcessError(f"timeout: no reply to '{msg['type']}' within {timeout:g} s"
                                      f"{self._err()}") from None
+        if line is _NOT_UTF8:
+            raise PolicyProcessError(f"not_utf8: the reply to '{msg['type']}' is not UTF-8 text; the channel is "
+                                     "closed")
         if line is None:
             raise PolicyProcessError(f"exit: the process ended (code {self._proc.poll()}) before answering "
                                      f"'{msg['type']}'{self._err()}")

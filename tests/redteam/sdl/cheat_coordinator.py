@@ -22,6 +22,7 @@ the last unselected candidate; inspects one evidence item per experiment) — ``
 ``int5000``         a forecast / action with a 5,000-digit integer probability.
 ``nan_review``      ``request_review`` / forecasts with ``NaN`` probabilities.
 ``not_json``        answers with prose.
+``bad_utf8``        answers ``act`` with bytes that are not UTF-8.
 ``stderr_flood``    writes 300 MB to stderr on its first ``act``, then plays honestly.
 
 Every attempt is reported on stderr as ``ATTEMPT <name>: <result>``.
@@ -258,6 +259,11 @@ def main() -> None:
                 sys.stderr.write("FLOOD DONE\n")
                 sys.stderr.flush()
             ids = msg.get("experiment_ids") or []
+            if MODE == "bad_utf8" and t == "act":
+                sys.stdout.flush()
+                sys.stdout.buffer.write(b'{"action": "stop\xff\xfe"}\n')
+                sys.stdout.buffer.flush()
+                continue
             out = None if HONEST else bad_reply(t, state, ids)
             if out is None:
                 if t == "act":

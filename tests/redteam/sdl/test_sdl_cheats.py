@@ -137,6 +137,13 @@ def test_crash_replies_are_invalid_actions_with_their_reason(compiled, mode):
     assert not m["finished"]
 
 
+def test_a_reply_that_is_not_utf8_ends_the_branch_with_its_cause(compiled):
+    asg = compiled.assignments[2]
+    run, m = scores(compiled, asg, external(compiled, asg, "bad_utf8", confine=False), controls=False)
+    reason = run.traces["adaptive"]["end_reason"]
+    assert reason.startswith("policy error") and "not_utf8" in reason and not m["finished"]
+
+
 @needs_isolation
 def test_cli_run_with_a_crashing_reply_exits_0_with_a_dnf_row(compiled, tmp_path):
     runner = CliRunner()
