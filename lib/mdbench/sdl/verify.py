@@ -136,7 +136,10 @@ def verify_run(system_dir: str | Path, assignments: dict[str, Assignment],
     from mdbench.sdl.runner import CAMPAIGN_MANIFEST, RUN_MANIFEST, expected_branches
 
     d = Path(system_dir)
-    run, _ = _read(d / RUN_MANIFEST, RUN_MANIFEST, "the system folder (written at the end of `mdbench sdl run`)")
+    if not (d / RUN_MANIFEST).exists() and not (d / RUN_MANIFEST).is_symlink():
+        raise TraceError(f"no {RUN_MANIFEST}: the run did not end, or predates signed manifests; rerun "
+                         "`mdbench sdl run` into a new --out folder", str(d))
+    run, _ = _read(d / RUN_MANIFEST, RUN_MANIFEST, "the system folder")
     _check_sig(run, keys, d / RUN_MANIFEST, RUN_MANIFEST)
     run_id = run.get("run_id")
     camps = run.get("campaigns")
