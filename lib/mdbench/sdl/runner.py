@@ -104,6 +104,30 @@ def _write_json(path: Path, obj: Any, indent: int | None = None) -> bytes:
     return data
 
 
+def _write_campaign(compiled: Compiled, a: Assignment, d: Path, traces: dict[str, dict[str, Any]],
+                    info: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Sign, verify and write the branch traces of one campaign and its signed campaign manifest; returns the
+    signed traces and the run manifest's entry for the campaign."""
+    entries, signed = {}, {}
+    for branch, tr in traces.items():
+        signed[branch] = sign_trace(tr, compiled.keys)
+        path = d / trace_file(branch)
+        verify_trace(signed[branch], a, compiled.keys, str(path))
+        data = _write_json(path, signed[branch])
+        entries[branch] = {"file": trace_file(branch), "chain_head": signed[branch]["chain_head"],
+                           "n_entries": len(signed[branch]["log"]),
+                           "trace_sha256": hashlib.sha256(data).hexdigest()}
+    seed, draws = info["seed"], info["random_draws"]
+    body = {"format": CAMPAIGN_MANIFEST_FORMAT, "run_id": info["run_id"], "system": info["system"],
+            "assignment_id": a.assignment_id, "assignment_sha256": a.sha256, "seed": seed,
+            "random_seeds": {random_branch(k): random_seed(seed, k) for k in range(draws)} if info["controls"]
+            else {}, "expected_branches": info["branches"], "branches": entries,
+            "wall_budget_s": info["wall_budget_s"], "wall_s": info["wall_s"], "runner_error": info["runner_error"]}
+    body["hmac"] = compiled.keys.sign_manifest(body)
+    data = _write_json(d / CAMPAIGN_MANIFEST, body, indent=1)
+    return signed, {"manifest": f"{a.assignment_id}/{CAMPAIGN_MANIFEST}", "sha256": hashlib.sha256(data).hexdigest()}
+
+
 def run_system(compiled: Compiled, assignments: list[Assignment], policy_factory: Callable[[], Policy],
                system: str, out_dir: str | Path, *, seed: int = 0, controls: bool = True, verbose: bool = False,
                policy_spec: dict[str, Any] | None = None, random_draws: int = RANDOM_DRAWS,
@@ -158,25 +182,11 @@ def run_system(compiled: Compiled, assignments: list[Assignment], policy_factory
             crash = one_line(f"{type(exc).__name__}: {exc}")
             log.exception("sdl runner crashed on %s; writing a did-not-finish trace", a.assignment_id)
             traces = runner_crash_traces(compiled, a, crash, run_id, wall_budget_s)
-        entries = {}
-        signed = {}
-        for branch, tr in traces.items():
-            signed[branch] = sign_trace(tr, compiled.keys)
-            path = d / trace_file(branch)
-            verify_trace(signed[branch], a, compiled.keys, str(path))
-            data = _write_json(path, signed[branch])
-            entries[branch] = {"file": trace_file(branch), "chain_head": signed[branch]["chain_head"],
-                               "n_entries": len(signed[branch]["log"]),
-                               "trace_sha256": hashlib.sha256(data).hexdigest()}
-        body = {"format": CAMPAIGN_MANIFEST_FORMAT, "run_id": run_id, "system": system,
-                "assignment_id": a.assignment_id, "assignment_sha256": a.sha256, "seed": seed,
-                "random_seeds": {random_branch(k): random_seed(seed, k) for k in range(random_draws)} if controls
-                else {}, "expected_branches": branches, "branches": entries, "wall_budget_s": wall_budget_s,
-                "wall_s": round(time.monotonic() - t0, 3), "runner_error": crash}
-        body["hmac"] = compiled.keys.sign_manifest(body)
-        data = _write_json(d / CAMPAIGN_MANIFEST, body, indent=1)
-        campaigns[a.assignment_id] = {"manifest": f"{a.assignment_id}/{CAMPAIGN_MANIFEST}",
-                                      "sha256": hashlib.sha256(data).hexdigest()}
+        signed, campaigns[a.assignment_id] = _write_campaign(
+            compiled, a, d, traces, {"run_id": run_id, "system": system, "seed": seed, "controls": controls,
+                                     "random_draws": random_draws, "branches": branches,
+                                     "wall_budget_s": wall_budget_s, "wall_s": round(time.monotonic() - t0, 3),
+                                     "runner_error": crash})
         m = campaign_metrics(signed, compiled.ledger, a)
         m["system"] = system
         write_new(d / "metrics.json", json.dumps(m, indent=1))

@@ -141,7 +141,6 @@ def verify_run(system_dir: str | Path, assignments: dict[str, Assignment],
                          "`mdbench sdl run` into a new --out folder", str(d))
     run, _ = _read(d / RUN_MANIFEST, RUN_MANIFEST, "the system folder")
     _check_sig(run, keys, d / RUN_MANIFEST, RUN_MANIFEST)
-    run_id = run.get("run_id")
     camps = run.get("campaigns")
     if not isinstance(camps, dict) or not isinstance(run.get("assignments"), dict) or \
             set(camps) != set(run["assignments"]):
@@ -154,56 +153,65 @@ def verify_run(system_dir: str | Path, assignments: dict[str, Assignment],
     want = expected_branches(bool(run.get("controls")), int(run.get("random_draws") or 0))
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for aid, entry in sorted(camps.items()):
-        where = f"{RUN_MANIFEST} campaigns[{aid!r}]"
-        asg = assignments.get(aid)
-        if asg is None or asg.sha256 != run["assignments"][aid]:
-            raise TraceError(f"assignment {aid} of {RUN_MANIFEST} is not in the compile folder", str(d / RUN_MANIFEST))
-        cdir = d / aid
-        mpath = cdir / CAMPAIGN_MANIFEST
-        cm, raw = _read(mpath, CAMPAIGN_MANIFEST, where)
-        if not isinstance(entry, dict) or hashlib.sha256(raw).hexdigest() != entry.get("sha256"):
-            raise TraceError(f"campaign manifest does not match its sha256 in {where} (swapped in from another run)",
-                             str(mpath))
-        _check_sig(cm, keys, mpath, CAMPAIGN_MANIFEST)
-        if cm.get("run_id") != run_id or cm.get("assignment_id") != aid or cm.get("assignment_sha256") != asg.sha256 \
-                or cm.get("seed") != run.get("seed"):
-            raise TraceError(f"campaign manifest belongs to another run or assignment than {where}", str(mpath))
-        branches = cm.get("branches")
-        if not isinstance(branches, dict):
-            raise TraceError("campaign manifest lists no branches", str(mpath))
-        if cm.get("runner_error") is None and sorted(branches) != sorted(want):
-            missing = sorted(set(want) - set(branches))
-            raise TraceError(f"campaign manifest lists branches {sorted(branches)}, the run requires {want}"
-                             f"{' (missing ' + ', '.join(missing) + ')' if missing else ''}", str(mpath))
-        files = {f"{b}.trace.json" for b in branches}
-        for p in sorted(cdir.glob("*.trace.json")):
-            if p.name not in files:
-                raise TraceError(f"trace file not listed in {CAMPAIGN_MANIFEST} branches (added or duplicated)",
-                                 str(p))
-        heads: dict[str, str] = {}
-        out[aid] = {}
-        for b, be in sorted(branches.items()):
-            bwhere = f"{CAMPAIGN_MANIFEST} branches[{b!r}] of {aid}"
-            tpath = cdir / f"{b}.trace.json"
-            if not isinstance(be, dict) or be.get("file") != tpath.name:
-                raise TraceError(f"{bwhere} names another file than {tpath.name}", str(mpath))
-            tr, traw = _read(tpath, f"trace of branch {b}", bwhere)
-            verify_trace(tr, asg, keys, str(tpath))
-            start = tr["log"][0]
-            if start.get("branch") != b:
-                raise TraceError(f"trace is of branch {start.get('branch')!r} but sits in slot {b!r} ({bwhere})",
-                                 str(tpath))
-            if start.get("run_id") != run_id:
-                raise TraceError(f"trace belongs to run {str(start.get('run_id'))[:12]}…, not to this run "
-                                 f"{str(run_id)[:12]}… ({bwhere}): spliced from another run", str(tpath))
-            if tr["chain_head"] != be.get("chain_head") or len(tr["log"]) != be.get("n_entries"):
-                raise TraceError(f"chain head or length differs from {bwhere}", str(tpath))
-            if hashlib.sha256(traw).hexdigest() != be.get("trace_sha256"):
-                raise TraceError(f"trace file differs from its sha256 in {bwhere} (swapped, replaced or spliced)",
-                                 str(tpath))
-            if tr["chain_head"] in heads:
-                raise TraceError(f"the same trace as branch {heads[tr['chain_head']]!r} ({bwhere}): duplicated",
-                                 str(tpath))
-            heads[tr["chain_head"]] = b
-            out[aid][b] = tr
+        out[aid] = _verify_campaign(d, aid, entry, run, assignments.get(aid), keys, want)
     return run, out
+
+
+def _verify_campaign(d: Path, aid: str, entry: Any, run: dict[str, Any], asg: Assignment | None,
+                     keys: EvaluatorKeys, want: list[str]) -> dict[str, dict[str, Any]]:
+    """One campaign of :func:`verify_run`: its manifest against the run manifest, its traces against it."""
+    from mdbench.sdl.runner import CAMPAIGN_MANIFEST, RUN_MANIFEST
+
+    run_id = run.get("run_id")
+    where = f"{RUN_MANIFEST} campaigns[{aid!r}]"
+    if asg is None or asg.sha256 != run["assignments"][aid]:
+        raise TraceError(f"assignment {aid} of {RUN_MANIFEST} is not in the compile folder", str(d / RUN_MANIFEST))
+    cdir = d / aid
+    mpath = cdir / CAMPAIGN_MANIFEST
+    cm, raw = _read(mpath, CAMPAIGN_MANIFEST, where)
+    if not isinstance(entry, dict) or hashlib.sha256(raw).hexdigest() != entry.get("sha256"):
+        raise TraceError(f"campaign manifest does not match its sha256 in {where} (swapped in from another run)",
+                         str(mpath))
+    _check_sig(cm, keys, mpath, CAMPAIGN_MANIFEST)
+    if cm.get("run_id") != run_id or cm.get("assignment_id") != aid or cm.get("assignment_sha256") != asg.sha256 \
+            or cm.get("seed") != run.get("seed"):
+        raise TraceError(f"campaign manifest belongs to another run or assignment than {where}", str(mpath))
+    branches = cm.get("branches")
+    if not isinstance(branches, dict):
+        raise TraceError("campaign manifest lists no branches", str(mpath))
+    if cm.get("runner_error") is None and sorted(branches) != sorted(want):
+        missing = sorted(set(want) - set(branches))
+        raise TraceError(f"campaign manifest lists branches {sorted(branches)}, the run requires {want}"
+                         f"{' (missing ' + ', '.join(missing) + ')' if missing else ''}", str(mpath))
+    files = {f"{b}.trace.json" for b in branches}
+    for p in sorted(cdir.glob("*.trace.json")):
+        if p.name not in files:
+            raise TraceError(f"trace file not listed in {CAMPAIGN_MANIFEST} branches (added or duplicated)",
+                             str(p))
+    heads: dict[str, str] = {}
+    found: dict[str, dict[str, Any]] = {}
+    for b, be in sorted(branches.items()):
+        bwhere = f"{CAMPAIGN_MANIFEST} branches[{b!r}] of {aid}"
+        tpath = cdir / f"{b}.trace.json"
+        if not isinstance(be, dict) or be.get("file") != tpath.name:
+            raise TraceError(f"{bwhere} names another file than {tpath.name}", str(mpath))
+        tr, traw = _read(tpath, f"trace of branch {b}", bwhere)
+        verify_trace(tr, asg, keys, str(tpath))
+        start = tr["log"][0]
+        if start.get("branch") != b:
+            raise TraceError(f"trace is of branch {start.get('branch')!r} but sits in slot {b!r} ({bwhere})",
+                             str(tpath))
+        if start.get("run_id") != run_id:
+            raise TraceError(f"trace belongs to run {str(start.get('run_id'))[:12]}…, not to this run "
+                             f"{str(run_id)[:12]}… ({bwhere}): spliced from another run", str(tpath))
+        if tr["chain_head"] != be.get("chain_head") or len(tr["log"]) != be.get("n_entries"):
+            raise TraceError(f"chain head or length differs from {bwhere}", str(tpath))
+        if hashlib.sha256(traw).hexdigest() != be.get("trace_sha256"):
+            raise TraceError(f"trace file differs from its sha256 in {bwhere} (swapped, replaced or spliced)",
+                             str(tpath))
+        if tr["chain_head"] in heads:
+            raise TraceError(f"the same trace as branch {heads[tr['chain_head']]!r} ({bwhere}): duplicated",
+                             str(tpath))
+        heads[tr["chain_head"]] = b
+        found[b] = tr
+    return found
