@@ -64,11 +64,13 @@ def test_no_evidence_control_is_exactly_call_matched_and_blind(vapdiff, small_as
         ad, ne = run.traces["adaptive"], run.traces["no_evidence"]
         counts.append((ad["n_calls"], ne["n_calls"]))
         assert ne["call_target"] == ad["n_calls"] == ne["n_calls"]
-        assert ne["budgets"]["evidence"] == ne["budgets"]["reviews"] == 0
-        assert all(e["reveals"] == [] for e in ne["experiments"])
+        # the control does not announce itself: the same budgets, every request answered "missing" and counted
+        assert ne["budgets"] == ad["budgets"] and ne["evidence_enabled"] is False
+        reveals = [r for e in ne["experiments"] for r in e["reveals"]]
+        assert reveals and all(r["status"] == "missing" for r in reveals)
         m = campaign_metrics(run.traces, vapdiff, asg)
         assert m["finished"], m["dnf_reasons"]
-        assert m["branches"]["no_evidence"]["evidence_used"] == 0
+        assert m["branches"]["no_evidence"]["n_withheld"] == len(reveals) == m["branches"]["no_evidence"]["evidence_used"]
         assert m["branches"]["adaptive"]["evidence_used"] == asg.budgets.experiments
         # the blind branch learns nothing from its experiments: its curve stays at the shared pre-campaign score
         assert set(m["branches"]["no_evidence"]["curve_nats"]) == {m["branches"]["adaptive"]["curve_nats"][0]}
@@ -116,3 +118,28 @@ def test_evaluator_calls_are_fresh_sessions_from_saved_states(vapdiff, small_ass
         assert [f["label"] for f in tr["future"]] == [FUTURE_PRE, FUTURE_FINAL]
     future_state = store.load("adaptive", FUTURE_FINAL, run.traces["adaptive"]["future"][1]["state_sha256"])
     assert {e["experiment_id"] for e in future_state["future_panel"]} == set(small_assignments[0].public("future"))
+
+
+def test_random_control_draws_are_seeded_and_give_a_mean_lift_with_spread(vapdiff, small_assignments):
+    asg = small_assignments[2]
+    run = run_campaign(vapdiff, asg, lambda: make_policy("kernel", 0), seed=0)
+    draws = ["random_control", "random_control_1", "random_control_2"]
+    assert [b for b in run.traces if b.startswith("random_control")] == draws
+    picks = [tuple(e["experiment_id"] for e in run.traces[b]["experiments"]) for b in draws]
+    assert len(set(picks)) == 3                                    # different draws
+    m = campaign_metrics(run.traces, vapdiff, asg)
+    assert m["random_draws"] == draws and len(m["selection_lift_draws_nats"]) == 3
+    assert m["selection_lift_nats"] == sum(m["selection_lift_draws_nats"]) / 3
+    assert m["selection_lift_sd_nats"] is not None and m["selection_lift_sd_nats"] >= 0
+    again = run_campaign(vapdiff, asg, lambda: make_policy("kernel", 0), seed=0)
+    assert [tuple(e["experiment_id"] for e in again.traces[b]["experiments"]) for b in draws] == picks
+
+
+def test_a_spent_campaign_wall_budget_ends_the_campaign_as_did_not_finish(vapdiff, small_assignments):
+    asg = small_assignments[3]
+    run = run_campaign(vapdiff, asg, lambda: make_policy("kernel", 0), seed=0, wall_budget_s=0.0, random_draws=1)
+    ad = run.traces["adaptive"]
+    assert ad["wall_budget_s"] == 0.0 and "wall budget" in ad["end_reason"]
+    assert "wall budget spent" in ad["checkpoints"][0]["error"]
+    m = campaign_metrics(run.traces, vapdiff, asg)
+    assert not m["finished"] and "wall budget" in m["dnf_reasons"][0]

@@ -236,12 +236,15 @@ def test_call_matched_branch_gets_exactly_its_call_target(vapdiff, small_assignm
     """A stop before the target is deferred (logged, no effect); the branch ends at exactly N calls."""
     env = CampaignEnv(vapdiff, small_assignments[0], branch="no_evidence", evidence_enabled=False, call_target=9)
     c = env.visible_state()["candidates"][0]["experiment_id"]
-    assert env.visible_state()["budgets"] == {"experiments": 4, "evidence": 0, "reviews": 0}
+    adaptive = CampaignEnv(vapdiff, small_assignments[0])
+    # nothing in the state says "control": the same keys, budgets and call limit as the adaptive branch
+    assert env.visible_state() == adaptive.visible_state()
+    assert "calls_target" not in env.visible_state()
     env.step({"action": "select_experiment", "experiment_id": c})
     env.step(prior(env, c))
     for _ in range(3):
         res = env.step({"action": "stop"})
-        assert res.ok and not res.done and "deferred" in res.message
+        assert res.ok and not res.done and "not accepted yet" in res.message and "control" not in res.message
     env.step({"action": "nonsense"})                 # an invalid action is a call too
     env.step(prior(env, c))                          # a revision
     env.step({"action": "stop"})

@@ -39,7 +39,7 @@ def _stderr(trace) -> str:
 @needs_isolation
 def test_scripted_external_policy_runs_all_branches_confined(vapdiff, small_assignments):
     asg = small_assignments[0]
-    run = run_campaign(vapdiff, asg, external("scripted_policy.py", "--cheat"), seed=0)
+    run = run_campaign(vapdiff, asg, external("scripted_policy.py", "--cheat"), seed=0, random_draws=1)
     ad = run.traces["adaptive"]
     assert ad["end_reason"] == "policy stopped"
     assert [e["experiment_id"] for e in ad["experiments"]] == asg.public("candidates")[::-1][:4]
@@ -58,6 +58,11 @@ def test_scripted_external_policy_runs_all_branches_confined(vapdiff, small_assi
     if capabilities()["root"]:
         assert iso["user"] == COORDINATOR_USER and iso["uid"] != 0
     assert str(data_dir().parent) in iso["hidden"]
+    # a fresh session: private /tmp, /dev/shm, /var/tmp, /run/lock and IPC; limits recorded in the trace
+    assert iso["ipc_namespace"] and set(iso["limits"]["private_paths"]) >= {"/tmp", "/dev/shm", "/var/tmp", "/run/lock"}
+    assert iso["session_limits"]["memory_mib"] == 4096 and not iso["fresh_session"]["not_enforced"]
+    if iso["cgroup"]:
+        assert iso["limits"]["memory_mib"] == 4096 and iso["limits"]["pids_max"] == 256
     # the call-matched control matched exactly, also for an external coordinator
     assert run.traces["no_evidence"]["n_calls"] == ad["n_calls"]
     assert ad["sessions"][0]["record"]["process"]["status"] == "exited"
@@ -66,10 +71,10 @@ def test_scripted_external_policy_runs_all_branches_confined(vapdiff, small_assi
 @needs_isolation
 def test_honest_coordinator_scores_the_same_confined_and_unconfined(vapdiff, tiny_assignments):
     asg = tiny_assignments[0]
-    confined = campaign_metrics(run_campaign(vapdiff, asg, external("scripted_policy.py"), seed=0).traces,
-                                vapdiff, asg)
-    plain = campaign_metrics(run_campaign(vapdiff, asg, external("scripted_policy.py", confine=False), seed=0).traces,
-                             vapdiff, asg)
+    confined = campaign_metrics(run_campaign(vapdiff, asg, external("scripted_policy.py"), seed=0,
+                                             random_draws=1).traces, vapdiff, asg)
+    plain = campaign_metrics(run_campaign(vapdiff, asg, external("scripted_policy.py", confine=False), seed=0,
+                                          random_draws=1).traces, vapdiff, asg)
     for b in confined["branches"]:
         for key in ("scores_nats", "curve_nats", "n_calls", "future_scores_nats", "experiments"):
             assert confined["branches"][b][key] == plain["branches"][b][key], (b, key)
@@ -139,5 +144,8 @@ def test_cli_run_with_policy_cmd_hides_the_evaluator_tree(tmp_path):
     assert res.exit_code == 0, res.output
     tr = json.loads((tmp_path / "res" / "external" / "vapdiff_crystal-s0-a7" / "adaptive.trace.json").read_text())
     assert str((tmp_path / "asg" / "evaluator").resolve()) in tr["policy"]["isolation"]["hidden"]
-    assert str((tmp_path / "asg" / "agent").resolve()) in tr["policy"]["isolation"]["readonly"]
+    # the compile's agent tree is hidden; the session reads a view holding its own assignment's file only
+    assert str((tmp_path / "asg" / "agent").resolve()) in tr["policy"]["isolation"]["hidden"]
+    assert tr["policy"]["isolation"]["agent_view"] == ["README.md", "action_schema.json", "forecast_row_schema.json",
+                                                       "vapdiff_crystal-s0-a7.json"]
     assert "evaluator/ledger.json: failed" in _stderr(tr)

@@ -36,14 +36,15 @@ def results(tmp_path_factory, vapdiff):
     b2 = _compile(vapdiff, tmp, "b2", 2, EvaluatorKeys.for_tests("other"))
     res = tmp / "res"
     for name in ("kernel", "class_prior"):
-        run_system(b4, b4.assignments, lambda n=name: make_policy(n, 0), name, res)
-    run_system(b2, b2.assignments, lambda: make_policy("kernel", 0), "kernel-budget2", res)
-    run_system(b4, b4.assignments[:1], lambda: make_policy("uniform", 0), "uniform-partial", res)
-    run_system(b4, b4.assignments, lambda: Tinkered(0), "tinkered", res)
+        run_system(b4, b4.assignments, lambda n=name: make_policy(n, 0), name, res, random_draws=1)
+    run_system(b2, b2.assignments, lambda: make_policy("kernel", 0), "kernel-budget2", res, random_draws=1)
+    run_system(b4, b4.assignments[:1], lambda: make_policy("uniform", 0), "uniform-partial", res, random_draws=1)
+    run_system(b4, b4.assignments, lambda: Tinkered(0), "tinkered", res, random_draws=1)
     if capabilities().get("namespaces"):
         box = CoordinatorSandbox(agent_dir=b4.agent_dir, hide=(b4.evaluator_dir, res))
         run_system(b4, b4.assignments, lambda: ExternalPolicy(policy_cmd("scripted_policy.py", "--crash-on-act"),
-                                                              timeout_s=30, sandbox=box), "crasher", res)
+                                                              timeout_s=30, sandbox=box), "crasher", res,
+                   random_draws=1)
     return res, b4, b2
 
 

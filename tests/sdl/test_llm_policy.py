@@ -38,7 +38,7 @@ def test_llm_coordinator_completes_a_campaign_with_the_expected_number_of_calls(
     model = ScriptedModel()
     with FakeChatServer(model, cost_per_call=0.001) as srv:
         client = ChatClient(srv.base_url, "fake-coordinator", sleep=lambda s: None)
-        run = run_campaign(vapdiff, asg, lambda: LLMPolicy(client), seed=0)
+        run = run_campaign(vapdiff, asg, lambda: LLMPolicy(client), seed=0, random_draws=1)
         n_requests = len(srv.requests)
     m = campaign_metrics(run.traces, vapdiff, asg)
     assert m["finished"], m["dnf_reasons"]
@@ -102,7 +102,8 @@ def test_malformed_replies_are_rejected_and_the_model_sees_why(vapdiff, tiny_ass
         last = json.loads(srv.requests[3]["body"]["messages"][-1]["content"])
     ad = run.traces["adaptive"]
     assert ad["n_invalid"] == 1 and ad["end_reason"] == "policy stopped"
-    assert "expected a JSON object" in last["state_delta"]["set"]["last_result"]["message"]
+    msg = last["state_delta"]["set"]["last_result"]["message"]
+    assert "reply is not a valid action: not_json" in msg          # the real cause, one line
 
 
 def test_an_endpoint_that_stays_down_is_did_not_finish(vapdiff, tiny_assignments):

@@ -2,9 +2,10 @@
 
 Layout of a compile folder::
 
-    agent/                               readable by coordinators (exposed read-only inside the sandbox)
+    agent/                               public (for people); a coordinator session sees one file of it
       README.md                          the protocol in prose
       action_schema.json                 JSON schema of one action
+      forecast_row_schema.json           JSON schema of one forecast row
       index.json                         assignment id → {agent_view_sha256, horizon, full_length}
       <assignment_id>.json               agent view: public ids, descriptors, initial-context outcomes
     evaluator/                           mode 0700; hidden from coordinators
@@ -13,7 +14,13 @@ Layout of a compile folder::
       assignments/<assignment_id>.json   frozen assignments (ledger ids, public-id map, budgets, scoring rule)
       index.json                         assignment id → sha256
 
-The agent tree holds no outcome of a candidate, held-out or future experiment, no ledger id, and no key.
+No file of the agent tree holds an outcome of its own assignment's candidate, held-out or future experiments,
+a ledger id or a key. The *tree* as a whole does hold outcomes of every panel experiment: the rotations put each
+block in some assignment's initial context. That is safe only because (1) public ids are salted per assignment
+(the same experiment has unrelated ids in different files) and (2) a coordinator session never sees the tree:
+the sandbox exposes only :func:`session_view_files` of its own assignment (:mod:`mdbench.sdl.confine`), and
+sessions are fresh (private ``/tmp``, ``/dev/shm``, IPC …), so nothing learnt in one assignment's session
+reaches another's. The tree may be published whole for people.
 """
 
 from __future__ import annotations
@@ -32,7 +39,11 @@ AGENT_README = f"""# Agent-visible campaign files ({PROTOCOL})
 
 One JSON file per frozen campaign assignment: record description, budgets are sent with every state,
 initial-context experiments (descriptors and recorded outcomes), candidate experiments and the held-out
-query panel (descriptors only). Experiment ids are salted for this compile. Outcomes of candidates and
+query panel (descriptors only). Experiment ids are salted per assignment: the same experiment has different
+ids in different assignments. A coordinator session sees only its own assignment's file (path in
+`$MDBENCH_SDL_ASSIGNMENT`), the schemas and this README — never the other assignments of the compile.
+
+Outcomes of candidates and
 held-out experiments are never here: they become visible only through the protocol (inspect_evidence,
 request_review). `action_schema.json` is the JSON schema of one action; `forecast_row_schema.json` that of
 one forecast row.
@@ -89,6 +100,23 @@ def write_compiled(folder: str | Path, ledger: Ledger, assignments: list[Assignm
     _write_json(ag / "forecast_row_schema.json", FORECAST_ROW_SCHEMA)
     (ag / "README.md").write_text(AGENT_README, encoding="utf-8")
     return root
+
+
+def session_view_files(agent_dir: str | Path, assignment_id: str | None) -> list[Path]:
+    """The files of the agent tree one coordinator session of ``assignment_id`` may read: its own assignment
+    file, the two schemas and the README (never ``index.json`` or another assignment's file)."""
+    ag = Path(agent_dir)
+    names = ["README.md", "action_schema.json", "forecast_row_schema.json"]
+    if assignment_id is not None:
+        names.append(f"{assignment_id}.json")
+    out = []
+    for n in names:
+        p = ag / n
+        if p.is_symlink() or not p.is_file():
+            raise InputError(f"agent view file {n} is missing or not a regular file; recompile with "
+                             "`mdbench sdl compile`", str(p))
+        out.append(p)
+    return out
 
 
 def load_compiled(folder: str | Path) -> Compiled:

@@ -10,6 +10,7 @@ import click
 
 from mdbench.errors import InputError
 from mdbench.paths import NOTEBOOKS_DIR, PARAMS_DIR
+from mdbench.untrusted import write_new
 
 log = logging.getLogger(__name__)
 
@@ -116,17 +117,31 @@ def compile_cmd(record, ledger_path, pg_path, params_path, seed, out_dir) -> Non
 @click.option("--controls/--no-controls", default=True, show_default=True,
               help="Also run the schedule-matched random and call-matched no-evidence controls.")
 @click.option("--timeout-s", type=float, default=120.0, show_default=True,
-              help="Seconds to wait for each reply of an external policy or endpoint [s].")
+              help="Seconds to wait for each reply of an external policy or endpoint, counted from the request "
+                   "(sandbox start-up excluded) [s].")
+@click.option("--startup-timeout-s", type=float, default=60.0, show_default=True,
+              help="Seconds for an external policy's sandbox start-up and its hello reply [s].")
+@click.option("--campaign-budget-s", type=click.FloatRange(min=0.0), default=7200.0, show_default=True,
+              help="Wall-clock budget per campaign, all branches and evaluator calls together [s] (recorded in "
+                   "every trace; a campaign over it does not finish).")
+@click.option("--random-draws", type=click.IntRange(1, 50), default=3, show_default=True,
+              help="Seeded schedule-matched random-control draws per assignment.")
+@click.option("--memory-mib", type=click.IntRange(64, None), default=4096, show_default=True,
+              help="Memory limit of each external coordinator session [MiB].")
+@click.option("--pids-max", type=click.IntRange(8, None), default=256, show_default=True,
+              help="Process/thread limit of each external coordinator session.")
 @click.option("--expose", multiple=True, type=click.Path(exists=True),
               help="Extra path the confined policy may read (repeatable).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Results folder.")
 def run_cmd(asg_dir, policy, policy_cmd, llm_url, model, api_key_env, price_in, price_out, system, panel, only,
-            seed, controls, timeout_s, expose, out_dir) -> None:
+            seed, controls, timeout_s, startup_timeout_s, campaign_budget_s, random_draws, memory_mib, pids_max,
+            expose, out_dir) -> None:
     """Run one system over the frozen assignments (adaptive branch and controls); write signed traces."""
     from mdbench.sdl.bundle import load_compiled
     from mdbench.sdl.compiler import select_panel
-    from mdbench.sdl.confine import CoordinatorSandbox
-    from mdbench.sdl.external import ExternalPolicy
+    from mdbench.sdl.campaign import one_line
+    from mdbench.sdl.confine import CoordinatorSandbox, SessionLimits
+    from mdbench.sdl.external import external_factory_for
     from mdbench.sdl.policies import POLICIES, make_policy
     from mdbench.sdl.runner import run_system
 
@@ -139,15 +154,18 @@ def run_cmd(asg_dir, policy, policy_cmd, llm_url, model, api_key_env, price_in, 
         if unknown:
             raise click.UsageError(f"unknown assignment ids {sorted(unknown)}")
         asgs = [a for a in compiled.assignments if a.assignment_id in only]
+    factory_for, limits = None, None
     if policy:
         if policy not in POLICIES:
             raise click.UsageError(f"unknown policy {policy!r}; built-ins: {sorted(POLICIES)}")
         factory = lambda: make_policy(policy, seed)  # noqa: E731
         name, spec = system or policy, {"builtin": policy}
     elif policy_cmd:
+        limits = SessionLimits(memory_mib=memory_mib, pids_max=pids_max)
         box = CoordinatorSandbox(agent_dir=compiled.agent_dir, hide=(compiled.evaluator_dir, Path(out_dir).resolve()),
-                                 expose=tuple(Path(p).resolve() for p in expose))
-        factory = lambda: ExternalPolicy(policy_cmd, timeout_s=timeout_s, sandbox=box)  # noqa: E731
+                                 expose=tuple(Path(p).resolve() for p in expose), limits=limits)
+        factory_for = external_factory_for(policy_cmd, box, timeout_s=timeout_s, startup_timeout_s=startup_timeout_s)
+        factory = factory_for(asgs[0]) if asgs else None
         name, spec = system or "external", {"cmd": policy_cmd}
     else:
         from mdbench.llm.client import ChatClient, Prices
@@ -161,10 +179,11 @@ def run_cmd(asg_dir, policy, policy_cmd, llm_url, model, api_key_env, price_in, 
         factory = lambda: LLMPolicy(client)  # noqa: E731
         name, spec = system or model, {"llm_endpoint": llm_url, "model": model}
     results = run_system(compiled, asgs, factory, name, out_dir, seed=seed, controls=controls, verbose=_verbose(),
-                         policy_spec=spec)
+                         policy_spec=spec, random_draws=random_draws, wall_budget_s=campaign_budget_s,
+                         factory_for=factory_for, session_limits=limits.to_dict() if limits else None)
     for m in results:
         b = m["branches"]["adaptive"]
-        state = "" if m["finished"] else f"  DID NOT FINISH: {m['dnf_reasons'][0]}"
+        state = "" if m["finished"] else f"  DID NOT FINISH: {one_line(m['dnf_reasons'][0], 200)}"
         click.echo(f"{m['assignment_id']}: loss pre {b['loss_pre_nats']:.4f} → at budget "
                    f"{b['loss_at_budget_nats']:.4f} nats; AUC {b['adaptive_auc_nats']:.4f}; "
                    f"selection lift {m.get('selection_lift_nats', float('nan')):+.4f}; "
@@ -190,7 +209,7 @@ def score_cmd(results_dir, asg_dir) -> None:
     for r in runs:
         for aid, m in r.metrics.items():
             m["system"] = r.system
-            (Path(r.path) / aid / "metrics.json").write_text(json.dumps(m, indent=1), encoding="utf-8")
+            write_new(Path(r.path) / aid / "metrics.json", json.dumps(m, indent=1))   # never through a planted link
             n += 1
             click.echo(f"{r.system} {aid}: AUC {m['branches']['adaptive']['adaptive_auc_nats']:.4f}"
                        f"{'' if m['finished'] else '  (did not finish)'}")
@@ -223,14 +242,17 @@ def leaderboard_cmd(results_dir, asg_dir, target_ratio, json_out, html_out, kern
         check_kernel(kernel_name)
     lbs = build_leaderboards(score_results(results_dir, asg_dir), target_ratio)
     out = Path(json_out or Path(results_dir) / "leaderboard.json")
-    out.write_text(json.dumps(lbs.to_dict(), indent=1), encoding="utf-8")
+    write_new(out, json.dumps(lbs.to_dict(), indent=1))
     for n, t in enumerate(lbs.tables, start=1):
-        click.echo(f"table {n}: {len(t.assignments)} assignments (horizons {t.horizons}), assignment set "
-                   f"sha256 {t.assignment_set_sha256[:16]}…")
-        click.echo(f"{'rank':>4}  {'system':<16} {'AUC':>8} {'sel.lift':>9} {'signs':<8} {'enh.':>8} {'ev.lift':>8}")
+        budgets = "; ".join(", ".join(f"{k} {v}" for k, v in b.items()) for b in t.budgets)
+        click.echo(f"table {n}: {len(t.assignments)} assignments, horizon {t.horizons}, budgets {budgets}, "
+                   f"random-control draws {t.random_draws}; assignment set sha256 {t.assignment_set_sha256[:16]}…")
+        click.echo(f"{'rank':>4}  {'system':<16} {'AUC':>8}  | diagnostics: {'sel.lift':>9} {'signs':<8} "
+                   f"{'ref.lift':>8} {'enh.':>8} {'ev.lift':>8}")
         for r in t.rows:
-            click.echo(f"{r.rank:>4}  {r.system:<16} {r.adaptive_auc_nats:8.4f} {_fmt(r.selection_lift_nats):>9} "
-                       f"{r.selection_lift_signs:<8} {_fmt(r.enhancement_at_budget_nats):>8} "
+            click.echo(f"{r.rank:>4}  {r.system:<16} {r.adaptive_auc_nats:8.4f}  |              "
+                       f"{_fmt(r.selection_lift_nats):>9} {r.selection_lift_signs:<8} "
+                       f"{_fmt(r.reference_selection_lift_nats):>8} {_fmt(r.enhancement_at_budget_nats):>8} "
                        f"{_fmt(r.evidence_lift_nats):>8}")
         for s, why in t.did_not_finish.items():
             click.echo(f" DNF  {s:<16} {why}")

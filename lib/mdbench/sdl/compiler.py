@@ -22,9 +22,12 @@ Roles:
   forecast them from the saved pre-campaign and final states (transfer of what the campaign taught).
 
 Information boundary at compile time: every experiment id a coordinator sees is a *public id*,
-``X`` + 10 hex digits of HMAC-SHA256(compile salt, ledger id). The salt and the key that signs trace
-chains are drawn fresh for every compile (:class:`EvaluatorKeys`) and stay in the evaluator tree, so neither
-the public CSV row numbers nor the ids of another compile say anything about an experiment.
+``X`` + 10 hex digits of HMAC-SHA256(compile salt, assignment id + ledger id) — salted *per assignment*, so the
+same experiment has unrelated ids in different assignments of one compile (a rotation's held-out panel is
+another rotation's initial context: with shared ids a coordinator that saw several assignments could look the
+outcomes up). The salt and the key that signs trace chains are drawn fresh for every compile
+(:class:`EvaluatorKeys`) and stay in the evaluator tree, so neither the public CSV row numbers, nor the ids of
+another assignment, nor those of another compile say anything about an experiment.
 
 Each assignment is frozen: its canonical JSON (roles, public ids, budgets, scoring rule, ledger sha256,
 the sha256 of the evaluator key, compile parameters) is hashed with sha256 before any run, and
@@ -50,7 +53,7 @@ from mdbench.sdl.ledger import Ledger, sha256_json
 from mdbench.sdl.scoring import DEFAULT_FLOOR, INVALID_FORECAST_RULES, check_floor
 
 ROLES = ("initial_context", "candidates", "heldout", "future")
-FORMAT = "mdbench-sdl-assignment/2"
+FORMAT = "mdbench-sdl-assignment/3"   # /3: public ids salted per assignment
 
 
 @dataclass(frozen=True)
@@ -94,13 +97,19 @@ class EvaluatorKeys:
         """sha256 of the chain key (recorded in every assignment; binds traces to this compile's key)."""
         return hashlib.sha256(self.chain_key.encode("ascii")).hexdigest()
 
-    def public_id(self, ledger_id: str) -> str:
-        """The salted id a coordinator sees for a ledger experiment."""
-        return "X" + hmac.new(self.salt.encode("ascii"), ledger_id.encode("utf-8"), hashlib.sha256).hexdigest()[:10]
+    def public_id(self, ledger_id: str, scope: str) -> str:
+        """The salted id a coordinator sees for a ledger experiment in assignment ``scope`` (its assignment id)."""
+        msg = f"{scope}\x1f{ledger_id}".encode("utf-8")
+        return "X" + hmac.new(self.salt.encode("ascii"), msg, hashlib.sha256).hexdigest()[:10]
 
     def sign(self, head_sha256: str) -> str:
         """HMAC-SHA256 of a chain head under the chain key."""
         return hmac.new(self.chain_key.encode("ascii"), head_sha256.encode("ascii"), hashlib.sha256).hexdigest()
+
+    def sign_manifest(self, body: dict[str, Any]) -> str:
+        """HMAC-SHA256 of a run or campaign manifest (its canonical JSON, ``hmac`` field excluded)."""
+        text = "mdbench-sdl-manifest\x1f" + sha256_json({k: v for k, v in body.items() if k != "hmac"})
+        return hmac.new(self.chain_key.encode("ascii"), text.encode("ascii"), hashlib.sha256).hexdigest()
 
     def to_dict(self) -> dict[str, str]:
         return {"salt": self.salt, "chain_key": self.chain_key}
@@ -272,9 +281,6 @@ def compile_assignments(ledger: Ledger, spec: CompileSpec | None = None,
     ids = [e.experiment_id for e in ledger.experiments]
     order = rng.permutation(len(ids))[:panel_size]
     panel = [ids[i] for i in order]
-    public = {i: keys.public_id(i) for i in panel}
-    if len(set(public.values())) != len(public):
-        raise InputError("public id collision in this compile; compile again (a fresh salt is drawn)")
     blocks = [panel[k * spec.block_size:(k + 1) * spec.block_size] for k in range(nb)]
     slots = [r for r in ROLES for _ in range(spec.role_blocks[r])]
     params = {"seed": spec.seed, "rotations": spec.rotations, "horizons": horizons, "block_size": spec.block_size,
@@ -288,10 +294,14 @@ def compile_assignments(ledger: Ledger, spec: CompileSpec | None = None,
             for j, role in enumerate(slots):
                 roles[role].extend(blocks[(j + r) % nb])
             index = len(out)
+            aid = f"{ledger.name}-s{spec.seed}-a{index}"
+            public = {i: keys.public_id(i, aid) for v in roles.values() for i in v}
+            if len(set(public.values())) != len(public):
+                raise InputError(f"public id collision in assignment {aid}; compile again (a fresh salt is drawn)")
             asg = Assignment(
-                assignment_id=f"{ledger.name}-s{spec.seed}-a{index}", index=index, ledger_name=ledger.name,
+                assignment_id=aid, index=index, ledger_name=ledger.name,
                 ledger_sha256=ledger_sha, roles={k: tuple(sorted(v)) for k, v in roles.items()},
-                public_ids={i: public[i] for v in roles.values() for i in v}, budgets=full.at_horizon(h),
+                public_ids=public, budgets=full.at_horizon(h),
                 floor=spec.floor, invalid_forecast=spec.invalid_forecast, horizon=h, rotation=r,
                 full_length=h == b.experiments, evaluator_key_sha256=keys.key_sha256, compile_params=params)
             out.append(Assignment(**{**asg.__dict__, "sha256": asg.compute_sha256()}))

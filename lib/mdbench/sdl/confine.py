@@ -10,9 +10,18 @@ What it can see is decided here, deny-first:
   shared data areas, home folders and ``/var`` are gone; the packaged records inside the installed
   ``mdbench`` package (:func:`record_data_dirs`); the compile's ``evaluator/`` tree and the results folder;
   anything the caller adds;
-* read-only: the Python runtime (:func:`mdbench.sandbox.runtime_paths`), the compile's ``agent/`` tree,
-  the policy program's own files (command-line arguments that are existing files) and what the caller adds;
+* read-only: the Python runtime (:func:`mdbench.sandbox.runtime_paths`), a *per-session view* — a fresh
+  folder holding only this session's assignment file (``<assignment_id>.json``), the two schemas and the
+  README (:func:`mdbench.sdl.bundle.session_view_files`); the compile's ``agent/`` tree itself is hidden (the
+  other assignments of the compile are never visible to a session) — the policy program's own files
+  (command-line arguments that are existing files) and what the caller adds;
 * writable: a fresh, empty working folder (``HOME``), removed when the session ends.
+
+Every session is fresh: besides its own ``HOME``, the shared sandbox gives it private ``/tmp``, ``/dev/shm``,
+``/var/tmp`` and ``/run/lock`` and its own IPC namespace, so nothing one session writes is there for the next
+(a coordinator that remembered an earlier assignment's initial context could otherwise forecast a later
+rotation's held-out panel). Resource limits (:class:`SessionLimits`: memory, pids, tmpfs size, captured
+output) are passed to the sandbox and recorded in the trace with the isolation method.
 
 Nesting is resolved by the sandbox (a hidden folder inside a re-exposed one is hidden again). The method that
 was enforced (user, namespaces, what was hidden) is returned for the trace.
@@ -20,6 +29,7 @@ was enforced (user, namespaces, what was hidden) is returned for the trace.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -50,6 +60,44 @@ def deny_by_default() -> list[Path]:
     return out
 
 
+@dataclass(frozen=True)
+class SessionLimits:
+    """Resource limits of one coordinator session (passed to :class:`mdbench.sandbox.Confinement`).
+
+    Attributes
+    ----------
+    memory_mib : int or None
+        Memory limit of the session's process tree [MiB] (cgroup).
+    pids_max : int
+        Most processes/threads the session may hold at once.
+    tmp_size_mib : int
+        Size of each private tmpfs (``/tmp``, ``/dev/shm``, …) [MiB].
+    output_cap_bytes : int
+        Captured stderr kept per session [bytes] (head and tail, with a cut marker).
+    file_size_max_mib : int
+        Largest file the session may write [MiB] (RLIMIT_FSIZE).
+    """
+
+    memory_mib: int | None = 4096
+    pids_max: int = 256
+    tmp_size_mib: int = 512
+    output_cap_bytes: int = 1 << 20
+    file_size_max_mib: int = 1024
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _confinement_limits(limits: SessionLimits) -> tuple[dict[str, Any], list[str]]:
+    """The keyword arguments of :class:`mdbench.sandbox.Confinement` that carry ``limits`` and the private
+    IPC/tmp settings, and the names the installed sandbox does not know (recorded as not enforced)."""
+    from mdbench.sandbox import Confinement
+
+    known = {f.name for f in dataclasses.fields(Confinement)}
+    want = {"private_tmp": True, "private_ipc": True, **limits.to_dict()}
+    return {k: v for k, v in want.items() if k in known}, sorted(k for k in want if k not in known)
+
+
 @dataclass
 class CoordinatorSandbox:
     """Confinement settings of coordinator sessions (one fresh process per session).
@@ -57,7 +105,10 @@ class CoordinatorSandbox:
     Parameters
     ----------
     agent_dir : path, optional
-        The compile's ``agent/`` tree (read-only inside, and in ``MDBENCH_SDL_AGENT_DIR``).
+        The compile's ``agent/`` tree. Hidden as a whole; a session sees only its view (see module docstring)
+        in ``MDBENCH_SDL_AGENT_DIR`` (and its assignment file in ``MDBENCH_SDL_ASSIGNMENT``).
+    assignment_id : str, optional
+        The assignment of the sessions (set per campaign with :meth:`for_assignment`).
     hide : paths
         Extra evaluator-private paths (the compile's ``evaluator/``, the results folder).
     expose : paths
@@ -66,30 +117,54 @@ class CoordinatorSandbox:
         Allow network access (default: own network namespace with loopback only).
     confine : bool
         False runs the process unconfined (recorded as ``isolation: none``; never ranked) — for comparisons.
+    limits : SessionLimits
+        Resource limits of every session.
     """
 
     agent_dir: Path | None = None
+    assignment_id: str | None = None
     hide: tuple[Path, ...] = ()
     expose: tuple[Path, ...] = ()
     network: bool = False
     confine: bool = True
     cpus: tuple[int, ...] | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    limits: SessionLimits = field(default_factory=SessionLimits)
 
-    def _env(self, home: Path) -> dict[str, str]:
+    def for_assignment(self, assignment_id: str) -> "CoordinatorSandbox":
+        """The same settings for the sessions of one assignment."""
+        return dataclasses.replace(self, assignment_id=assignment_id)
+
+    def _env(self, home: Path, view: Path | None) -> dict[str, str]:
         env = {"PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
                "HOME": str(home), "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
-        if self.agent_dir is not None:
-            env["MDBENCH_SDL_AGENT_DIR"] = str(self.agent_dir)
+        if view is not None:
+            env["MDBENCH_SDL_AGENT_DIR"] = str(view)
+            if self.assignment_id is not None:
+                env["MDBENCH_SDL_ASSIGNMENT"] = str(view / f"{self.assignment_id}.json")
         env.update(self.extra_env)
         return env
 
+    def make_view(self) -> Path | None:
+        """A fresh folder holding this session's view of the agent tree (copies), or None without an agent tree."""
+        if self.agent_dir is None:
+            return None
+        from mdbench.sdl.bundle import session_view_files
+
+        view = Path(tempfile.mkdtemp(prefix="mdbench-sdl-view-"))
+        for src in session_view_files(self.agent_dir, self.assignment_id):
+            shutil.copyfile(src, view / src.name, follow_symlinks=False)
+            os.chmod(view / src.name, 0o444)
+        os.chmod(view, 0o555)
+        return view
+
     def hidden_paths(self) -> list[Path]:
         """Everything hidden from the coordinator (see module docstring)."""
-        return deny_by_default() + record_data_dirs() + [Path(p).resolve() for p in self.hide]
+        own = [Path(self.agent_dir).resolve()] if self.agent_dir is not None else []
+        return deny_by_default() + record_data_dirs() + own + [Path(p).resolve() for p in self.hide]
 
-    def readonly_paths(self, argv: list[str]) -> list[Path]:
-        """The runtime, the agent tree, the program's own files and the caller's extra paths."""
+    def readonly_paths(self, argv: list[str], view: Path | None = None) -> list[Path]:
+        """The runtime, the session's view, the program's own files and the caller's extra paths."""
         from mdbench.paths import PROJECT_ROOT
         from mdbench.sandbox import runtime_paths
 
@@ -102,8 +177,8 @@ class CoordinatorSandbox:
                 ro += [q for q in needed if q.exists() and (q == p or p in q.parents) and q not in ro]
             else:
                 ro.append(p)
-        if self.agent_dir is not None:
-            ro.append(Path(self.agent_dir).resolve())
+        if view is not None:
+            ro.append(view)
         ro += [Path(a).resolve() for a in argv[1:] if os.path.isfile(a)]
         if os.path.isfile(argv[0]) and not any(_inside(Path(argv[0]).resolve(), r) for r in ro):
             ro.append(Path(argv[0]).resolve())
@@ -119,21 +194,33 @@ class CoordinatorSandbox:
         argv = [os.path.abspath(a) if not os.path.isabs(a) and os.path.exists(a) and ("/" in a or i > 0) else a
                 for i, a in enumerate(argv)]
         home = Path(tempfile.mkdtemp(prefix="mdbench-sdl-coord-"))
+        view = self.make_view()
+        cleanup = [home] + ([view] if view is not None else [])
         if not self.confine:
             with stderr.open("wb") as err:
                 proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                                        bufsize=1, cwd=home, env=self._env(home))
-            return CoordinatorProcess(proc, home, {"method": "unconfined_process", "isolation": "none",
-                                                   "reason": "confinement disabled by the caller"}, sandboxed=False)
+                                        bufsize=1, cwd=home, env=self._env(home, view))
+            return CoordinatorProcess(proc, cleanup, {"method": "unconfined_process", "isolation": "none",
+                                                      "reason": "confinement disabled by the caller"},
+                                      sandboxed=False)
         from mdbench.sandbox import Confinement, spawn_confined
 
-        conf = Confinement(workdir=home, env=self._env(home), readonly=tuple(self.readonly_paths(argv)),
+        limits, unsupported = _confinement_limits(self.limits)
+        conf = Confinement(workdir=home, env=self._env(home, view), readonly=tuple(self.readonly_paths(argv, view)),
                            writable=(), hidden=tuple(self.hidden_paths()), network=self.network, cpus=self.cpus,
-                           user=COORDINATOR_USER, private_tmp=True, timeout_s=None, grace_s=5.0,
-                           tag="sdl-coordinator")
-        proc = spawn_confined(argv, conf, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
-        method = {"method": "confined_process", **{k: v for k, v in proc.method.items() if not k.startswith("_")}}
-        return CoordinatorProcess(proc, home, method, sandboxed=True)
+                           user=COORDINATOR_USER, timeout_s=None, grace_s=5.0, tag="sdl-coordinator", **limits)
+        try:
+            proc = spawn_confined(argv, conf, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
+        except BaseException:
+            for p in cleanup:
+                shutil.rmtree(p, ignore_errors=True)
+            raise
+        method = {"method": "confined_process", **{k: v for k, v in proc.method.items() if not k.startswith("_")},
+                  "session_limits": self.limits.to_dict(), "fresh_session": {
+                      "private": ["HOME", "/tmp", "/dev/shm", "/var/tmp", "/run/lock", "ipc"],
+                      "not_enforced": unsupported},
+                  "agent_view": sorted(p.name for p in view.iterdir()) if view is not None else []}
+        return CoordinatorProcess(proc, cleanup, method, sandboxed=True)
 
 
 def _inside(p: Path, root: Path) -> bool:
@@ -147,9 +234,10 @@ def _inside(p: Path, root: Path) -> bool:
 class CoordinatorProcess:
     """A running coordinator: text pipes, and a uniform way to end it and report what happened."""
 
-    def __init__(self, proc: Any, home: Path, method: dict[str, Any], sandboxed: bool):
+    def __init__(self, proc: Any, cleanup: list[Path], method: dict[str, Any], sandboxed: bool):
         self._proc = proc
-        self.home = home
+        self.home = cleanup[0]
+        self._cleanup = cleanup
         self.method = method
         self.sandboxed = sandboxed
         self.stdin = proc.stdin
@@ -167,7 +255,8 @@ class CoordinatorProcess:
                 except subprocess.TimeoutExpired:
                     res = self._proc.terminate()
                 out = res.to_json()
-                out.pop("method", None)   # recorded once, as the session's isolation
+                # the method is recorded once, as the session's isolation; keep what the limits did
+                out["limits"] = (out.pop("method", None) or {}).get("limits")
             else:
                 try:
                     code = self._proc.wait(timeout=wait_s)
@@ -181,5 +270,15 @@ class CoordinatorProcess:
                     except (OSError, ValueError):
                         pass
         finally:
-            shutil.rmtree(self.home, ignore_errors=True)
+            for p in self._cleanup:
+                _remove_tree(p)
         return out
+
+
+def _remove_tree(p: Path) -> None:
+    """Remove a session folder, read-only views included."""
+    try:
+        os.chmod(p, 0o700)
+    except OSError:
+        pass
+    shutil.rmtree(p, ignore_errors=True)

@@ -27,6 +27,16 @@ Rules
   ``max_consecutive_invalid`` rejections in a row, or ``max_calls`` calls, the campaign ends.
 * Call-matched branches (``call_target=N``) get exactly ``N`` policy-action calls: a ``stop`` before the N-th
   call is acknowledged and deferred (logged, changes nothing), and the branch ends at the N-th call.
+* Controls do not announce themselves: the no-evidence control (``evidence_enabled=False``) shows the same
+  budgets, the same ``calls_max`` and the same state schema as the adaptive branch; its evidence and review
+  requests are accepted, counted against the same budgets and answered as ``missing`` (exactly like a
+  recorded-but-missing item), with ``withheld: true`` only in the evaluator's log. The call target is never in
+  the visible state. (The schedule-matched random control cannot hide that its selections are not the
+  coordinator's own: see :mod:`mdbench.sdl.campaign`.)
+* Replies are data: an action must be plain JSON (objects, arrays, strings, booleans, null, finite numbers,
+  integers of at most :data:`MAX_INT_DIGITS` digits, nesting at most :data:`MAX_DEPTH`); anything else — and
+  an :class:`InvalidReply` (what a coordinator adapter passes on for a reply it could not parse, with the
+  reason) — is rejected as an invalid action with its reason. :meth:`CampaignEnv.step` never raises on a reply.
 
 The log is the record. Every action (with its forecast rows and reveals), every evaluator checkpoint (with
 its forecast rows and the sha256 of the saved state it was made from), every future-decision forecast and
@@ -40,6 +50,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +63,13 @@ from mdbench.sdl.scoring import ForecastError, validate_panel, validate_row
 log = logging.getLogger(__name__)
 
 PROTOCOL = "mdbench-sdl-policy/2"
-TRACE_FORMAT = "mdbench-sdl-trace/2"
+TRACE_FORMAT = "mdbench-sdl-trace/3"
+#: Deepest nesting and longest integer accepted in a reply (same limits as :func:`mdbench.untrusted.loads`).
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 64
+#: What a withheld evidence item / review of the no-evidence control looks like (same as a missing record).
+_MISSING_EVIDENCE = "no further evidence of this tier recorded"
+_MISSING_REVIEW = "no expert review recorded for this experiment"
 _PROB = {"type": "number", "minimum": 0, "maximum": 1}
 _ROW = {"type": "object", "required": ["experiment_id", "p_category"], "additionalProperties": False,
         "properties": {"experiment_id": {"type": "string"}, "p_valid": _PROB,
@@ -101,6 +118,49 @@ def permitted_action_schema(phase: str) -> dict[str, Any]:
     """The exact JSON schema of the actions the protocol accepts in ``phase``."""
     return {"$schema": ACTION_SCHEMA["$schema"], "title": f"mdbench SDL action permitted in phase {phase}",
             "oneOf": [_ACTIONS[a] for a in PHASE_ACTIONS.get(phase, ())]}
+
+
+@dataclass(frozen=True)
+class InvalidReply:
+    """A coordinator reply that is not data (not JSON, too deep, non-finite, …); ``reason`` says why."""
+
+    reason: str
+
+
+def data_problem(obj: Any, max_depth: int = MAX_DEPTH, max_int_digits: int = MAX_INT_DIGITS) -> str | None:
+    """``None`` when ``obj`` is plain JSON data within the reply limits, else one line saying what is wrong.
+
+    Iterative (no recursion): safe on objects nested arbitrarily deep.
+    """
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    n = 0
+    while stack:
+        x, depth = stack.pop()
+        n += 1
+        if n > 2_000_000:
+            return "reply has more than 2,000,000 values"
+        if x is None or isinstance(x, (bool, str)):
+            continue
+        if isinstance(x, int):
+            if abs(x) >= 10 ** max_int_digits:
+                return f"integer of more than {max_int_digits} digits"
+            continue
+        if isinstance(x, float):
+            if not math.isfinite(x):
+                return f"non-finite number {x!r}"
+            continue
+        if isinstance(x, (dict, list)):
+            if depth > max_depth:
+                return f"nested more than {max_depth} levels"
+            if isinstance(x, dict):
+                if not all(isinstance(k, str) for k in x):
+                    return "object keys must be strings"
+                stack.extend((v, depth + 1) for v in x.values())
+            else:
+                stack.extend((v, depth + 1) for v in x)
+            continue
+        return f"not JSON data ({type(x).__name__})"
+    return None
 
 
 @dataclass
@@ -164,6 +224,7 @@ class Derivation:
         self.remaining: dict[str, int] = {}
         self.n_calls = 0
         self.n_invalid = 0
+        self.n_withheld = 0
         self.consecutive_invalid = 0
         self.end_reason: str | None = None
         self.checkpoints: list[dict[str, Any]] = []
@@ -206,7 +267,7 @@ class Derivation:
         kind = e["kind"]
         if kind == "start":
             self.start = {k: e[k] for k in ("branch", "assignment_id", "assignment_sha256", "policy", "call_target",
-                                             "max_calls")}
+                                             "max_calls", "evidence_enabled", "run_id", "wall_budget_s")}
             self.budgets = dict(e["budgets"])
             self.remaining = dict(e["budgets"])
         elif kind == "action":
@@ -242,6 +303,8 @@ class Derivation:
                         "prior_forecast_index": len(x["forecasts"]) - 1})
                 else:
                     self.remaining["evidence"] -= 1
+                if e.get("withheld"):
+                    self.n_withheld += 1
                 x["reveals"].append(e["reveal"])
                 x["pending_update"] = True
         elif kind == "end":
@@ -264,14 +327,15 @@ class Derivation:
                 for x in sorted(self.experiments.values(), key=lambda x: x["order"])]
         return _plain({
             **self.start, "budgets": self.budgets, "remaining": self.remaining, "n_calls": self.n_calls,
-            "n_invalid": self.n_invalid, "end_reason": self.end_reason, "experiments": exps,
+            "n_invalid": self.n_invalid, "n_withheld": self.n_withheld, "end_reason": self.end_reason,
+            "experiments": exps,
             "checkpoints": self.checkpoints, "future": self.future, "sessions": self.sessions})
 
 
 #: Trace fields that are derived from the log (and must equal :func:`derive` of it).
-DERIVED_FIELDS = ("branch", "assignment_id", "assignment_sha256", "policy", "call_target", "max_calls", "budgets",
-                  "remaining", "n_calls", "n_invalid", "end_reason", "experiments", "checkpoints", "future",
-                  "sessions")
+DERIVED_FIELDS = ("branch", "assignment_id", "assignment_sha256", "policy", "call_target", "max_calls",
+                  "evidence_enabled", "run_id", "wall_budget_s", "budgets", "remaining", "n_calls", "n_invalid",
+                  "n_withheld", "end_reason", "experiments", "checkpoints", "future", "sessions")
 
 
 def derive(entries: list[dict[str, Any]]) -> dict[str, Any]:
@@ -332,7 +396,8 @@ class CampaignEnv:
     branch : str
         Label of the branch (``adaptive``, ``random_control``, ``no_evidence``) recorded in the log.
     evidence_enabled : bool
-        False for the call-matched no-evidence control: evidence and review budgets are 0.
+        False for the call-matched no-evidence control: the same budgets are shown and counted, but every
+        evidence item and review is answered as missing (see module docstring).
     call_target : int, optional
         Exactly this many policy-action calls (the call-matched control passes the adaptive branch's count).
     max_calls : int, optional
@@ -341,11 +406,16 @@ class CampaignEnv:
         Rejections in a row after which the campaign ends.
     policy : dict, optional
         Who acts (name, isolation method); recorded in the first log entry.
+    run_id : str, optional
+        Id of the run this branch belongs to (recorded in the first entry; binds the trace to its run manifest).
+    wall_budget_s : float, optional
+        Wall-clock budget of the whole campaign [s] (recorded; enforced by :mod:`mdbench.sdl.campaign`).
     """
 
     def __init__(self, ledger: Ledger, assignment: Assignment, *, branch: str = "adaptive",
                  evidence_enabled: bool = True, call_target: int | None = None, max_calls: int | None = None,
-                 max_consecutive_invalid: int = 10, policy: dict[str, Any] | None = None):
+                 max_consecutive_invalid: int = 10, policy: dict[str, Any] | None = None, run_id: str = "",
+                 wall_budget_s: float | None = None):
         check_against_ledger(assignment, ledger)
         self._ledger = ledger
         self._asg = assignment
@@ -353,13 +423,14 @@ class CampaignEnv:
         self._exp: dict[str, Experiment] = {p: by_id[i] for i, p in assignment.public_ids.items()}
         self.branch = branch
         b = assignment.budgets
-        budgets = {"experiments": b.experiments, "evidence": b.evidence if evidence_enabled else 0,
-                   "reviews": b.reviews if evidence_enabled else 0}
+        budgets = {"experiments": b.experiments, "evidence": b.evidence, "reviews": b.reviews}
+        self.evidence_enabled = evidence_enabled
         if call_target is not None and call_target < 1:
             raise ValueError("call_target must be >= 1")
         self.call_target = call_target
-        self.max_calls = call_target if call_target is not None else (
-            max_calls if max_calls is not None else 4 * sum(budgets.values()) + 20)
+        #: what the state shows as calls_max: the same in every branch
+        self.visible_max_calls = max_calls if max_calls is not None else 4 * sum(budgets.values()) + 20
+        self.max_calls = call_target if call_target is not None else self.visible_max_calls
         self.max_consecutive_invalid = max_consecutive_invalid
         self.log: list[dict[str, Any]] = []
         self.state = Derivation()
@@ -368,7 +439,8 @@ class CampaignEnv:
         self._static_text = canonical_json(agent_view(ledger, assignment))
         self._append({"kind": "start", "branch": branch, "assignment_id": assignment.assignment_id,
                       "assignment_sha256": assignment.sha256, "budgets": budgets, "call_target": call_target,
-                      "max_calls": self.max_calls, "policy": policy or {}})
+                      "max_calls": self.max_calls, "evidence_enabled": evidence_enabled, "run_id": run_id,
+                      "wall_budget_s": wall_budget_s, "policy": policy or {}})
 
     # --------------------------------------------------------------------------------------- read-only views
     @property
@@ -407,8 +479,9 @@ class CampaignEnv:
 
         The static part of :func:`agent_view` plus: phase (select | prior_forecast | investigate |
         update_forecast | done; ``heldout_forecast`` / ``future_forecast`` in evaluator calls),
-        open_experiment, budgets, budgets_remaining, calls_used, calls_max, calls_target, candidates (with a
-        ``selected`` flag), experiments (own forecasts, reveals, review forecasts), last_result.
+        open_experiment, budgets, budgets_remaining, calls_used, calls_max, candidates (with a ``selected``
+        flag), experiments (own forecasts, reveals, review forecasts), last_result. The same keys and the same
+        budgets in every branch: nothing says which branch this is.
         """
         s = self.state
         state = json.loads(self._static_text)
@@ -417,7 +490,7 @@ class CampaignEnv:
             c["selected"] = c["experiment_id"] in sel
         state.update(_plain({
             "phase": s.phase(), "open_experiment": s.open, "budgets": s.budgets, "budgets_remaining": s.remaining,
-            "calls_used": s.n_calls, "calls_max": self.max_calls, "calls_target": self.call_target,
+            "calls_used": s.n_calls, "calls_max": self.visible_max_calls,
             "experiments": [
                 {"experiment_id": x["experiment_id"], "order": x["order"], "closed": x["closed"],
                  "forecasts": [{"kind": f["kind"], "forecast": f["row"]} for f in x["forecasts"]],
@@ -458,9 +531,12 @@ class CampaignEnv:
         return res
 
     def _accept(self, action: dict[str, Any], message: str, *, reveal: dict[str, Any] | None = None,
-                row: dict[str, Any] | None = None, closed: str | None = None, effect: str | None = None) -> None:
+                row: dict[str, Any] | None = None, closed: str | None = None, effect: str | None = None,
+                withheld: bool = False) -> None:
         body = {"kind": "action", "call": self.n_calls + 1, "action": action, "ok": True, "message": message,
                 "reveal": reveal, "closed": closed}
+        if withheld:
+            body["withheld"] = True
         if row is not None:
             body["row"] = row
         if effect is not None:
@@ -476,6 +552,12 @@ class CampaignEnv:
         """Apply one policy action (see module docstring); returns a :class:`StepResult`."""
         if self.done:
             raise RuntimeError("campaign is over")
+        if isinstance(action, InvalidReply):
+            return self._reject({"invalid_reply": action.reason[:500]},
+                                f"reply is not a valid action: {action.reason[:500]}")
+        problem = data_problem(action)
+        if problem:
+            return self._reject({"invalid_reply": problem}, f"reply is not a valid action: {problem}")
         errors = list(_VALIDATOR.iter_errors(action)) if isinstance(action, dict) else []
         if not isinstance(action, dict) or errors:
             return self._reject(action, f"action does not match the action schema: {_schema_message(action)}")
@@ -506,8 +588,7 @@ class CampaignEnv:
 
     def _do_stop(self, a: dict[str, Any]) -> StepResult:
         if self.call_target is not None and self.n_calls + 1 < self.call_target:
-            msg = (f"stop deferred: this call-matched control branch runs for exactly {self.call_target} policy "
-                   f"calls ({self.n_calls + 1} used); continue (e.g. revise the open forecast or stop again)")
+            msg = "stop not accepted yet; continue (e.g. revise the open forecast or stop again)"
             self._accept(a, msg, effect="deferred_stop")
             return StepResult(True, msg)
         self._accept(a, "campaign stopped", closed=self.state.open)
@@ -535,7 +616,7 @@ class CampaignEnv:
         pub = self.state.open
         x = self.state.experiments[pub]
         used = sum(1 for r in x["reveals"] if r["kind"] == "evidence" and r["tier"] == tier)
-        items = [it for it in self._exp[pub].evidence if it.tier == tier]
+        items = [it for it in self._exp[pub].evidence if it.tier == tier] if self.evidence_enabled else []
         if used < len(items) and items[used].payload is not None:
             it = items[used]
             reveal = {"kind": "evidence", "tier": tier, "evidence_id": f"{pub}:{tier}:{used}", "status": "revealed",
@@ -543,9 +624,9 @@ class CampaignEnv:
         else:
             reason = items[used].missing_reason if used < len(items) else None
             reveal = {"kind": "evidence", "tier": tier, "evidence_id": f"{pub}:{tier}:{used}", "status": "missing",
-                      "missing_reason": reason or "no further evidence of this tier recorded", "supports": []}
+                      "missing_reason": reason or _MISSING_EVIDENCE, "supports": []}
         msg = f"evidence {reveal['status']}; submit an updated forecast for {pub}"
-        self._accept(a, msg, reveal=reveal)
+        self._accept(a, msg, reveal=reveal, withheld=not self.evidence_enabled)
         return StepResult(True, msg, reveal=_plain(reveal))
 
     def _do_request_review(self, a: dict[str, Any]) -> StepResult:
@@ -559,16 +640,16 @@ class CampaignEnv:
             return self._reject(a, "expert-review budget exhausted (or none in this record)")
         pub = self.state.open
         used = sum(1 for r in self.state.experiments[pub]["reveals"] if r["kind"] == "review")
-        revs = self._exp[pub].reviews
+        revs = self._exp[pub].reviews if self.evidence_enabled else []
         if used < len(revs) and revs[used].payload is not None:
             r = revs[used]
             reveal = {"kind": "review", "review_id": f"{pub}:review:{used}", "status": "revealed",
                       "quality_tier": r.quality_tier, "payload": r.payload, "supports": list(r.supports)}
         else:
             reveal = {"kind": "review", "review_id": f"{pub}:review:{used}", "status": "missing",
-                      "missing_reason": "no expert review recorded for this experiment", "supports": []}
+                      "missing_reason": _MISSING_REVIEW, "supports": []}
         msg = f"review {reveal['status']}; submit an updated forecast for {pub}"
-        self._accept(a, msg, reveal=reveal)
+        self._accept(a, msg, reveal=reveal, withheld=not self.evidence_enabled)
         return StepResult(True, msg, reveal=_plain(reveal))
 
     def _do_submit_forecast(self, a: dict[str, Any]) -> StepResult:
@@ -591,7 +672,14 @@ class CampaignEnv:
         return self._finish(f"{END_POLICY_ERROR}: {reason}", StepResult(False, reason))
 
     # ------------------------------------------------------------------------------------------ evaluator
-    def _validated_rows(self, rows: Any, ids: list[str], label: str) -> tuple[dict[str, Any] | None, str | None]:
+    def _validated_rows(self, rows: Any, ids: list[str], label: str,
+                        error: str | None = None) -> tuple[dict[str, Any] | None, str | None]:
+        if error is not None:
+            log.warning("invalid evaluator-call forecast at %s: %s", label, error)
+            return None, error
+        problem = data_problem(rows)
+        if problem:
+            return None, f"forecast ({label}): reply is not data: {problem}"
         try:
             valid = validate_panel(rows, ids, self._ledger.categories, self._ledger.validity_axis,
                                    f"forecast ({label})")
@@ -601,22 +689,23 @@ class CampaignEnv:
         return {k: v.to_dict(self._ledger.categories) for k, v in sorted(valid.items())}, None
 
     def record_checkpoint(self, label: str, rows: Any, state_sha256: str,
-                          session: dict[str, Any] | None = None) -> dict[str, Any]:
+                          session: dict[str, Any] | None = None, error: str | None = None) -> dict[str, Any]:
         """Record an evaluator-call held-out forecast made from the saved state ``state_sha256``.
 
         The rows go into the hash chain; an invalid forecast is recorded as such (scored by the assignment's
-        registered rule). Consumes no budget and changes no campaign state.
+        registered rule) with its real cause: ``error`` when the session failed (not JSON, timeout, exit …), else
+        what validation found. Consumes no budget and changes no campaign state.
         """
-        valid_rows, error = self._validated_rows(rows, self._panel, label)
+        valid_rows, error = self._validated_rows(rows, self._panel, label, error)
         n_closed = sum(1 for x in self.state.experiments.values() if x["closed"])
         self._append({"kind": "checkpoint", "label": label, "n_closed": n_closed, "state_sha256": state_sha256,
                       "valid": valid_rows is not None, "rows": valid_rows, "error": error, "session": session or {}})
         return self.state.checkpoints[-1]
 
     def record_future(self, label: str, rows: Any, state_sha256: str,
-                      session: dict[str, Any] | None = None) -> dict[str, Any]:
+                      session: dict[str, Any] | None = None, error: str | None = None) -> dict[str, Any]:
         """Record a future-decision forecast (the ``future`` role) made from a saved state."""
-        valid_rows, error = self._validated_rows(rows, self.future_ids, label)
+        valid_rows, error = self._validated_rows(rows, self.future_ids, label, error)
         self._append({"kind": "future", "label": label, "state_sha256": state_sha256, "valid": valid_rows is not None,
                       "rows": valid_rows, "error": error, "session": session or {}})
         return self.state.future[-1]
@@ -639,13 +728,22 @@ class CampaignEnv:
                 "log": _plain(self.log)}
 
 
+#: Longest action logged verbatim [characters of canonical JSON]; longer ones are logged as a note.
+MAX_LOGGED_ACTION_CHARS = 20_000
+
+
 def _safe(action: Any) -> Any:
-    """The action as logged: itself when it is canonical JSON, else a bounded repr."""
+    """The action as logged: itself when it is canonical JSON of bounded size, else a note."""
+    problem = data_problem(action)
+    if problem:
+        return {"invalid_reply": problem}
     try:
-        canonical_json(action)
-        return _plain(action)
-    except (TypeError, ValueError, RecursionError):
-        return repr(action)[:500]
+        text = canonical_json(action)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return {"invalid_reply": f"not canonical JSON ({type(exc).__name__})"}
+    if len(text) > MAX_LOGGED_ACTION_CHARS:
+        return {"invalid_reply": f"action of {len(text)} characters (not logged)"}
+    return _plain(action)
 
 
 def _schema_message(action: Any) -> str:

@@ -16,16 +16,25 @@ stdout for every request. Its stderr is kept: the tail goes into the trace. Requ
     {"type": "bye"}                                       → (no reply; the process should exit)
 
 ``STATE`` is the policy-visible state (:meth:`mdbench.sdl.environment.CampaignEnv.visible_state`); ids in it
-are the compile's salted public ids. Every branch and every evaluator call (held-out checkpoint, future
-decision) starts a *fresh* process. A malformed action is rejected by the environment like any invalid
-action; a reply that is not JSON, a dead process or a timeout raises :class:`PolicyProcessError` and ends
-the branch (or invalidates the evaluator call), recorded in its trace.
+are the assignment's salted public ids. Every branch and every evaluator call (held-out checkpoint, future
+decision) starts a *fresh* process (:mod:`mdbench.sdl.confine`: fresh HOME, /tmp, /dev/shm, IPC namespace).
+
+Replies are data. Each reply line is parsed by :func:`mdbench.untrusted.loads` (size, nesting depth,
+integer length capped; NaN/Infinity/overflowing numbers refused). A reply to ``act`` that is not acceptable
+JSON becomes an :class:`~mdbench.sdl.environment.InvalidReply` with the reason, which the environment rejects
+like any invalid action; a forecast reply that is not acceptable is an invalid forecast with its reason. A
+dead process or a timeout raises :class:`PolicyProcessError` (one line: the cause and the last line the process
+wrote to stderr) and ends the branch, or invalidates the evaluator call, with that cause in the trace.
+
+Timing: ``startup_timeout_s`` covers the sandbox start-up and the ``hello`` reply; ``timeout_s`` counts for
+every later request from the moment it is written.
 """
 
 from __future__ import annotations
 
 import json
 import queue
+import re
 import shlex
 import tempfile
 import threading
@@ -34,16 +43,50 @@ from typing import Any
 
 from mdbench.errors import MdbenchError
 from mdbench.sdl.confine import CoordinatorProcess, CoordinatorSandbox
-from mdbench.sdl.environment import ACTION_SCHEMA, FORECAST_ROW_SCHEMA, PROTOCOL
+from mdbench.sdl.environment import ACTION_SCHEMA, FORECAST_ROW_SCHEMA, PROTOCOL, InvalidReply
+from mdbench.untrusted import Refused, loads
 
 #: Longest reply line accepted [characters].
 MAX_REPLY_CHARS = 8_000_000
+#: Deepest reply nesting and longest integer literal accepted.
+MAX_REPLY_DEPTH = 64
+MAX_REPLY_INT_DIGITS = 64
+_NOT_UTF8 = "\x00not-utf8\x00"   # reader sentinel (never equal to a real line: compared by identity)
 #: Characters of the process's stderr kept in the trace.
 STDERR_TAIL_CHARS = 6000
 
 
 class PolicyProcessError(MdbenchError):
-    """The external policy process died, timed out or answered with something that is not one JSON line."""
+    """The external policy process died, timed out or could not be started (one line)."""
+
+
+class ReplyRefused(MdbenchError):
+    """A reply line that is not acceptable JSON (``reason`` is one line: not JSON, too deep, …)."""
+
+    def __init__(self, request: str, reason: str):
+        self.request = request
+        self.reason = reason
+        super().__init__(f"reply to '{request}' refused: {reason}")
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` as one line of at most ``limit`` characters (whitespace runs collapsed)."""
+    t = re.sub(r"\s+", " ", str(text)).strip()
+    return t if len(t) <= limit else t[: limit - 1] + "…"
+
+
+def parse_reply(line: str | bytes, request: str = "reply") -> Any:
+    """The one parser of coordinator and LLM replies: :func:`mdbench.untrusted.loads` with the reply limits.
+
+    Raises :class:`ReplyRefused` with a one-line reason; never anything else.
+    """
+    try:
+        return loads(line, max_bytes=MAX_REPLY_CHARS, max_depth=MAX_REPLY_DEPTH, max_int_digits=MAX_REPLY_INT_DIGITS,
+                     path=f"reply to '{request}'")
+    except Refused as exc:
+        raise ReplyRefused(request, one_line(f"{exc.reason}: {exc.detail}" if exc.detail else exc.reason)) from None
+    except Exception as exc:  # noqa: BLE001 — a reply must never crash the runner
+        raise ReplyRefused(request, one_line(f"{type(exc).__name__}: {exc}")) from None
 
 
 def _purpose(state: dict[str, Any]) -> str:
@@ -59,18 +102,21 @@ class ExternalPolicy:
     cmd : str
         Command line of the policy program.
     timeout_s : float
-        Seconds to wait for each reply [s].
+        Seconds to wait for each reply after ``hello``, counted from when the request is written [s].
     sandbox : CoordinatorSandbox, optional
         Confinement settings (default: confined, nothing extra exposed).
+    startup_timeout_s : float, optional
+        Seconds for the sandbox start-up and the ``hello`` reply [s] (default ``max(60, timeout_s)``).
     """
 
     def __init__(self, cmd: str, timeout_s: float = 120.0, name: str | None = None,
-                 sandbox: CoordinatorSandbox | None = None):
+                 sandbox: CoordinatorSandbox | None = None, startup_timeout_s: float | None = None):
         self.cmd = cmd
         self.argv = shlex.split(cmd)
         if not self.argv:
             raise PolicyProcessError("--policy-cmd is empty")
         self.timeout_s = timeout_s
+        self.startup_timeout_s = startup_timeout_s if startup_timeout_s is not None else max(60.0, timeout_s)
         self.name = name or "external"
         self.sandbox = sandbox or CoordinatorSandbox()
         self._proc: CoordinatorProcess | None = None
@@ -84,7 +130,7 @@ class ExternalPolicy:
         try:
             self._proc = self.sandbox.spawn(self.argv, self._stderr)
         except (OSError, MdbenchError) as exc:
-            raise PolicyProcessError(f"cannot start policy command {self.cmd!r}: {exc}") from exc
+            raise PolicyProcessError(one_line(f"start: cannot start policy command {self.cmd!r}: {exc}")) from exc
         self._record["isolation"] = self._proc.method
         self._lines = queue.Queue()
         threading.Thread(target=self._reader, args=(self._proc, self._lines), daemon=True).start()
@@ -96,25 +142,38 @@ class ExternalPolicy:
                 line = proc.stdout.readline(MAX_REPLY_CHARS + 1)
                 if not line:
                     break
+                if len(line) > MAX_REPLY_CHARS and not line.endswith("\n"):
+                    while True:   # drop the rest of the over-long line, so the next reply stays in step
+                        rest = proc.stdout.readline(1 << 20)
+                        if not rest or rest.endswith("\n"):
+                            break
                 q.put(line)
+        except UnicodeDecodeError:
+            q.put(_NOT_UTF8)
         except (OSError, ValueError):
             pass
         q.put(None)
 
     def stderr_tail(self) -> str:
-        """The last :data:`STDERR_TAIL_CHARS` characters the process wrote to stderr."""
+        """The last :data:`STDERR_TAIL_CHARS` characters the process wrote to stderr (read from the end only)."""
         try:
-            data = self._stderr.read_bytes()
+            with self._stderr.open("rb") as fh:
+                size = fh.seek(0, 2)
+                fh.seek(max(0, size - STDERR_TAIL_CHARS))
+                data = fh.read(STDERR_TAIL_CHARS)
         except OSError:
             return ""
-        return data[-STDERR_TAIL_CHARS:].decode("utf-8", "replace")
+        return data.decode("utf-8", "replace")
 
     def _err(self) -> str:
-        tail = self.stderr_tail().strip()[-800:]
-        return f"; policy stderr: {tail}" if tail else ""
+        lines = [ln for ln in self.stderr_tail().splitlines() if ln.strip()]
+        return f"; last stderr line: {one_line(lines[-1], 200)}" if lines else ""
 
     def request(self, msg: dict[str, Any]) -> Any:
-        """Send one request and return the decoded one-line JSON reply."""
+        """Send one request and return the parsed reply (:func:`parse_reply`).
+
+        Raises :class:`PolicyProcessError` (dead, timed out) or :class:`ReplyRefused` (not acceptable JSON).
+        """
         if self._proc is None:
             raise PolicyProcessError("policy process not started (call reset first)")
         try:
@@ -122,49 +181,61 @@ class ExternalPolicy:
             self._proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError) as exc:
             raise PolicyProcessError(f"policy process {self.cmd!r} is gone ({exc}){self._err()}") from exc
+        timeout = self.startup_timeout_s if msg["type"] == "hello" else self.timeout_s
         try:
-            line = self._lines.get(timeout=self.timeout_s)
-        except queue.Empty as exc:
-            raise PolicyProcessError(f"policy process {self.cmd!r} gave no reply to '{msg['type']}' within "
-                                     f"{self.timeout_s} s{self._err()}") from exc
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise PolicyProcessError(f"timeout: no reply to '{msg['type']}' within {timeout:g} s"
+                                     f"{self._err()}") from None
+        if line is _NOT_UTF8:
+            raise PolicyProcessError(f"not_utf8: the reply to '{msg['type']}' is not UTF-8 text; the channel is "
+                                     "closed")
         if line is None:
-            raise PolicyProcessError(f"policy process {self.cmd!r} exited (code {self._proc.poll()}) before "
-                                     f"answering '{msg['type']}'{self._err()}")
+            raise PolicyProcessError(f"exit: the process ended (code {self._proc.poll()}) before answering "
+                                     f"'{msg['type']}'{self._err()}")
         if len(line) > MAX_REPLY_CHARS:
-            raise PolicyProcessError(f"policy reply to '{msg['type']}' is longer than {MAX_REPLY_CHARS} characters")
-        try:
-            return json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise PolicyProcessError(f"policy reply to '{msg['type']}' is not one JSON line: {line[:200]!r}") from exc
+            raise ReplyRefused(msg["type"], f"too_large: a reply line of more than {MAX_REPLY_CHARS} characters")
+        return parse_reply(line, msg["type"])
 
     # -- Policy interface
     def reset(self, seed: int) -> None:
         """(Re)start the process and greet it with the protocol, seed and schemas."""
         self.close()
         self._start()
-        reply = self.request({"type": "hello", "protocol": PROTOCOL, "seed": seed, "action_schema": ACTION_SCHEMA,
-                              "forecast_row_schema": FORECAST_ROW_SCHEMA})
+        try:
+            reply = self.request({"type": "hello", "protocol": PROTOCOL, "seed": seed, "action_schema": ACTION_SCHEMA,
+                                  "forecast_row_schema": FORECAST_ROW_SCHEMA})
+        except ReplyRefused:
+            reply = None          # a garbled greeting is not fatal: the name stays the default
         if isinstance(reply, dict) and isinstance(reply.get("name"), str):
             self.name = reply["name"][:200]
             self._record["name"] = self.name
 
     def act(self, state: dict[str, Any]) -> Any:
-        """Ask for one action (validated by the environment, not here)."""
-        return self.request({"type": "act", "state": state})
+        """Ask for one action (validated by the environment, not here); an unparsable reply is an
+        :class:`InvalidReply`."""
+        try:
+            return self.request({"type": "act", "state": state})
+        except ReplyRefused as exc:
+            return InvalidReply(exc.reason)
 
-    def forecast(self, state: dict[str, Any], experiment_ids: list[str]) -> list[dict[str, Any]]:
-        """Ask for forecast rows (validated by the environment)."""
+    def forecast(self, state: dict[str, Any], experiment_ids: list[str]) -> Any:
+        """Ask for forecast rows (validated by the environment); raises :class:`ReplyRefused` with the reason
+        for a reply that is not acceptable JSON or not ``{"forecasts": [rows]}``."""
         reply = self.request({"type": "forecast", "purpose": _purpose(state), "state": state,
                               "experiment_ids": list(experiment_ids)})
         if not isinstance(reply, dict) or not isinstance(reply.get("forecasts"), list):
-            raise PolicyProcessError("forecast reply must be {\"forecasts\": [rows]}")
+            raise ReplyRefused("forecast", f"expected {{\"forecasts\": [rows]}}, got {type(reply).__name__}")
         return reply["forecasts"]
 
     def review_expectation(self, state: dict[str, Any], experiment_id: str) -> dict[str, Any]:
-        """Ask for the pre-review forecasts."""
-        reply = self.request({"type": "review_expectation", "state": state, "experiment_id": experiment_id})
+        """Ask for the pre-review forecasts (an unusable reply gives ``None`` values: the action is rejected)."""
+        try:
+            reply = self.request({"type": "review_expectation", "state": state, "experiment_id": experiment_id})
+        except ReplyRefused:
+            reply = None
         if not isinstance(reply, dict):
-            raise PolicyProcessError("review_expectation reply must be an object")
+            reply = {}
         return {k: reply.get(k) for k in ("forecast_changes_conclusion", "forecast_quality_tier")}
 
     def close(self) -> None:
@@ -187,3 +258,15 @@ class ExternalPolicy:
         import shutil
 
         shutil.rmtree(getattr(self, "_stderr_dir", ""), ignore_errors=True)
+
+
+def external_factory_for(cmd: str, sandbox: CoordinatorSandbox, **kw: Any):
+    """``assignment -> session factory`` for :func:`mdbench.sdl.runner.run_system` (``factory_for``): every
+    session of an assignment sees that assignment's file only (:meth:`CoordinatorSandbox.for_assignment`).
+    ``kw`` goes to :class:`ExternalPolicy` (``timeout_s``, ``startup_timeout_s``, ``name``)."""
+
+    def factory_for(asg: Any):
+        view = sandbox.for_assignment(asg.assignment_id)
+        return lambda: ExternalPolicy(cmd, sandbox=view, **kw)
+
+    return factory_for

@@ -16,16 +16,21 @@ full one). Within a table:
   object that is not a shipped baseline) is listed as *not ranked* with the reason;
 * a system run without the schedule-matched random control is listed as *not ranked* (no selection lift);
 * the rest are ranked by mean adaptive AUC [nats] with equal weight per assignment (primary, higher is
-  better), with mean selection lift, enhancement at budget, evidence lift, per-assignment signs of selection
-  lift (e.g. ``+−+0+−``), acceleration factor at a target ratio (geometric mean over jointly reached
-  campaigns, with counts), claim calibration, local/held-out sign agreement, future-decision gain, and
-  leave-one-assignment-out rank stability.
+  better; with its 95 % t-interval over assignments) — the only ranking criterion. Beside it, as diagnostics:
+  mean selection lift (each assignment's value a mean over the seeded random-control draws, with the mean
+  per-assignment spread; the random control cannot hide itself from a coordinator, so this lift could be
+  inflated by forecasting badly on purpose in it), the reference selection lift (the same selections scored by
+  the shipped forecaster; immune to that), enhancement at budget, evidence lift (control gain clamped at
+  zero, see :mod:`mdbench.sdl.metrics`; assignments whose no-evidence control fell below its own pre-campaign
+  forecast are listed in ``control_flags``), per-assignment signs of selection lift (e.g. ``+−+0+−``),
+  acceleration factor at a target ratio (geometric mean over jointly reached campaigns, with counts), claim
+  calibration, local/held-out sign agreement, future-decision gain, and leave-one-assignment-out rank
+  stability.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,11 +39,12 @@ import numpy as np
 
 from mdbench.errors import InputError, MdbenchError
 from mdbench.sdl.bundle import Compiled, load_compiled
+from mdbench.sdl.campaign import one_line
+from mdbench.sdl.figures import ci95
 from mdbench.sdl.metrics import campaign_metrics
 from mdbench.sdl.scoring import geometric_mean, sign
-from mdbench.sdl.verify import verify_trace
+from mdbench.sdl.verify import verify_run
 
-BRANCH_FILES = ("adaptive", "random_control", "no_evidence")
 
 
 def isolation_rankable(iso: dict[str, Any]) -> tuple[bool, str]:
@@ -82,9 +88,12 @@ class SystemRow:
     rank: int
     n_assignments: int
     adaptive_auc_nats: float
+    adaptive_auc_ci95_nats: tuple[float, float] | None
     loss_pre_nats: float
     loss_at_budget_nats: float
     selection_lift_nats: float | None
+    selection_lift_sd_nats: float | None
+    reference_selection_lift_nats: float | None
     enhancement_at_budget_nats: float | None
     evidence_lift_nats: float | None
     future_gain_nats: float | None
@@ -96,6 +105,7 @@ class SystemRow:
     claim_unsupported_fraction: float | None
     local_heldout_same_sign_fraction: float | None
     isolation: str
+    control_flags: list[str] = field(default_factory=list)
     rank_range_loao: tuple[int, int] = (0, 0)
 
 
@@ -112,11 +122,13 @@ class Leaderboard:
     target_ratio: float
     loao_rank_stable_fraction: float | None
     per_assignment_auc: dict[str, dict[str, float]] = field(default_factory=dict)
+    budgets: list[dict[str, int]] = field(default_factory=list)
+    random_draws: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {"assignment_set_sha256": self.assignment_set_sha256, "assignments": self.assignments,
-                "horizons": self.horizons, "rows": [asdict(r) for r in self.rows],
+                "horizons": self.horizons, "budgets": self.budgets, "random_draws": self.random_draws, "rows": [asdict(r) for r in self.rows],
                 "did_not_finish": self.did_not_finish, "not_ranked": self.not_ranked,
                 "target_ratio": self.target_ratio, "loao_rank_stable_fraction": self.loao_rank_stable_fraction,
                 "per_assignment_auc": self.per_assignment_auc}
@@ -138,20 +150,11 @@ class Leaderboards:
         return {r.system: r.metrics for r in self.runs if r.refused is None}
 
 
-def _load_traces(d: Path) -> dict[str, Any]:
-    out = {}
-    for b in BRANCH_FILES:
-        p = d / f"{b}.trace.json"
-        if p.exists():
-            try:
-                out[b] = json.loads(p.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"malformed JSON: {exc.msg}", str(p), exc.lineno) from exc
-    return out
-
-
 def score_system(system_dir: str | Path, compiled: Compiled | None = None) -> SystemRun:
     """Verify and score every campaign of one system folder (``<results>/<system>/``).
+
+    The folder is verified end to end against its signed manifests (:func:`mdbench.sdl.verify.verify_run`):
+    a swapped, missing, duplicated or spliced trace refuses the system, naming the file and the manifest entry.
 
     Raises
     ------
@@ -159,13 +162,18 @@ def score_system(system_dir: str | Path, compiled: Compiled | None = None) -> Sy
         When ``run.json`` is missing or unreadable (no system there). Verification failures do not raise: the
         run comes back with ``refused`` set.
     """
+    from mdbench.untrusted import Refused, read_json
+
     d = Path(system_dir)
     try:
-        run = json.loads((d / "run.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"no readable run.json ({exc}) — write it with `mdbench sdl run`", str(d)) from exc
+        run = read_json(d / "run.json")
+        if not isinstance(run, dict):
+            raise Refused(d / "run.json", "not_json", "expected an object")
+    except Refused as exc:
+        raise InputError(f"no readable run.json ({exc.reason}) — write it with `mdbench sdl run`", str(d)) from exc
+    asg_shas = run.get("assignments") if isinstance(run.get("assignments"), dict) else {}
     sr = SystemRun(str(run.get("system", d.name)), str(d), str(run.get("compile_dir", "")),
-                   dict(run.get("assignments", {})))
+                   {str(k): str(v) for k, v in asg_shas.items()})
     try:
         compiled = compiled or load_compiled(sr.compile_dir)
         by_id = {a.assignment_id: a for a in compiled.assignments}
@@ -174,12 +182,12 @@ def score_system(system_dir: str | Path, compiled: Compiled | None = None) -> Sy
             if asg is None or asg.sha256 != sha:
                 raise InputError(f"assignment {aid} ({sha[:12]}…) is not in the compile folder {compiled.root}",
                                  str(d / "run.json"))
-            traces = _load_traces(d / aid)
-            if "adaptive" not in traces:
-                raise InputError(f"{aid}: no adaptive.trace.json", str(d / aid))
-            for b, tr in traces.items():
-                verify_trace(tr, asg, compiled.keys, str(d / aid / f"{b}.trace.json"))
-            sr.metrics[aid] = campaign_metrics(traces, compiled.ledger, asg)
+        manifest, traces = verify_run(d, by_id, compiled.keys)
+        if manifest.get("assignments") != sr.assignment_shas or manifest.get("system") != sr.system:
+            raise InputError("run.json and run.manifest.json disagree on the system or its assignments",
+                             str(d / "run.json"))
+        for aid in sorted(traces):
+            sr.metrics[aid] = campaign_metrics(traces[aid], compiled.ledger, by_id[aid])
     except MdbenchError as exc:
         sr.refused = str(exc)
     return sr
@@ -211,7 +219,7 @@ def _exclusion(run: SystemRun) -> tuple[str | None, str | None]:
     """``(did_not_finish_reason, not_ranked_reason)`` of a verified run."""
     for aid, m in run.metrics.items():
         if not m["finished"]:
-            return f"{aid}: {m['dnf_reasons'][0]}", None
+            return one_line(f"{aid}: {m['dnf_reasons'][0]}"), None
     for aid, m in run.metrics.items():
         for b, br in m["branches"].items():
             ok, why = isolation_rankable(br["isolation"])
@@ -236,9 +244,12 @@ def _row(s: str, ms: list[dict[str, Any]], auc: float, target_ratio: float) -> S
     isos = sorted({isolation_rankable(b["isolation"])[1] for m in ms for b in m["branches"].values()})
     return SystemRow(
         system=s, rank=0, n_assignments=len(ms), adaptive_auc_nats=auc,
+        adaptive_auc_ci95_nats=ci95([b["adaptive_auc_nats"] for b in ad]),
         loss_pre_nats=float(np.mean([b["loss_pre_nats"] for b in ad])),
         loss_at_budget_nats=float(np.mean([b["loss_at_budget_nats"] for b in ad])),
         selection_lift_nats=_mean([m.get("selection_lift_nats") for m in ms]),
+        selection_lift_sd_nats=_mean([m.get("selection_lift_sd_nats") for m in ms]),
+        reference_selection_lift_nats=_mean([m.get("reference_selection_lift_nats") for m in ms]),
         enhancement_at_budget_nats=_mean([m.get("enhancement_at_budget_nats") for m in ms]),
         evidence_lift_nats=_mean([m.get("evidence_lift_nats") for m in ms]),
         future_gain_nats=_mean([b.get("future_gain_nats") for b in ad]),
@@ -248,7 +259,8 @@ def _row(s: str, ms: list[dict[str, Any]], auc: float, target_ratio: float) -> S
         acceleration_sustained=geometric_mean(acc["sustained"]), acceleration_sustained_n=len(acc["sustained"]),
         claim_unsupported_fraction=(sum(c["n_unsupported_crossing"] for c in claims) / n_el) if n_el else None,
         local_heldout_same_sign_fraction=(sum(x["n_same_sign"] for x in sa) / n_both) if n_both else None,
-        isolation="; ".join(isos))
+        isolation="; ".join(isos),
+        control_flags=[m["assignment_id"] for m in ms if m.get("control_sabotage_suspected")])
 
 
 def _table(runs: list[SystemRun], target_ratio: float) -> Leaderboard:
@@ -283,8 +295,11 @@ def _table(runs: list[SystemRun], target_ratio: float) -> Leaderboard:
         rows.append(row)
     rows.sort(key=lambda r: r.rank)
     horizons = sorted({m["horizon"] for r in runs for m in r.metrics.values()}, reverse=True)
+    budgets = [dict(b) for b in sorted({tuple(sorted(m.get("budgets", {}).items())) for r in runs
+                                        for m in r.metrics.values()})]
+    draws = sorted({len(m.get("random_draws", [])) for r in runs for m in r.metrics.values()})
     return Leaderboard(first.set_key, assignments, horizons, rows, dnf, nr, target_ratio,
-                       (n_stable / len(aids)) if len(aids) > 1 and ranked else None, auc)
+                       (n_stable / len(aids)) if len(aids) > 1 and ranked else None, auc, budgets, draws)
 
 
 def build_leaderboards(runs: list[SystemRun], target_ratio: float = 1.05) -> Leaderboards:

@@ -11,9 +11,12 @@ small deltas, instead of a full copy per turn; the stable prefix also suits prov
 :func:`apply_delta` reconstructs the state from the turns (tested to be exact).
 
 The model answers each turn with one JSON object: an action, ``{"forecasts": [rows]}`` or the pre-review
-forecasts. A reply without JSON is passed on as-is to the environment, which rejects it like any invalid
-action (the model sees the rejection in the next turn's ``last_result``); a forecast reply without valid JSON
-raises :class:`LLMReplyError` (the evaluator call is recorded as an invalid forecast). Endpoint failures after
+forecasts. Replies are data: the JSON is taken from the whole text, a fenced block or the outermost ``{…}``
+and parsed by the one reply parser (:func:`mdbench.sdl.external.parse_reply`: size, depth and integer caps,
+finite numbers only). An action reply that yields no acceptable JSON becomes an
+:class:`~mdbench.sdl.environment.InvalidReply` with the reason, which the environment rejects like any
+invalid action (the model sees the rejection in the next turn's ``last_result``); such a forecast reply raises
+:class:`LLMReplyError` with the reason (the evaluator call is recorded as an invalid forecast with it). Endpoint failures after
 the client's retries raise :class:`mdbench.llm.client.EndpointError` and end the branch (did not finish).
 
 Isolation: the model is a remote process that sees only the messages this adapter sends (the policy-visible
@@ -24,12 +27,13 @@ fresh conversation; its token and cost accounting goes into the trace.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any
 
-from mdbench.errors import MdbenchError
-from mdbench.llm.client import ChatClient, Usage, parse_json_reply
-from mdbench.sdl.environment import FORECAST_ROW_SCHEMA, permitted_action_schema
+from mdbench.llm.client import ChatClient, Usage
+from mdbench.sdl.environment import FORECAST_ROW_SCHEMA, InvalidReply, permitted_action_schema
+from mdbench.sdl.external import ReplyRefused, parse_reply
 
 #: The static system prompt shared by all systems in Dynamical-SDL-1 (Barnes 2026, appendix), verbatim.
 SYSTEM_PROMPT = (
@@ -59,8 +63,31 @@ _REVIEW_REPLY = {"type": "object", "required": ["forecast_changes_conclusion", "
                                 "forecast_quality_tier": {"type": "string"}}}
 
 
-class LLMReplyError(MdbenchError):
+class LLMReplyError(ReplyRefused):
     """The model's reply to a forecast or review-expectation request holds no usable JSON."""
+
+
+def extract_reply(text: Any, request: str) -> Any:
+    """The JSON value of a model reply — the whole text, a fenced ```json block or the outermost ``{…}`` —
+    parsed by :func:`mdbench.sdl.external.parse_reply`. Raises :class:`LLMReplyError` with the reason."""
+    if not isinstance(text, str):
+        raise LLMReplyError(request, f"reply is not text ({type(text).__name__})")
+    t = text.strip()
+    candidates = [t]
+    fence = re.search(r"```(?:json)?\s*(.*?)```", t, re.S)
+    if fence:
+        candidates.append(fence.group(1))
+    i, j = t.find("{"), t.rfind("}")
+    if 0 <= i < j:
+        candidates.append(t[i:j + 1])
+    reasons = []
+    for c in candidates:
+        try:
+            return parse_reply(c, request)
+        except ReplyRefused as exc:
+            reasons.append(exc.reason)
+    informative = [r for r in reasons if not r.startswith("not_json")]
+    raise LLMReplyError(request, (informative or reasons or ["empty reply"])[0])
 
 
 # ------------------------------------------------------------------------------------------- state deltas
@@ -163,9 +190,9 @@ class LLMPolicy:
         text = self._turn(state, {"request": "action", "phase": phase, "requirements": PHASE_REQUIREMENTS[phase],
                                   "allowed": _allowed(state), "permitted_action_schema": permitted_action_schema(phase)})
         try:
-            return parse_json_reply(text)
-        except ValueError:
-            return text
+            return extract_reply(text, "act")
+        except LLMReplyError as exc:
+            return InvalidReply(exc.reason)
 
     def forecast(self, state: dict[str, Any], experiment_ids: list[str]) -> list[dict[str, Any]]:
         """Forecast rows for ``experiment_ids`` (held-out checkpoint, future decision or the open experiment)."""
@@ -177,12 +204,9 @@ class LLMPolicy:
                                   "requirements": "Return one row per listed id: p_valid (when the record has a "
                                                   "validity axis) and p_category over every category.",
                                   "reply_schema": _FORECAST_REPLY})
-        try:
-            reply = parse_json_reply(text)
-        except ValueError as exc:
-            raise LLMReplyError(f"forecast reply holds no JSON: {text[:160]!r}") from exc
+        reply = extract_reply(text, "forecast")
         if not isinstance(reply, dict) or not isinstance(reply.get("forecasts"), list):
-            raise LLMReplyError("forecast reply must be {\"forecasts\": [rows]}")
+            raise LLMReplyError("forecast", "expected {\"forecasts\": [rows]}")
         return reply["forecasts"]
 
     def review_expectation(self, state: dict[str, Any], experiment_id: str) -> dict[str, Any]:
@@ -191,11 +215,11 @@ class LLMPolicy:
                                   "experiment_id": experiment_id, "allowed": _allowed(state),
                                   "reply_schema": _REVIEW_REPLY})
         try:
-            reply = parse_json_reply(text)
-        except ValueError as exc:
-            raise LLMReplyError(f"review-expectation reply holds no JSON: {text[:160]!r}") from exc
+            reply = extract_reply(text, "review_expectation")
+        except LLMReplyError:
+            reply = None
         if not isinstance(reply, dict):
-            raise LLMReplyError("review-expectation reply must be an object")
+            reply = {}         # None values: the request_review action is rejected by the environment
         return {k: reply.get(k) for k in ("forecast_changes_conclusion", "forecast_quality_tier")}
 
     def close(self) -> None:

@@ -6,11 +6,21 @@ Definitions (scores in nats; score = negative mean joint log loss on the held-ou
   experiment budget B after an early stop); an invalid checkpoint forecast is scored by the rule registered in
   the frozen assignment (:data:`mdbench.sdl.scoring.INVALID_FORECAST_RULES`) and counted;
 * adaptive AUC = trapezoid area of the curve / B;
-* selection lift = AUC(adaptive) − AUC(schedule-matched random);
-* enhancement at budget = s_B(adaptive) − s_B(random);
+* selection lift = AUC(adaptive) − AUC(schedule-matched random), the mean over the random-control draws
+  (``selection_lift_nats``) with the per-draw values and their standard deviation — a *diagnostic*: the random
+  control cannot hide itself from a coordinator (:mod:`mdbench.sdl.campaign`);
+* enhancement at budget = s_B(adaptive) − s_B(random), likewise a mean over draws;
 * acceleration factor at target ratio r (target ``s_0 + ln r``), first-passage and sustained, censored unless
   both branches reach it;
-* evidence lift = (s_B − s_0)(adaptive) − (s_B − s_0)(no-evidence);
+* evidence lift = (s_B − s_0)(adaptive) − max(0, (s_B − s_0)(no-evidence)). The no-evidence branch receives no
+  outcome information, so a gain below zero there can only come from the coordinator forecasting worse on
+  purpose once it guessed it is in the control (the first withheld item gives it away on a record where
+  evidence is never missing); clamping that gain at zero means sabotaging the control gains nothing. The raw
+  difference is kept as ``evidence_lift_raw_nats``;
+* reference selection lift = the selection lift recomputed with the shipped ``kernel`` forecaster in place of
+  the coordinator's own held-out forecasts (trained on the initial context and on what each branch's
+  evidence revealed, :func:`reference_scores`): it measures only *which* experiments were selected, so a
+  coordinator that forecasts badly in the random control on purpose cannot move it;
 * local gain of an acquired experiment = L(prior) − L(last forecast) when there was an evidence-conditioned
   update (else missing); held-out gain of a closure = s_k − s_{k−1}; their sign agreement;
 * claim calibration = share of acquisitions with an update that crosses 0.5 on a claim axis the acquired
@@ -34,12 +44,16 @@ from typing import Any
 
 import numpy as np
 
+from mdbench.sdl.campaign import is_random_branch
 from mdbench.sdl.compiler import Assignment
 from mdbench.sdl.environment import END_CALL_TARGET, END_STOPPED, derive
 from mdbench.sdl.ledger import Ledger
 from mdbench.sdl.scoring import (acceleration_factor, adaptive_auc, invalid_forecast_score, joint_log_loss,
                                  learning_curve, sign, sign_agreement, unsupported_crossings, validate_row)
 
+#: A no-evidence control whose held-out score falls more than this below its own pre-campaign forecast [nats] is
+#: flagged: it received no outcome information, so only deliberately worse forecasts explain the fall.
+SABOTAGE_TOL_NATS = 0.05
 #: Forecast-quality targets (× geometric-mean likelihood on recorded outcomes) for acceleration factors.
 TARGET_RATIOS = (1.01, 1.025, 1.05, 1.10, 1.20, 1.50, 2.00, 3.00)
 
@@ -89,6 +103,32 @@ def session_usage(derived: dict[str, Any]) -> dict[str, Any] | None:
         out[k] = sum(u.get(k) or 0 for u in usages)
     costs = [u["cost"] for u in usages if u.get("cost") is not None]
     out["cost"] = sum(costs) if costs else None
+    return out
+
+
+_VIEWS: dict[str, dict[str, Any]] = {}
+
+
+def reference_scores(derived: dict[str, Any], ledger: Ledger, asg: Assignment) -> list[float]:
+    """Held-out scores [nats] of the shipped ``kernel`` forecaster given what a branch revealed: before the
+    campaign and after each closed experiment (the branch's reveals up to then). Independent of the
+    coordinator's own forecasts."""
+    from mdbench.sdl.environment import agent_view
+    from mdbench.sdl.policies import KernelPolicy
+
+    base = _VIEWS.get(asg.sha256)
+    if base is None:
+        if len(_VIEWS) > 64:
+            _VIEWS.clear()
+        base = _VIEWS[asg.sha256] = agent_view(ledger, asg)
+    closed = [e for e in derived["experiments"] if e["closed"]]
+    ids = asg.public("heldout")
+    out = []
+    for k in range(len(closed) + 1):
+        state = {**base, "experiments": [{"experiment_id": e["experiment_id"], "reveals": e["reveals"]}
+                                         for e in closed[:k]]}
+        rows = KernelPolicy(0).forecast(state, ids)
+        out.append(_panel_score({r["experiment_id"]: r for r in rows}, ledger, asg))
     return out
 
 
@@ -167,9 +207,10 @@ def campaign_metrics(traces: dict[str, dict[str, Any]], ledger: Ledger, asg: Ass
     B = asg.budgets.experiments
     out: dict[str, Any] = {"assignment_id": asg.assignment_id, "assignment_sha256": asg.sha256,
                            "horizon": asg.horizon, "full_length": asg.full_length, "experiment_budget": B,
+                           "budgets": asg.budgets.to_dict(),
                            "scoring": {"floor": asg.floor, "invalid_forecast": asg.invalid_forecast},
                            "branches": {}}
-    curves, future_gain = {}, {}
+    curves, future_gain, ref_curves = {}, {}, {}
     problems = []
     for name, tr in traces.items():
         d = derive(tr["log"])
@@ -179,6 +220,8 @@ def campaign_metrics(traces: dict[str, dict[str, Any]], ledger: Ledger, asg: Ass
         scores, n_bad = forecast_scores(d["checkpoints"], ledger, asg)
         curve = learning_curve(scores, B)
         curves[name] = curve
+        if name == "adaptive" or is_random_branch(name):
+            ref_curves[name] = learning_curve(reference_scores(d, ledger, asg), B)
         loc = local_analysis(d, ledger, asg)
         fut = {f["label"]: f for f in d["future"]}
         fscores = dict(zip(fut, forecast_scores(list(fut.values()), ledger, asg)[0]))
@@ -196,7 +239,7 @@ def campaign_metrics(traces: dict[str, dict[str, Any]], ledger: Ledger, asg: Ass
             "call_target": d["call_target"], "n_invalid_actions": d["n_invalid"], "n_invalid_checkpoints": n_bad,
             "end_reason": d["end_reason"],
             "evidence_used": d["budgets"]["evidence"] - d["remaining"]["evidence"],
-            "evidence_budget": d["budgets"]["evidence"],
+            "evidence_budget": d["budgets"]["evidence"], "n_withheld": d["n_withheld"],
             "reviews_used": d["budgets"]["reviews"] - d["remaining"]["reviews"],
             "heldout_gains_nats": held_gains, "local_gains_nats": local_gains,
             "sign_agreement": sign_agreement(local_gains, held_gains), **{k: loc[k] for k in
@@ -207,18 +250,33 @@ def campaign_metrics(traces: dict[str, dict[str, Any]], ledger: Ledger, asg: Ass
         }
     out["finished"] = not problems
     out["dnf_reasons"] = problems
-    if "random_control" in curves:
-        a, r = curves["adaptive"], curves["random_control"]
-        out["selection_lift_nats"] = adaptive_auc(a) - adaptive_auc(r)
-        out["enhancement_at_budget_nats"] = float(a[-1] - r[-1])
+    draws = sorted(b for b in curves if is_random_branch(b))
+    if draws and "adaptive" in curves:
+        a = curves["adaptive"]
+        lifts = [adaptive_auc(a) - adaptive_auc(curves[b]) for b in draws]
+        enh = [float(a[-1] - curves[b][-1]) for b in draws]
+        r = np.mean([curves[b] for b in draws], axis=0)
+        out["random_draws"] = draws
+        out["selection_lift_nats"] = float(np.mean(lifts))
+        out["selection_lift_draws_nats"] = lifts
+        out["selection_lift_sd_nats"] = float(np.std(lifts, ddof=1)) if len(lifts) > 1 else None
+        out["enhancement_at_budget_nats"] = float(np.mean(enh))
+        out["enhancement_at_budget_draws_nats"] = enh
         out["acceleration"] = [
             acceleration_factor(a, r, t, rule).__dict__ for t in TARGET_RATIOS
             for rule in ("first_passage", "sustained")]
-        if "adaptive" in future_gain and "random_control" in future_gain:
-            out["future_selection_lift_nats"] = future_gain["adaptive"] - future_gain["random_control"]
+        ref = [adaptive_auc(ref_curves[b]) for b in draws if b in ref_curves]
+        if "adaptive" in ref_curves and len(ref) == len(draws):
+            out["reference_selection_lift_nats"] = adaptive_auc(ref_curves["adaptive"]) - float(np.mean(ref))
+        fut = [future_gain[b] for b in draws if b in future_gain]
+        if "adaptive" in future_gain and len(fut) == len(draws):
+            out["future_selection_lift_nats"] = future_gain["adaptive"] - float(np.mean(fut))
     if "no_evidence" in curves:
         a, n = curves["adaptive"], curves["no_evidence"]
-        out["evidence_lift_nats"] = float((a[-1] - a[0]) - (n[-1] - n[0]))
+        out["evidence_lift_raw_nats"] = float((a[-1] - a[0]) - (n[-1] - n[0]))
+        out["no_evidence_gain_nats"] = float(n[-1] - n[0])
+        out["control_sabotage_suspected"] = bool(n[-1] - n[0] < -SABOTAGE_TOL_NATS)
+        out["evidence_lift_nats"] = float((a[-1] - a[0]) - max(0.0, n[-1] - n[0]))
         if "adaptive" in future_gain and "no_evidence" in future_gain:
             out["future_evidence_lift_nats"] = future_gain["adaptive"] - future_gain["no_evidence"]
     out["signs"] = {k: sign(out.get(k)) for k in ("selection_lift_nats", "enhancement_at_budget_nats",

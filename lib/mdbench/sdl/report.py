@@ -21,7 +21,8 @@ class ReportError(MdbenchError):
 def render_leaderboard_html(results_dir: str | Path, html_out: str | Path, *, target_ratio: float = 1.05,
                             kernel_name: str = "mdbench", timeout_s: int = 600,
                             assignments_dir: str | Path | None = None) -> Path:
-    """Execute the leaderboard notebook on ``results_dir`` and write it as HTML (no input cells hidden).
+    """Execute the leaderboard notebook on ``results_dir`` and write it as HTML for people: figures, tables and
+    prose only — no code cell, no input prompt (nbconvert ``exclude_input``).
 
     The kernel is checked first (:func:`mdbench.execute.stage.check_kernel`: a missing one is one line saying
     to run ``make setup``). The executed notebook is written next to the HTML (``<name>.ipynb``) first, so a
@@ -50,6 +51,7 @@ def render_leaderboard_html(results_dir: str | Path, html_out: str | Path, *, ta
     with warnings.catch_warnings():
         # scrapbook's glue outputs have no HTML representation; nbconvert warns once per scrap
         warnings.filterwarnings("ignore", message=".*scrapbook.scrap.json.*")
-        body, _ = HTMLExporter().from_notebook_node(nb)
+        body, _ = HTMLExporter(exclude_input=True, exclude_input_prompt=True,
+                               exclude_output_prompt=True).from_notebook_node(nb)
     html_out.write_text(body, encoding="utf-8")
     return html_out

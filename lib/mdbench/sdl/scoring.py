@@ -42,6 +42,25 @@ SUM_TOL = 1e-6
 INVALID_FORECAST_RULES = ("max_loss", "carry_forward")
 
 
+def _is_prob(p: Any) -> bool:
+    """A probability: a finite number (not bool) in [0, 1]; huge integers never reach ``float()``."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        return False
+    if isinstance(p, int):
+        return 0 <= p <= 1
+    return math.isfinite(p) and 0.0 <= p <= 1.0
+
+
+def _show(x: Any) -> str:
+    """A bounded, never-raising rendering of an untrusted value for a message."""
+    if isinstance(x, int) and not isinstance(x, bool) and abs(x) >= 10 ** 30:
+        return "an integer of more than 30 digits"
+    try:
+        return repr(x)[:80]
+    except (ValueError, RecursionError):
+        return f"a {type(x).__name__}"
+
+
 class ForecastError(InputError):
     """A forecast row is malformed (missing id, probabilities outside [0, 1], not summing to 1, …)."""
 
@@ -93,8 +112,8 @@ def validate_row(row: Any, categories: Sequence[str], validity_axis: bool, where
     pv = row.get("p_valid", 1.0 if not validity_axis else None)
     if pv is None:
         raise ForecastError(f"{where} ({eid}): 'p_valid' is required (probability the experiment is valid)")
-    if isinstance(pv, bool) or not isinstance(pv, (int, float)) or not math.isfinite(pv) or not 0.0 <= pv <= 1.0:
-        raise ForecastError(f"{where} ({eid}): p_valid must be a number in [0, 1], got {pv!r}")
+    if not _is_prob(pv):
+        raise ForecastError(f"{where} ({eid[:40]}): p_valid must be a number in [0, 1], got {_show(pv)}")
     if not validity_axis and pv != 1.0:
         raise ForecastError(f"{where} ({eid}): this record has no validity axis; omit p_valid or set it to 1")
     pc = row.get("p_category")
@@ -106,8 +125,8 @@ def validate_row(row: Any, categories: Sequence[str], validity_axis: bool, where
     probs = []
     for c in categories:
         p = pc[c]
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or not 0.0 <= p <= 1.0:
-            raise ForecastError(f"{where} ({eid}): p_category[{c}] must be a number in [0, 1], got {p!r}")
+        if not _is_prob(p):
+            raise ForecastError(f"{where} ({eid[:40]}): p_category[{c}] must be a number in [0, 1], got {_show(p)}")
         probs.append(float(p))
     if abs(sum(probs) - 1.0) > SUM_TOL:
         raise ForecastError(f"{where} ({eid}): p_category sums to {sum(probs):.9g}, must sum to 1")
