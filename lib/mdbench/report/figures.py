@@ -170,28 +170,32 @@ def _drawable(row: dict[str, Any]) -> bool:
             and len(blocks) > 0 and any(b is not None for b in blocks))
 
 
-#: Cross-system figure panels: (title, y label, selector of result names). Results come from results.json.
 def _cross_panels():
-    from mdbench.analysis.observables import (ASSOCIATION, CONDUCTIVITY, COORDINATION, SELF_DIFFUSION,
-                                              TRANSFERENCE, VISCOSITY)
-    from mdbench.report.science import T_PLUS_SHOWN, _family, _member
+    """Cross-system figure panels, one per registry member of a required family (the rows of the report's
+    cross-system table): (title, y label, selector of result names, target label of a result name)."""
+    import re
 
-    def fam(f, pred=lambda n: True):
-        return lambda name: _family(name) is f and pred(name)
+    from mdbench.analysis.observables import report_order
+    from mdbench.report.science import _family, _member
 
-    return (
-        ("Li+ coordination per channel (first minimum)", "CN [molecules]",
-         fam(COORDINATION, lambda n: n.endswith("@first_min")), lambda n: _member(n).removesuffix("@first_min")),
-        ("association of anions", "fraction of anions",
-         fam(ASSOCIATION, lambda n: not n.endswith("largest_cluster_fraction")), _member),
-        ("self-diffusion (PBC)", "D [m^2/s]", fam(SELF_DIFFUSION), _member),
-        ("viscosity (Green-Kubo)", "eta [mPa s]", lambda n: n == VISCOSITY.key(), lambda n: "eta"),
-        ("ionic conductivity", "sigma [S/m]",
-         lambda n: n in (CONDUCTIVITY.key("sigma"), CONDUCTIVITY.key("sigma_NE")),
-         lambda n: "sigma_NE (Nernst-Einstein)" if n.endswith("sigma_NE") else "sigma"),
-        ("Li+ transference number", "t+ (barycentric)", lambda n: n == TRANSFERENCE.key(*T_PLUS_SHOWN.split("/")),
-         lambda n: "t+"),
-    )
+    panels = []
+    for fam in report_order():
+        if not fam.required:
+            continue
+        for m in fam.members:
+            fixed_key = fam.key(*([m.pattern] if m.pattern else [])) if m.fixed else None
+            label = re.sub(r"\s+", " ", m.label.replace("{q}", "")).strip()
+            unit = re.search(r"\[([^\]]+)\]\s*$", label)
+
+            def pick(name: str, fam=fam, m=m, fixed_key=fixed_key) -> bool:
+                return name == fixed_key if m.fixed else (_family(name) is fam and m.matches(_member(name)))
+
+            def target(name: str, m=m, fam=fam) -> str:
+                q = _member(name)
+                return fam.name if m.fixed else (q.removesuffix(m.strip) if m.strip else q)
+
+            panels.append((label, unit.group(1) if unit else (fam.unit if len(fam.members) == 1 else "1"), pick, target))
+    return tuple(panels)
 
 
 def cross_system_points(cases: list) -> pd.DataFrame:
