@@ -194,7 +194,8 @@ def _cross_panels():
                 q = _member(name)
                 return fam.name if m.fixed else (q.removesuffix(m.strip) if m.strip else q)
 
-            panels.append((label, unit.group(1) if unit else (fam.unit if len(fam.members) == 1 else "1"), pick, target))
+            ylabel = unit.group(1) if unit else (fam.unit if len(fam.members) == 1 else "1")
+            panels.append((label, ylabel, pick, target))
     return tuple(panels)
 
 
