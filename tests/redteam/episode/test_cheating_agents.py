@@ -120,6 +120,13 @@ def _deep(ws: Path, levels: int) -> None:
     deep_tree(ws, levels)
 
 
+@pytest.fixture
+def tmp_path(tmp_path):
+    """pytest's own clean-up (shutil.rmtree) recurses and fails on the 1,100-level trees: rm -rf does not."""
+    yield tmp_path
+    subprocess.run(["rm", "-rf", str(tmp_path)], check=False)
+
+
 @pytest.mark.parametrize("name", sorted(CRASH_FILES))
 def test_each_crash_or_hang_file_is_a_finding_never_a_crash(tmp_path, name):
     ws = tmp_path / "ws"
@@ -153,9 +160,23 @@ def test_an_agent_leaving_every_crash_file_gets_a_result_and_no_points(tmp_path,
     assert result["cost_usd"] is None and result["gpu_hours"] == 0.0
     assert result["cost"]["self_reported"]["gpu_hours"] == 0.0
     assert result["ns_charged"] == 0.0  # every ledger row refused
-    assert result["score"] is not None and result["score"] <= null_score
     (rec,) = agg.load_episodes([ep])
     assert rec.scored and "refused" in " ".join(agg.notes([rec]))
+    # whatever the audit made of it (an audit that fails is a stand-in of zeros), no point above the null agent
+    (score,) = agg.scores([rec])["composite"].tolist()
+    assert score <= null_score
+
+
+@pytest.mark.xfail(strict=True, reason="the audit's RunFS.scan_symlinks (audit/safeio.py) uses os.walk, which "
+                   "recurses in Python 3.11: RecursionError on a 1,100-level tree (audit room; use untrusted.walk)")
+def test_the_audit_itself_survives_a_1100_level_tree(tmp_path):
+    ep = prepare(tmp_path / "ep", "harness=redteam", "model=deep")
+    (ep / "workspace" / "deep").mkdir()
+    _deep(ep / "workspace" / "deep", 1100)
+    from mdbench.audit import audit_run  # noqa: PLC0415
+
+    res = audit_run(ep / "workspace", ep / "bundle", tmp_path / "audit", reanalysis=False)
+    assert res.composite_final >= 0
 
 
 def test_a_fifo_ledger_with_progress_ticks_does_not_stop_the_wall_clock_limit(tmp_path):
@@ -178,7 +199,7 @@ def test_a_stash_in_shared_tmpfs_and_ipc_does_not_reach_the_next_episode(tmp_pat
     second = prepare(tmp_path / "second", "harness=redteam", "model=stash", "repeat=2")
     attack(first, f"stash {key}", "--timeout", "2", "--user", "mdbench-redteam-a")
     wrote = report(first)
-    assert wrote["write /dev/shm"] == "ok" and wrote["write /run/lock"] == "ok", wrote
+    assert all(wrote[f"write {d}"].startswith("ok") for d in ("/dev/shm", "/var/tmp", "/run/lock", "/tmp")), wrote
     assert wrote["shmget_create"] >= 0  # the segment existed in the first episode's IPC namespace
     attack(second, f"read-stash {key}", "--timeout", "2", "--user", "mdbench-redteam-b")
     seen = report(second)
@@ -295,7 +316,7 @@ def _fabricated_run(dest: Path) -> Path:
                         segment=f"cases/{case}/prod/prod")
         rec.complete(a, completed_steps=5_000_000, status="completed")
         for stage in ("10_setup", "20_em", "30_equil", "40_production", "50_analysis"):
-            rec.set_stage_state(case, stage, "completed", "done")
+            rec.set_stage_state(case, stage, "valid", "done")
         for k, name in enumerate(names):
             rec.set_observable_state(case, name, "C", "converged")
         finals[case] = {"40_production": f"stage_states.json#/{case}/40_production"}
