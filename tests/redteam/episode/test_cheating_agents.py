@@ -21,6 +21,7 @@ import pytest
 from mdbench.episode import aggregate as agg
 from mdbench.episode import collect
 from mdbench.episode.agents import share_readable
+from mdbench.paths import PROJECT_ROOT
 
 from _episode_helpers import AGENT_PY, CAPS, mdbench, needs_namespaces, needs_root, prepare, run
 
@@ -80,7 +81,9 @@ def test_the_agent_finds_no_oracle_no_audit_no_project_but_its_tools(tmp_path, n
     assert r["import_mdbench"].startswith("refused") and r["imported_mdbench_with"] == []
     assert r["run_audit"].startswith("refused") and r["run_oracle"].startswith("refused")
     assert "found_lib_mdbench" not in r
-    assert not [d for d in r.get("found_dirs", []) if d.endswith((".git", "/templates")) or "/lib/mdbench" in d]
+    ours = str(PROJECT_ROOT)  # nothing of this checkout but the agent toolchain (.agent-env/, which has a lib/)
+    assert not [d for d in r.get("found_dirs", []) if "/lib/mdbench" in d or (
+        d.startswith(ours + "/") and not d.startswith(ours + "/.agent-env"))], r.get("found_dirs")
     # the tools of the task are there
     assert r["import_scientific_stack"] == "ok: ok" and r["gmx"] and r["packmol"]
     assert result["toolchain"]["reference_exposure"] is None and not result["agent"]["reference"]
