@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install the pinned coding-agent CLIs the seed evaluates (Codex, OpenCode) into .agent-harnesses/ (no global
+# install, no sudo). `mdbench episode run --harness codex|opencode` finds them there (or under
+# $MDBENCH_AGENT_HARNESSES) and refuses a missing or different version with this command in the message.
+# Usage: scripts/agent_harnesses.sh [PREFIX]
+set -euo pipefail
+CODEX_VERSION="${CODEX_VERSION:-0.171.0}"
+OPENCODE_VERSION="${OPENCODE_VERSION:-1.18.33}"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PREFIX="${1:-${MDBENCH_AGENT_HARNESSES:-$ROOT/.agent-harnesses}}"
+command -v npm >/dev/null || { echo "agent_harnesses.sh: npm not found; install Node.js >= 18 (e.g. apt-get install nodejs npm)" >&2; exit 2; }
+mkdir -p "$PREFIX"
+# --include=optional: both packages ship their native binary as an optional platform package
+npm install --prefix "$PREFIX" --no-audit --no-fund --include=optional \
+    "@openai/codex@${CODEX_VERSION}" "opencode-ai@${OPENCODE_VERSION}"
+"$PREFIX/node_modules/.bin/codex" --version
+"$PREFIX/node_modules/.bin/opencode" --version
+echo "agent harnesses installed in $PREFIX"
