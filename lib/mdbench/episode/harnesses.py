@@ -258,7 +258,7 @@ def harness_launch(*, name: str, model: str, endpoint: str, reasoning: str | Non
     token = "mdbench-proxy-" + secrets.token_hex(16)
     episode_dir = Path(episode_dir)
     proxy = MeteringProxy(endpoint, log_dir=episode_dir / "llm", api_key_env=api_key_env, client_token=token,
-                          prices=prices, caps=caps, retry=retry or RetryPolicy())
+                          prices=prices, caps=caps, retry=retry or RetryPolicy(), allowed_models=(model,))
     proxy_url = f"http://127.0.0.1:{port}/v1"
     env = {PROXY_TOKEN_ENV: token, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
     # stdin closed: `codex exec` appends piped stdin to the prompt, `opencode run` waits on it

@@ -43,6 +43,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable
 
+from mdbench import untrusted
 from mdbench.errors import MdbenchError
 from mdbench.llm.prices import PriceTable
 
@@ -53,6 +54,17 @@ MAX_REQUEST_BYTES = 64 * 1024 * 1024
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 #: A logged request body longer than this is replaced by its size, sha256 and head.
 MAX_LOGGED_REQUEST_BYTES = 8 * 1024 * 1024
+#: Nesting depth of a request or answer (the CLIs' requests nest < 20 deep); deeper is refused before parsing.
+MAX_JSON_DEPTH = 256
+_NOT_JSON = object()
+
+
+def _json(data: bytes | str, max_bytes: int = MAX_REQUEST_BYTES) -> Any:
+    """Parsed JSON, or ``_NOT_JSON`` (malformed, too deep, non-finite numbers, too large) — never raises."""
+    try:
+        return untrusted.loads(data, max_bytes=max_bytes, max_depth=MAX_JSON_DEPTH)
+    except (untrusted.Refused, ValueError, RecursionError):
+        return _NOT_JSON
 
 
 class ProxyError(MdbenchError):
@@ -66,6 +78,7 @@ class Caps:
     max_tokens: int | None = None       # tokens in (cached included) + tokens out
     max_usd: float | None = None        # USD (calls with unknown price add nothing: see PriceTable)
     max_calls: int | None = None        # completed upstream calls
+    max_inflight: int = 8               # calls forwarded at once (bounds how far a cap can be overshot)
 
 
 @dataclass(frozen=True)
@@ -200,10 +213,7 @@ class _Assembler:
         if data.strip() == "[DONE]":
             self.complete = self.api == "chat" or self.complete
             return True
-        try:
-            ev = json.loads(data)
-        except ValueError:
-            return False
+        ev = _json(data)
         if not isinstance(ev, dict):
             return False
         if self.api == "chat":
@@ -283,12 +293,16 @@ class MeteringProxy:
     retry : RetryPolicy
     on_cap : callable, optional
         Called once, with the cap message, when a cap is first reached.
+    allowed_models : collection of str, optional
+        The models the episode may call (its configuration); a request for another is refused (HTTP 403) —
+        an agent cannot swap in a stronger or cheaper model than the one it is evaluated with.
     """
 
     def __init__(self, endpoint: str, *, log_dir: str | Path, api_key: str | None = None,
                  api_key_env: str | None = None, client_token: str | None = None, prices: PriceTable | None = None,
                  caps: Caps = Caps(), retry: RetryPolicy = RetryPolicy(),
-                 on_cap: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep):
+                 on_cap: Callable[[str], None] | None = None, allowed_models: Any = None,
+                 sleep: Callable[[float], None] = time.sleep):
         u = urllib.parse.urlsplit(endpoint)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ProxyError(f"--endpoint {endpoint!r} is not an http(s) URL (e.g. https://api.openai.com/v1)")
@@ -307,6 +321,8 @@ class MeteringProxy:
         self.prices = prices
         self.caps, self.retry = caps, retry
         self.on_cap = on_cap
+        self.allowed_models = frozenset(allowed_models) if allowed_models is not None else None
+        self._inflight = threading.BoundedSemaphore(max(1, caps.max_inflight))
         self._sleep = sleep
         self.log_dir = Path(log_dir)
         try:
@@ -327,6 +343,7 @@ class MeteringProxy:
     def describe(self) -> dict[str, Any]:
         """Endpoint, caps, retries and where the key comes from (never the key)."""
         return {"endpoint": self.endpoint, "api_key_env": self.api_key_env, "api_key_set": self._key is not None,
+                "allowed_models": sorted(self.allowed_models) if self.allowed_models is not None else None,
                 "caps": asdict(self.caps), "retry": asdict(self.retry), "log": str(self.log_dir / "calls.jsonl"),
                 "prices": self.prices.source if self.prices else None}
 
@@ -524,17 +541,21 @@ class MeteringProxy:
                 if raw is None:
                     proxy._record({**base, "outcome": "refused", "status": 413, "error": "request too large"}, None)
                     return self._error(413, "mdbench proxy: request body too large", "request_too_large")
-                try:
-                    req = json.loads(raw)
-                    if not isinstance(req, dict):
-                        raise ValueError("not an object")
-                except ValueError as exc:
-                    proxy._record({**base, "outcome": "refused", "status": 400, "error": f"body not JSON: {exc}"},
-                                  None)
-                    return self._error(400, "mdbench proxy: request body is not a JSON object", "invalid_request")
+                req = _json(raw)
+                if not isinstance(req, dict):
+                    proxy._record({**base, "outcome": "refused", "status": 400, "error": "body not a JSON object",
+                                   "request": _loggable(raw, None)}, None)
+                    return self._error(400, "mdbench proxy: request body is not a JSON object (or nests too deep)",
+                                       "invalid_request")
                 model = req.get("model") if isinstance(req.get("model"), str) else None
                 stream = req.get("stream") is True
                 base.update(model=model, stream=stream, request=_loggable(raw, req))
+                if proxy.allowed_models is not None and model not in proxy.allowed_models:
+                    msg = (f"model {model!r} is not this episode's model "
+                           f"({', '.join(sorted(proxy.allowed_models))})")
+                    proxy._record({**base, "outcome": "refused", "status": 403, "error": msg, "refused": "model"},
+                                  None)
+                    return self._error(403, f"mdbench proxy: {msg}", "mdbench_model_not_allowed")
                 with proxy._lock:
                     cap = proxy._cap_reached()
                 if cap:
@@ -547,7 +568,8 @@ class MeteringProxy:
                     if so.get("include_usage") is not True:
                         req["stream_options"] = {**so, "include_usage": True}   # metering needs the usage chunk
                         raw = json.dumps(req).encode()
-                proxy._forward(self, api, route, raw, stream, base, t0)
+                with proxy._inflight:
+                    proxy._forward(self, api, route, raw, stream, base, t0)
 
         return Handler
 
@@ -631,10 +653,7 @@ class MeteringProxy:
                     raise _Retry
                 body = resp.read(MAX_RESPONSE_BYTES + 1)
                 asm = _Assembler(api)
-                try:
-                    ok = len(body) <= MAX_RESPONSE_BYTES and asm.body(json.loads(body))
-                except ValueError:
-                    ok = False
+                ok = len(body) <= MAX_RESPONSE_BYTES and asm.body(_json(body, MAX_RESPONSE_BYTES))
                 if not ok:
                     attempts.append({"status": 200, "error": f"not a {api} answer: {body[:200]!r}"})
                     raise _Retry
@@ -737,8 +756,8 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def _loggable(raw: bytes, req: dict[str, Any]) -> Any:
-    if len(raw) <= MAX_LOGGED_REQUEST_BYTES:
+def _loggable(raw: bytes, req: dict[str, Any] | None) -> Any:
+    if req is not None and len(raw) <= MAX_LOGGED_REQUEST_BYTES:
         return req
     return {"truncated": True, "bytes": len(raw), "sha256": hashlib.sha256(raw).hexdigest(),
             "head": raw[:4096].decode("utf-8", "replace")}

@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from mdbench import untrusted
 from mdbench.arena.atif import SCHEMA_VERSION, check_trajectory
 
 #: A line of the log longer than this is skipped (the proxy caps what it logs well below it).
@@ -37,8 +38,8 @@ def read_calls(path: Path) -> list[dict[str, Any]]:
             if len(line) > MAX_LINE_BYTES:
                 continue
             try:
-                rec = json.loads(line)
-            except ValueError:
+                rec = untrusted.loads(line, max_bytes=MAX_LINE_BYTES, max_depth=512)
+            except (untrusted.Refused, ValueError, RecursionError):
                 continue
             if isinstance(rec, dict):
                 out.append(rec)
@@ -101,7 +102,7 @@ def _args(text: Any) -> dict[str, Any]:
         return text
     try:
         val = json.loads(text) if isinstance(text, str) and text else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         return {"raw": str(text)[:MAX_TEXT]}
     return val if isinstance(val, dict) else {"value": val}
 
