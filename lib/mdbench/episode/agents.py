@@ -42,6 +42,32 @@ def _write_cost(out: Path, agent: str) -> None:
     (out / "cost.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def share_readable(out: Path) -> int:
+    """Make the run directory this agent wrote readable by every account (folders 0755-ish, files +r), so a
+    replay (``--from-run``) works under any ``--user``; symlinks are left alone. Returns entries changed.
+
+    The pipeline creates some folders 0700 (``mkdtemp`` then rename); the reference agent fixes that for its
+    own files only — it never touches ``agent_input/``.
+    """
+    import stat  # noqa: PLC0415
+
+    changed = 0
+    for folder, dirs, names in os.walk(out, followlinks=False):
+        dirs[:] = [d for d in dirs if d != "agent_input"]
+        for name, bits in [*((d, 0o555) for d in dirs), *((n, 0o444) for n in names)]:
+            p = Path(folder) / name
+            try:
+                st = os.lstat(p)
+                if stat.S_ISLNK(st.st_mode) or st.st_uid != os.geteuid():
+                    continue
+                if (st.st_mode & bits) != bits:
+                    os.chmod(p, stat.S_IMODE(st.st_mode) | bits)
+                    changed += 1
+            except OSError:
+                continue
+    return changed
+
+
 def run_oracle(bundle: Path, out: Path, threads: int, systems: tuple[str, ...] = CASES, seed: int = 2026) -> int:
     """Verify the bundle, then ``mdbench study run --bundle`` into ``out``; 0 once a terminal claim exists.
 
@@ -64,6 +90,7 @@ def run_oracle(bundle: Path, out: Path, threads: int, systems: tuple[str, ...] =
     print("mdbench-oracle:", " ".join(cmd[2:]), flush=True)
     code = subprocess.call(cmd)
     _write_cost(out, "mdbench-oracle")
+    share_readable(out)
     claimed = (out / "run_record" / "episode_terminal.json").is_file()
     print(f"mdbench-oracle: study exit {code}; terminal claim {'written' if claimed else 'missing'}", flush=True)
     return 0 if claimed else (code or 1)

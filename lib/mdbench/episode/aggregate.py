@@ -4,12 +4,13 @@ A *configuration* is a (harness, model) pair; its episodes are the repeats. Figu
 composite per configuration with repeats as points, Fig. 3 the item heatmap (per system where an item is
 judged per case), Figs. S1–S4 detail matrices, Fig. 5 repeat consistency of one configuration, and the
 cost table of deliverable 9. Episodes that are ``infrastructure_blocked`` are listed but never scored as a
-candidate's result; episodes that have not run are listed only.
+candidate's result; episodes that have not run are listed only. An episode that ran but left no audit (the
+runner was interrupted or killed, the audit failed) is scored 0 on every item and counts in its
+configuration's mean — a weak repeat is never dropped from the figures.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ import pandas as pd
 
 from mdbench.audit.model import DIMENSIONS, ITEMS, PER_CASE_ITEMS
 from mdbench.episode.workspace import EPISODE_JSON, RESULT_JSON
+from mdbench import untrusted
 from mdbench.errors import InputError
 from mdbench.paths import NOTEBOOKS_DIR
 from mdbench.report.data import Audit, repeat_values
@@ -48,24 +50,36 @@ class EpisodeRecord:
     def label(self) -> str:
         return f"{self.configuration} · R{self.repeat}"
 
+    started: bool = False
+    #: Why the audit is a stand-in of zeros (None when the episode's own audit is used).
+    zero_reason: str | None = None
+
     @property
     def status(self) -> str:
-        return self.result["status"] if self.result else "not_run"
+        if self.result and isinstance(self.result.get("status"), str):
+            return self.result["status"]
+        return "interrupted" if self.started else "not_run"
 
     @property
     def scored(self) -> bool:
-        """Counted as a candidate's result: it ran, was audited, and was not blocked by infrastructure."""
-        return (self.result is not None and self.audit is not None
-                and self.result.get("status") != "infrastructure_blocked")
+        """Counted as a candidate's result: it ran (whatever it left) and was not blocked by infrastructure."""
+        return self.status not in ("not_run", "infrastructure_blocked") and self.audit is not None
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except ValueError as exc:
-        raise InputError(f"not valid JSON ({exc})", str(path)) from None
+    value, exc = untrusted.try_read_json(path)
+    if exc is not None and exc.reason != "missing":
+        raise InputError(f"unreadable ({exc.reason}: {exc.detail}); rerun the episode with --force", str(path))
+    return value
+
+
+def zero_audit_doc(reason: str) -> dict[str, Any]:
+    """A stand-in ``saeo.json`` for an episode that ran but left no audit: every item 0, no claim."""
+    items = {i: {"final": 0.0, "preliminary": 0.0, "source": "episode", "reason": reason} for i in ITEMS}
+    return {"items": items, "composite": {"final": 0.0, "preliminary": 0.0},
+            "dimension_means": {"final": {d: 0.0 for d in DIMENSIONS}, "preliminary": {d: 0.0 for d in DIMENSIONS}},
+            "judgments": [], "observables": [], "findings": [], "claimed_outcome": None, "expected_outcome": None,
+            "stand_in": True}
 
 
 def load_episodes(dirs: list[str | Path]) -> list[EpisodeRecord]:
@@ -88,13 +102,18 @@ def load_episodes(dirs: list[str | Path]) -> list[EpisodeRecord]:
                              str(d))
         result = _read_json(d / RESULT_JSON)
         saeo = _read_json(d / "audit" / "saeo.json")
-        rec = EpisodeRecord(d, ep, result if isinstance(result, dict) else None, None)
+        started = (d / "agent").is_dir() or result is not None
+        rec = EpisodeRecord(d, ep, result if isinstance(result, dict) else None, None, started=started)
         label = rec.label
         seen[label] = seen.get(label, 0) + 1
         if seen[label] > 1:
             label = f"{label} #{seen[label]}"
-        if isinstance(saeo, dict) and "items" in saeo:
+        if isinstance(saeo, dict) and "items" in saeo and (rec.result or {}).get("score") is not None:
             rec.audit = Audit(label, d / "audit", saeo)
+        elif rec.status not in ("not_run", "infrastructure_blocked"):
+            why = ((rec.result or {}).get("audit") or {}).get("error") or "no audit was written"
+            rec.zero_reason = f"{rec.status}: {why}"[:300]
+            rec.audit = Audit(label, d / "audit", zero_audit_doc(f"scored 0: the episode left no audit ({rec.zero_reason})"))
         out.append(rec)
     return out
 
@@ -111,10 +130,12 @@ def episode_table(eps: list[EpisodeRecord]) -> pd.DataFrame:
         a = r.get("audit") or {}
         dims = r.get("dimensions") or {}
         rows.append({"configuration": e.configuration, "repeat": e.repeat, "episode": e.episode.get("episode_id"),
-                     "status": e.status, "scored": e.scored, "score": r.get("score"),
+                     "status": e.status, "scored": e.scored,
+                     "score": 0.0 if e.scored and e.zero_reason else r.get("score"),
                      **{d: dims.get(d) for d in DIMENSIONS},
                      "claimed": a.get("claimed_outcome"), "evidence supports": a.get("expected_outcome"),
-                     "agent_input": None if not r else ("intact" if r.get("agent_input_intact") else "CHANGED"),
+                     "agent_input": None if r.get("agent_input_intact") is None else (
+                         "intact" if r.get("agent_input_intact") else "CHANGED"),
                      "stragglers killed": r.get("stragglers_killed")})
     return pd.DataFrame(rows)
 
@@ -218,18 +239,35 @@ def repeat_table(eps: list[EpisodeRecord], configuration: str | None) -> pd.Data
     return repeat_values(audits) if audits else repeat_values([])
 
 
+def _get(d: Any, *keys: str) -> Any:
+    for k in keys:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d
+
+
 def cost_table(eps: list[EpisodeRecord]) -> pd.DataFrame:
-    """Deliverable 9: wall, CPU and GPU hours, MD ns charged, tokens, USD, peak memory per episode."""
+    """Deliverable 9, per episode: what the runner *measured* (wall, CPU, GPU-hours allotted, peak memory, ns
+    of trajectory on disk, a harness's metered tokens/USD) beside what the agent *self-reported* (tokens, USD,
+    GPU-hours from its logs, ns from its ledger); ``flags`` names every forged or refused figure."""
     rows = []
+    hours = (lambda s: None if s is None else s / 3600.0)
     for e in eps:
         r = e.result or {}
-        hours = (lambda s: None if s is None else s / 3600.0)
+        cost = r.get("cost") if isinstance(r.get("cost"), dict) else {}
+        m = cost.get("measured") if isinstance(cost.get("measured"), dict) else {}
+        sr = cost.get("self_reported") if isinstance(cost.get("self_reported"), dict) else {}
+        codes = sorted({str(f.get("code")) for f in cost.get("findings") or [] if isinstance(f, dict)})
         rows.append({"configuration": e.configuration, "repeat": e.repeat, "status": e.status,
-                     "wall [h]": hours(r.get("wall_s")), "CPU [h]": hours(r.get("cpu_s")),
-                     "GPU [h]": r.get("gpu_hours"), "MD charged [ns]": r.get("ns_charged"),
-                     "tokens": r.get("tokens"), "cost [USD]": r.get("cost_usd"),
-                     "peak memory [MiB]": r.get("peak_memory_mib"),
-                     "cost source": (r.get("cost") or {}).get("source")})
+                     "wall [h] (measured)": hours(r.get("wall_s")), "CPU [h] (measured)": hours(r.get("cpu_s")),
+                     "GPU [h] (measured)": m.get("gpu_hours", r.get("gpu_hours")),
+                     "MD on disk [ns] (measured)": m.get("ns_on_disk"),
+                     "tokens (measured)": m.get("tokens"), "cost [USD] (measured)": m.get("usd"),
+                     "peak memory [MiB] (measured)": r.get("peak_memory_mib"),
+                     "tokens (self-reported)": sr.get("tokens", r.get("tokens")),
+                     "cost [USD] (self-reported)": sr.get("usd", r.get("cost_usd")),
+                     "GPU [h] (self-reported)": sr.get("gpu_hours", _get(r, "gpu_detail", "gpu_hours")),
+                     "MD charged [ns] (self-reported)": sr.get("ns_charged", r.get("ns_charged")),
+                     "flags": ", ".join(codes) or None, "cost source": cost.get("source")})
     return pd.DataFrame(rows)
 
 
@@ -240,20 +278,28 @@ def notes(eps: list[EpisodeRecord]) -> list[str]:
         r = e.result or {}
         if e.status == "not_run":
             out.append(f"{e.label}: prepared but not run — not shown in the figures.")
+        if e.scored and e.zero_reason:
+            out.append(f"{e.label}: scored 0 on every item and counted in its configuration's mean — "
+                       f"{e.zero_reason}.")
+        codes = sorted({str(f.get("code")) for f in (r.get("cost") or {}).get("findings") or []
+                        if isinstance(f, dict)})
+        if codes:
+            out.append(f"{e.label}: figures the agent wrote were refused or invalid ({', '.join(codes[:8])}); "
+                       "the cost table shows them as missing, beside what the runner measured.")
         elif e.status == "infrastructure_blocked":
             out.append(f"{e.label}: infrastructure blocked ({(r.get('audit') or {}).get('claimed_outcome')}) — the "
                        "agent was not started; listed, not scored as a candidate result.")
-        if r and not r.get("agent_input_intact", True):
+        if r and r.get("agent_input_intact") is False:
             out.append(f"{e.label}: agent_input/ changed during the run ({len(r['input_integrity']['findings'])} "
                        "finding(s)); E2 set to 0 with the evidence kept in integrity/.")
-        if e.scored and e.audit.doc.get("claimed_outcome") is None:
+        if e.scored and not e.zero_reason and e.audit.doc.get("claimed_outcome") is None:
             states = sorted({o["state"] for o in e.audit.doc["observables"]})
             ones = [i for i in ITEMS if e.audit.doc["items"][i]["final"] == 1]
             out.append(f"{e.label}: no terminal claim; every observable {'/'.join(states)}; the audit rated "
                        f"{len(ones)} item(s) 1 ({', '.join(ones) or 'none'}) and the others 0 or ½ — composite "
                        f"{e.audit.doc['composite']['final']:.1f}.")
         if r.get("status") == "timeout":
-            out.append(f"{e.label}: ended by the wall-clock limit ({r['limits']['timeout_min']:g} min); "
+            out.append(f"{e.label}: ended by the wall-clock limit ({_get(r, 'limits', 'timeout_min')} min); "
                        f"{r.get('stragglers_killed', 0)} leftover process(es) killed; audited as left.")
     return out
 

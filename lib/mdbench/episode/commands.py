@@ -37,9 +37,13 @@ def prepare_cmd(preset: str, out: Path, bundle_dir: Path | None, config: tuple[s
 
 @episode.command("run")
 @click.argument("ep", type=click.Path(path_type=Path, file_okay=False, exists=True))
-@click.option("--agent", required=True,
+@click.option("--agent", default=None,
               help="Agent command line, or oracle | null | buggy:<kind> (tplus_convention, float32_volume, "
-                   "clean_claim).")
+                   "clean_claim). Not needed with --harness.")
+@click.option("--harness", default=None, help="Launch a coding-agent harness by name (docs/harnesses.md).")
+@click.option("--model", default=None, help="Model the harness uses.")
+@click.option("--endpoint", default=None, help="OpenAI-compatible endpoint URL the runner meters for the harness.")
+@click.option("--reasoning", default=None, help="Reasoning effort passed to the harness.")
 @click.option("--timeout", "timeout_min", type=float, default=None, help="Wall-clock limit [min] (default: episode's).")
 @click.option("--grace", "grace_s", type=float, default=None, help="SIGTERM → SIGKILL grace period [s].")
 @click.option("--threads", type=int, default=None, help="CPU threads (cores) for the agent; default min(16, cores).")
@@ -47,26 +51,36 @@ def prepare_cmd(preset: str, out: Path, bundle_dir: Path | None, config: tuple[s
 @click.option("--user", default=None, help="Account the agent runs as when the runner is root (default "
               "mdbench-episode-agent; give concurrent episodes different ones).")
 @click.option("--gpus", default="", help="GPU ids visible to the agent (CUDA_VISIBLE_DEVICES), e.g. 0.")
+@click.option("--memory-mib", type=int, default=None,
+              help="Memory limit of the agent's whole tree [MiB] (default min(32768, 3/4 of RAM); 0: none).")
+@click.option("--pids-max", type=int, default=4096, show_default=True, help="Most processes at once (0: no limit).")
+@click.option("--tmp-size-mib", type=int, default=2048, show_default=True, help="Size of the agent's private /tmp.")
 @click.option("--env", "env", multiple=True, help="Pass KEY=VALUE (or KEY from this shell) to the agent.")
 @click.option("--expose", multiple=True, type=click.Path(path_type=Path, exists=True),
-              help="Extra path the agent may read (read-only).")
+              help="Extra path the agent may read (read-only), e.g. the agent's own code.")
 @click.option("--hide", multiple=True, type=click.Path(path_type=Path), help="Extra path hidden from the agent.")
-@click.option("--network", is_flag=True, help="Give the agent the host network (e.g. to reach its LLM API).")
+@click.option("--network", "network", is_flag=False, flag_value="host", default=None,
+              type=click.Choice(["none", "model-only", "host"]),
+              help="none (loopback only), model-only (the harness's metered model port; the default with "
+                   "--endpoint) or host; --network alone means host.")
 @click.option("--as-caller", is_flag=True,
               help="Debugging your own agent: run as the calling user, agent_input/ not mounted read-only "
                    "(changes are still detected afterwards).")
 @click.option("--allow-unconfined", is_flag=True, help="Run even where the OS cannot confine the agent (recorded).")
-@click.option("--force", is_flag=True, help="Run a finished episode again (earlier files move to previous/<n>/).")
+@click.option("--force", is_flag=True, help="Run a finished episode again (earlier files and the workspace move to "
+              "previous/<n>/; a fresh workspace is prepared from the pristine bundle).")
 @click.option("--no-reanalysis", is_flag=True, help="Audit without the canonical reanalysis.")
 @click.option("--adjudication", type=click.Path(path_type=Path, exists=True, dir_okay=False), default=None,
               help="Expert adjudication.yaml applied by the audit.")
 @click.option("--progress", "progress_s", type=float, default=None,
               help="Print elapsed time and ns charged every so many seconds (default 60 on a terminal).")
-def run_cmd(ep: Path, agent: str, timeout_min: float | None, grace_s: float | None, threads: int | None, gpus: str,
-            env: tuple[str, ...], expose: tuple[Path, ...], hide: tuple[Path, ...], network: bool, as_caller: bool,
-            allow_unconfined: bool, force: bool, no_reanalysis: bool, adjudication: Path | None,
+def run_cmd(ep: Path, agent: str | None, harness: str | None, model: str | None, endpoint: str | None,
+            reasoning: str | None, timeout_min: float | None, grace_s: float | None, threads: int | None, gpus: str,
+            memory_mib: int | None, pids_max: int, tmp_size_mib: int,
+            env: tuple[str, ...], expose: tuple[Path, ...], hide: tuple[Path, ...], network: str | None,
+            as_caller: bool, allow_unconfined: bool, force: bool, no_reanalysis: bool, adjudication: Path | None,
             progress_s: float | None, cpus: str | None, user: str | None) -> None:
-    """Run AGENT in EP/workspace under the episode's limits, audit the workspace, write EP/result.json."""
+    """Run AGENT (or a --harness) in EP/workspace under the episode's limits, audit it, write EP/result.json."""
     from mdbench.episode.runner import AGENT_USER, RunOptions, parse_cpus, parse_env, run_episode  # noqa: PLC0415
 
     opts = RunOptions(timeout_min=timeout_min, grace_s=grace_s, threads=threads, gpus=gpus, env=parse_env(env),
@@ -74,25 +88,38 @@ def run_cmd(ep: Path, agent: str, timeout_min: float | None, grace_s: float | No
                       network=network, as_caller=as_caller, allow_unconfined=allow_unconfined, force=force,
                       reanalysis=not no_reanalysis, adjudication=adjudication,
                       progress_s=progress_s if progress_s is not None else (60.0 if sys.stderr.isatty() else None),
-                      cpus=parse_cpus(cpus) if cpus else None, user=user or AGENT_USER)
+                      cpus=parse_cpus(cpus) if cpus else None, user=user or AGENT_USER, memory_mib=memory_mib,
+                      pids_max=pids_max, tmp_size_mib=tmp_size_mib, harness=harness, model=model,
+                      endpoint=endpoint, reasoning=reasoning)
     res = run_episode(ep, agent, opts)
     click.echo(summary_line(res) + f" → {ep / 'result.json'}")
-    for f in res["input_integrity"]["findings"][:10]:
+    for f in (res.get("input_integrity") or {}).get("findings", [])[:10]:
         click.echo(f"  input integrity: {f}", err=True)
-    if "error" in res["audit"]:
-        click.echo(f"  audit failed: {res['audit']['error']}", err=True)
+    for f in (res.get("cost") or {}).get("findings", [])[:10]:
+        click.echo(f"  agent file: {f['code']} {f['path'] or ''}: {f['detail']}", err=True)
+    if res.get("reason") and res["status"] != "completed":
+        click.echo(f"  {res['status']}: {res['reason']}", err=True)
+    if res.get("runner_error"):
+        click.echo(f"  runner error (result written): {res['runner_error']}", err=True)
+    if "error" in (res.get("audit") or {}):
+        click.echo(f"  audit: {res['audit']['error']}", err=True)
+    if res["status"] == "interrupted":
+        raise SystemExit(130)
 
 
 def summary_line(res: dict) -> str:
     """One line per episode result: status, time, ns, score, integrity."""
     score = res.get("score")
     ns = res.get("ns_charged")
-    return (f"{res['episode_id']}: {res['status']} (exit {res['exit_code']}) in {res['wall_s']:.1f} s, "
-            f"CPU {res['cpu_s'] if res['cpu_s'] is not None else 'n/a'} s, "
-            f"{'n/a' if ns is None else f'{ns:.4f}'} ns charged, score "
+    wall = res.get("wall_s")
+    intact = res.get("agent_input_intact")
+    return (f"{res['episode_id']}: {res['status']} (exit {res.get('exit_code')}) in "
+            f"{'n/a' if wall is None else f'{wall:.1f}'} s, "
+            f"CPU {res['cpu_s'] if res.get('cpu_s') is not None else 'n/a'} s, "
+            f"{'n/a' if ns is None else f'{ns:.4f}'} ns charged (self-reported), score "
             f"{'n/a' if score is None else f'{score:.1f}'}; agent_input "
-            f"{'intact' if res['agent_input_intact'] else 'CHANGED'}; {res['stragglers_killed']} straggler(s) "
-            "killed")
+            f"{'not checked' if intact is None else 'intact' if intact else 'CHANGED'}; "
+            f"{res.get('stragglers_killed') or 0} straggler(s) killed")
 
 
 @episode.command("show")

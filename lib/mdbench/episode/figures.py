@@ -114,3 +114,45 @@ def state_matrix(states: pd.DataFrame) -> Figure:
     ax.tick_params(axis="y", labelsize=7)
     fig.set_layout_engine("tight")
     return fig
+
+
+def repeat_consistency(values: pd.DataFrame) -> Figure:
+    """Fig. 5: per panel (coordination, density, aggregates, D) each repeat's value per case/target.
+
+    Labels and the legend stay clear of the data: one legend for all panels below them, the x labels rotated
+    under their axis, the y range padded by 15 % so no point sits on a frame or under a title.
+    """
+    panels = list(dict.fromkeys(values["panel"])) if len(values) else []
+    n = max(1, len(panels))
+    fig = Figure(figsize=(3.6 * n, 4.2))
+    axes = np.atleast_1d(fig.subplots(1, n, squeeze=False)[0])
+    audits = sorted(dict.fromkeys(values["audit"])) if len(values) else []
+    palette = dict(zip(audits, sns.color_palette("deep", max(1, len(audits)))))
+    for ax, panel in zip(axes, panels):
+        d = values[values["panel"] == panel].copy()
+        d["x"] = d["case"] + ":" + d["target"]
+        xs = list(dict.fromkeys(d["x"]))
+        width = 0.6 / max(1, len(audits))
+        for k, a in enumerate(audits):
+            sub = d[d["audit"] == a]
+            pos = [xs.index(x) - 0.3 + width * (k + 0.5) for x in sub["x"]]
+            ax.plot(pos, sub["value"].astype(float), "o", color=palette[a], markersize=6, label=a)
+        ax.set_xticks(range(len(xs)), xs, rotation=40, ha="right", fontsize=7)
+        ax.set_xlim(-0.6, len(xs) - 0.4)
+        vals = d["value"].astype(float)
+        lo, hi = float(vals.min()), float(vals.max())
+        pad = 0.15 * (hi - lo) if hi > lo else (0.15 * abs(hi) or 1.0)
+        ax.set_ylim(lo - pad, hi + pad)
+        ax.set_title(panel, fontsize=9, pad=16)  # above the axis' ×10^n offset text
+        ax.tick_params(axis="y", labelsize=7)
+    if not panels:
+        axes[0].text(0.5, 0.5, "no comparable values (C or SI) in these audits", ha="center", fontsize=8)
+        axes[0].axis("off")
+    elif audits:
+        from matplotlib.lines import Line2D  # noqa: PLC0415
+
+        handles = [Line2D([], [], marker="o", ls="", color=palette[a], label=a) for a in audits]
+        fig.legend(handles, audits, loc="lower center", ncol=min(8, len(audits)),
+                   fontsize=7, frameon=False, bbox_to_anchor=(0.5, 0.0))
+    fig.set_layout_engine("tight", rect=(0, 0.08, 1, 1))
+    return fig

@@ -244,6 +244,24 @@ def prepare_episode(preset: str, out: str | Path, config: dict[str, Any] | None 
     return load_episode(out)
 
 
+def fresh_workspace(ep: Episode) -> None:
+    """A new ``EP/workspace/`` from the evaluator's pristine ``bundle/`` (verified first): ``agent_input/``
+    read-only and ``PROMPT.md``, nothing else. The caller has moved any earlier workspace away.
+
+    Raises
+    ------
+    InputError
+        ``workspace/`` still exists, or the pristine bundle fails verification.
+    """
+    if os.path.lexists(ep.workspace):
+        raise InputError("the workspace still exists; move it away first", str(ep.workspace))
+    files = bundle_tree(bundle_dir=ep.bundle)
+    ep.workspace.mkdir()
+    write_readonly_tree(files, ep.agent_input)
+    ep.prompt.write_bytes(files["PROMPT_TEMPLATE.md"])
+    os.chmod(ep.prompt, 0o444)
+
+
 def bundle_preset(files: dict[str, bytes]) -> str | None:
     import yaml  # noqa: PLC0415
 
