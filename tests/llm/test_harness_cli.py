@@ -179,3 +179,27 @@ def test_missing_or_wrong_version_cli_raises_with_the_install_command(tmp_path, 
                        workspace=tmp_path, home=tmp_path, prompt="p", episode_dir=tmp_path)
     assert os.environ["MDBENCH_AGENT_HARNESSES"].endswith("old")
     _ = sandbox_base  # the helper module is importable without the CLIs
+
+
+def test_codex_with_its_endpoint_down_ends_with_the_cause_in_the_summary():
+    """Bad input: the endpoint refuses connections. The proxy retries, answers 502 with the cause; Codex gives up
+    (non-zero exit: the runner's agent_error) and the summary names the cause; nothing is metered."""
+    need_cli("codex")
+    need_isolation()
+    import socket as _socket
+
+    from _harness_run import run_harness as _run
+
+    s = _socket.socket()
+    s.bind(("127.0.0.1", 0))
+    dead = s.getsockname()[1]
+    s.close()
+    run = _run("codex", {"turns": [{"final": "never"}]}, endpoint=f"http://127.0.0.1:{dead}/v1", timeout_s=180)
+    try:
+        sm = run.summary
+        assert run.result.exit_code != 0
+        assert sm["calls"] == 0 and sm["tokens_in"] == 0 and sm["failed"] >= 1
+        assert f"127.0.0.1:{dead}" in sm["error"] and "Connection" in sm["error"]
+        assert sm["trajectory_path"] is None
+    finally:
+        cleanup(run)

@@ -178,7 +178,13 @@ class HarnessLaunch:
         self._started = True
 
     def stop(self) -> dict[str, Any]:
-        """Stop the proxy; write ``EP/trajectory.json``; return tokens, USD, calls, the cap hit and the path."""
+        """Stop the proxy; write ``EP/trajectory.json``; return what it metered.
+
+        Keys: ``tokens_in`` (cached included), ``tokens_cached``, ``tokens_out``, ``usd`` (``None`` when a call's
+        price is unknown; ``usd_known_part`` then holds the known part), ``calls`` (answered), ``refused``,
+        ``failed``, ``incomplete``, ``capped`` (the cap message or ``None``), ``error`` (the last endpoint failure,
+        e.g. why an ``agent_error`` happened), ``trajectory_path`` (``None`` without an answered call), ``log``.
+        """
         if self._stopped is not None:
             return self._stopped
         t = self.proxy.stop()
@@ -194,7 +200,7 @@ class HarnessLaunch:
                          "usd": round(t.usd, 8) if not t.usd_unknown_calls else None,
                          "usd_known_part": round(t.usd, 8), "usd_unknown_calls": t.usd_unknown_calls,
                          "calls": t.calls, "refused": t.refused, "failed": t.failed, "incomplete": t.incomplete,
-                         "capped": t.capped, "trajectory_path": traj, "log": self.proxy.log_dir / "calls.jsonl",
+                         "capped": t.capped, "error": t.last_error, "trajectory_path": traj, "log": self.proxy.log_dir / "calls.jsonl",
                          "source": "proxy"}
         return self._stopped
 

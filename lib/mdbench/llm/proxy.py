@@ -107,6 +107,7 @@ class Totals:
     usd: float = 0.0
     usd_unknown_calls: int = 0
     capped: str | None = None
+    last_error: str | None = None       # the last failure (endpoint down, HTTP error, broken stream)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -435,6 +436,8 @@ class MeteringProxy:
                 t.refused += 1
             elif kind == "failed":
                 t.failed += 1
+            if kind in ("failed", "incomplete") and rec.get("error"):
+                t.last_error = str(rec["error"])[:500]
             if asm is not None and rec.get("status") == 200:
                 t.calls += 1
                 t.incomplete += 0 if asm.complete else 1
@@ -556,19 +559,19 @@ class MeteringProxy:
                     proxy._record({**base, "outcome": "refused", "status": 403, "error": msg, "refused": "model"},
                                   None)
                     return self._error(403, f"mdbench proxy: {msg}", "mdbench_model_not_allowed")
-                with proxy._lock:
-                    cap = proxy._cap_reached()
-                if cap:
-                    proxy._record({**base, "outcome": "refused", "status": 403, "error": cap, "refused": "cap"},
-                                  None)
-                    return self._error(403, f"mdbench proxy: {cap}; this episode may make no further model calls",
-                                       "mdbench_cap_reached")
                 if api == "chat" and stream:
                     so = req.get("stream_options") if isinstance(req.get("stream_options"), dict) else {}
                     if so.get("include_usage") is not True:
                         req["stream_options"] = {**so, "include_usage": True}   # metering needs the usage chunk
                         raw = json.dumps(req).encode()
-                with proxy._inflight:
+                with proxy._inflight:   # the cap is checked once the call may go: overshoot <= calls in flight
+                    with proxy._lock:
+                        cap = proxy._cap_reached()
+                    if cap:
+                        proxy._record({**base, "outcome": "refused", "status": 403, "error": cap, "refused": "cap"},
+                                      None)
+                        return self._error(403, f"mdbench proxy: {cap}; this episode may make no further model "
+                                                "calls", "mdbench_cap_reached")
                     proxy._forward(self, api, route, raw, stream, base, t0)
 
         return Handler
