@@ -7,14 +7,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-
 from mdbench.episode.harnesses import HarnessUnavailable, find_cli, harness_launch
 from mdbench.llm.fake_server import FakeChatServer
 from mdbench.llm.proxy import RetryPolicy
@@ -131,5 +129,13 @@ def harbor_validate(path: Path) -> list[str] | None:
     return [f"{i.get('path')}: {i.get('error')}" for i in ans.get("items", []) if not i.get("ok")]
 
 
-__all__ = ["HarnessRun", "UPSTREAM_KEY", "cleanup", "harbor_validate", "need_cli", "need_isolation", "run_harness",
-           "sandbox_base", "sys"]
+__all__ = [
+    "UPSTREAM_KEY",
+    "HarnessRun",
+    "cleanup",
+    "harbor_validate",
+    "need_cli",
+    "need_isolation",
+    "run_harness",
+    "sandbox_base",
+]

@@ -15,7 +15,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from _harness_run import UPSTREAM_KEY, harbor_validate, need_cli, need_isolation
 from mdbench.arena.atif import check_trajectory
 from mdbench.episode.toolchain import agent_toolchain

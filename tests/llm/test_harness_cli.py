@@ -7,13 +7,17 @@ Skipped, with the install command, where the pinned CLIs are not installed (``ma
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import pytest
-
-from _harness_run import (UPSTREAM_KEY, cleanup, harbor_validate, need_cli, need_isolation, run_harness,
-                          sandbox_base)
+from _harness_run import (
+    UPSTREAM_KEY,
+    cleanup,
+    harbor_validate,
+    need_cli,
+    need_isolation,
+    run_harness,
+)
 from mdbench.arena.atif import check_trajectory
 from mdbench.episode.harnesses import find_cli
 from mdbench.llm.fake_server import FakeChatServer
@@ -37,7 +41,7 @@ def _script() -> dict:
             "usage": USAGE}
 
 
-@pytest.mark.parametrize("name", ["codex", "opencode"])
+@pytest.mark.parametrize("name", ["codex", pytest.param("opencode", marks=pytest.mark.slow)])
 def test_real_cli_runs_the_scripted_turns_against_the_fake_endpoint_directly(name, tmp_path):
     """Step 1: no proxy, no sandbox — the scripted model speaks each CLI's wire format (Codex: Responses API with
     exec_command; OpenCode: chat completions with bash and apply_patch/write)."""
@@ -177,8 +181,6 @@ def test_missing_or_wrong_version_cli_raises_with_the_install_command(tmp_path, 
     with pytest.raises(HarnessUnavailable, match=r"version 0\.0\.1.*pins .*make agent-harnesses"):
         harness_launch(name="opencode", model="gpt-5", endpoint="http://127.0.0.1:9/v1", reasoning=None,
                        workspace=tmp_path, home=tmp_path, prompt="p", episode_dir=tmp_path)
-    assert os.environ["MDBENCH_AGENT_HARNESSES"].endswith("old")
-    _ = sandbox_base  # the helper module is importable without the CLIs
 
 
 def test_codex_with_its_endpoint_down_ends_with_the_cause_in_the_summary():
@@ -188,13 +190,11 @@ def test_codex_with_its_endpoint_down_ends_with_the_cause_in_the_summary():
     need_isolation()
     import socket as _socket
 
-    from _harness_run import run_harness as _run
-
     s = _socket.socket()
     s.bind(("127.0.0.1", 0))
     dead = s.getsockname()[1]
     s.close()
-    run = _run("codex", {"turns": [{"final": "never"}]}, endpoint=f"http://127.0.0.1:{dead}/v1", timeout_s=180)
+    run = run_harness("codex", {"turns": [{"final": "never"}]}, endpoint=f"http://127.0.0.1:{dead}/v1", timeout_s=180)
     try:
         sm = run.summary
         assert run.result.exit_code != 0

@@ -11,7 +11,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from mdbench.llm.fake_server import FakeChatServer
 from mdbench.llm.prices import ModelPrice, PriceTable
 from mdbench.llm.proxy import Caps, MeteringProxy, ProxyError, RetryPolicy, usage_of

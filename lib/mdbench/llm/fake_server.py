@@ -32,11 +32,19 @@ import math
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from mdbench.llm.scripted import Reply, ScriptedModel, encode_chat, encode_responses, sse_chat, sse_responses
+from mdbench.llm.scripted import (
+    Reply,
+    ScriptedModel,
+    encode_chat,
+    encode_responses,
+    sse_chat,
+    sse_responses,
+)
 
 
 def _tokens(text: str) -> int:
@@ -46,7 +54,7 @@ def _tokens(text: str) -> int:
 class FakeChatServer:
     """See module docstring."""
 
-    def __init__(self, responder: Callable[[dict[str, Any]], "str | Reply"], *, api_key: str | None = None,
+    def __init__(self, responder: Callable[[dict[str, Any]], str | Reply], *, api_key: str | None = None,
                  model: str = "fake-model", cost_per_call: float | None = None, port: int = 0):
         self.responder = responder
         self.api_key = api_key
@@ -105,7 +113,7 @@ class FakeChatServer:
         assert self._httpd is not None, "server not started"
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
-    def start(self) -> "FakeChatServer":
+    def start(self) -> FakeChatServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -138,12 +146,12 @@ class FakeChatServer:
                 except (BrokenPipeError, ConnectionResetError):
                     return False
 
-            def do_GET(self) -> None:  # noqa: N802 — http.server API
+            def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
                     return self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 
-            def do_POST(self) -> None:  # noqa: N802 — http.server API
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 try:
                     req = json.loads(self.rfile.read(length))
@@ -217,10 +225,10 @@ class FakeChatServer:
             self._thread.join(timeout=10)
             self._thread = None
 
-    def __enter__(self) -> "FakeChatServer":
+    def __enter__(self) -> FakeChatServer:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
@@ -230,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--script", type=Path, required=True, help="JSON script of assistant turns (mdbench.llm.scripted)")
     p.add_argument("--port", type=int, default=0, help="loopback port (default: a free one)")
     args = p.parse_args(argv)
-    from mdbench.errors import MdbenchError  # noqa: PLC0415
+    from mdbench.errors import MdbenchError
 
     try:
         model = ScriptedModel.load(args.script)

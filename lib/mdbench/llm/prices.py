@@ -47,7 +47,7 @@ class PriceTable:
         self.source = source
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> "PriceTable":
+    def load(cls, path: str | Path | None = None) -> PriceTable:
         """Read the YAML table; :class:`~mdbench.errors.InputError` names the file and the entry when malformed."""
         path = Path(path) if path is not None else PRICES_YAML
         try:

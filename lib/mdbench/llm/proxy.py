@@ -38,10 +38,11 @@ import ssl
 import threading
 import time
 import urllib.parse
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mdbench import untrusted
 from mdbench.errors import MdbenchError
@@ -397,10 +398,10 @@ class MeteringProxy:
             log.warning("cannot write %s: %s", tmp, exc)
         return self.totals
 
-    def __enter__(self) -> "MeteringProxy":
+    def __enter__(self) -> MeteringProxy:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # --------------------------------------------------------------------------------------- accounting
@@ -420,7 +421,7 @@ class MeteringProxy:
             if self.on_cap is not None:
                 try:
                     self.on_cap(msg)
-                except Exception:  # noqa: BLE001 — a callback never breaks the proxy
+                except Exception:
                     log.exception("on_cap callback failed")
         return msg
 
@@ -516,7 +517,7 @@ class MeteringProxy:
                 self._error(401, "mdbench proxy: wrong token", "invalid_api_key")
                 return False
 
-            def do_GET(self) -> None:  # noqa: N802 — http.server API
+            def do_GET(self) -> None:
                 base = {"time": _now(), "method": "GET", "path": self.path, "api": None}
                 if not self._authorised(base):
                     return
@@ -529,7 +530,7 @@ class MeteringProxy:
                                "attempts": attempts}, None)
                 self._reply(status, raw)
 
-            def do_POST(self) -> None:  # noqa: N802 — http.server API
+            def do_POST(self) -> None:
                 t0 = time.monotonic()
                 route = self._route().rstrip("/")
                 api = "chat" if route == "/chat/completions" else "responses" if route == "/responses" else None

@@ -127,7 +127,7 @@ class ScriptedModel:
             raise InputError(f'{where}: "loop" needs at least one shell or write turn')
 
     @classmethod
-    def load(cls, path: str | Path) -> "ScriptedModel":
+    def load(cls, path: str | Path) -> ScriptedModel:
         """Read a JSON script file; :class:`~mdbench.errors.InputError` names the file when it is malformed."""
         path = Path(path)
         try:

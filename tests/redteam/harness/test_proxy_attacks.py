@@ -11,13 +11,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
-
 from mdbench.llm.fake_server import FakeChatServer
 from mdbench.llm.prices import PriceTable
 from mdbench.llm.proxy import Caps, MeteringProxy, RetryPolicy
@@ -143,7 +141,7 @@ def test_routes_other_than_model_calls_are_refused_and_logged():
 
 def test_malformed_deep_and_huge_requests_never_crash_the_proxy():
     _need()
-    r, t, up, log = _attack("""
+    r, t, up, _log = _attack("""
         RESULTS["deep"] = call("/v1/chat/completions", None, raw=b"[" * 200000 + b"]" * 200000)[0]
         RESULTS["nan"] = call("/v1/chat/completions", None, raw=b'{"model": "gpt-5", "x": NaN}')[0]
         RESULTS["binary"] = call("/v1/chat/completions", None, raw=bytes(range(256)) * 100)[0]
@@ -169,7 +167,7 @@ def test_malformed_deep_and_huge_requests_never_crash_the_proxy():
 
 def test_hanging_up_mid_stream_does_not_escape_metering():
     _need()
-    r, t, up, log = _attack("""
+    r, t, up, _log = _attack("""
         body = json.dumps(chat(stream=True)).encode()
         s = socket.create_connection(("127.0.0.1", 4141), timeout=20)
         s.sendall(b"POST /v1/chat/completions HTTP/1.1\\r\\nHost: x\\r\\nContent-Type: application/json\\r\\n"
@@ -185,7 +183,7 @@ def test_hanging_up_mid_stream_does_not_escape_metering():
 
 def test_a_parallel_flood_cannot_overshoot_the_cap_by_more_than_the_calls_in_flight():
     _need()
-    r, t, up, log = _attack("""
+    r, t, up, _log = _attack("""
         import threading
         codes = []
         def hit():
