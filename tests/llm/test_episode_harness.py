@@ -86,3 +86,30 @@ def test_episode_run_with_a_real_harness_is_metered_traced_and_audited(name):
     for p in [*ws.rglob("*"), ep / "result.json", ep / "llm" / "calls.jsonl"]:
         if p.is_file() and not p.is_symlink() and p.stat().st_size < 5_000_000:
             assert UPSTREAM_KEY.encode() not in p.read_bytes(), p
+
+
+def test_episode_past_the_token_cap_ends_with_the_cap_named_in_the_result():
+    """A scripted model that never stops: the runner's proxy refuses once MDBENCH_LLM_MAX_TOKENS is spent, Codex
+    stops, and result.json names the cap beside the metered tokens."""
+    need_cli("codex")
+    need_isolation()
+    tc = agent_toolchain()
+    if tc.problems:
+        pytest.skip("agent toolchain missing: " + "; ".join(tc.problems))
+    base = Path(tempfile.mkdtemp(prefix="mdbench-harness-cap-"))
+    os.chmod(base, 0o755)
+    ep = base / "ep"
+    assert _mdbench("episode", "prepare", "--preset", "micro", "--out", str(ep)).returncode == 0
+    script = {"turns": [{"shell": "echo more >> loop.txt"}], "loop": True,
+              "usage": {"input": 6000, "cached": 0, "output": 200}}
+    with FakeChatServer(ScriptedModel(script), api_key=UPSTREAM_KEY) as up:
+        res = _mdbench("episode", "run", str(ep), "--harness", "codex", "--model", "gpt-5", "--endpoint", up.base_url,
+                       env={"MDBENCH_LLM_API_KEY": UPSTREAM_KEY, "MDBENCH_LLM_MAX_TOKENS": "30000"})
+        answered = up.totals()["calls"]
+    result = json.loads((ep / "result.json").read_text())
+    assert res.returncode == 0, res.stdout + res.stderr          # the runner never crashes
+    m = result["cost"]["measured"]
+    assert m["capped"] and "token cap reached" in m["capped"] and "30000" in m["capped"]
+    assert m["calls"] == answered and m["tokens"] >= 30000 and (answered - 1) * 6200 < 30000
+    assert result["status"] == "agent_error"
+    assert result["harness"]["caps"]["max_tokens"] == 30000
