@@ -39,7 +39,7 @@ def test_a_shell_turn_uses_the_shell_tool_the_cli_offers(tool, args):
     assert (r.input_tokens, r.cached_tokens, r.output_tokens) == (10, 2, 3)
 
 
-def test_a_write_turn_prefers_write_then_apply_patch_then_a_heredoc():
+def test_a_write_turn_prefers_write_then_apply_patch_then_a_heredoc(tmp_path):
     m = ScriptedModel(SCRIPT)
     w = m(_req(["bash", "write"], "chat", history=1)).tool_calls[0]
     assert w.name == "write" and json.loads(w.arguments) == {"filePath": "a b.md", "content": "x\ny"}
@@ -48,9 +48,8 @@ def test_a_write_turn_prefers_write_then_apply_patch_then_a_heredoc():
         "patchText": "*** Begin Patch\n*** Add File: a b.md\n+x\n+y\n*** End Patch"}
     h = m(_req(["exec_command"], history=1)).tool_calls[0]
     cmd = json.loads(h.arguments)["cmd"]
-    out = subprocess.run(["bash", "-c", cmd + " && cat 'a b.md' && rm 'a b.md'"], capture_output=True, text=True,
-                         cwd="/tmp")
-    assert out.stdout == "x\ny\n"
+    subprocess.run(["bash", "-c", cmd], cwd=tmp_path, check=True)
+    assert (tmp_path / "a b.md").read_text() == "x\ny\n"
 
 
 def test_turns_follow_the_history_and_end_with_the_final_message():
