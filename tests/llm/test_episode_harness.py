@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,20 +25,27 @@ from mdbench.llm.scripted import ScriptedModel
 USAGE = {"input": 2000, "cached": 500, "output": 80}
 
 
+@pytest.fixture
+def base():
+    """A folder every user may traverse (the agent user writes the workspace), removed afterwards."""
+    d = Path(tempfile.mkdtemp(prefix="mdbench-harness-ep-"))
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def _mdbench(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mdbench.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})
 
 
 @pytest.mark.parametrize("name", ["codex", pytest.param("opencode", marks=pytest.mark.slow)])
-def test_episode_run_with_a_real_harness_is_metered_traced_and_audited(name):
+def test_episode_run_with_a_real_harness_is_metered_traced_and_audited(name, base):
     need_cli(name)
     need_isolation()
     tc = agent_toolchain()
     if tc.problems:
         pytest.skip("agent toolchain missing: " + "; ".join(tc.problems))
-    base = Path(tempfile.mkdtemp(prefix="mdbench-harness-ep-"))
-    os.chmod(base, 0o755)
     ep = base / "ep"
     res = _mdbench("episode", "prepare", "--preset", "micro", "--out", str(ep), "--config", f"harness={name}",
                    "--config", "model=gpt-5")
@@ -88,7 +96,7 @@ def test_episode_run_with_a_real_harness_is_metered_traced_and_audited(name):
             assert UPSTREAM_KEY.encode() not in p.read_bytes(), p
 
 
-def test_episode_past_the_token_cap_ends_with_the_cap_named_in_the_result():
+def test_episode_past_the_token_cap_ends_with_the_cap_named_in_the_result(base):
     """A scripted model that never stops: the runner's proxy refuses once MDBENCH_LLM_MAX_TOKENS is spent, Codex
     stops, and result.json names the cap beside the metered tokens."""
     need_cli("codex")
@@ -96,8 +104,6 @@ def test_episode_past_the_token_cap_ends_with_the_cap_named_in_the_result():
     tc = agent_toolchain()
     if tc.problems:
         pytest.skip("agent toolchain missing: " + "; ".join(tc.problems))
-    base = Path(tempfile.mkdtemp(prefix="mdbench-harness-cap-"))
-    os.chmod(base, 0o755)
     ep = base / "ep"
     assert _mdbench("episode", "prepare", "--preset", "micro", "--out", str(ep)).returncode == 0
     script = {"turns": [{"shell": "echo more >> loop.txt"}], "loop": True,
