@@ -59,7 +59,7 @@ def sandbox_base() -> Path:
 
 def run_harness(name: str, script: dict[str, Any], *, model: str = "gpt-5", max_tokens: int | None = None,
                 timeout_s: float = 240, confined: bool = True, port: int = 4141,
-                endpoint: str | None = None) -> HarnessRun:
+                endpoint: str | None = None, reasoning: str | None = None) -> HarnessRun:
     """Run ``name`` on ``script`` (see module docstring); the caller removes ``run.ws.parent``."""
     from mdbench.sandbox import Confinement, ensure_user, spawn_confined
 
@@ -75,7 +75,7 @@ def run_harness(name: str, script: dict[str, Any], *, model: str = "gpt-5", max_
     old = os.environ.get("MDBENCH_LLM_API_KEY")
     os.environ["MDBENCH_LLM_API_KEY"] = UPSTREAM_KEY
     try:
-        launch = harness_launch(name=name, model=model, endpoint=endpoint or upstream.base_url, reasoning=None, workspace=ws,
+        launch = harness_launch(name=name, model=model, endpoint=endpoint or upstream.base_url, reasoning=reasoning, workspace=ws,
                                 home=home, prompt="Run the scripted steps.", episode_dir=ep, max_tokens=max_tokens,
                                 retry=RetryPolicy(max_retries=1, backoff_s=0.1), port=port)
     finally:

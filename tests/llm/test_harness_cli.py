@@ -88,7 +88,7 @@ def test_real_cli_through_the_proxy_in_the_sandbox_with_model_only_network(name)
     need_isolation()
     run = None
     try:
-        run = run_harness(name, _script())
+        run = run_harness(name, _script(), reasoning="high")
         ws, s = run.ws, run.summary
         assert run.result.exit_code == 0, (run.stderr[-3000:], run.stdout[-2000:])
         # the scripted commands ran in the sandbox, in the workspace, as the agent user
@@ -113,6 +113,12 @@ def test_real_cli_through_the_proxy_in_the_sandbox_with_model_only_network(name)
         assert s["tokens_in"] == USAGE["input"] * s["calls"] and s["tokens_out"] == USAGE["output"] * s["calls"]
         assert s["usd"] == pytest.approx(s["calls"] * ((1500 - 300) * 1.25 + 300 * 0.125 + 60 * 10.0) / 1e6)
         assert s["capped"] is None and s["refused"] == 0 and s["failed"] == 0
+        # the reasoning effort reached the endpoint in each CLI's own way
+        tooled = [r["body"] for r in run.upstream.requests if r["body"].get("tools")]
+        if name == "codex":
+            assert all(b["reasoning"]["effort"] == "high" for b in tooled)
+        else:
+            assert all(b["reasoning_effort"] == "high" for b in tooled)
         # every upstream request carried the maintainer's key (added by the proxy), none the agent's token
         assert {r["authorization"] for r in run.upstream.requests} == {f"Bearer {UPSTREAM_KEY}"}
         # the log: one line per call, the GET of the scripted curl included, no key anywhere

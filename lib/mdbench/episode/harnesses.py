@@ -132,12 +132,18 @@ def codex_config(model: str, proxy_url: str, reasoning: str | None) -> str:
     return "\n".join(lines)
 
 
-def opencode_config(model: str, proxy_url: str) -> str:
-    """``~/.config/opencode/opencode.json``: the proxy as an OpenAI-compatible provider, every tool allowed."""
+def opencode_config(model: str, proxy_url: str, reasoning: str | None = None) -> str:
+    """``~/.config/opencode/opencode.json``: the proxy as an OpenAI-compatible provider, every tool allowed.
+
+    ``reasoning`` becomes the model's ``reasoningEffort`` option (sent as ``reasoning_effort``).
+    """
+    entry: dict[str, Any] = {"name": model, "tool_call": True}
+    if reasoning:
+        entry["options"] = {"reasoningEffort": reasoning}
     cfg = {"$schema": "https://opencode.ai/config.json",
            "provider": {"mdbench": {"npm": "@ai-sdk/openai-compatible", "name": "mdbench metering proxy",
                                     "options": {"baseURL": proxy_url, "apiKey": "{env:" + PROXY_TOKEN_ENV + "}"},
-                                    "models": {model: {"name": model, "tool_call": True}}}},
+                                    "models": {model: entry}}},
            "model": f"mdbench/{model}", "small_model": f"mdbench/{model}",
            "permission": {"edit": "allow", "bash": "allow", "webfetch": "deny", "external_directory": "allow",
                           "doom_loop": "allow"},
@@ -233,7 +239,8 @@ def harness_launch(*, name: str, model: str, endpoint: str, reasoning: str | Non
         The maintainer's OpenAI-compatible base URL (``…/v1``); its key is read by the proxy from
         ``api_key_env`` (default ``MDBENCH_LLM_API_KEY``, then ``OPENAI_API_KEY``) and never reaches the agent.
     reasoning : str, optional
-        Reasoning effort (Codex ``model_reasoning_effort``; OpenCode ``--variant``), e.g. ``high``.
+        Reasoning effort, e.g. ``high`` (Codex ``model_reasoning_effort`` → ``reasoning.effort``; OpenCode the
+        model option ``reasoningEffort`` → ``reasoning_effort``).
     workspace, home : path
         The agent's working folder and its private ``HOME`` as the agent sees them.
     prompt : str
@@ -276,11 +283,8 @@ def harness_launch(*, name: str, model: str, endpoint: str, reasoning: str | Non
         env.update({"CODEX_HOME": str(Path(home) / ".codex"), "CODEX_MANAGED_BY_NPM": "1"})
         api = "responses"
     else:
-        argv = wrap + [str(binary), "run", "--model", f"mdbench/{model}", "--format", "json"]
-        if reasoning:
-            argv += ["--variant", reasoning]
-        argv += ["--", prompt]
-        home_files = {".config/opencode/opencode.json": opencode_config(model, proxy_url)}
+        argv = wrap + [str(binary), "run", "--model", f"mdbench/{model}", "--format", "json", "--", prompt]
+        home_files = {".config/opencode/opencode.json": opencode_config(model, proxy_url, reasoning)}
         env.update({"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1",
                     "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_SHARE": "1"})
         api = "chat"
