@@ -232,3 +232,26 @@ def test_trajectory_from_a_chat_log_pairs_tool_calls_with_their_outputs(upstream
     assert traj["steps"][3]["message"] == "done"
     assert traj["final_metrics"]["total_prompt_tokens"] == 2000
     assert traj["final_metrics"]["total_cost_usd"] == pytest.approx(2 * ((750 * 2.0 + 250 * 0.5 + 40 * 8.0) / 1e6))
+
+
+def test_compressed_request_bodies_are_decoded_and_bombs_refused(upstream, tmp_path):
+    import gzip
+
+    px = _proxy(upstream, tmp_path)
+
+    def post(data: bytes, enc: str) -> int:
+        req = urllib.request.Request(f"{px.base_url}/chat/completions", data=data, method="POST",
+                                     headers={"Content-Type": "application/json", "Content-Encoding": enc})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    assert post(gzip.compress(json.dumps(_body("chat", False)).encode()), "gzip") == 200
+    assert post(b"\x28\xb5\x2f\xfd", "zstd") == 415
+    assert post(gzip.compress(b"{" + b" " * (70 * 1024 * 1024) + b"}"), "gzip") == 415   # a bomb: too large
+    assert post(b"not gzip", "gzip") == 415
+    t = px.stop()
+    assert t.calls == 1 and t.refused == 3
+    assert upstream.requests[0]["body"]["model"] == "m1"

@@ -38,6 +38,7 @@ import ssl
 import threading
 import time
 import urllib.parse
+import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -503,8 +504,25 @@ class MeteringProxy:
                         self.rfile.readline(100)
                         if len(out) > MAX_REQUEST_BYTES:
                             return None
-                n = int(self.headers.get("Content-Length") or 0)
-                return None if n > MAX_REQUEST_BYTES else self.rfile.read(n)
+                try:
+                    n = int(self.headers.get("Content-Length") or 0)
+                except ValueError:
+                    return None
+                return None if n < 0 or n > MAX_REQUEST_BYTES else self.rfile.read(n)
+
+            def _decoded(self, raw: bytes) -> bytes | str:
+                """The body without its Content-Encoding (gzip, deflate), or why not (a short reason)."""
+                enc = (self.headers.get("Content-Encoding") or "identity").strip().lower()
+                if enc in ("", "identity"):
+                    return raw
+                if enc not in ("gzip", "deflate"):
+                    return f"Content-Encoding {enc} is not supported (send identity, gzip or deflate)"
+                try:
+                    d = zlib.decompressobj(zlib.MAX_WBITS | 32)    # gzip or zlib header
+                    out = d.decompress(raw, MAX_REQUEST_BYTES + 1)
+                except zlib.error as exc:
+                    return f"bad {enc} body: {exc}"
+                return out if len(out) <= MAX_REQUEST_BYTES else "request body too large once decompressed"
 
             def _route(self) -> str:
                 path = self.path.split("?", 1)[0]
@@ -531,6 +549,15 @@ class MeteringProxy:
                 self._reply(status, raw)
 
             def do_POST(self) -> None:
+                try:
+                    self._post()
+                except Exception as exc:  # a proxy bug must not drop the agent's call silently nor stop serving
+                    log.exception("proxy failed on %s", self.path)
+                    proxy._record({"time": _now(), "method": "POST", "path": self.path, "outcome": "failed",
+                                   "status": 500, "error": f"proxy error: {type(exc).__name__}: {exc}"[:500]}, None)
+                    self._error(500, f"mdbench proxy error: {type(exc).__name__}", "proxy_error")
+
+            def _post(self) -> None:
                 t0 = time.monotonic()
                 route = self._route().rstrip("/")
                 api = "chat" if route == "/chat/completions" else "responses" if route == "/responses" else None
@@ -545,6 +572,10 @@ class MeteringProxy:
                 if raw is None:
                     proxy._record({**base, "outcome": "refused", "status": 413, "error": "request too large"}, None)
                     return self._error(413, "mdbench proxy: request body too large", "request_too_large")
+                raw = self._decoded(raw)
+                if isinstance(raw, str):
+                    proxy._record({**base, "outcome": "refused", "status": 415, "error": raw}, None)
+                    return self._error(415, f"mdbench proxy: {raw}", "unsupported_encoding")
                 req = _json(raw)
                 if not isinstance(req, dict):
                     proxy._record({**base, "outcome": "refused", "status": 400, "error": "body not a JSON object",
