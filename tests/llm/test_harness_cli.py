@@ -209,3 +209,34 @@ def test_codex_with_its_endpoint_down_ends_with_the_cause_in_the_summary():
         assert sm["trajectory_path"] is None
     finally:
         cleanup(run)
+
+
+def test_the_install_script_pins_the_versions_harness_launch_checks():
+    import re
+
+    from mdbench.episode.harnesses import VERSIONS
+    from mdbench.paths import PROJECT_ROOT
+
+    text = (PROJECT_ROOT / "scripts" / "agent_harnesses.sh").read_text()
+    assert re.search(r'CODEX_VERSION:-([0-9.]+)', text).group(1) == VERSIONS["codex"]
+    assert re.search(r'OPENCODE_VERSION:-([0-9.]+)', text).group(1) == VERSIONS["opencode"]
+
+
+def test_configs_point_at_the_proxy_only_and_turn_the_clis_own_sandboxes_and_prompts_off():
+    import tomllib
+
+    from mdbench.episode.harnesses import PROXY_TOKEN_ENV, codex_config, opencode_config
+
+    c = tomllib.loads(codex_config('gpt-"5"', "http://127.0.0.1:4141/v1", "high"))
+    assert c["model"] == 'gpt-"5"' and c["model_provider"] == "mdbench" and c["model_reasoning_effort"] == "high"
+    assert (c["approval_policy"], c["sandbox_mode"], c["web_search"]) == ("never", "danger-full-access", "disabled")
+    prov = c["model_providers"]["mdbench"]
+    assert prov == {**prov, "base_url": "http://127.0.0.1:4141/v1", "env_key": PROXY_TOKEN_ENV,
+                    "wire_api": "responses"}
+    o = json.loads(opencode_config("glm-4.6", "http://127.0.0.1:4141/v1", "high"))
+    p = o["provider"]["mdbench"]
+    assert p["options"]["baseURL"] == "http://127.0.0.1:4141/v1" and PROXY_TOKEN_ENV in p["options"]["apiKey"]
+    assert p["models"]["glm-4.6"]["options"] == {"reasoningEffort": "high"}
+    assert o["model"] == o["small_model"] == "mdbench/glm-4.6"
+    assert o["permission"]["bash"] == o["permission"]["edit"] == "allow" and o["permission"]["webfetch"] == "deny"
+    assert o["share"] == "disabled" and o["autoupdate"] is False
