@@ -119,3 +119,18 @@ def test_episode_past_the_token_cap_ends_with_the_cap_named_in_the_result(base):
     assert m["calls"] == answered and m["tokens"] >= 30000 and (answered - 1) * 6200 < 30000
     assert result["status"] == "agent_error"
     assert result["harness"]["caps"]["max_tokens"] == 30000
+
+
+def test_a_missing_harness_cli_blocks_the_episode_with_the_install_command(base):
+    tc = agent_toolchain()
+    if tc.problems:
+        pytest.skip("agent toolchain missing: " + "; ".join(tc.problems))
+    ep = base / "ep"
+    assert _mdbench("episode", "prepare", "--preset", "micro", "--out", str(ep)).returncode == 0
+    res = _mdbench("episode", "run", str(ep), "--harness", "codex", "--model", "gpt-5", "--endpoint",
+                   "http://127.0.0.1:9/v1", env={"MDBENCH_AGENT_HARNESSES": str(base / "no-harnesses")})
+    assert "Traceback" not in res.stderr
+    result = json.loads((ep / "result.json").read_text())
+    assert result["status"] == "infrastructure_blocked"
+    text = json.dumps(result) + (ep / "agent" / "stderr.log").read_text()
+    assert "codex CLI is not installed" in text and "make agent-harnesses" in text
