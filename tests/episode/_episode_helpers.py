@@ -28,6 +28,16 @@ needs_gmx = pytest.mark.skipif(shutil.which("gmx") is None or shutil.which("pack
                                reason="needs gmx and packmol on PATH")
 #: Wall-clock limit of the oracle micro episode [min] (3 cases, 2 cores shared with other work).
 ORACLE_TIMEOUT_MIN = 90
+#: The agent toolchain's interpreter (first on an evaluated agent's PATH); this project's Python is hidden.
+AGENT_PY = "python3"
+PROJECT = HERE.parent.parent
+
+
+def ensure_agent_env() -> None:
+    """Build the agent toolchain's Python (``make agent-env``) if it is missing; idempotent, seconds when built."""
+    proc = subprocess.run(["bash", str(PROJECT / "scripts" / "agent_env.sh")], capture_output=True, text=True,
+                          timeout=1800)
+    assert proc.returncode == 0, f"make agent-env failed: {proc.stderr[-2000:]}"
 
 
 def mdbench(*args: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -9,8 +9,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _episode_helpers import BIN, CAPS, ORACLE_TIMEOUT_MIN, prepare, run  # noqa: E402
+from _episode_helpers import BIN, CAPS, ORACLE_TIMEOUT_MIN, ensure_agent_env, prepare, run  # noqa: E402
 from _testseed import seed_for  # noqa: E402  (tests/conftest.py puts tests/ on the path)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def agent_env() -> None:
+    """Evaluated agents run on the agent toolchain (``make agent-env``), never on this installation."""
+    ensure_agent_env()
 
 
 @pytest.fixture(scope="session")

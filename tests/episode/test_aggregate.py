@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-import sys
+
 
 import pytest
 import scrapbook as sb
 
 from mdbench.episode import aggregate as agg
 
-from _episode_helpers import ORACLE_TIMEOUT_MIN, copy_episode, mdbench, needs_namespaces, prepare, run
+from _episode_helpers import AGENT_PY, ORACLE_TIMEOUT_MIN, copy_episode, mdbench, needs_namespaces, prepare, run
 
 SECTIONS = ("Fig. 2", "Fig. 3", "Fig. S1", "Fig. S2a", "Fig. S2b", "Fig. S3", "Fig. S4", "Fig. 5", "Cost (deliverable 9)")
 #: Fig. 2, Fig. 3, S1, S2a, S2b (+ the state matrix), S3, S4, Fig. 5
@@ -65,8 +65,8 @@ def test_four_configurations_times_two_repeats_render_every_figure(oracle_episod
 def test_short_episodes_render_with_unscored_and_hostile_entries(tmp_path):
     """Three configurations × two repeats of seconds-long episodes, plus an infrastructure-blocked one."""
     dirs = []
-    agents = {"null": "null", "crash": f"{sys.executable} -c 'raise SystemExit(2)'",
-              HOSTILE: f"{sys.executable} -c 'print(1)'"}
+    agents = {"null": "null", "crash": f"{AGENT_PY} -c 'raise SystemExit(2)'",
+              HOSTILE: f"{AGENT_PY} -c 'print(1)'"}
     for model, agent in agents.items():
         for k in (1, 2):
             ep = prepare(tmp_path / f"{len(dirs)}", "harness=short", f"model={model}", f"repeat={k}")

@@ -16,9 +16,9 @@ from mdbench.episode.aggregate import load_episodes, notes
 from mdbench.episode.runner import AGENT_USER
 from mdbench.paths import PROJECT_ROOT
 
-from _episode_helpers import HERE, mdbench, needs_namespaces, needs_root, prepare, run, saeo
+from _episode_helpers import AGENT_PY, HERE, mdbench, needs_namespaces, needs_root, prepare, run, saeo
 
-CHEATER = f"{sys.executable} {HERE / 'cheater.py'}"
+CHEATER = f"{AGENT_PY} {HERE / 'cheater.py'}"
 #: The agent sees only the system folders, the installation and its workspace: its own code must be exposed.
 EXPOSE = ("--expose", str(HERE / "cheater.py"))
 
@@ -65,8 +65,9 @@ def test_cheating_agent_is_stopped_by_the_os_and_its_setsid_child_dies_with_the_
     assert report["list_episode_folder"] == "ok: ['workspace']"
     assert report["list_episodes_beside"] == "ok: ['ep']"  # the neighbouring episode is hidden
     assert "bundle" not in report["list_episode_folder"] and ".ssh" not in report["read_root_home"]
-    # of the checkout only the installation and the exposed agent script (under tests/) are there: no .git, outputs/
-    assert report["list_project_root"] == "ok: ['.venv', 'lib', 'params', 'templates', 'tests']"
+    # of the checkout only the agent toolchain and the exposed agent script (under tests/) are there: no .venv,
+    # lib, templates, .git or outputs/
+    assert report["list_project_root"] == "ok: ['.agent-env', 'tests']"
     assert report["uid"] == pwd.getpwnam(AGENT_USER).pw_uid != 0
     # no inherited secrets; what --env passes arrives
     assert "MDBENCH_TEST_SECRET" not in report["env_keys"] and "PASSED_ON" in report["env_keys"]
@@ -154,7 +155,7 @@ def test_missing_gromacs_is_infrastructure_blocked_not_a_candidate_failure(tmp_p
 @needs_namespaces
 def test_agent_crash_is_agent_error_and_still_audited(tmp_path):
     ep = prepare(tmp_path / "ep", "harness=test", "model=crash")
-    result = run(ep, f"{sys.executable} -c 'import sys; sys.exit(3)'", "--no-reanalysis")
+    result = run(ep, f"{AGENT_PY} -c 'import sys; sys.exit(3)'", "--no-reanalysis")
     assert (result["status"], result["exit_code"]) == ("agent_error", 3)
     assert "composite" in result["audit"]
 

@@ -104,13 +104,16 @@ def test_ledger_costs_and_gpu_hours_are_read_defensively(tmp_path):
     (ws / "run_record" / "attempts.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\nnot json\n")
     led = collect.ns_charged(ws)
     assert led["per_case_ns"] == {"DE": 0.01, "HCE": 0.04} and led["total_ns"] == pytest.approx(0.05)
-    assert led["attempts"] == 3 and "1 malformed" in led["note"]
+    # the NaN row is not JSON for the hardened reader: refused with the line that is not JSON at all
+    assert led["attempts"] == 2 and "2 malformed" in led["note"] and led["label"] == "self_reported"
+    assert [f["code"] for f in led["findings"]] == ["ledger_malformed_lines"]
     (ws / "cost.json").write_text(json.dumps({"tokens": {"prompt": 1000, "completion": 250}, "usd": 0.42}))
     c = collect.agent_costs(ws)
     assert (c["total_tokens"], c["usd"], c["source"], c["reported_by"]) == (1250, 0.42, "cost.json", "agent")
     (ws / "cost.json").unlink()
     (ws / "cost.json").symlink_to("/etc/hostname")  # an agent pointing the evaluator elsewhere
-    assert collect.agent_costs(ws)["source"] is None
+    c = collect.agent_costs(ws)
+    assert c["source"] is None and [f["code"] for f in c["findings"]] == ["refused_symlink"]
     elsewhere = tmp_path / "evaluator"
     (elsewhere).mkdir()
     (elsewhere / "cost.json").write_text(json.dumps({"usd": 99.0, "agent": "secret"}))

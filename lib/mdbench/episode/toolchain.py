@@ -30,7 +30,7 @@ DEFAULT_AGENT_ENV = PROJECT_ROOT / ".agent-env"
 INSTALL_HINT = "make agent-env   (or: bash scripts/agent_env.sh)"
 #: Programs an agent of the seed uses, looked up on the runner's PATH and exposed by their folder.
 SYSTEM_TOOLS = ("gmx", "gmx_mpi", "packmol", "node")
-#: System folders every agent's PATH ends with.
+#: System folders an agent's PATH ends with (those of them on the runner's own PATH).
 SYSTEM_BIN = ("/usr/local/bin", "/usr/bin", "/bin")
 #: Console scripts of this project: never on an evaluated agent's PATH.
 PROJECT_SCRIPTS = ("mdbench", "mdbench-oracle", "mdbench-null-agent", "mdbench-buggy-agent")
@@ -148,7 +148,8 @@ def agent_toolchain(*, reference: bool = False) -> Toolchain:
         tools[name] = exe
         if exe:
             dirs.append(str(Path(exe).parent))
-    dirs += [d for d in SYSTEM_BIN if Path(d).is_dir()]
+    caller = os.environ.get("PATH", "").split(os.pathsep)
+    dirs += [d for d in SYSTEM_BIN if d in caller and Path(d).is_dir()]  # as the caller has them
     ref: tuple[Path, ...] = ()
     if reference:
         ref = reference_exposure()
