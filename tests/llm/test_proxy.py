@@ -255,3 +255,18 @@ def test_compressed_request_bodies_are_decoded_and_bombs_refused(upstream, tmp_p
     t = px.stop()
     assert t.calls == 1 and t.refused == 3
     assert upstream.requests[0]["body"]["model"] == "m1"
+
+
+def test_a_streamed_answer_with_a_multi_megabyte_event_is_passed_on_whole(tmp_path):
+    """A file write of 3 MB arrives as one tool-call argument: one SSE line far longer than any read buffer."""
+    big = "y" * (3 * 1024 * 1024)
+    model = ScriptedModel({"turns": [{"write": {"path": "big.txt", "content": big}}], "usage": USAGE})
+    with FakeChatServer(model, api_key=KEY) as srv:
+        px = _proxy(srv, tmp_path)
+        status, raw = _post(f"{px.base_url}/responses", {**_body("responses", True), "tools": [
+            {"type": "function", "name": "write", "parameters": {}}]})
+        t = px.stop()
+    assert status == 200 and raw.count(big.encode()) == 3   # arguments delta, output_item.done, completed
+    rec = read_calls(tmp_path / "llm" / "calls.jsonl")[0]
+    assert rec["response"]["complete"] and json.loads(rec["response"]["tool_calls"][0]["arguments"])["content"] == big
+    assert t.calls == 1 and t.tokens_in == USAGE["input"]

@@ -734,7 +734,7 @@ class MeteringProxy:
 
         try:
             while True:
-                line = resp.readline(1 << 20)
+                line = resp.readline(MAX_RESPONSE_BYTES + 1)   # one event may carry a whole long answer
                 if not line:
                     break
                 total += len(line)
