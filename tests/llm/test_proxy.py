@@ -270,3 +270,33 @@ def test_a_streamed_answer_with_a_multi_megabyte_event_is_passed_on_whole(tmp_pa
     rec = read_calls(tmp_path / "llm" / "calls.jsonl")[0]
     assert rec["response"]["complete"] and json.loads(rec["response"]["tool_calls"][0]["arguments"])["content"] == big
     assert t.calls == 1 and t.tokens_in == USAGE["input"]
+
+
+def test_a_responses_log_becomes_a_harbor_valid_trajectory_and_planted_links_are_not_followed(upstream, tmp_path):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _harness_run import harbor_validate
+    from mdbench.llm.trajectory import write_trajectory
+
+    px = _proxy(upstream, tmp_path)
+    first = _body("responses", True)
+    first["input"].insert(0, {"role": "developer", "content": [{"type": "input_text", "text": "Be careful."}]})
+    _post(f"{px.base_url}/responses", first)
+    second = dict(first, input=first["input"] + [
+        {"type": "function_call", "call_id": "call_mdb_1", "name": "exec_command", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_mdb_1", "output": "total 0"}])
+    _post(f"{px.base_url}/responses", second)
+    px.stop()
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep")
+    out = tmp_path / "trajectory.json"
+    out.symlink_to(target)
+    path = write_trajectory(tmp_path / "llm" / "calls.jsonl", out, agent_name="codex", agent_version="0.171.0")
+    assert target.read_text() == "keep" and not path.is_symlink()
+    traj = json.loads(path.read_text())
+    assert [s["source"] for s in traj["steps"]] == ["system", "user", "agent", "agent"]
+    assert traj["steps"][2]["observation"]["results"][0]["content"] == "total 0"
+    problems = harbor_validate(path)
+    if problems is not None:
+        assert problems == []

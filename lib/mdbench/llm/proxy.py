@@ -387,16 +387,10 @@ class MeteringProxy:
             if not self._log.closed:
                 self._log.close()
             summary = {"endpoint": self.endpoint, **self.totals.to_json(), "caps": asdict(self.caps)}
-        tmp = self.log_dir / "summary.json"
         try:
-            if tmp.is_symlink() or tmp.exists():
-                tmp.unlink()
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(summary, fh, indent=1, sort_keys=True)
-                fh.write("\n")
-        except OSError as exc:
-            log.warning("cannot write %s: %s", tmp, exc)
+            untrusted.write_new(self.log_dir / "summary.json", json.dumps(summary, indent=1, sort_keys=True) + "\n")
+        except (OSError, untrusted.Refused) as exc:
+            log.warning("cannot write %s: %s", self.log_dir / "summary.json", exc)
         return self.totals
 
     def __enter__(self) -> MeteringProxy:

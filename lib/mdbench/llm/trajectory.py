@@ -186,7 +186,5 @@ def write_trajectory(log_path: Path, out_path: Path, **kw: Any) -> Path | None:
     if traj is None:
         return None
     out_path = Path(out_path)
-    if out_path.is_symlink() or out_path.exists():
-        out_path.unlink()
-    out_path.write_text(json.dumps(traj, indent=1) + "\n", encoding="utf-8")
+    untrusted.write_new(out_path, json.dumps(traj, indent=1) + "\n")   # never through a planted link
     return out_path
