@@ -467,6 +467,7 @@ class MeteringProxy:
 
         class Handler(BaseHTTPRequestHandler):
             server_version = "mdbench-llm-proxy"
+            timeout = 300   # [s] a client that stops sending its request holds a thread at most this long
 
             def log_message(self, *args: Any) -> None:
                 pass
