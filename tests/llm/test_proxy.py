@@ -300,3 +300,12 @@ def test_a_responses_log_becomes_a_harbor_valid_trajectory_and_planted_links_are
     problems = harbor_validate(path)
     if problems is not None:
         assert problems == []
+
+
+def test_codex_remote_compaction_route_is_forwarded_and_metered(upstream, tmp_path):
+    px = _proxy(upstream, tmp_path)
+    status, raw = _post(f"{px.base_url}/responses/compact", {"model": "m1", "input": [{"role": "user", "content": "x"}]})
+    assert status == 200 and isinstance(json.loads(raw), dict)
+    t = px.stop()
+    assert t.calls == 1 and t.tokens_in == USAGE["input"]
+    assert read_calls(tmp_path / "llm" / "calls.jsonl")[0]["api"] == "compact"

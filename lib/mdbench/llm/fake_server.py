@@ -163,7 +163,8 @@ class FakeChatServer:
                     n = len(server.requests)
                 route = self.path.split("?")[0].rstrip("/")
                 api = ("chat" if route.endswith("/chat/completions") else
-                       "responses" if route.endswith("/responses") else None)
+                       "responses" if route.endswith("/responses") else
+                       "compact" if route.endswith("/responses/compact") else None)
                 if api is None:
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
                 if server.api_key is not None and self.headers.get("Authorization") != f"Bearer {server.api_key}":

@@ -189,6 +189,16 @@ class _Assembler:
         self.complete = True
         return True
 
+    def compact(self, data: Any) -> bool:
+        """A compaction answer (``/responses/compact``): any JSON object; its usage when it has one."""
+        if not isinstance(data, dict):
+            return False
+        self.usage = data.get("usage")
+        self.model = data.get("model") if isinstance(data.get("model"), str) else None
+        self.complete = True
+        self.finish = "compacted"
+        return True
+
     def _response(self, resp: dict[str, Any]) -> None:
         self.text, self.reasoning, self.calls = [], [], {}
         for item in resp.get("output") or []:
@@ -555,7 +565,8 @@ class MeteringProxy:
             def _post(self) -> None:
                 t0 = time.monotonic()
                 route = self._route().rstrip("/")
-                api = "chat" if route == "/chat/completions" else "responses" if route == "/responses" else None
+                api = ("chat" if route == "/chat/completions" else "responses" if route == "/responses" else
+                       "compact" if route == "/responses/compact" else None)   # Codex's remote context compaction
                 base: dict[str, Any] = {"time": _now(), "method": "POST", "path": self.path, "api": api}
                 raw = self._body()
                 if not self._authorised(base):
@@ -563,7 +574,7 @@ class MeteringProxy:
                 if api is None:
                     proxy._record({**base, "outcome": "refused", "status": 404, "error": "route not served"}, None)
                     return self._error(404, f"mdbench proxy: {self.path} is not served (only /v1/chat/completions,"
-                                            " /v1/responses, /v1/models)", "not_found")
+                                            " /v1/responses, /v1/responses/compact, /v1/models)", "not_found")
                 if raw is None:
                     proxy._record({**base, "outcome": "refused", "status": 413, "error": "request too large"}, None)
                     return self._error(413, "mdbench proxy: request body too large", "request_too_large")
@@ -683,7 +694,9 @@ class MeteringProxy:
                     raise _Retry
                 body = resp.read(MAX_RESPONSE_BYTES + 1)
                 asm = _Assembler(api)
-                ok = len(body) <= MAX_RESPONSE_BYTES and asm.body(_json(body, MAX_RESPONSE_BYTES))
+                data = _json(body, MAX_RESPONSE_BYTES)
+                ok = len(body) <= MAX_RESPONSE_BYTES and (asm.body(data) if api != "compact" else
+                                                          asm.compact(data))
                 if not ok:
                     attempts.append({"status": 200, "error": f"not a {api} answer: {body[:200]!r}"})
                     raise _Retry
