@@ -59,7 +59,8 @@ def sandbox_base() -> Path:
 
 def run_harness(name: str, script: dict[str, Any], *, model: str = "gpt-5", max_tokens: int | None = None,
                 timeout_s: float = 240, confined: bool = True, port: int = 4141,
-                endpoint: str | None = None, reasoning: str | None = None) -> HarnessRun:
+                endpoint: str | None = None, reasoning: str | None = None,
+                endpoint_api: str | None = None) -> HarnessRun:
     """Run ``name`` on ``script`` (see module docstring); the caller removes ``run.ws.parent``."""
     from mdbench.sandbox import Confinement, ensure_user, spawn_confined
 
@@ -77,7 +78,8 @@ def run_harness(name: str, script: dict[str, Any], *, model: str = "gpt-5", max_
     try:
         launch = harness_launch(name=name, model=model, endpoint=endpoint or upstream.base_url, reasoning=reasoning, workspace=ws,
                                 home=home, prompt="Run the scripted steps.", episode_dir=ep, max_tokens=max_tokens,
-                                retry=RetryPolicy(max_retries=1, backoff_s=0.1), port=port)
+                                retry=RetryPolicy(max_retries=1, backoff_s=0.1), port=port,
+                                endpoint_api=endpoint_api)
     finally:
         if old is None:
             del os.environ["MDBENCH_LLM_API_KEY"]

@@ -240,3 +240,30 @@ def test_configs_point_at_the_proxy_only_and_turn_the_clis_own_sandboxes_and_pro
     assert o["model"] == o["small_model"] == "mdbench/glm-4.6"
     assert o["permission"]["bash"] == o["permission"]["edit"] == "allow" and o["permission"]["webfetch"] == "deny"
     assert o["share"] == "disabled" and o["autoupdate"] is False
+
+
+def test_codex_with_a_chat_only_endpoint_runs_through_the_translating_proxy():
+    """Seed 000 pairs Codex with DeepSeek, whose endpoint speaks Chat Completions only: the proxy translates."""
+    need_cli("codex")
+    need_isolation()
+    script = {"turns": [{"shell": "echo translated > t.txt"}, {"write": {"path": "w.md", "content": "w\n"}},
+                        {"final": "done"}], "usage": USAGE}
+    run = run_harness("codex", script, model="deepseek-chat", endpoint_api="chat", reasoning="high")
+    try:
+        assert run.result.exit_code == 0, run.stderr[-3000:]
+        assert (run.ws / "t.txt").read_text() == "translated\n" and (run.ws / "w.md").read_text() == "w\n"
+        assert {s["api"] for s in run.upstream.served} == {"chat"}
+        assert all(r["path"].endswith("/chat/completions") for r in run.upstream.requests)
+        assert all(r["body"].get("reasoning_effort") == "high" for r in run.upstream.requests if r["body"].get("tools"))
+        s = run.summary
+        assert s["calls"] == run.upstream.totals()["calls"] >= 3
+        assert s["tokens_in"] == USAGE["input"] * s["calls"]
+        assert s["usd"] == pytest.approx(s["calls"] * ((1500 - 300) * 0.28 + 300 * 0.028 + 60 * 0.42) / 1e6)
+        traj = json.loads(s["trajectory_path"].read_text())
+        assert check_trajectory(traj) is None
+        assert sum(len(st.get("tool_calls", [])) for st in traj["steps"]) == 2
+        problems = harbor_validate(s["trajectory_path"])
+        if problems is not None:
+            assert problems == []
+    finally:
+        cleanup(run)

@@ -309,3 +309,35 @@ def test_codex_remote_compaction_route_is_forwarded_and_metered(upstream, tmp_pa
     t = px.stop()
     assert t.calls == 1 and t.tokens_in == USAGE["input"]
     assert read_calls(tmp_path / "llm" / "calls.jsonl")[0]["api"] == "compact"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_responses_calls_are_translated_for_a_chat_only_endpoint(upstream, tmp_path, stream):
+    px = _proxy(upstream, tmp_path, endpoint_api="chat")
+    body = {"model": "m1", "stream": stream, "instructions": "Be brief.", "reasoning": {"effort": "high"},
+            "tools": RESP_TOOLS + [{"type": "web_search"}],
+            "input": [{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "dev"}]},
+                      {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}]}
+    status, raw = _post(f"{px.base_url}/responses", body)
+    assert status == 200
+    if stream:
+        assert b"event: response.completed" in raw and b"exec_command" in raw
+    else:
+        out = json.loads(raw)
+        assert out["output"][0]["type"] == "function_call" and out["output"][0]["name"] == "exec_command"
+        assert out["usage"]["input_tokens"] == 1000 and out["usage"]["input_tokens_details"]["cached_tokens"] == 250
+    sent = upstream.requests[0]
+    assert sent["path"].endswith("/chat/completions")
+    assert [m["role"] for m in sent["body"]["messages"]] == ["system", "system", "user"]
+    assert [t["function"]["name"] for t in sent["body"]["tools"]] == ["exec_command"]
+    assert sent["body"]["reasoning_effort"] == "high" and sent["body"]["stream"] is False
+    # the tool result goes back as a chat tool message
+    second = dict(body, input=body["input"] + [
+        {"type": "function_call", "call_id": "call_mdb_1", "name": "exec_command", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_mdb_1", "output": "ok"}])
+    assert _post(f"{px.base_url}/responses", second)[0] == 200
+    m = upstream.requests[1]["body"]["messages"]
+    assert m[-2]["tool_calls"][0]["id"] == "call_mdb_1" and m[-1] == {"role": "tool", "tool_call_id": "call_mdb_1",
+                                                                       "content": "ok"}
+    t = px.stop()
+    assert t.calls == 2 and t.tokens_in == 2000 and t.tokens_cached == 500

@@ -112,8 +112,12 @@ def _toml_str(s: str) -> str:
     return json.dumps(s)   # a JSON string is a valid TOML basic string
 
 
-def codex_config(model: str, proxy_url: str, reasoning: str | None) -> str:
-    """``~/.codex/config.toml``: the proxy as the only provider (Responses API), no approvals, no own sandbox."""
+def codex_config(model: str, proxy_url: str, reasoning: str | None, *, buffered: bool = False) -> str:
+    """``~/.codex/config.toml``: the proxy as the only provider (Responses API), no approvals, no own sandbox.
+
+    ``buffered``: the proxy answers only once the whole (translated) answer is in, so Codex waits up to an hour
+    for the first event instead of its default 5 minutes.
+    """
     lines = [
         "# written by mdbench (episode harness): the model is reached only through the evaluator's proxy",
         f"model = {_toml_str(model)}",
@@ -128,8 +132,10 @@ def codex_config(model: str, proxy_url: str, reasoning: str | None) -> str:
     lines += ["", "[analytics]", "enabled = false", "", "[feedback]", "enabled = false", "",
               "[model_providers.mdbench]", 'name = "mdbench metering proxy"', f"base_url = {_toml_str(proxy_url)}",
               f"env_key = {_toml_str(PROXY_TOKEN_ENV)}", 'wire_api = "responses"',
-              "request_max_retries = 2   # the proxy retries the endpoint itself", "stream_max_retries = 2", ""]
-    return "\n".join(lines)
+              "request_max_retries = 2   # the proxy retries the endpoint itself", "stream_max_retries = 2"]
+    if buffered:
+        lines.append("stream_idle_timeout_ms = 3600000   # the proxy translates for a chat-only endpoint")
+    return "\n".join(lines + [""])
 
 
 def opencode_config(model: str, proxy_url: str, reasoning: str | None = None) -> str:
@@ -227,7 +233,8 @@ def _cap_from_env(name: str, default: float, kind: type) -> Any:
 def harness_launch(*, name: str, model: str, endpoint: str, reasoning: str | None, workspace: Path, home: Path,
                    prompt: str, episode_dir: Path, api_key_env: str | None = None, max_tokens: int | None = None,
                    max_usd: float | None = None, max_calls: int | None = None, prices: PriceTable | None = None,
-                   retry: RetryPolicy | None = None, port: int = PROXY_PORT) -> HarnessLaunch:
+                   retry: RetryPolicy | None = None, port: int = PROXY_PORT,
+                   endpoint_api: str | None = None) -> HarnessLaunch:
     """Prepare a Codex or OpenCode run on an episode (see the module docstring).
 
     Parameters
@@ -249,6 +256,10 @@ def harness_launch(*, name: str, model: str, endpoint: str, reasoning: str | Non
         ``EP/``: the proxy logs to ``EP/llm/``, the trajectory goes to ``EP/trajectory.json``.
     max_tokens, max_usd, max_calls : optional
         Per-episode caps (defaults :data:`DEFAULT_MAX_TOKENS`, :data:`DEFAULT_MAX_USD`, none).
+    endpoint_api : {"native", "chat"}, optional
+        ``chat`` when the endpoint serves Chat Completions only (DeepSeek, GLM, MiniMax): the proxy translates
+        Codex's Responses calls (:mod:`mdbench.llm.translate`). Default: ``$MDBENCH_LLM_ENDPOINT_API`` or
+        ``native``. OpenCode speaks chat natively either way.
 
     Raises
     ------
@@ -268,10 +279,14 @@ def harness_launch(*, name: str, model: str, endpoint: str, reasoning: str | Non
                     "MDBENCH_LLM_MAX_TOKENS", DEFAULT_MAX_TOKENS, int),
                 max_usd=max_usd if max_usd is not None else _cap_from_env("MDBENCH_LLM_MAX_USD", DEFAULT_MAX_USD, float),
                 max_calls=max_calls)
+    endpoint_api = endpoint_api or os.environ.get("MDBENCH_LLM_ENDPOINT_API") or "native"
+    if endpoint_api not in ("native", "chat"):
+        raise InputError(f"endpoint API {endpoint_api!r} (MDBENCH_LLM_ENDPOINT_API) must be native or chat")
     token = "mdbench-proxy-" + secrets.token_hex(16)
     episode_dir = Path(episode_dir)
     proxy = MeteringProxy(endpoint, log_dir=episode_dir / "llm", api_key_env=api_key_env, client_token=token,
-                          prices=prices, caps=caps, retry=retry or RetryPolicy(), allowed_models=(model,))
+                          prices=prices, caps=caps, retry=retry or RetryPolicy(), allowed_models=(model,),
+                          endpoint_api=endpoint_api)
     proxy_url = f"http://127.0.0.1:{port}/v1"
     env = {PROXY_TOKEN_ENV: token, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
     # stdin closed: `codex exec` appends piped stdin to the prompt, `opencode run` waits on it
@@ -279,7 +294,8 @@ def harness_launch(*, name: str, model: str, endpoint: str, reasoning: str | Non
     if name == "codex":
         argv = wrap + [str(binary), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
                        "--json", "--color", "never", "-C", str(workspace), "-m", model, "--", prompt]
-        home_files = {".codex/config.toml": codex_config(model, proxy_url, reasoning)}
+        home_files = {".codex/config.toml": codex_config(model, proxy_url, reasoning,
+                                                         buffered=endpoint_api == "chat")}
         env.update({"CODEX_HOME": str(Path(home) / ".codex"), "CODEX_MANAGED_BY_NPM": "1"})
         api = "responses"
     else:
@@ -289,6 +305,8 @@ def harness_launch(*, name: str, model: str, endpoint: str, reasoning: str | Non
                     "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_SHARE": "1"})
         api = "chat"
     price = prices.describe(model)
+    if name == "codex" and endpoint_api == "chat":
+        api = "responses (translated to chat by the proxy)"
     info = {"harness": name, "version": version, "model": model, "reasoning": reasoning, "api": api,
             "endpoint": proxy.endpoint, "api_key_env": proxy.api_key_env, "proxy_url": proxy_url,
             "binary": str(binary), "caps": {"max_tokens": caps.max_tokens, "max_usd": caps.max_usd,

@@ -306,6 +306,10 @@ class MeteringProxy:
     retry : RetryPolicy
     on_cap : callable, optional
         Called once, with the cap message, when a cap is first reached.
+    endpoint_api : {"native", "chat"}
+        ``chat``: the endpoint serves Chat Completions only; Responses requests are translated
+        (:mod:`mdbench.llm.translate`), answered as the client asked (JSON or events) once the whole chat answer
+        is in.
     allowed_models : collection of str, optional
         The models the episode may call (its configuration); a request for another is refused (HTTP 403) —
         an agent cannot swap in a stronger or cheaper model than the one it is evaluated with.
@@ -315,6 +319,7 @@ class MeteringProxy:
                  api_key_env: str | None = None, client_token: str | None = None, prices: PriceTable | None = None,
                  caps: Caps = Caps(), retry: RetryPolicy = RetryPolicy(),
                  on_cap: Callable[[str], None] | None = None, allowed_models: Any = None,
+                 endpoint_api: str = "native",
                  sleep: Callable[[float], None] = time.sleep):
         u = urllib.parse.urlsplit(endpoint)
         if u.scheme not in ("http", "https") or not u.hostname:
@@ -335,6 +340,9 @@ class MeteringProxy:
         self.caps, self.retry = caps, retry
         self.on_cap = on_cap
         self.allowed_models = frozenset(allowed_models) if allowed_models is not None else None
+        if endpoint_api not in ("native", "chat"):
+            raise ProxyError(f"endpoint API {endpoint_api!r} is not native or chat")
+        self.endpoint_api = endpoint_api
         self._inflight = threading.BoundedSemaphore(max(1, caps.max_inflight))
         self._sleep = sleep
         self.log_dir = Path(log_dir)
@@ -610,7 +618,10 @@ class MeteringProxy:
                                       None)
                         return self._error(403, f"mdbench proxy: {cap}; this episode may make no further model "
                                                 "calls", "mdbench_cap_reached")
-                    proxy._forward(self, api, route, raw, stream, base, t0)
+                    if api == "responses" and proxy.endpoint_api == "chat":
+                        proxy._forward_translated(self, req, stream, base, t0)
+                    else:
+                        proxy._forward(self, api, route, raw, stream, base, t0)
 
         return Handler
 
@@ -657,6 +668,73 @@ class MeteringProxy:
             if attempt < self.retry.max_retries:
                 self._sleep(self._delay(attempt, ra))
         return 502, {}, json.dumps({"error": {"message": f"mdbench proxy: {attempts[-1]}"}}).encode(), attempts
+
+    def _forward_translated(self, h: BaseHTTPRequestHandler, req: dict[str, Any], stream: bool,
+                            base: dict[str, Any], t0: float) -> None:
+        """A Responses call answered by a chat endpoint (:mod:`mdbench.llm.translate`), with the same retries."""
+        from mdbench.llm.scripted import encode_responses, sse_responses  # noqa: PLC0415
+        from mdbench.llm.translate import chat_to_reply, responses_to_chat  # noqa: PLC0415
+
+        raw = json.dumps(responses_to_chat(req)).encode()
+        attempts: list[dict[str, Any]] = []
+        base = {**base, "api": "chat", "translated_from": "responses"}
+        for attempt in range(self.retry.max_retries + 1):
+            conn = self._conn()
+            retry_after = None
+            try:
+                conn.request("POST", self._base_path + "/chat/completions", body=raw,
+                             headers=self._headers("application/json"))
+                if conn.sock is not None:
+                    conn.sock.settimeout(self.retry.read_timeout_s)
+                resp = conn.getresponse()
+                body = resp.read(MAX_RESPONSE_BYTES + 1)
+                if resp.status != 200:
+                    attempts.append({"status": resp.status, "error": body[:300].decode("utf-8", "replace")})
+                    if resp.status in RETRY_STATUS:
+                        retry_after = resp.getheader("Retry-After")
+                        raise _Retry
+                    self._record({**base, "outcome": "failed", "status": resp.status, "attempts": attempts,
+                                  "latency_s": round(time.monotonic() - t0, 4),
+                                  "error": f"endpoint answered {resp.status}: {attempts[-1]['error']}"}, None)
+                    h._reply(resp.status, body, resp.getheader("Content-Type") or "application/json")  # type: ignore[attr-defined]
+                    return
+                data = _json(body, MAX_RESPONSE_BYTES)
+                asm = _Assembler("chat")
+                reply = chat_to_reply(data) if isinstance(data, dict) else None
+                if reply is None or not asm.body(data):
+                    attempts.append({"status": 200, "error": f"not a chat answer: {body[:200]!r}"})
+                    raise _Retry
+                model = str(req.get("model") or "")
+                rid = f"mdbench-{self._seq + 1}-{int(time.time() * 1000)}"
+                if stream:
+                    events = b"".join(sse_responses(reply, model, rid))
+                    try:
+                        h.send_response(200)
+                        h.send_header("Content-Type", "text/event-stream")
+                        h.send_header("Connection", "close")
+                        h.end_headers()
+                        h.wfile.write(events)
+                    except OSError:
+                        pass
+                else:
+                    h._reply(200, encode_responses(reply, model, rid))  # type: ignore[attr-defined]
+                self._record({**base, "outcome": "ok", "status": 200, "attempts": attempts + [{"status": 200}],
+                              "latency_s": round(time.monotonic() - t0, 4), "response": asm.to_json()}, asm)
+                return
+            except _Retry:
+                pass
+            except (OSError, http.client.HTTPException) as exc:
+                attempts.append({"error": f"{type(exc).__name__}: {exc}"[:300]})
+            finally:
+                conn.close()
+            if attempt < self.retry.max_retries:
+                self._sleep(self._delay(attempt, retry_after))
+        last = attempts[-1] if attempts else {"error": "no attempt"}
+        msg = (f"mdbench proxy: the model endpoint {self.endpoint} failed after {len(attempts)} attempt(s): "
+               f"{last.get('status', '')} {last.get('error', '')}".strip()[:500])
+        self._record({**base, "outcome": "failed", "status": 502, "attempts": attempts,
+                      "latency_s": round(time.monotonic() - t0, 4), "error": msg}, None)
+        h._error(502, msg, "upstream_failed")  # type: ignore[attr-defined]
 
     def _forward(self, h: BaseHTTPRequestHandler, api: str, route: str, raw: bytes, stream: bool,
                  base: dict[str, Any], t0: float) -> None:
