@@ -60,7 +60,7 @@ def sandbox_base() -> Path:
 def run_harness(name: str, script: dict[str, Any], *, model: str = "gpt-5", max_tokens: int | None = None,
                 timeout_s: float = 240, confined: bool = True, port: int = 4141,
                 endpoint: str | None = None, reasoning: str | None = None,
-                endpoint_api: str | None = None) -> HarnessRun:
+                endpoint_api: str | None = None, faults: Any = None) -> HarnessRun:
     """Run ``name`` on ``script`` (see module docstring); the caller removes ``run.ws.parent``."""
     from mdbench.sandbox import Confinement, ensure_user, spawn_confined
 
@@ -73,6 +73,8 @@ def run_harness(name: str, script: dict[str, Any], *, model: str = "gpt-5", max_
     # the script may name the fake endpoint's own port ({UPSTREAM_PORT}: a scripted curl that must fail)
     port_up = upstream._httpd.server_address[1]
     upstream.responder = ScriptedModel(json.loads(json.dumps(script).replace("{UPSTREAM_PORT}", str(port_up))))
+    if faults is not None:     # e.g. lambda up: up.truncate_next(20)
+        faults(upstream)
     old = os.environ.get("MDBENCH_LLM_API_KEY")
     os.environ["MDBENCH_LLM_API_KEY"] = UPSTREAM_KEY
     try:

@@ -267,3 +267,20 @@ def test_codex_with_a_chat_only_endpoint_runs_through_the_translating_proxy():
             assert problems == []
     finally:
         cleanup(run)
+
+
+def test_codex_facing_broken_streams_retries_then_ends_with_the_cause():
+    """Bad input: every stream breaks after its first event. The proxy passes each break on (logged incomplete),
+    Codex retries as configured and gives up (non-zero exit: agent_error); the summary says why."""
+    need_cli("codex")
+    need_isolation()
+    run = run_harness("codex", {"turns": [{"final": "never seen"}], "usage": USAGE},
+                      faults=lambda up: up.truncate_next(50))
+    try:
+        s = run.summary
+        assert run.result.exit_code != 0
+        assert s["incomplete"] == s["calls"] >= 2 and "without its final event" in s["error"]
+        assert s["tokens_in"] == 0 and s["usd"] is None     # no usage ever arrived: unknown, not zero
+        assert not (run.ws / "never seen").exists()
+    finally:
+        cleanup(run)
