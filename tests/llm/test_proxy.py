@@ -341,3 +341,21 @@ def test_responses_calls_are_translated_for_a_chat_only_endpoint(upstream, tmp_p
                                                                        "content": "ok"}
     t = px.stop()
     assert t.calls == 2 and t.tokens_in == 2000 and t.tokens_cached == 500
+
+
+def test_a_second_session_on_the_same_log_appends_and_its_trajectory_holds_only_its_calls(upstream, tmp_path):
+    from mdbench.llm.trajectory import write_trajectory
+
+    sessions = []
+    for _ in range(2):
+        px = _proxy(upstream, tmp_path)
+        _post(f"{px.base_url}/chat/completions", _body("chat", False))
+        px.stop()
+        sessions.append(px.session)
+    assert sessions[0] != sessions[1]
+    assert len(read_calls(tmp_path / "llm" / "calls.jsonl")) == 2          # append-only: both runs kept
+    path = write_trajectory(tmp_path / "llm" / "calls.jsonl", tmp_path / "t.json", session=sessions[1],
+                            agent_name="codex", agent_version="0")
+    traj = json.loads(path.read_text())
+    assert [s["extra"]["proxy_seq"] for s in traj["steps"] if s["source"] == "agent"] == [1]
+    assert traj["final_metrics"]["total_prompt_tokens"] == 1000

@@ -203,7 +203,7 @@ class HarnessLaunch:
         traj: Path | None = None
         try:
             traj = write_trajectory(self.proxy.log_dir / "calls.jsonl", self.episode_dir / "trajectory.json",
-                                    agent_name=self.name, agent_version=self.info["version"],
+                                    session=self.proxy.session, agent_name=self.name, agent_version=self.info["version"],
                                     model_name=self.info["model"],
                                     extra={"harness": self.info, "proxy": self.proxy.describe()})
         except (OSError, ValueError) as exc:
@@ -213,7 +213,7 @@ class HarnessLaunch:
                          "usd_known_part": round(t.usd, 8), "usd_unknown_calls": t.usd_unknown_calls,
                          "calls": t.calls, "refused": t.refused, "failed": t.failed, "incomplete": t.incomplete,
                          "capped": t.capped, "error": t.last_error, "trajectory_path": traj, "log": self.proxy.log_dir / "calls.jsonl",
-                         "source": "proxy"}
+                         "source": "proxy", "session": self.proxy.session}
         return self._stopped
 
 

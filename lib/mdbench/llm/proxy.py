@@ -354,6 +354,8 @@ class MeteringProxy:
             raise ProxyError(f"cannot write the proxy log in {self.log_dir}: {exc}") from None
         self._log = os.fdopen(fd, "a", encoding="utf-8")
         self.totals = Totals()
+        #: Every log line carries it: an episode run again appends to the same log, its trajectory reads its own.
+        self.session = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.urandom(4).hex()}"
         self._lock = threading.Lock()
         self._seq = 0
         self._servers: list[tuple[_Server, threading.Thread]] = []
@@ -404,7 +406,8 @@ class MeteringProxy:
         with self._lock:
             if not self._log.closed:
                 self._log.close()
-            summary = {"endpoint": self.endpoint, **self.totals.to_json(), "caps": asdict(self.caps)}
+            summary = {"endpoint": self.endpoint, "session": self.session, **self.totals.to_json(),
+                       "caps": asdict(self.caps)}
         try:
             untrusted.write_new(self.log_dir / "summary.json", json.dumps(summary, indent=1, sort_keys=True) + "\n")
         except (OSError, untrusted.Refused) as exc:
@@ -442,7 +445,7 @@ class MeteringProxy:
         """Meter one finished call and append its log line."""
         with self._lock:
             self._seq += 1
-            rec = {"seq": self._seq, **rec}
+            rec = {"seq": self._seq, "session": self.session, **rec}
             t = self.totals
             t.attempts += len(rec.get("attempts") or [])
             kind = rec.get("outcome")

@@ -26,8 +26,8 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 MAX_TEXT = 200_000
 
 
-def read_calls(path: Path) -> list[dict[str, Any]]:
-    """The proxy log's records (lines that are not JSON objects are skipped)."""
+def read_calls(path: Path, session: str | None = None) -> list[dict[str, Any]]:
+    """The proxy log's records (lines that are not JSON objects are skipped); only ``session``'s when given."""
     out: list[dict[str, Any]] = []
     try:
         fh = Path(path).open("rb")
@@ -41,7 +41,7 @@ def read_calls(path: Path) -> list[dict[str, Any]]:
                 rec = untrusted.loads(line, max_bytes=MAX_LINE_BYTES, max_depth=512)
             except (untrusted.Refused, ValueError, RecursionError):
                 continue
-            if isinstance(rec, dict):
+            if isinstance(rec, dict) and (session is None or rec.get("session") == session):
                 out.append(rec)
     return out
 
@@ -180,9 +180,10 @@ def build_trajectory(calls: list[dict[str, Any]], *, agent_name: str, agent_vers
     return traj
 
 
-def write_trajectory(log_path: Path, out_path: Path, **kw: Any) -> Path | None:
-    """Convert ``log_path`` (``calls.jsonl``) into ``out_path`` (``trajectory.json``); ``None`` when no call."""
-    traj = build_trajectory(read_calls(log_path), **kw)
+def write_trajectory(log_path: Path, out_path: Path, *, session: str | None = None, **kw: Any) -> Path | None:
+    """Convert ``log_path`` (``calls.jsonl``; only ``session``'s lines when given) into ``out_path``
+    (``trajectory.json``); ``None`` when no call was answered."""
+    traj = build_trajectory(read_calls(log_path, session), **kw)
     if traj is None:
         return None
     out_path = Path(out_path)
