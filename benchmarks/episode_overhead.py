@@ -83,9 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     # after the agent: the same reads the runner does, on the real workspace
     def after() -> None:
         check_integrity(ep, keep_evidence=False)
+        listing = collect.workspace_walk(ep.workspace)
         collect.agent_costs(ep.workspace)
         collect.ns_charged(ep.workspace)
-        collect.gpu_hours(ep.workspace)
+        collect.ns_on_disk(ep.workspace, listing)
+        collect.gpu_hours(ep.workspace, listing)
         write_result(work / "result.json", result)
 
     after_times = interleaved_times({"after": after}, args.repeats)["after"]

@@ -42,6 +42,8 @@ def buggy_episodes(oracle_episode: Path, tmp_path_factory: pytest.TempPathFactor
     out = {}
     for kind in DEFECTS:
         ep = prepare(base / kind, "harness=reference", f"model=buggy-{kind}", "repeat=1")
-        run(ep, f"{BIN / 'mdbench-buggy-agent'} {kind} --from-run {ws}", "--expose", str(ws), "--no-reanalysis")
+        # under another account than the oracle's: a reference run must replay under any --user
+        run(ep, f"{BIN / 'mdbench-buggy-agent'} {kind} --from-run {ws}", "--expose", str(ws), "--no-reanalysis",
+            "--user", "mdbench-episode-replay")
         out[kind] = ep
     return out

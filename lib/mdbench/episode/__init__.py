@@ -8,12 +8,16 @@ audited. Its folder ``EP/`` holds::
     workspace/            the agent's working directory and run directory
       agent_input/        the bundle, read-only (files 0444, folders 0555)
       PROMPT.md           the bundle's prompt
-    agent/                the agent's stdout/stderr, the sandbox's account, copied cost files
+    agent/                the agent's stdout/stderr (capped), the sandbox's account, copied cost files
+    home/                 a harness's private HOME (only with --harness)
+    previous/<n>/         an earlier run moved away by --force (its result, logs, audit and workspace)
     integrity/            evidence of any change to agent_input/ (only when there is one)
     audit/                the SAEO audit of the workspace (saeo.json, findings.md)
-    result.json           status, resources, ns charged, tokens, cost, score, input integrity
+    result.json           status, limits, toolchain, measured and self-reported costs, score, input integrity
 
-Everything but ``workspace/`` is invisible to the agent (:mod:`mdbench.sandbox`). Rooms:
+Everything but ``workspace/`` is invisible to the agent (:mod:`mdbench.sandbox`), and so is this installation:
+the agent gets the agent toolchain (:mod:`~mdbench.episode.toolchain`); the trust model is ``docs/security.md``.
+Rooms:
 :mod:`~mdbench.episode.workspace` (prepare, integrity), :mod:`~mdbench.episode.runner` (run),
 :mod:`~mdbench.episode.agents` and :mod:`~mdbench.episode.defects` (reference agents),
 :mod:`~mdbench.episode.collect` (what an episode cost), :mod:`~mdbench.episode.aggregate` (figures),

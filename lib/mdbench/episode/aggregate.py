@@ -67,7 +67,7 @@ class EpisodeRecord:
 
 
 def _read_json(path: Path) -> Any:
-    value, exc = untrusted.try_read_json(path)
+    value, exc = untrusted.try_read_json(path, max_bytes=256 * 1024 * 1024)  # the evaluator's own files
     if exc is not None and exc.reason != "missing":
         raise InputError(f"unreadable ({exc.reason}: {exc.detail}); rerun the episode with --force", str(path))
     return value

@@ -171,9 +171,20 @@ def effective_threads(requested: int | None, cap: int) -> int:
 
 
 def is_reference(spec: str) -> bool:
-    """True for the reference shorthands (``oracle``, ``null``, ``buggy:<kind>``): they run this installation."""
+    """True for the reference agents, which run this installation: the shorthands (``oracle``, ``null``,
+    ``buggy:<kind>``) or a command line whose program is one of their console scripts of this installation
+    (e.g. ``…/.venv/bin/mdbench-oracle --seed 7``)."""
     spec = spec.strip()
-    return " " not in spec and spec.partition(":")[0] in REFERENCE_AGENTS
+    if " " not in spec and spec.partition(":")[0] in REFERENCE_AGENTS:
+        return True
+    try:
+        argv = shlex.split(spec)
+    except ValueError:
+        return False
+    if not argv:
+        return False
+    scripts = {str((Path(sys.executable).parent / name).absolute()) for name in REFERENCE_AGENTS.values()}
+    return str(Path(argv[0]).absolute()) in scripts
 
 
 def missing_tools(path: str) -> list[str]:

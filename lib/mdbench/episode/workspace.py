@@ -308,26 +308,35 @@ def _expected(pristine: Path) -> dict[str, str]:
 
 
 def _tree(root: Path) -> dict[str, os.stat_result]:
-    """Relative path → lstat of every entry below ``root`` (symlinks not followed)."""
+    """Relative path → lstat of every entry below ``root`` (symlinks not followed; depth and count capped by
+    :func:`mdbench.untrusted.walk`, so a 1,100-level tree planted with ``--as-caller`` is listed, not recursed)."""
+    from mdbench import untrusted  # noqa: PLC0415
+
     out: dict[str, os.stat_result] = {}
     if not root.is_dir() or root.is_symlink():
         return out
-    for folder, dirs, names in os.walk(root, followlinks=False):
-        for n in dirs + names:
-            p = Path(folder) / n
-            out[p.relative_to(root).as_posix()] = os.lstat(p)
+    try:
+        listing = untrusted.walk(root, max_depth=32, max_entries=20_000)
+    except untrusted.Refused:
+        return out
+    for e in listing.entries:
+        try:
+            out[e.relpath] = os.lstat(root / e.relpath)
+        except OSError:
+            continue
     return out
 
 
 def _sha256_regular(path: Path) -> str | None:
-    """sha256 of a regular file opened without following a symlink; None for anything else."""
+    """sha256 of a regular file (:func:`mdbench.untrusted.open_regular`: no link followed, no FIFO opened
+    blocking); None for anything else."""
+    from mdbench import untrusted  # noqa: PLC0415
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
+        fd = untrusted.open_regular(path)
+    except untrusted.Refused:
         return None
     with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            return None
         digest = hashlib.sha256()
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
@@ -411,9 +420,12 @@ def _keep_evidence(root: Path, dest: Path, findings: list[str], files: dict[str,
         elif stat.S_ISREG(st.st_mode) and st.st_size <= EVIDENCE_MAX_BYTES:
             target = copies / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
-            with os.fdopen(fd, "rb") as fh:
-                target.write_bytes(fh.read(EVIDENCE_MAX_BYTES + 1))
+            from mdbench import untrusted  # noqa: PLC0415
+
+            try:
+                target.write_bytes(untrusted.read_bytes(src, max_bytes=EVIDENCE_MAX_BYTES))
+            except untrusted.Refused:
+                continue
             kept[rel] = {"kind": why, "copy": f"{dest.name}/agent_input_after_run/{rel}", "bytes": st.st_size}
         else:
             kept[rel] = {"kind": why, "bytes": st.st_size, "copy": None}
