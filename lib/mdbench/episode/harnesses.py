@@ -8,7 +8,7 @@
 * the CLI's configuration written into the agent's private ``HOME`` (``.codex/config.toml``;
   ``.config/opencode/opencode.json``): the model provider is the proxy at ``http://127.0.0.1:PORT/v1`` (Codex:
   Responses API; OpenCode: chat completions through ``@ai-sdk/openai-compatible``), approvals off and the CLI's own
-  sandbox off (``danger-full-access`` / every permission ``allow``) — the OS sandbox of the episode is the
+  sandbox off (``danger-full-access`` / ``edit`` and ``bash`` allowed, ``webfetch`` denied) — the OS sandbox is the
   confinement, and the CLI must run shell commands inside it; update checks, telemetry and sharing off;
 * the environment (a per-episode proxy token — never the endpoint's key), the read-only install folder and the
   loopback port the sandbox must open inside the agent's network namespace;
