@@ -359,3 +359,28 @@ def test_a_second_session_on_the_same_log_appends_and_its_trajectory_holds_only_
     traj = json.loads(path.read_text())
     assert [s["extra"]["proxy_seq"] for s in traj["steps"] if s["source"] == "agent"] == [1]
     assert traj["final_metrics"]["total_prompt_tokens"] == 1000
+
+
+def test_the_standalone_proxy_command_serves_meters_and_stops_cleanly(upstream, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "MDBENCH_LLM_API_KEY": KEY}
+    p = subprocess.Popen([sys.executable, "-m", "mdbench.llm.proxy", "--endpoint", upstream.base_url, "--log-dir",
+                          str(tmp_path / "llm"), "--model", "m1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+    try:
+        url = p.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+        assert _post(f"{url}/chat/completions", _body("chat", False))[0] == 200
+        assert _post(f"{url}/chat/completions", _body("chat", False, model="other"))[0] == 403
+    finally:
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["calls"] == 1
+    assert json.loads((tmp_path / "llm" / "summary.json").read_text())["refused"] == 1
+    bad = subprocess.run([sys.executable, "-m", "mdbench.llm.proxy", "--endpoint", "ftp://x", "--log-dir",
+                          str(tmp_path / "x")], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "not an http" in bad.stderr

@@ -885,3 +885,48 @@ def _loggable(raw: bytes, req: dict[str, Any] | None) -> Any:
         return req
     return {"truncated": True, "bytes": len(raw), "sha256": hashlib.sha256(raw).hexdigest(),
             "head": raw[:4096].decode("utf-8", "replace")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m mdbench.llm.proxy --endpoint URL --log-dir DIR``: serve the metering proxy on a host loopback port
+    until interrupted (e.g. to meter a Harbor run whose agent gets ``--ak base_url=http://127.0.0.1:PORT/v1``)."""
+    import argparse  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from mdbench.errors import InputError  # noqa: PLC0415
+
+    p = argparse.ArgumentParser(prog="python -m mdbench.llm.proxy", description=main.__doc__.split("\n")[0])
+    p.add_argument("--endpoint", required=True, help="the OpenAI-compatible base URL (…/v1)")
+    p.add_argument("--log-dir", type=Path, required=True, help="calls.jsonl and summary.json go here")
+    p.add_argument("--port", type=int, default=0, help="127.0.0.1 port (default: a free one, printed)")
+    p.add_argument("--api-key-env", default=None, help="variable holding the key (default MDBENCH_LLM_API_KEY, "
+                                                      "then OPENAI_API_KEY)")
+    p.add_argument("--model", action="append", default=None, help="allowed model (repeatable; default: any)")
+    p.add_argument("--max-tokens", type=int, default=None)
+    p.add_argument("--max-usd", type=float, default=None)
+    p.add_argument("--endpoint-api", choices=("native", "chat"), default="native")
+    p.add_argument("--prices", type=Path, default=None, help="price table (default params/llm_prices.yaml)")
+    args = p.parse_args(argv)
+    try:
+        proxy = MeteringProxy(args.endpoint, log_dir=args.log_dir, api_key_env=args.api_key_env,
+                              prices=PriceTable.load(args.prices), caps=Caps(args.max_tokens, args.max_usd),
+                              allowed_models=args.model, endpoint_api=args.endpoint_api)
+        proxy.serve_loopback(args.port)
+    except (MdbenchError, InputError, OSError) as exc:
+        print(f"mdbench proxy: {exc}", file=sys.stderr)
+        return 2
+    print(proxy.base_url, flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    t = proxy.stop()
+    print(json.dumps(t.to_json()), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
