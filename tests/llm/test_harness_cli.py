@@ -147,13 +147,14 @@ def test_real_cli_through_the_proxy_in_the_sandbox_with_model_only_network(name)
             cleanup(run)
 
 
-def test_codex_past_the_token_cap_is_cut_off_with_the_cap_named():
-    """A script that never stops calling: the proxy refuses once the cap is spent and the CLI ends."""
-    need_cli("codex")
+@pytest.mark.parametrize("name", ["codex", pytest.param("opencode", marks=pytest.mark.slow)])
+def test_cli_past_the_token_cap_is_cut_off_with_the_cap_named(name):
+    """A script that never stops calling: the proxy refuses once the cap is spent and the CLI ends non-zero."""
+    need_cli(name)
     need_isolation()
     script = {"turns": [{"shell": "echo again >> loop.txt"}], "loop": True,
               "usage": {"input": 4000, "cached": 0, "output": 100}}
-    run = run_harness("codex", script, max_tokens=20_000)
+    run = run_harness(name, script, max_tokens=20_000)
     try:
         s = run.summary
         assert s["capped"] and "token cap" in s["capped"] and "20000" in s["capped"]
@@ -165,7 +166,8 @@ def test_codex_past_the_token_cap_is_cut_off_with_the_cap_named():
         assert "token cap reached" in run.stdout + run.stderr
         lines = [json.loads(x) for x in (run.ep / "llm" / "calls.jsonl").read_text().splitlines()]
         assert any(x.get("refused") == "cap" and x["status"] == 403 for x in lines)
-        assert (run.ws / "loop.txt").read_text().count("again") == s["calls"]
+        tool_turns = sum(1 for x in run.upstream.served if x["tool_calls"])
+        assert (run.ws / "loop.txt").read_text().count("again") == tool_turns >= s["calls"] - 1
     finally:
         cleanup(run)
 
