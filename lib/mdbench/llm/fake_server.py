@@ -1,13 +1,22 @@
-"""A fake OpenAI-compatible chat endpoint on the loopback address, for tests of anything model-backed.
+"""A fake OpenAI-compatible model endpoint on the loopback address, for tests of anything model-backed.
 
-``FakeChatServer(responder)`` serves ``POST /v1/chat/completions`` on ``127.0.0.1`` at a free port (never
-another interface). ``responder(request) -> str`` gets the decoded request body (``model``, ``messages``,
-…) and returns the assistant's reply text. Faults can be scripted: :meth:`FakeChatServer.fail_next` answers
+``FakeChatServer(responder)`` serves ``POST /v1/chat/completions`` and ``POST /v1/responses`` (the Responses
+API), streaming (``"stream": true``, server-sent events) and not, on ``127.0.0.1`` at a free port (never
+another interface). ``responder(request) -> str | Reply`` gets the decoded request body (``model``,
+``messages`` or ``input``, …) and returns the assistant's reply text, or a :class:`~mdbench.llm.scripted.Reply`
+(text, tool calls, declared token usage) — :class:`~mdbench.llm.scripted.ScriptedModel` is such a responder:
+it replays a script of assistant turns (shell commands, file writes, a final message) so that a real coding-agent
+CLI executes them. Faults can be scripted: :meth:`FakeChatServer.fail_next` answers
 the next requests with an HTTP error (and an optional ``Retry-After``), :meth:`FakeChatServer.delay_next`
 stalls them (to test timeouts), :meth:`FakeChatServer.garble_next` returns a body that is not a chat
 completion. Every request is kept in :attr:`FakeChatServer.requests` (with its ``Authorization`` header, so a
-test can check the key was sent and nowhere else). Usage is reported as ``ceil(characters / 4)`` tokens,
-an approximation; ``cost_per_call`` adds a provider-style ``usage.cost``.
+test can check the key was sent and nowhere else); what was answered (API, streaming, usage) is kept in
+:attr:`FakeChatServer.served`. Usage is what a :class:`~mdbench.llm.scripted.Reply` declares, else
+``ceil(characters / 4)`` tokens, an approximation; ``cost_per_call`` adds a provider-style ``usage.cost``.
+:meth:`FakeChatServer.truncate_next` cuts the next streams after their first event (a malformed stream), and
+:meth:`FakeChatServer.garble_stream_next` sends a stream whose first event is not JSON.
+
+``python -m mdbench.llm.fake_server --script FILE [--port N]`` serves a script from the command line.
 
 Use it as a context manager so the test that starts it stops it::
 
@@ -17,12 +26,25 @@ Use it as a context manager so the test that starts it stops it::
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any
+
+from mdbench.llm.scripted import (
+    Reply,
+    ScriptedModel,
+    encode_chat,
+    encode_responses,
+    sse_chat,
+    sse_responses,
+)
 
 
 def _tokens(text: str) -> int:
@@ -32,13 +54,15 @@ def _tokens(text: str) -> int:
 class FakeChatServer:
     """See module docstring."""
 
-    def __init__(self, responder: Callable[[dict[str, Any]], str], *, api_key: str | None = None,
-                 model: str = "fake-model", cost_per_call: float | None = None):
+    def __init__(self, responder: Callable[[dict[str, Any]], str | Reply], *, api_key: str | None = None,
+                 model: str = "fake-model", cost_per_call: float | None = None, port: int = 0):
         self.responder = responder
         self.api_key = api_key
         self.model = model
         self.cost_per_call = cost_per_call
+        self.port = port
         self.requests: list[dict[str, Any]] = []
+        self.served: list[dict[str, Any]] = []
         self._faults: list[tuple[str, Any]] = []
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -60,6 +84,24 @@ class FakeChatServer:
         with self._lock:
             self._faults += [("garble", None)] * n
 
+    def truncate_next(self, n: int = 1) -> None:
+        """Cut the next ``n`` streamed answers after their first event (no completion event, no usage)."""
+        with self._lock:
+            self._faults += [("truncate", None)] * n
+
+    def garble_stream_next(self, n: int = 1) -> None:
+        """Answer the next ``n`` streamed requests with 200 and an event stream whose data is not JSON."""
+        with self._lock:
+            self._faults += [("garble_stream", None)] * n
+
+    def totals(self) -> dict[str, int]:
+        """Calls answered with a completed reply and the tokens they declared (input, cached, output)."""
+        with self._lock:
+            done = [s for s in self.served if s["completed"]]
+            return {"calls": len(done), "tokens_in": sum(s["usage"]["input"] for s in done),
+                    "tokens_cached": sum(s["usage"]["cached"] for s in done),
+                    "tokens_out": sum(s["usage"]["output"] for s in done)}
+
     def _take_fault(self) -> tuple[str, Any] | None:
         with self._lock:
             return self._faults.pop(0) if self._faults else None
@@ -71,7 +113,7 @@ class FakeChatServer:
         assert self._httpd is not None, "server not started"
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
-    def start(self) -> "FakeChatServer":
+    def start(self) -> FakeChatServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -91,7 +133,25 @@ class FakeChatServer:
                 except (BrokenPipeError, ConnectionResetError):   # the client gave up (a timeout test)
                     pass
 
-            def do_POST(self) -> None:  # noqa: N802 — http.server API
+            def _stream(self, events: list[bytes], cut: bool) -> bool:
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Cache-Control", "no-cache")
+                    self.end_headers()
+                    for ev in events[:1] if cut else events:
+                        self.wfile.write(ev)
+                        self.wfile.flush()
+                    return True
+                except (BrokenPipeError, ConnectionResetError):
+                    return False
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    return self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 try:
                     req = json.loads(self.rfile.read(length))
@@ -100,7 +160,12 @@ class FakeChatServer:
                 with server._lock:
                     server.requests.append({"path": self.path, "authorization": self.headers.get("Authorization"),
                                             "body": req})
-                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    n = len(server.requests)
+                route = self.path.split("?")[0].rstrip("/")
+                api = ("chat" if route.endswith("/chat/completions") else
+                       "responses" if route.endswith("/responses") else
+                       "compact" if route.endswith("/responses/compact") else None)
+                if api is None:
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
                 if server.api_key is not None and self.headers.get("Authorization") != f"Bearer {server.api_key}":
                     return self._send(401, {"error": {"message": "invalid API key"}})
@@ -113,21 +178,39 @@ class FakeChatServer:
                     time.sleep(fault[1])
                 if fault and fault[0] == "garble":
                     return self._send(200, "<html>gateway</html>")
+                stream = bool(req.get("stream"))
+                if fault and fault[0] == "garble_stream" and stream:
+                    self._stream([b"data: <html>gateway</html>\n\n"], False)
+                    return None
                 try:
-                    text = server.responder(req)
+                    reply = server.responder(req)
                 except Exception as exc:  # noqa: BLE001 — a responder bug is a 500, visible to the client
                     return self._send(500, {"error": {"message": f"responder failed: {exc}"}})
-                prompt = sum(_tokens(json.dumps(m.get("content", ""))) for m in req.get("messages", []))
-                usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": _tokens(text),
-                                         "total_tokens": prompt + _tokens(text)}
-                if server.cost_per_call is not None:
-                    usage["cost"] = server.cost_per_call
-                self._send(200, {"id": f"chatcmpl-fake-{len(server.requests)}", "object": "chat.completion",
-                                 "created": int(time.time()), "model": req.get("model", server.model),
-                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                              "finish_reason": "stop"}], "usage": usage})
+                if not isinstance(reply, Reply):
+                    text = str(reply)
+                    msgs = req.get("messages") if api == "chat" else req.get("input")
+                    prompt = (sum(_tokens(json.dumps(m.get("content", ""))) for m in msgs if isinstance(m, dict))
+                              if isinstance(msgs, list) else _tokens(json.dumps(msgs)))
+                    reply = Reply(text=text, input_tokens=prompt, output_tokens=_tokens(text))
+                model = req.get("model", server.model)
+                cost = server.cost_per_call
+                rid = f"fake-{n}"
+                cut = bool(fault and fault[0] == "truncate" and stream)
+                if api == "chat":
+                    body = encode_chat(reply, model, rid, cost)
+                    events = sse_chat(reply, model, rid, cost, include_usage=True) if stream else []
+                else:
+                    body = encode_responses(reply, model, rid, cost)
+                    events = sse_responses(reply, model, rid, cost) if stream else []
+                ok = self._stream(events, cut) if stream else (self._send(200, body) or True)
+                with server._lock:
+                    server.served.append({"api": api, "stream": stream, "model": model, "completed": ok and not cut,
+                                          "tool_calls": [c.name for c in reply.tool_calls],
+                                          "usage": {"input": reply.input_tokens, "cached": reply.cached_tokens,
+                                                    "output": reply.output_tokens}})
+                return None
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-chat-server", daemon=True)
         self._thread.start()
@@ -143,8 +226,34 @@ class FakeChatServer:
             self._thread.join(timeout=10)
             self._thread = None
 
-    def __enter__(self) -> "FakeChatServer":
+    def __enter__(self) -> FakeChatServer:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m mdbench.llm.fake_server --script FILE [--port N]``: serve a script until interrupted."""
+    p = argparse.ArgumentParser(prog="python -m mdbench.llm.fake_server", description=__doc__.split("\n\n")[0])
+    p.add_argument("--script", type=Path, required=True, help="JSON script of assistant turns (mdbench.llm.scripted)")
+    p.add_argument("--port", type=int, default=0, help="loopback port (default: a free one)")
+    args = p.parse_args(argv)
+    from mdbench.errors import MdbenchError
+
+    try:
+        model = ScriptedModel.load(args.script)
+    except MdbenchError as exc:
+        print(f"fake_server: {exc}", file=sys.stderr)
+        return 2
+    with FakeChatServer(model, port=args.port) as srv:
+        print(srv.base_url, flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
