@@ -16,6 +16,11 @@ PACKAGES=(
   "pyedr" "networkx" "pyyaml" "scikit-learn" "statsmodels" "tqdm"
 )
 want="$(sha256sum "$0" | cut -d' ' -f1)"
+# one builder at a time (make agent-env and the tests' session fixture may start together): the others wait,
+# then find the stamp
+mkdir -p "$(dirname "$DEST")"
+exec 9>"$DEST.lock"
+flock 9
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && [ -x "$DEST/bin/python" ]; then
   echo "agent env: $DEST is up to date"
   exit 0
@@ -47,5 +52,6 @@ fi
 # no bytecode writes later (the agent sees it read-only): compile now, quietly
 "$DEST/bin/python" -m compileall -q "$DEST/lib" >/dev/null 2>&1 || true
 chmod -R a+rX "$DEST"
+[ -x "$DEST/bin/python" ] || { echo "agent env: the build left no $DEST/bin/python" >&2; exit 1; }
 echo "$want" > "$STAMP"
 echo "agent env: $DEST ($("$DEST/bin/python" --version), $(ls -d "$DEST"/lib/python3*/site-packages/*.dist-info | wc -l) packages)"

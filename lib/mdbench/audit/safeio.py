@@ -19,11 +19,14 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from mdbench.audit.model import Finding
+from mdbench.untrusted import Refused, Walk, walk
 
 log = logging.getLogger(__name__)
 
 #: Largest JSON/text file parsed in memory [bytes]; larger ones are refused with a finding.
 MAX_PARSE_BYTES = 64 * 1024 * 1024
+#: Deepest folder nesting and most entries of a run directory the audit walks.
+MAX_TREE_DEPTH, MAX_TREE_ENTRIES = 64, 200_000
 #: Largest file whose sha256 is computed (streamed) [bytes].
 MAX_HASH_BYTES = 64 * 1024 * 1024 * 1024
 
@@ -124,20 +127,22 @@ class RunFS:
 
     def scan_symlinks(self) -> None:
         """Walk the run directory without following links and report links that leave it."""
-        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
-            for name in list(dirnames) + filenames:
-                full = Path(dirpath) / name
-                if full.is_symlink():
-                    rel = full.relative_to(self.root).as_posix()
-                    if self.resolve(rel) is None:
-                        continue  # leaves the run directory: reported by resolve
-                    try:
-                        os.stat(full)
-                    except OSError as exc:
-                        loop = exc.errno == errno.ELOOP
-                        self.add("symlink_loop" if loop else "dangling_symlink",
-                                 "symlink loop; not followed" if loop else
-                                 f"dangling symlink (→ {os.readlink(full)}); not followed", rel, item="E3")
+        tree = _walk(self.root)
+        if tree.truncated:
+            self.add("tree_truncated", f"the run directory was walked only partly: {tree.reason}", ".", item="E3")
+        for entry in tree.entries:
+            if entry.kind != "symlink":
+                continue
+            full = self.root / entry.relpath
+            if self.resolve(entry.relpath) is None:
+                continue  # leaves the run directory: reported by resolve
+            try:
+                os.stat(full)
+            except OSError as exc:
+                loop = exc.errno == errno.ELOOP
+                self.add("symlink_loop" if loop else "dangling_symlink",
+                         "symlink loop; not followed" if loop else
+                         f"dangling symlink (→ {os.readlink(full)}); not followed", entry.relpath, item="E3")
 
     def glob(self, rel_dir: str, pattern: str) -> list[str]:
         """Relative paths of files in ``rel_dir`` matching ``pattern`` (no recursion, links checked)."""
@@ -297,12 +302,19 @@ class RunFS:
         base = self.resolve(rel_dir) if rel_dir != "." else self.root
         if base is None:
             return
-        for dirpath, _dirs, files in os.walk(base, followlinks=False):
-            for name in files:
-                full = Path(dirpath) / name
-                if full.is_symlink():
-                    continue
-                yield full.relative_to(self.root).as_posix()
+        prefix = base.relative_to(self.root).as_posix() if base != self.root else ""
+        for entry in _walk(base).entries:
+            if entry.kind == "file":
+                yield f"{prefix}/{entry.relpath}" if prefix and prefix != "." else entry.relpath
+
+
+def _walk(root: Path) -> Walk:
+    """The run directory's tree without following links, capped in depth and entries (a hostile run may hold
+    a 1,100-level tree: ``os.walk`` recurses and would raise ``RecursionError``)."""
+    try:
+        return walk(root, max_depth=MAX_TREE_DEPTH, max_entries=MAX_TREE_ENTRIES)
+    except Refused as exc:
+        return Walk(root=str(root), truncated=True, reason=exc.detail or exc.reason)
 
 
 def _version(p: Path) -> tuple:
