@@ -196,12 +196,21 @@ def scale_to_volume(wd: Path, source: str, target: str, volume_nm3: float) -> fl
 
 
 def _density(edr: Path) -> tuple[float, float, tuple[float, float], float]:
-    """Mean density [g/cm^3] of the second half, its 4-block standard error, the window, mean volume."""
+    """Mean density [g/cm^3] after the detected equilibration, its 4-block standard error, the window [ps],
+    mean volume [nm^3] of that window.
+
+    The start of the averaging window is found by :func:`mdbench.analysis.blocks.detect_equilibration`
+    (Chodera 2016) on the density series, no earlier than 20 % of the run (a box packed below its density
+    densifies for tens of ps) and no later than its second half's start (enough samples to average).
+    """
+    from mdbench.analysis.blocks import detect_equilibration
     from mdbench.analysis.thermo import read_energy_file
 
     e = read_energy_file(edr).columns()
     t, rho, vol = np.asarray(e["Time"]), np.asarray(e["Density"]) / 1000.0, np.asarray(e["Volume"])
-    sel = t >= t[0] + (t[-1] - t[0]) / 2
+    t0_idx = detect_equilibration(rho)[0]
+    t_start = min(max(float(t[t0_idx]), t[0] + 0.2 * (t[-1] - t[0])), t[0] + (t[-1] - t[0]) / 2)
+    sel = t >= t_start
     blocks = [b.mean() for b in np.array_split(rho[sel], 4)]
     return (float(rho[sel].mean()), float(np.std(blocks, ddof=1) / 2.0), (float(t[sel][0]), float(t[-1])),
             float(vol[sel].mean()))
@@ -252,10 +261,11 @@ def _observable(doc: dict, name: str) -> dict:
 
 def run_liquid(species: str, out_dir: Path, *, level: str = FROZEN, n_molecules: int | None = None,
                nvt_ps: float = 20.0, npt_ps: float = 200.0, prod_ps: float = 0.0, threads: int = 1,
-               seed: int = 2026, guard_ps: float | None = None) -> LiquidResult:
+               seed: int = 2026, guard_ps: float | None = None, replicate: str | None = None) -> LiquidResult:
     """Density (and, with ``prod_ps > 0``, viscosity and self-diffusion) of pure ``species``.
 
-    Work folder ``out_dir/<level>/<species>/``; a rerun skips finished segments. The result is also
+    Work folder ``out_dir/<level>/<species>/`` (``.../<species>/<replicate>/`` for one of several
+    independent replicates, e.g. ``seed2026``); a rerun skips finished segments. The result is also
     written to ``validation.json`` there.
     """
     if species not in REFERENCES:
@@ -264,6 +274,8 @@ def run_liquid(species: str, out_dir: Path, *, level: str = FROZEN, n_molecules:
     record = charges_record(level)
     level = record_level(record)
     wd = Path(out_dir) / level_slug(level) / species
+    if replicate:
+        wd = wd / replicate
     wd.mkdir(parents=True, exist_ok=True)
     from mdbench.build import packing, topology
     from mdbench.inputs.cases import case_mass_u
