@@ -47,6 +47,7 @@ import numpy as np
 
 from mdbench.analysis.adequacy import PRECISION, PrecisionBound, adequacy_checks, withheld
 from mdbench.analysis.states import classify_observable, classify_result, resolved_zero
+from mdbench.analysis.thermo import coverage_check
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, _json_float, block_estimate, block_windows
 from mdbench.analysis.diffusion import fit_slope, msd_each_series, msd_fft, msd_fft_windows
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
@@ -763,6 +764,12 @@ def onsager_transport(com_by_species_nm: Mapping[str, Any], charge_by_species_e:
         windows=win, failures=[], sampling_checks=checks, check_details=details, precision=precision)
 
 
+def _with_checks(inputs: dict[str, Any], checks: Mapping[str, bool], details: Mapping[str, str]) -> dict[str, Any]:
+    """Classifier inputs with extra sampling checks (and their details) added."""
+    return dict(inputs, sampling_checks={**(inputs.get("sampling_checks") or {}), **checks},
+                check_details={**(inputs.get("check_details") or {}), **details})
+
+
 class CollectiveTransportEstimator(EstimatorBase):
     """Registered estimator of :data:`mdbench.analysis.observables.CONDUCTIVITY` and
     :data:`~mdbench.analysis.observables.TRANSFERENCE`: one Onsager analysis gives σ, σ_NE, ionicity and
@@ -799,12 +806,17 @@ class CollectiveTransportEstimator(EstimatorBase):
                     volume_nm3=od["volume_nm3"], temperature_K=od["temperature_K"])
         # sigma_NE is built from the ions' D: it inherits their states (rule 8), by observable name
         d_states = {SELF_DIFFUSION.key(sp): classify_result(diff.get(sp)) for sp in rd.ions()}
+        # the transport temperature comes from the energy file: an energy file that does not cover the
+        # trajectory's window keeps sigma, sigma_NE, the ionicity and t+ out of C (issue 35)
+        coverage = c.products.get("energy_coverage") or {}
+        cov_ok, cov_why = ({}, {}) if coverage.get("temperature_from_energy") is False else coverage_check(coverage)
+        diag["computed_on_ps"] = list(onsager.windows.whole_range_ps) if onsager.windows else None
         out = []
         for key, definition in (("sigma", od["sigma"]["definition"]), ("sigma_NE", od["sigma_NE"]["label"]),
                                 ("ionicity", "sigma / sigma_NE")):
             details = ({"L": od["L"], "L_solvent": od["L_solvent"], "sigma_ij_S_m": od["sigma_ij_S_m"],
                         "charges_e": od["charges_e"], "charges_note": od["charges_note"]} if key == "sigma" else {})
-            inputs = onsager.state_inputs(key, input_states=d_states)
+            inputs = _with_checks(onsager.state_inputs(key, input_states=d_states), cov_ok, cov_why)
             payload = dict(od[key], window=od["window"], diagnostics=diag)
             if inputs.get("resolved_zero"):
                 payload["resolved_zero"] = inputs["resolved_zero"]
@@ -813,7 +825,7 @@ class CollectiveTransportEstimator(EstimatorBase):
             out.append(Measurement(CONDUCTIVITY, (key,), payload, definition, inputs, details=details))
         by_key = {te.key: te for te in onsager.transference}
         for tkey, te in od[TRANSFERENCE.name].items():
-            t_inputs = onsager.state_inputs("t_plus", by_key.get(tkey))
+            t_inputs = _with_checks(onsager.state_inputs("t_plus", by_key.get(tkey)), cov_ok, cov_why)
             payload = dict(te, window=od["window"], diagnostics=diag)
             if t_inputs.get("not_estimable"):  # the value is withheld; the number stays in the diagnostics
                 payload = withheld(payload)

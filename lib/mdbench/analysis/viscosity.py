@@ -446,6 +446,8 @@ class ViscosityEstimator(EstimatorBase):
     def compute(self) -> Estimate:
         s, c, entry = self.settings, self.case, self.entries[0]
         definition = ("eta = V/(kB T) int_0^inf <P_ab(t) P_ab(0)> dt (Green-Kubo), plateau by the registered rule")
+        from mdbench.analysis.thermo import coverage_check
+
         ptens = c.energy.pressure_tensor_bar()
         if len(ptens) < 6:
             return Estimate([Measurement(entry, (), {}, definition, {"delivered": False})],
@@ -461,5 +463,11 @@ class ViscosityEstimator(EstimatorBase):
                                     max_component_spread=s.viscosity_max_component_spread,
                                     trend_alpha=s.block_trend_alpha)
         payload = withheld(visc.to_dict()) if visc.not_estimable else visc.to_dict()
-        return Estimate([Measurement(entry, (), payload, definition, visc.state_inputs())],
+        computed_on = [float(t_e[visc.windows.whole][0]), float(t_e[visc.windows.whole][-1])] if visc.windows else None
+        payload["diagnostics"] = dict(payload.get("diagnostics") or {}, computed_on_ps=computed_on)
+        inputs = visc.state_inputs()
+        cov_ok, cov_why = coverage_check(c.products.get("energy_coverage"))
+        inputs["sampling_checks"] = {**inputs["sampling_checks"], **cov_ok}
+        inputs["check_details"] = {**inputs["check_details"], **cov_why}
+        return Estimate([Measurement(entry, (), payload, definition, inputs)],
                         figure_data={"green_kubo": visc}, products={VISCOSITY.name: visc})
