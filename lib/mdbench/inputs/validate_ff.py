@@ -55,20 +55,23 @@ class Reference:
     unit: str
     source: str
     tolerance_rel: float | None = None  # only for the densities, which gate admissibility
+    doi: str | None = None
+    verified: bool = False
 
 
-#: Experimental references (docs/forcefield.md gives the sources in full).
-REFERENCES: dict[str, dict[str, Reference]] = {
-    "DMC": {
-        "density": Reference(1.065, "g/cm^3", "1.063 (Xu, Chem. Rev. 104, 4303 (2004), Table 1) to 1.07 "
-                             "(data/sources/reference_values.txt)", 0.03),
-        VISCOSITY.name: Reference(0.59, "mPa s", "0.59 cP at 25 C, Xu, Chem. Rev. 104, 4303 (2004), Table 1"),
-        SELF_DIFFUSION.name: Reference(2.3e-9, "m^2/s", "1H PFG-NMR band 2.0-2.6e-9 m^2/s (issue #24); midpoint"),
-    },
-    "TTE": {
-        "density": Reference(1.54, "g/cm^3", "1.54 g/mL, second-hand (data/sources/reference_values.txt)", 0.05),
-    },
-}
+#: Experimental references with their sources: ``data/experimental_references.json`` (the one place they live).
+REFERENCES_FILE = Path(__file__).parent / "data" / "experimental_references.json"
+
+
+def _load_references() -> dict[str, dict[str, Reference]]:
+    doc = json.loads(REFERENCES_FILE.read_text())
+    return {sp: {q: Reference(float(r["value"]), r["unit"], r["source"], r.get("tolerance_rel"), r.get("doi"),
+                              bool(r.get("verified")))
+                 for q, r in quantities.items()}
+            for sp, quantities in doc.items() if isinstance(quantities, dict)}
+
+
+REFERENCES: dict[str, dict[str, Reference]] = _load_references()
 PACK_DENSITY = {"DMC": 0.95, "TTE": 1.35}
 DEFAULT_MOLECULES = {"DMC": 100, "TTE": 64}
 
@@ -106,12 +109,13 @@ class LiquidResult:
     temperature_K: float = float("nan")
     results_json: str = ""
     wall_s: dict[str, float] = field(default_factory=dict)
+    seed: int | None = None
 
     @classmethod
     def from_json(cls, path: Path) -> "LiquidResult":
         d = json.loads(Path(path).read_text())
         d["density_window_ps"] = tuple(d["density_window_ps"])
-        return cls(**{k: (float("nan") if v is None else v) for k, v in d.items()})
+        return cls(**{k: (float("nan") if v is None and k != "seed" else v) for k, v in d.items()})
 
     def to_json(self) -> str:
         d = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()}
@@ -305,6 +309,7 @@ def run_liquid(species: str, out_dir: Path, *, level: str = FROZEN, n_molecules:
         old = json.loads(previous.read_text()).get("wall_s", {})
         wall = {k: (v if v or not old.get(k) else old[k]) for k, v in wall.items()}
     res.wall_s = wall
+    res.seed = int(seed)
     previous.write_text(res.to_json())
     return res
 
@@ -444,3 +449,117 @@ def collect(out_dir: Path) -> dict[str, dict[str, LiquidResult]]:
 def validate_forcefield(out_dir: Path, species: tuple[str, ...] = ("DMC", "TTE"), **kwargs: Any) -> list[LiquidResult]:
     """Run :func:`run_liquid` for each liquid."""
     return [run_liquid(sp, out_dir, **kwargs) for sp in species]
+
+
+# ------------------------------------------------------------------------------------------------- replicates
+#: Quantities summarised over replicates: LiquidResult field -> (results key, unit, experimental reference key).
+REPLICATE_QUANTITIES: dict[str, tuple[str, str, str | None]] = {
+    "density_g_cm3": ("density", "g/cm^3", "density"),
+    "viscosity_mPa_s": ("viscosity_gk", "mPa s", VISCOSITY.name),
+    "viscosity_stacie_mPa_s": ("viscosity_stacie", "mPa s", VISCOSITY.name),
+    "D_pbc_m2_s": ("self_diffusion_pbc", "m^2/s", None),
+    "D_yh_m2_s": ("self_diffusion_yh", "m^2/s", SELF_DIFFUSION.name),
+}
+#: Default replicate seeds (independent packmol boxes and velocities).
+DEFAULT_SEEDS = (2026, 3026, 4026)
+
+
+def replicate_interval(values: list[float]) -> dict[str, Any]:
+    """Mean and 95 % confidence half-width of the mean of independent replicates,
+    ``t_{0.975, n-1} s / sqrt(n)`` (Student t; s = sample standard deviation); None below two replicates."""
+    from scipy.stats import t as student_t
+
+    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
+    if x.size == 0:
+        return {"n": 0, "mean": None, "sd": None, "hw95": None, "values": []}
+    if x.size == 1:
+        return {"n": 1, "mean": float(x[0]), "sd": None, "hw95": None, "values": x.tolist()}
+    sd = float(np.std(x, ddof=1))
+    return {"n": int(x.size), "mean": float(x.mean()), "sd": sd,
+            "hw95": float(student_t.ppf(0.975, x.size - 1) * sd / math.sqrt(x.size)), "values": x.tolist()}
+
+
+def collect_replicates(out_dir: Path) -> dict[str, dict[str, list[LiquidResult]]]:
+    """Every ``<level>/<species>/seed*/validation.json`` under ``out_dir``: ``{level: {species: [results]}}``."""
+    out: dict[str, dict[str, list[LiquidResult]]] = {}
+    for path in sorted(Path(out_dir).glob("*/*/seed*/validation.json")):
+        r = LiquidResult.from_json(path)
+        if r.seed is None and path.parent.name.removeprefix("seed").isdigit():
+            r.seed = int(path.parent.name.removeprefix("seed"))
+        out.setdefault(r.level, {}).setdefault(r.species, []).append(r)
+    return out
+
+
+def replicate_summary(results: dict[str, dict[str, list[LiquidResult]]]) -> dict[str, Any]:
+    """The validation JSON: per level and liquid, each quantity's per-seed values, mean and 95 % interval
+    between replicates, and its deviation from the sourced experimental value (relative, with the interval
+    divided by the reference value)."""
+    doc: dict[str, Any] = {"schema": "mdbench.validate_ff.replicates/1",
+                           "interval": "mean of independent replicates +- t(0.975, n-1) s / sqrt(n)",
+                           "references": json.loads(REFERENCES_FILE.read_text()), "levels": {}}
+    for level, by_species in sorted(results.items()):
+        lv = doc["levels"].setdefault(level, {})
+        for sp, runs in sorted(by_species.items()):
+            entry: dict[str, Any] = {
+                "seeds": [r.seed for r in runs],
+                "n_molecules": runs[0].n_molecules, "npt_ps": runs[0].npt_ps, "prod_ps": runs[0].prod_ps,
+                "density_windows_ps": [list(r.density_window_ps) for r in runs],
+                "viscosity_states": [r.viscosity_state for r in runs], "D_states": [r.D_state for r in runs],
+                "quantities": {}}
+            for fld, (key, unit, ref_key) in REPLICATE_QUANTITIES.items():
+                q = replicate_interval([getattr(r, fld) for r in runs])
+                q["unit"] = unit
+                ref = REFERENCES.get(sp, {}).get(ref_key) if ref_key else None
+                if ref is not None and q["mean"] is not None:
+                    q["reference"] = ref.value
+                    q["deviation_rel"] = q["mean"] / ref.value - 1.0
+                    q["deviation_hw95_rel"] = None if q["hw95"] is None else q["hw95"] / ref.value
+                if q["n"]:
+                    entry["quantities"][key] = q
+            lv[sp] = entry
+    return doc
+
+
+def _fmt(q: dict[str, Any] | None, scale: float = 1.0, digits: int = 3) -> str:
+    if not q or q.get("mean") is None:
+        return "-"
+    m = q["mean"] * scale
+    return f"{m:.{digits}f}" if q.get("hw95") is None else f"{m:.{digits}f} +- {q['hw95'] * scale:.{digits}f}"
+
+
+def _dev(q: dict[str, Any] | None) -> str:
+    if not q or q.get("deviation_rel") is None:
+        return "-"
+    hw = q.get("deviation_hw95_rel")
+    return f"{q['deviation_rel']:+.1%}" + ("" if hw is None else f" +- {hw:.1%}")
+
+
+def replicate_table(doc: dict[str, Any]) -> str:
+    """Markdown table of :func:`replicate_summary` (what docs/forcefield.md shows; generated, never typed)."""
+    rows = ["| level | liquid | seeds | N | NPT / prod [ps] | density [g/cm^3] | vs exp. | eta GK [mPa s] | "
+            "eta STACIE [mPa s] | vs exp. (STACIE) | D PBC [1e-9 m^2/s] | D YH [1e-9 m^2/s] | vs exp. (YH) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for level, by_species in doc["levels"].items():
+        for sp, e in by_species.items():
+            q = e["quantities"]
+            rows.append(
+                f"| {level} | {sp} | {len(e['seeds'])} | {e['n_molecules']} | {e['npt_ps']:g} / {e['prod_ps']:g} | "
+                f"{_fmt(q.get('density'), digits=4)} | {_dev(q.get('density'))} | "
+                f"{_fmt(q.get('viscosity_gk'), digits=2)} | {_fmt(q.get('viscosity_stacie'), digits=2)} | "
+                f"{_dev(q.get('viscosity_stacie'))} | {_fmt(q.get('self_diffusion_pbc'), 1e9, 2)} | "
+                f"{_fmt(q.get('self_diffusion_yh'), 1e9, 2)} | {_dev(q.get('self_diffusion_yh'))} |")
+    return "\n".join(rows) + "\n"
+
+
+def validate_replicates(out_dir: Path, species: tuple[str, ...] = ("DMC", "TTE"),
+                        seeds: tuple[int, ...] = DEFAULT_SEEDS, **kwargs: Any) -> dict[str, Any]:
+    """Run :func:`run_liquid` for every liquid and seed (folders ``<level>/<species>/seed<seed>/``; a rerun
+    skips finished segments), then write and return the replicate summary (``validation_replicates.json``)."""
+    if len(seeds) < 3:
+        raise InputError(f"validate-ff needs at least 3 independent seeds for a 95 % interval, got {len(seeds)}")
+    for sp in species:
+        for seed in seeds:
+            run_liquid(sp, out_dir, seed=int(seed), replicate=f"seed{int(seed)}", **kwargs)
+    doc = replicate_summary(collect_replicates(out_dir))
+    (Path(out_dir) / "validation_replicates.json").write_text(json.dumps(doc, indent=1) + "\n")
+    return doc
