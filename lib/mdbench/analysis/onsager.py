@@ -817,11 +817,12 @@ class CollectiveTransportEstimator(EstimatorBase):
             details = ({"L": od["L"], "L_solvent": od["L_solvent"], "sigma_ij_S_m": od["sigma_ij_S_m"],
                         "charges_e": od["charges_e"], "charges_note": od["charges_note"]} if key == "sigma" else {})
             inputs = _with_checks(onsager.state_inputs(key, input_states=d_states), cov_ok, cov_why)
-            payload = dict(od[key], window=od["window"], diagnostics=diag)
-            if inputs.get("resolved_zero"):
-                payload["resolved_zero"] = inputs["resolved_zero"]
+            own_diag = dict(diag)
+            if inputs.get("resolved_zero"):  # the audit and readers see why no precision/regime check applied
+                own_diag["resolved_zero"] = inputs["resolved_zero"]
             if inputs.get("inputs"):
-                payload["derived_from"] = sorted(inputs["inputs"])
+                own_diag["derived_from"] = sorted(inputs["inputs"])
+            payload = dict(od[key], window=od["window"], diagnostics=own_diag)
             out.append(Measurement(CONDUCTIVITY, (key,), payload, definition, inputs, details=details))
         by_key = {te.key: te for te in onsager.transference}
         for tkey, te in od[TRANSFERENCE.name].items():
