@@ -110,12 +110,15 @@ class LiquidResult:
     results_json: str = ""
     wall_s: dict[str, float] = field(default_factory=dict)
     seed: int | None = None
+    density_equilibration_ps: float = float("nan")
+    density_equilibrated: bool | None = None
 
     @classmethod
     def from_json(cls, path: Path) -> "LiquidResult":
         d = json.loads(Path(path).read_text())
         d["density_window_ps"] = tuple(d["density_window_ps"])
-        return cls(**{k: (float("nan") if v is None and k != "seed" else v) for k, v in d.items()})
+        keep_none = ("seed", "density_equilibrated")
+        return cls(**{k: (float("nan") if v is None and k not in keep_none else v) for k, v in d.items()})
 
     def to_json(self) -> str:
         d = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()}
@@ -199,25 +202,34 @@ def scale_to_volume(wd: Path, source: str, target: str, volume_nm3: float) -> fl
     return s
 
 
-def _density(edr: Path) -> tuple[float, float, tuple[float, float], float]:
-    """Mean density [g/cm^3] after the detected equilibration, its 4-block standard error, the window [ps],
-    mean volume [nm^3] of that window.
+#: The averaging window of the density must hold at least this fraction of the NPT run.
+MIN_AVERAGE_FRACTION = 0.2
 
-    The start of the averaging window is found by :func:`mdbench.analysis.blocks.detect_equilibration`
-    (Chodera 2016) on the density series, no earlier than 20 % of the run (a box packed below its density
-    densifies for tens of ps) and no later than its second half's start (enough samples to average).
+
+def _density(edr: Path) -> tuple[float, float, tuple[float, float], float, float, bool]:
+    """Mean density [g/cm^3] after the detected equilibration, its 4-block standard error, the window [ps], the
+    mean volume [nm^3] of that window, the detected equilibration time [ps], and whether the run equilibrated.
+
+    The start of the averaging window is the equilibration time detected on the density series by
+    :func:`mdbench.analysis.blocks.detect_equilibration` (Chodera 2016), no earlier than 20 % of the run. When
+    less than :data:`MIN_AVERAGE_FRACTION` of the run is left after it, the run has not equilibrated to the
+    rule: the last 20 % is averaged and the result says ``equilibrated = False``.
     """
     from mdbench.analysis.blocks import detect_equilibration
     from mdbench.analysis.thermo import read_energy_file
 
     e = read_energy_file(edr).columns()
     t, rho, vol = np.asarray(e["Time"]), np.asarray(e["Density"]) / 1000.0, np.asarray(e["Volume"])
-    t0_idx = detect_equilibration(rho)[0]
-    t_start = min(max(float(t[t0_idx]), t[0] + 0.2 * (t[-1] - t[0])), t[0] + (t[-1] - t[0]) / 2)
-    sel = t >= t_start
+    span = t[-1] - t[0]
+    t0 = float(t[detect_equilibration(rho)[0]])
+    t_start = max(t0, t[0] + MIN_AVERAGE_FRACTION * span)
+    equilibrated = t[-1] - t_start >= MIN_AVERAGE_FRACTION * span - 1e-9
+    if not equilibrated:
+        t_start = t[-1] - MIN_AVERAGE_FRACTION * span
+    sel = t >= t_start - 1e-9
     blocks = [b.mean() for b in np.array_split(rho[sel], 4)]
     return (float(rho[sel].mean()), float(np.std(blocks, ddof=1) / 2.0), (float(t[sel][0]), float(t[-1])),
-            float(vol[sel].mean()))
+            float(vol[sel].mean()), t0, bool(equilibrated))
 
 
 def stacie_viscosity(edr: Path, volume_nm3: float) -> tuple[float, float]:
@@ -297,11 +309,12 @@ def run_liquid(species: str, out_dir: Path, *, level: str = FROZEN, n_molecules:
     wall["nvt"] = protocol_segment(wd, "nvt", "nvt", "em.gro", length_ps=nvt_ps, seed=seed, threads=threads)
     wall["npt"] = protocol_segment(wd, "npt", "npt", "nvt.gro", length_ps=npt_ps, seed=seed, threads=threads,
                                    checkpoint="nvt.cpt")
-    rho, sem, window, v_mean = _density(wd / "npt.edr")
+    rho, sem, window, v_mean, t0, equilibrated = _density(wd / "npt.edr")
     ref = REFERENCES[species]["density"]
     dev = (rho - ref.value) / ref.value
     res = LiquidResult(species, level, n, float(npt_ps), float(prod_ps), window, round(rho, 4), round(sem, 4),
-                       ref.value, float(ref.tolerance_rel), round(dev, 4), abs(dev) <= ref.tolerance_rel)
+                       ref.value, float(ref.tolerance_rel), round(dev, 4), abs(dev) <= ref.tolerance_rel,
+                       density_equilibration_ps=round(t0, 2), density_equilibrated=equilibrated)
     if prod_ps > 0:
         res = _transport(res, wd, v_mean, prod_ps, seed, threads, wall, guard_ps)
     previous = wd / "validation.json"
@@ -486,6 +499,13 @@ def collect_replicates(out_dir: Path) -> dict[str, dict[str, list[LiquidResult]]
         r = LiquidResult.from_json(path)
         if r.seed is None and path.parent.name.removeprefix("seed").isdigit():
             r.seed = int(path.parent.name.removeprefix("seed"))
+        if (path.parent / "npt.edr").is_file():  # the density by the current averaging rule, from the run itself
+            rho, sem, window, _, t0, eq = _density(path.parent / "npt.edr")
+            ref = REFERENCES[r.species]["density"]
+            r.density_g_cm3, r.density_sem_g_cm3, r.density_window_ps = round(rho, 4), round(sem, 4), window
+            r.density_deviation_rel = round((rho - ref.value) / ref.value, 4)
+            r.density_passed = abs(r.density_deviation_rel) <= ref.tolerance_rel
+            r.density_equilibration_ps, r.density_equilibrated = round(t0, 2), eq
         out.setdefault(r.level, {}).setdefault(r.species, []).append(r)
     return out
 
@@ -504,6 +524,8 @@ def replicate_summary(results: dict[str, dict[str, list[LiquidResult]]]) -> dict
                 "seeds": [r.seed for r in runs],
                 "n_molecules": runs[0].n_molecules, "npt_ps": runs[0].npt_ps, "prod_ps": runs[0].prod_ps,
                 "density_windows_ps": [list(r.density_window_ps) for r in runs],
+                "density_equilibration_ps": [r.density_equilibration_ps for r in runs],
+                "density_equilibrated": [r.density_equilibrated for r in runs],
                 "viscosity_states": [r.viscosity_state for r in runs], "D_states": [r.D_state for r in runs],
                 "quantities": {}}
             for fld, (key, unit, ref_key) in REPLICATE_QUANTITIES.items():
