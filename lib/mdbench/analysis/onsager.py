@@ -46,13 +46,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from mdbench.analysis.adequacy import PRECISION, PrecisionBound, adequacy_checks, withheld
-from mdbench.analysis.states import classify_observable, classify_result, resolved_zero
-from mdbench.analysis.thermo import coverage_check
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, _json_float, block_estimate, block_windows
 from mdbench.analysis.diffusion import fit_slope, msd_each_series, msd_fft, msd_fft_windows
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.observables import CONDUCTIVITY, SELF_DIFFUSION, TRANSFERENCE
 from mdbench.analysis.reduce.series import as_positions, count_non_finite_positions, molecule_sum
+from mdbench.analysis.states import classify_observable, classify_result, resolved_zero
+from mdbench.analysis.thermo import coverage_check
 from mdbench.analysis.units import (E_CHARGE_C, KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM3_M3,
                                     as_float64)
 from mdbench.errors import InputError

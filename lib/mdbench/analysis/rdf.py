@@ -191,7 +191,8 @@ def find_first_minimum(r_nm: np.ndarray, g: np.ndarray, *, max_nm: float = FIRST
                                     f"first minimum at {r_nm[j]:.3f} nm is {depth:.2f} below the peak "
                                     f"(needed >= {min_depth:g}): no first shell")
             return FirstMinimum(float(r_nm[peak]), float(r_nm[j]))
-    return FirstMinimum(float(r_nm[peak]), float("nan"), f"no local minimum after the first peak within {max_nm:.2f} nm")
+    return FirstMinimum(float(r_nm[peak]), float("nan"),
+                        f"no local minimum after the first peak within {max_nm:.2f} nm")
 
 
 def first_minimum(r_nm: np.ndarray, g: np.ndarray, *, max_nm: float = FIRST_MIN_MAX_NM,

@@ -515,7 +515,8 @@ def energy_coverage(series: EnergySeries, trajectory_time_ps: Any, guard_ps: flo
     file was truncated.
 
     The analysis window of each is the span of its frames after the guard (the blocks of
-    :func:`~mdbench.analysis.blocks.block_windows` drop fewer than ``n_blocks`` frames at its end). They *cover* each other when both ends agree within one output interval (the larger of the two frame
+    :func:`~mdbench.analysis.blocks.block_windows` drop fewer than ``n_blocks`` frames at its end). They
+    *cover* each other when both ends agree within one output interval (the larger of the two frame
     spacings); otherwise what is computed from the energy file (thermodynamics, η, the transport temperature)
     describes another interval than what is computed from the trajectory, and the result is a warning and
     the failed check :data:`COVERAGE_CHECK` on the affected observables.

@@ -293,8 +293,8 @@ def _plateau(lag: np.ndarray, I: np.ndarray, start_ps: float, width_ps: float, r
 
     A window is accepted when the running integral changes by at most ``rel_tol`` of its mean across it
     **and** it is not a shoulder: the mean running integral over the following lags ``(hi, 3 hi]`` (at least
-    one window width; as many as fit) agrees with the window's mean within ``max(rel_tol |mean|, 2 SE)``, SE the standard error
-    of that later mean from the spread of the five components' running integrals (``I_components``,
+    one window width; as many as fit) agrees with the window's mean within ``max(rel_tol |mean|, 2 SE)``,
+    SE the standard error of that later mean from the spread of the five components' running integrals (``I_components``,
     ``SE = std_k / sqrt(5)``). A stretch that is flat while the ACF crosses zero and then rises with its slow
     tail fails the guard, and the search continues to later windows.
 

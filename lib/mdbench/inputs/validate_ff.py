@@ -558,8 +558,8 @@ def _dev(q: dict[str, Any] | None) -> str:
 
 def replicate_table(doc: dict[str, Any]) -> str:
     """Markdown table of :func:`replicate_summary` (what docs/forcefield.md shows; generated, never typed)."""
-    rows = ["| level | liquid | seeds | N | NPT / prod [ps] | density [g/cm^3] | vs exp. | eta GK [mPa s] | "
-            "eta STACIE [mPa s] | vs exp. (STACIE) | D PBC [1e-9 m^2/s] | D YH [1e-9 m^2/s] | vs exp. (YH) |",
+    rows = [("| level | liquid | seeds | N | NPT / prod [ps] | density [g/cm^3] | vs exp. | eta GK [mPa s] | "
+             "eta STACIE [mPa s] | vs exp. (STACIE) | D PBC [1e-9 m^2/s] | D YH [1e-9 m^2/s] | vs exp. (YH) |"),
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for level, by_species in doc["levels"].items():
         for sp, e in by_species.items():
