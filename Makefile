@@ -1,4 +1,5 @@
 # mdbench — the two commands are `make demo` and `make test`; both run `make setup` first.
+# The CLI afterwards: ./mdbench, or export PATH="$PWD/.venv/bin:$PATH".
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
@@ -13,30 +14,30 @@ LAB_IP ?= 127.0.0.1
 LAB_PORT ?= 8888
 LAB_ARGS ?=
 
-.PHONY: setup tools venv demo test test-slow test-seeds lab clean-outputs harbor-env harbor-env-if-available arena-harbor
+.PHONY: setup tools venv demo test test-slow test-seeds lab clean-outputs harbor-env arena-harbor agent-env agent-harnesses test-tools
 
-setup: tools venv harbor-env-if-available  ## idempotent: GROMACS + packmol, .venv with the project, the 'mdbench' Jupyter kernel (+ .venv-harbor)
+# One line per step with its time (scripts/setup.sh); uv for the virtualenv where it is present or
+# installable from PyPI, pip otherwise. Harbor's .venv-harbor is NOT part of setup (make harbor-env).
+setup:  ## idempotent: GROMACS + packmol, .venv with the project, the 'mdbench' Jupyter kernel
+	@PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup.sh
 
 tools:
 	@bash scripts/ensure_tools.sh
 
-venv: $(STAMP) $(KERNEL)
+venv: setup
 
-$(STAMP): pyproject.toml
-	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] >= (3, 11), "mdbench needs Python >= 3.11 (found %s)" % sys.version.split()[0]'
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	@touch $(STAMP)
+# what `make test` adds to setup: headless Chromium (report / SDL leaderboard rendering tests)
+test-tools:
+	@PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup.sh chromium
 
-$(KERNEL): $(STAMP)
-	$(BIN)/python -m ipykernel install --sys-prefix --name mdbench --display-name "Python (mdbench)" >/dev/null
-	@echo "registered Jupyter kernel 'mdbench' in $(VENV)"
+# `make test` builds .venv-harbor only where its Harbor tests run: in CI (CI=true) or when PYTEST_ARGS name
+# them; otherwise they skip, naming `make harbor-env`.
+TEST_NEEDS_HARBOR := $(if $(filter true 1,$(CI)),harbor-env,$(if $(findstring harbor,$(PYTEST_ARGS)),harbor-env,))
 
 demo: setup  ## the tiny study of DE, HCE, LHCE, its SAEO audit and the HTML report
 	$(BIN)/python scripts/demo.py --preset $(PRESET) --run $(RUN)
 
-test: setup  ## the whole default test suite (pytest exit 5, "no tests collected", fails)
+test: test-tools $(TEST_NEEDS_HARBOR)  ## the whole default test suite (pytest exit 5, "no tests collected", fails)
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests — failing on purpose" >&2; exit 1; fi; \
 	exit $$rc
@@ -80,16 +81,17 @@ harbor-env: $(HARBOR_STAMP)  ## .venv-harbor: Python 3.12, harbor==$(HARBOR_VERS
 $(HARBOR_STAMP): pyproject.toml
 	@test -n "$(HARBOR_PYTHON)" || { echo "harbor-env: no python3.12 found; install Python 3.12 or pass HARBOR_PYTHON=/path/to/python3.12" >&2; exit 1; }
 	@$(HARBOR_PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 12), "harbor-env needs Python 3.12 (found %s)" % sys.version.split()[0]'
-	$(HARBOR_PYTHON) -m venv $(HARBOR_VENV)
-	$(HARBOR_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(HARBOR_VENV)/bin/python -m pip install --quiet -e '.[harbor]'
-	@rm -f $(HARBOR_VENV)/.mdbench-harbor-*
-	@touch $@
-	@echo "created $(HARBOR_VENV) with harbor $(HARBOR_VERSION)"
+	@t0=$$(date +%s); bash scripts/setup_venv.sh $(HARBOR_VENV) $(HARBOR_PYTHON) harbor $(HARBOR_VENV)/.mdbench-harbor-$(HARBOR_VERSION) && \
+	echo "harbor-env: created $(HARBOR_VENV) with harbor $(HARBOR_VERSION) with $$(cat $(HARBOR_VENV)/.mdbench-installer) in $$(( $$(date +%s) - t0 )) s"
 
-harbor-env-if-available:
-	@if [ -n "$(HARBOR_PYTHON)" ]; then $(MAKE) --no-print-directory harbor-env; \
-	else echo "setup: skipping .venv-harbor (no python3.12 on PATH or in ~/.pyenv); the Harbor tests will be skipped"; fi
-
-arena-harbor: setup  ## opt-in: `harbor run` (host plug-in) with the oracle and the null agent over EVERY arena task
+arena-harbor: setup harbor-env  ## opt-in: `harbor run` (host plug-in) with the oracle and the null agent over EVERY arena task
 	MDBENCH_HARBOR_FULL=1 $(BIN)/python -m pytest tests/arena/test_harbor.py $(PYTEST_ARGS)
+
+# --- agent harness environments (episode / harness rooms); never part of `make setup` ----------------
+agent-env:  ## the environment agents run in (scripts/agent_env.sh)
+	@if [ -f scripts/agent_env.sh ]; then bash scripts/agent_env.sh; \
+	else echo "make agent-env: not yet available (scripts/agent_env.sh is missing)"; fi
+
+agent-harnesses:  ## the agent harness CLIs (scripts/agent_harnesses.sh)
+	@if [ -f scripts/agent_harnesses.sh ]; then bash scripts/agent_harnesses.sh; \
+	else echo "make agent-harnesses: not yet available (scripts/agent_harnesses.sh is missing)"; fi

@@ -6,9 +6,12 @@ and ``mdbench --help`` stays fast (no MDAnalysis import just to print help).
 
 from __future__ import annotations
 
+import errno
 import importlib
 import logging
+import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -58,6 +61,19 @@ def cli(verbose: int) -> None:
     """mdbench: run, audit and score molecular-dynamics studies."""
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    quiet_by_default(verbose)
+
+
+def quiet_by_default(verbose: int = 0) -> None:
+    """Silence third-party chatter that says nothing about the user's data (shown again with ``-v``):
+    MDAnalysis' import-time notice about optional netCDF4 (AMBER files, never used here)."""
+    if verbose:
+        return
+    import warnings
+
+    logging.getLogger("MDAnalysis").setLevel(logging.ERROR)  # its import logs the netCDF4 notice as WARNING
+    warnings.filterwarnings("ignore", message=r".*netCDF4 is not available.*")
+    warnings.filterwarnings("ignore", message=r".*[Nn]etCDF.*", module=r"MDAnalysis.*")
 
 
 def not_built(room: str, issue: str) -> click.Command:
@@ -72,8 +88,66 @@ def not_built(room: str, issue: str) -> click.Command:
     return _cmd
 
 
+#: what to do about the OSErrors a user causes, by errno
+_OS_FIX = {
+    errno.ENOTDIR: "a folder in this path is a file; choose another path",
+    errno.EEXIST: "something is in the way; remove it or choose another path",
+    errno.EROFS: "read-only file system; choose a writable path",
+    errno.EACCES: "permission denied; choose a path you may write",
+    errno.EPERM: "operation not permitted; choose a path you may write",
+    errno.ENOENT: "no such file or folder; check the path",
+    errno.ENOSPC: "the disk is full; free space or choose another path",
+    errno.EISDIR: "a folder is in the way; give a file path",
+}
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an :class:`OSError`: the path(s) it names, what happened and the fix."""
+    paths = " → ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+    what = exc.strerror or str(exc)
+    fix = _OS_FIX.get(exc.errno or -1)
+    return (f"{paths}: " if paths else "") + what + (f" ({fix})" if fix else "")
+
+
+def check_out(path: str | Path, *, option: str = "--out", is_file: bool = False) -> Path:
+    """Refuse, before any work, an output path that cannot be written: one line naming it and the fix.
+
+    Parameters
+    ----------
+    path
+        The output folder (or file when ``is_file``); it need not exist yet.
+    option
+        The option's name, for the message.
+    is_file
+        The path is a file to write (its parent folder must be writable); otherwise a folder.
+    """
+    from mdbench.errors import InputError
+
+    target = Path(path).absolute()
+    if target.exists() and (target.is_dir() if is_file else not target.is_dir()):
+        raise InputError(f"{option}: a {'folder' if is_file else 'file'} is in the way; choose another path",
+                         str(target))
+    ancestor = target if target.exists() else target.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise InputError(f"{option}: {ancestor} is a file, not a folder; choose another path", str(target))
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        why = "read-only file system" if _read_only(ancestor) else "not writable"
+        raise InputError(f"{option}: {ancestor} is {why}; choose a writable path", str(target))
+    return Path(path)
+
+
+def _read_only(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def main() -> None:
-    """Entry point: run the CLI, turning :class:`MdbenchError` into one clear line and exit 1."""
+    """Entry point: run the CLI, turning :class:`MdbenchError` — and any ``OSError`` or ``ValueError`` a
+    command did not turn into one — into one clear line and exit 1 (``-v`` adds the traceback)."""
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -86,6 +160,15 @@ def main() -> None:
         sys.exit(130)
     except MdbenchError as exc:
         click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    except OSError as exc:
+        logging.getLogger("mdbench").debug("OSError", exc_info=True)
+        click.echo(f"error: {os_error_line(exc)}", err=True)
+        sys.exit(1)
+    except ValueError as exc:
+        logging.getLogger("mdbench").debug("ValueError", exc_info=True)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        click.echo(f"error: {first} (rerun with -vv for the details)", err=True)
         sys.exit(1)
 
 

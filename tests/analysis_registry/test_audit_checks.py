@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mdbench.audit import analysis_items
+from mdbench.audit import analysis_items, canonical, definitions, sampling
 from mdbench.audit.analysis_items import CODES, assess_case
 from mdbench.audit.bundle import load_bundle
 from mdbench.audit.model import CHECK_SEVERITIES, Check
@@ -72,8 +72,20 @@ def test_rewording_every_message_changes_no_verdict(tmp_path, monkeypatch):
     run = _run(tmp_path)
     before, ratings_before = _assess(run)
     real = analysis_items._check
-    monkeypatch.setattr(analysis_items, "_check", lambda code, message, *e, path="": real(code, "zzz", *e, path=path))
+
+    def reworded(code, message, *e, path=""):
+        return real(code, "zzz", *e, path=path)
+
+    for module in (analysis_items, canonical, definitions, sampling):  # every module of the split that words checks
+        monkeypatch.setattr(module, "_check", reworded, raising=False)
     after, ratings_after = _assess(run)
     assert {k: a.state for k, a in after.items()} == {k: a.state for k, a in before.items()}
     assert ratings_after == ratings_before
     assert all(c.message in ("zzz",) or c.code == "missing_target" for a in after.values() for c in a.checks)
+
+
+def test_every_code_is_documented_with_its_seed_sentence():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "saeo-rules.md").read_text(encoding="utf-8")
+    table = doc[doc.index("## Check codes"):]
+    missing = [code for code in CODES if f"| `{code}` | {CODES[code]} |" not in table]
+    assert not missing, f"codes not in docs/saeo-rules.md's table (code, severity, item, rule, seed): {missing}"

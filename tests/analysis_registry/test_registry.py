@@ -84,7 +84,7 @@ def test_lookups():
     assert registry.category_group("made_up") is None
     assert registry.targets("LHCE")["coordination"] == ["li_o_dmc_carbonyl", "li_o_fsi", "li_o_tte_ether"]
     assert registry.targets("W")["coordination"] == [] and registry.targets("W")["association"] == ["cip", "agg"]
-    assert registry.template_categories("analysis/51_structure") == ("rdf", "structure")
+    assert registry.template_categories("analysis/51_structure") == ("rdf", "structure", "speciation")
     assert registry.block_bar_names(["rdf/FSI:O", "coordination/FSI:O@first_min", "coordination/FSI:O@0.40nm",
                                      "conductivity/sigma", "conductivity/ionicity", "viscosity"]) == [
         "coordination/FSI:O@first_min", "conductivity/sigma", "viscosity"]

@@ -419,8 +419,8 @@ def compute_results(run: Path, guard_ps: float, rules: dict[str, Any]) -> dict:
     obs = {
         "thermodynamics": thermo,
         "coordination": {"cn_na_o_sol": _entry(cn_est, cn_checks, cutoff_nm=0.32, pbc=True)},
-        "association": {"cip": _entry(fractions["CIP"], only("CIP"), pbc=True),
-                        "agg": _entry(fractions["AGG"], only("AGG"), pbc=True)},
+        "association": {"cip": _entry(fractions["CIP"], only("CIP"), pbc=True, cutoff_nm=0.35),
+                        "agg": _entry(fractions["AGG"], only("AGG"), pbc=True, cutoff_nm=0.35)},
         "self_diffusion": diff,
         "viscosity": eta,
         "conductivity": _entry(sigma, _precision(sigma, limits["sigma_t_plus_max_rel_half_width"]),

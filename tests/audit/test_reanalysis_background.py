@@ -174,7 +174,7 @@ def test_a_failed_reanalysis_makes_sim4_decode_and_report_once(run_copy, bundle,
     xtc.write_bytes(data[:-100])                                      # the last frame torn: one frame less
     real = reanalysis._reanalyse
 
-    def fails(run_fs, case, files, out, guard, findings):
+    def fails(run_fs, case, files, out, guard, findings, *registered):
         findings.append(reanalysis.Finding("reanalysis_failed", "planted", item="A3", case=case))
         return None, {"case": case, "status": "failed", "error": "planted"}, False
 

@@ -32,12 +32,12 @@ def test_data_and_figures_from_real_audits(audits):
     assert list(sc["composite_final"]) == [a.doc["composite"]["final"] for a in loaded]
     assert data.items(loaded).shape == (2, 21)
     ch = data.changed_items(loaded)
-    assert list(ch["item"]) == ["E5"] and list(ch["audit"]) == ["audit_hostile"]
+    assert list(ch["item"]) == ["E5 Consistency"] and list(ch["audit"]) == ["audit_hostile"]
     vals = data.repeat_values(loaded)
     assert set(vals["panel"]) >= {"density [kg/m^3]", "coordination number", "aggregates (AGG fraction)"}
     assert vals["value"].notna().all()
     states = data.observable_states(loaded)
-    assert (states["audit_state"].isin(["C", "SI", "F", "M", "invalid_upstream", "not_reached"])).all()
+    assert (states["group state (audit)"].isin(["C", "SI", "F", "M", "invalid_upstream", "not_reached"])).all()
     for fig in (figures.overall_scores(sc), figures.item_heatmap(data.items(loaded)),
                 figures.case_matrices(data.case_items(loaded, "Sim")), figures.repeat_consistency(vals)):
         assert isinstance(fig, Figure)
@@ -67,8 +67,11 @@ def test_render_one_self_contained_page_with_escaped_run_text(audits, tmp_path):
     from mdbench.cli import cli
 
     out = tmp_path / "report.html"
-    r = CliRunner().invoke(cli, ["report", str(audits[0]), str(audits[1]), "--out", str(out)])
+    kept = tmp_path / "kept" / "executed.ipynb"
+    r = CliRunner().invoke(cli, ["report", str(audits[0]), str(audits[1]), "--out", str(out),
+                                 "--keep-notebook", str(kept)])
     assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "report.html"]  # no stray .ipynb beside it
     page = out.read_text()
     assert PAYLOAD not in page and IMG_PAYLOAD not in page          # hostile text never becomes markup
     assert "&lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in page or "&lt;script&gt;alert(" in page
@@ -79,7 +82,7 @@ def test_render_one_self_contained_page_with_escaped_run_text(audits, tmp_path):
     # the science section (issue 24): cross-system comparison and per-case results; the title once
     assert "cross-system comparison" in page and "value ± 95 % CI" in page and "sigma_NE (Nernst-Einstein" in page
     assert page.count(">SAEO audit report<") == 1
-    scraps = json.dumps([c.get("outputs", []) for c in nbformat.read(out.with_suffix(".ipynb"), as_version=4).cells])
+    scraps = json.dumps([c.get("outputs", []) for c in nbformat.read(kept, as_version=4).cells])
     assert "composite_final" in scraps
 
 

@@ -24,7 +24,9 @@ def _settings(preset: str | None, settings_file: Path | None, structure_max_fram
     """The registered settings: params/analysis/ for ``preset``, overlaid by ``settings_file`` and the CLI's
     structure-frame cap."""
     from mdbench.analysis.settings import AnalysisSettings
+    from mdbench.execute.parameters import check_preset
 
+    check_preset(preset)
     overrides = {} if structure_max_frames is None else {"structure_max_frames": structure_max_frames or None}
     return AnalysisSettings.for_preset(preset, *([settings_file] if settings_file else []), **overrides)
 
@@ -55,17 +57,29 @@ def analyze(run_dir: Path, cases: tuple[str, ...], guard_ps: float | None, struc
     from mdbench.analysis.pipeline import analyze_case
     from mdbench.errors import InputError
 
+    root = run_dir / "cases"
+    present = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.is_symlink()) if root.is_dir() else []
+    unknown = [c for c in cases if c not in present]
+    if unknown:  # nothing may be recorded for a case the run does not have (the record is append-only)
+        raise InputError(f"--case {', '.join(unknown)}: no such case in this run (cases/ holds: "
+                         f"{', '.join(present) or 'none'})", str(run_dir))
+    cases = cases or tuple(present)
     if not cases:
-        root = run_dir / "cases"
-        cases = tuple(sorted(p.name for p in root.iterdir() if p.is_dir())) if root.is_dir() else ()
-        if not cases:
-            raise InputError("no cases found; expected cases/<CASE>/prod/ in the run directory, or pass --case",
-                             str(run_dir))
+        raise InputError("no cases found; expected cases/<CASE>/prod/ in the run directory, or pass --case",
+                         str(run_dir))
+    settings = _settings(preset, settings_file, structure_max_frames)
     for case in cases:
         doc = analyze_case(run_dir, case, guard_ps=guard_ps,
-                           settings=_settings(preset, settings_file, structure_max_frames),
+                           settings=settings,
                            verbose=not no_progress, workers=workers)
         click.echo(f"{case}: analysis/{case}/results.json ({_summary(doc)})")
+        prod = run_dir / "cases" / case / "prod"
+        xtcs, edrs = sorted(prod.glob("*.xtc")), sorted(prod.glob("*.edr"))
+        _warn_partial_inputs(doc, xtcs[0] if xtcs else prod, edrs[0] if edrs else prod)
+        if not (doc.get("energy") or {}) and len(xtcs) == 1 and len(edrs) == 1:
+            warning = energy_coverage_warning(edrs[0], xtcs[0])
+            if warning:
+                click.echo(f"warning: {warning}", err=True)
 
 
 @click.command(name="analyze-files")
@@ -96,10 +110,69 @@ def analyze_files(tpr: Path, xtc: Path, edr: Path, out_dir: Path, guard_ps: floa
     """Analyse any GROMACS tpr/xtc/edr into OUT/results.json (no run record needed)."""
     _quiet_libraries()
     from mdbench.analysis.pipeline import analyze_files as run
+    from mdbench.cli import check_out
 
+    settings = _settings(preset, settings_file, structure_max_frames)
+    check_out(out_dir)
     doc = run(tpr, xtc, edr, out_dir, guard_ps=guard_ps, case=case, figures=not no_figures,
-              settings=_settings(preset, settings_file, structure_max_frames), verbose=not no_progress,
-              workers=workers)
+              settings=settings, verbose=not no_progress, workers=workers)
     click.echo(f"{out_dir / 'results.json'} ({_summary(doc)})")
-    if doc.get("trajectory", {}).get("truncated"):  # issue 25: say that only the complete frames were used
-        click.echo(f"warning: {doc['trajectory']['summary']}", err=True)
+    _warn_partial_inputs(doc, xtc, edr)
+    if not (doc.get("energy") or {}):  # the library did not report on the energy file: check its coverage here
+        warning = energy_coverage_warning(edr, xtc)
+        if warning:
+            click.echo(f"warning: {warning}", err=True)
+
+
+def energy_coverage_warning(edr: Path, xtc: Path) -> str | None:
+    """One line when the energy file does not cover the trajectory's time interval (a cut or truncated
+    ``.edr``: thermodynamics and viscosity then rest on part of the run), else None.
+
+    The tolerance is one energy-output interval (the files' last frames need not coincide exactly).
+    """
+    import numpy as np
+
+    from mdbench.trajcheck import scan_xtc
+
+    try:
+        traj = scan_xtc(xtc)
+        first_x, last_x = traj.first_time_ps, traj.last_time_ps
+    except Exception:  # the trajectory's own problems are reported by the analysis
+        return None
+    try:
+        from mdbench.analysis.edrfile import Unsupported, read_edr
+
+        try:
+            times = read_edr(edr).time_ps
+        except Unsupported:
+            import pyedr
+
+            times = np.asarray(pyedr.edr_to_dict(str(edr))["Time"], dtype=float)
+    except Exception as exc:
+        return f"{edr}: energies not readable to the end ({type(exc).__name__}); thermodynamics and viscosity " \
+               "may rest on part of the run"
+    if first_x is None or last_x is None or len(times) == 0:
+        return None
+    step = float(np.median(np.diff(times))) if len(times) > 1 else 0.0
+    if times[-1] + step + 1e-6 < last_x or times[0] - step - 1e-6 > first_x:
+        return (f"{edr}: energies cover {times[0]:g}–{times[-1]:g} ps but the trajectory {xtc.name} runs "
+                f"{first_x:g}–{last_x:g} ps (energy file cut short?); thermodynamics and viscosity rest on the "
+                "covered part only — give the complete .edr of this production")
+    return None
+
+
+def _warn_partial_inputs(doc: dict, xtc: Path, edr: Path) -> None:
+    """One warning line per input only partly used: a trajectory cut mid-frame (issue 25), an energy file cut
+    mid-frame or one that does not cover the analysed interval (issue 38; fields written by the analysis)."""
+    traj = doc.get("trajectory") or {}
+    if traj.get("truncated"):
+        click.echo(f"warning: {xtc}: {traj.get('summary') or 'cut mid-frame; analysed to its last complete frame'}",
+                   err=True)
+    energy = doc.get("energy") or {}
+    if energy.get("truncated"):
+        click.echo(f"warning: {edr}: {energy.get('summary') or 'cut mid-frame; read to its last complete frame'} "
+                   "— thermodynamics and viscosity use the complete frames only", err=True)
+    coverage = energy.get("coverage") or {}
+    if coverage and coverage.get("covers_trajectory") is False:
+        click.echo(f"warning: {edr}: energies cover {coverage.get('summary') or 'less than the analysed interval'} "
+                   f"of {xtc}", err=True)

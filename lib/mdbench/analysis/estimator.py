@@ -10,6 +10,7 @@ needs for each result. Estimators never set states themselves: one classifier ap
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -128,6 +129,43 @@ class Estimate:
     products: dict[str, Any] = field(default_factory=dict)
 
 
+class UndeclaredInput(RuntimeError):
+    """An estimator read a product of another estimator that it did not declare in its ``inputs``."""
+
+
+class DeclaredProducts(dict):
+    """The products an estimator may read: reading one it did not declare raises :class:`UndeclaredInput`
+    (a ``get`` too, so that a forgotten declaration can never turn into a silent "not delivered")."""
+
+    def __init__(self, products: dict[str, Any], declared: tuple[str, ...], reader: str) -> None:
+        super().__init__(products)
+        self.declared = frozenset(declared)
+        self.reader = reader
+
+    def _allowed(self, name: Any) -> None:
+        if name not in self.declared:
+            raise UndeclaredInput(f"{self.reader} read the product {name!r} without declaring "
+                                  f"'products.{name}' in its inputs (declared: {sorted(self.declared) or 'none'})")
+
+    def __getitem__(self, name: str) -> Any:
+        self._allowed(name)
+        return super().__getitem__(name)
+
+    def get(self, name: str, default: Any = None) -> Any:  # noqa: D102 - dict.get, refused when undeclared
+        self._allowed(name)
+        return super().get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        self._allowed(name)
+        return super().__contains__(name)
+
+
+def declared_products(cls: type) -> tuple[str, ...]:
+    """Product names an estimator class reads (``products.<name>`` of its ``inputs`` and ``optional_inputs``)."""
+    names = tuple(getattr(cls, "inputs", ())) + tuple(getattr(cls, "optional_inputs", ()))
+    return tuple(n.split(".", 1)[1] for n in names if n.startswith("products."))
+
+
 @runtime_checkable
 class Estimator(Protocol):
     """The interface of every registered estimator.
@@ -152,12 +190,19 @@ class EstimatorBase:
     """Common constructor and look-ups of the registered estimators (subclasses implement :meth:`compute`)."""
 
     inputs: ClassVar[tuple[str, ...]] = ()
+    #: Inputs it reads when they exist (``products.viscosity`` of the Yeh–Hummer correction): ordered like
+    #: ``inputs``, but their absence is a result (not estimable), not an error.
+    optional_inputs: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, case: CaseInputs, entries: tuple[Observable, ...]) -> None:
         missing = case.missing(self.inputs)
         if missing:
             raise ValueError(f"{type(self).__name__} needs {', '.join(missing)}, which no earlier estimator or "
-                             "the pipeline provided (check the order of mdbench.analysis.observables.REGISTRY)")
+                             "the pipeline provided (declare it in the products of the registry entry that "
+                             "computes it)")
+        products = dict(case.products)
+        case = dataclasses.replace(case, products=DeclaredProducts(products, declared_products(type(self)),
+                                                                   type(self).__name__))
         self.case = case
         self.settings = case.settings
         self.entries = entries
@@ -166,6 +211,18 @@ class EstimatorBase:
     def compute(self) -> Estimate:
         """Subclasses: the results of this estimator."""
         raise NotImplementedError
+
+    @classmethod
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
+        """Its part of the registered definitions: registration kind → {key: text or value}, all read from
+        ``settings`` (merged by :func:`mdbench.analysis.settings.registration_definitions`; none by default)."""
+        return {}
+
+    @classmethod
+    def figures(cls, estimate: Estimate, settings: AnalysisSettings) -> dict[str, Any]:
+        """Its figures: figure name (the registry entry's ``figure``) → matplotlib Figure, drawn from the
+        :class:`Estimate` it returned (saved by :func:`mdbench.analysis.results.write_figures`; none by default)."""
+        return {}
 
     def run(self) -> Estimate:
         """Compute and keep the results (``self.results``)."""

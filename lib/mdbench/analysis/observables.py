@@ -107,6 +107,37 @@ class AuditGroup:
 
 
 @dataclass(frozen=True)
+class Member:
+    """One kind of result of a family as the report's cross-system table shows it.
+
+    Attributes
+    ----------
+    pattern : str
+        Regular expression searched in a result's qualifier (``LI`` of ``self_diffusion/LI``); for a
+        ``fixed`` member, the qualifier itself (``sigma``; empty: the family name).
+    label : str
+        Row label; ``{q}`` is the qualifier without ``strip``.
+    fixed : bool
+        The row is shown in every comparison (a state ``–`` where a case lacks it), after the found ones.
+    strip : str
+        Suffix removed from the qualifier in the label (``@first_min``).
+    """
+
+    pattern: str
+    label: str
+    fixed: bool = False
+    strip: str = ""
+
+    def matches(self, qualifier: str) -> bool:
+        """True when a found result with this qualifier is shown by this member."""
+        return not self.fixed and re.search(self.pattern, qualifier) is not None
+
+    def row_label(self, qualifier: str) -> str:
+        """The label of one row."""
+        return self.label.replace("{q}", qualifier.removesuffix(self.strip) if self.strip else qualifier)
+
+
+@dataclass(frozen=True)
 class Observable:
     """One registered observable family.
 
@@ -143,6 +174,21 @@ class Observable:
     null_means_none : bool
         A null value (or block value) means "none by the registered rule" (no first minimum in a g(r)),
         not a non-finite number; such a result can be accepted (C) without a value.
+    members : tuple of Member
+        Its rows of the report's cross-system comparison.
+    evidence : str or None
+        Caption of :attr:`figure` among the report's evidence figures (None: not an evidence figure).
+    report_rank : int
+        Order of its rows and evidence figure in the report (lower first).
+    precision : (str or None, str or None) or None
+        Its own registered block-precision thresholds (relative, absolute: ``AnalysisSettings`` field names),
+        where they differ from its audit group's (:attr:`AuditGroup.precision_thresholds`): the audit's
+        backstop for its results that report no sampling checks of their own.
+    products : tuple of str
+        What its estimator shares with later estimators (:attr:`mdbench.analysis.estimator.Estimate.products`);
+        an estimator that reads ``products.<name>`` runs after the entry declaring ``<name>``
+        (:func:`mdbench.analysis.pipeline.estimator_plan`), and one that reads a product it did not declare
+        is refused.
     """
 
     name: str
@@ -160,6 +206,11 @@ class Observable:
     block_bars: str | None = None
     details_section: str | None = None
     null_means_none: bool = False
+    products: tuple[str, ...] = ()
+    members: tuple[Member, ...] = ()
+    evidence: str | None = None
+    report_rank: int = 50
+    precision: tuple[str | None, str | None] | None = None
 
     def key(self, *qualifiers: str) -> str:
         """The result name of one member: ``key("LI")`` → ``self_diffusion/LI``."""
@@ -224,6 +275,10 @@ AUDIT_GROUPS: tuple[AuditGroup, ...] = (THERMODYNAMICS_GROUP, COORDINATION_GROUP
 
 # -------------------------------------------------------------------------------------------- observables
 _STAGE = "analysis/"
+#: Members of the conductivity family: σ with cross-correlations, the Nernst–Einstein σ_NE (a related
+#: number, not the required σ) and the ionicity σ/σ_NE; the t+ the report compares across systems.
+_SIGMA, _SIGMA_NE, _IONICITY = "sigma", "sigma_NE", "ionicity"
+_T_PLUS_SHOWN = "barycentric/unweighted_L"
 _THERMO_MEMBERS = ("density", "temperature", "pressure", "potential_energy", "total_energy", "volume")
 THERMO = Observable(
     "thermo", "thermodynamics", "thermodynamics", "per term (GROMACS units)",
@@ -231,11 +286,14 @@ THERMO = Observable(
     "mdbench.analysis.thermo:ThermoEstimator", "analysis_guard_and_blocks", _STAGE + "50_thermo",
     required=True,
     targets={ANY_CASE: _THERMO_MEMBERS}, placeholders=_THERMO_MEMBERS,
-    figure=BLOCK_BARS_FIGURE, block_bars=r"^thermo/density")
+    figure=BLOCK_BARS_FIGURE, block_bars=r"^thermo/density", products=("temperature_K",),
+    evidence="block values with the whole-interval 95 % interval", report_rank=90)
 RDF = Observable(
     "rdf", "rdf", "coordination", "nm", "first minimum of each species-resolved g(r) around the cations",
     "mdbench.analysis.rdf:RdfEstimator", "analysis_rdf_coordination", _STAGE + "51_structure",
-    required=True, figure="rdf", details_section="structure", null_means_none=True)
+    required=True, figure="rdf", details_section="structure", null_means_none=True,
+    products=("rdf_results", "cutoffs", "cutoff_rules"), report_rank=0,
+    evidence="RDF g(r) of each Li-site channel with the registered first minimum (coordination cutoff)")
 COORDINATION = Observable(
     "coordination", "structure", "coordination", "molecules per centre",
     "distinct partner molecules in the first shell (first minimum and fixed cutoff), per site channel",
@@ -243,54 +301,85 @@ COORDINATION = Observable(
     required=True,
     targets={"DE": ("li_o_dmc_carbonyl", "li_o_fsi"), "HCE": ("li_o_dmc_carbonyl", "li_o_fsi"),
              "LHCE": ("li_o_dmc_carbonyl", "li_o_fsi", "li_o_tte_ether")},
-    figure="rdf", block_bars=r"@first_min", details_section="structure")
+    figure="rdf", block_bars=r"@first_min", details_section="structure", report_rank=0,
+    members=(Member(r"@first_min$", "Li+ CN {q} (first minimum) [molecules]", strip="@first_min"),))
 ASSOCIATION = Observable(
     "association", "association", "association", "fraction of anions",
     "free/SSIP, CIP and AGG fractions per anion and the largest cluster",
     "mdbench.analysis.association:AssociationEstimator", "analysis_contacts_clusters",
     _STAGE + "52_association", required=True, targets={ANY_CASE: ("cip", "agg")}, figure="clusters",
-    block_bars=r"/CIP$", details_section="association")
+    block_bars=r"/CIP$", details_section="association", products=("contacts",), report_rank=1,
+    members=(Member(r"^(?!.*largest_cluster_fraction$)", "{q} fraction of anions"),),
+    evidence="cation-anion cluster sizes (CIP/SSIP/AGG)")
 SELF_DIFFUSION = Observable(
     "self_diffusion", "self_diffusion", "self_diffusion", "m^2/s", "self-diffusion coefficient D of each species",
     "mdbench.analysis.diffusion:SelfDiffusionEstimator", "analysis_fitting_rules", _STAGE + "53_diffusion",
     required=True,
     targets={"DE": ("li", "fsi", "dmc"), "HCE": ("li", "fsi", "dmc"), "LHCE": ("li", "fsi", "dmc", "tte")},
-    figure="msd", block_bars=r"^self_diffusion/")
+    figure="msd", block_bars=r"^self_diffusion/", products=("diffusion",), report_rank=2,
+    members=(Member(r"", "D {q} (PBC) [m^2/s]"),),
+    evidence="MSD per species with the local exponent beta and the fit window (self-diffusion)")
 CONDUCTIVITY = Observable(
     "conductivity", "conductivity", "conductivity", "S/m",
     "ionic conductivity with cross-correlations (sigma), Nernst-Einstein sigma_NE and ionicity",
     "mdbench.analysis.onsager:CollectiveTransportEstimator", "analysis_fitting_rules",
     _STAGE + "55_conductivity", required=True, placeholders=("sigma",), figure=BLOCK_BARS_FIGURE,
-    block_bars=r"^conductivity/sigma", details_section="onsager")
+    block_bars=r"^conductivity/sigma", details_section="onsager", report_rank=11,
+    members=(Member(_SIGMA, "sigma (with cross-correlations) [S/m]", fixed=True),
+             Member(_SIGMA_NE, "sigma_NE (Nernst-Einstein, labelled; no correlations) [S/m]", fixed=True),
+             Member(_IONICITY, "ionicity sigma/sigma_NE", fixed=True)))
 TRANSFERENCE = Observable(
     "transference", "transference", "transference_number", "1",
     "cation transference number t+ under both conventions, barycentric and solvent frame",
     "mdbench.analysis.onsager:CollectiveTransportEstimator", "analysis_fitting_rules",
-    _STAGE + "55_conductivity", required=True, figure=BLOCK_BARS_FIGURE, details_section="onsager")
+    _STAGE + "55_conductivity", required=True, figure=BLOCK_BARS_FIGURE, details_section="onsager", report_rank=12,
+    members=(Member(_T_PLUS_SHOWN, "t+ (barycentric frame, sum_j z+ z_j L+j / sum_ij z_i z_j L_ij)",
+                    fixed=True),))
 VISCOSITY = Observable(
     "viscosity", "viscosity", "viscosity", "mPa s", "shear viscosity (Green-Kubo, five traceless components)",
     "mdbench.analysis.viscosity:ViscosityEstimator", "analysis_fitting_rules", _STAGE + "54_viscosity",
-    required=True, figure="viscosity_gk", block_bars=r"^viscosity$")
+    required=True, figure="viscosity_gk", block_bars=r"^viscosity$", products=("viscosity",), report_rank=10,
+    members=(Member("", "eta (Green-Kubo) [mPa s]", fixed=True),),
+    evidence="Green-Kubo running integral with its plateau window (viscosity)")
 SELF_DIFFUSION_YH = Observable(
     "self_diffusion_yeh_hummer", "self_diffusion_yeh_hummer", "self_diffusion", "m^2/s",
     "finite-size corrected D of each species (Yeh-Hummer, the case's own eta and box length): an additional "
     "labelled result beside the uncorrected D",
     "mdbench.analysis.diffusion:YehHummerEstimator", "analysis_fitting_rules", _STAGE + "53_diffusion",
-    figure="msd")
+    figure="msd", report_rank=3, members=(Member(r"", "D {q} (Yeh-Hummer corrected) [m^2/s]"),))
 RESIDENCE_TIME = Observable(
     "residence_time", "residence_time", "coordination", "ps",
     "Li+ residence time of each Li-O channel's first-shell partners (intermittent and continuous)",
     "mdbench.analysis.residence:ResidenceTimeEstimator", "analysis_shell_dynamics",
-    _STAGE + "56_shell_dynamics", figure="shell_dynamics")
+    _STAGE + "56_shell_dynamics", figure="shell_dynamics", report_rank=5,
+    precision=("lifetime_max_rel_half_width", None),
+    members=(Member(r"", "Li+ residence time {q} [ps]"),),
+    evidence="intermittent and continuous shell correlation functions (residence times, contact lifetimes)")
 CONTACT_LIFETIME = Observable(
     "contact_lifetime", "contact_lifetime", "association", "ps",
     "lifetime of cation-anion contacts of the registered contact definition (intermittent and continuous)",
     "mdbench.analysis.residence:ContactLifetimeEstimator", "analysis_shell_dynamics",
-    _STAGE + "56_shell_dynamics", figure="shell_dynamics")
+    _STAGE + "56_shell_dynamics", figure="shell_dynamics", report_rank=6,
+    precision=("lifetime_max_rel_half_width", None),
+    members=(Member(r"", "contact lifetime {q} [ps]"),))
+SPECIATION = Observable(
+    "speciation", "speciation", "coordination", "fraction of cations",
+    "Li+ first-shell composition: fractions of the most frequent (n_FSI, n_DMC, n_TTE, ...) species",
+    "mdbench.analysis.speciation:SpeciationEstimator", "analysis_speciation", _STAGE + "51_structure",
+    figure="speciation", report_rank=1, precision=(None, "association_fraction_max_half_width"),
+    members=(Member(r"", "Li+ first shell {q} (fraction of cations)"),),
+    evidence="Li+ first-shell species (speciation) with their block 95 % intervals")
 
-#: Every observable, in the order the pipeline runs their estimators.
+#: Result names of the conductivity members (read by the audit, the refits and the scripted defects).
+SIGMA, SIGMA_NE, IONICITY = CONDUCTIVITY.key(_SIGMA), CONDUCTIVITY.key(_SIGMA_NE), CONDUCTIVITY.key(_IONICITY)
+#: Qualifier → attribute of :class:`mdbench.analysis.onsager.OnsagerResult` holding that conductivity member.
+CONDUCTIVITY_MEMBERS = {_SIGMA: "sigma", _SIGMA_NE: "sigma_NE", _IONICITY: "ionicity"}
+
+#: Every observable. The pipeline runs their estimators in the order their declared inputs and products
+#: require (:func:`mdbench.analysis.pipeline.estimator_plan`), this order where nothing requires another.
 REGISTRY: tuple[Observable, ...] = (THERMO, RDF, COORDINATION, ASSOCIATION, SELF_DIFFUSION, CONDUCTIVITY,
-                                    TRANSFERENCE, VISCOSITY, SELF_DIFFUSION_YH, RESIDENCE_TIME, CONTACT_LIFETIME)
+                                    TRANSFERENCE, VISCOSITY, SELF_DIFFUSION_YH, RESIDENCE_TIME, CONTACT_LIFETIME,
+                                    SPECIATION)
 
 
 # --------------------------------------------------------------------------------------------- look-ups
@@ -375,6 +464,20 @@ def target_categories(group: str) -> tuple[str, ...]:
 def unanalysable_names() -> tuple[str, ...]:
     """Names recorded with the upstream state for a case that cannot be analysed (the required ones)."""
     return tuple(n for e in REGISTRY if e.required for n in e.unanalysable_names())
+
+
+def report_order() -> tuple[Observable, ...]:
+    """The registry in the report's order (:attr:`Observable.report_rank`, then registry order)."""
+    return tuple(sorted(REGISTRY, key=lambda e: e.report_rank))
+
+
+def evidence_figures() -> tuple[tuple[str, str], ...]:
+    """(figure name, caption) of the report's evidence figures, in report order (each figure once)."""
+    out: dict[str, str] = {}
+    for e in report_order():
+        if e.figure and e.evidence and e.figure not in out:
+            out[e.figure] = e.evidence
+    return tuple(out.items())
 
 
 def block_bar_names(names: list[str]) -> list[str]:

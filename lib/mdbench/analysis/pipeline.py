@@ -36,6 +36,7 @@ import numpy as np
 
 from mdbench.analysis import observables as registry
 from mdbench.analysis.concurrency import ForkedCall, hash_in_background
+from mdbench.analysis.estimator import CaseInputs, declared_products
 from mdbench.analysis.settings import AnalysisSettings, registration_definitions
 from mdbench.errors import InputError, MdbenchError
 from mdbench.record.store import run_relative, sha256_file
@@ -142,16 +143,166 @@ def _obs(category: str, payload: dict[str, Any], *, definition: str, registratio
     }
 
 
-def estimator_plan() -> list[tuple[type, tuple[registry.Observable, ...]]]:
-    """(estimator class, the registry entries it serves) in the order of the registry (each class once)."""
+def estimator_plan(entries: tuple[registry.Observable, ...] | None = None
+                   ) -> list[tuple[type, tuple[registry.Observable, ...]]]:
+    """(estimator class, the registry entries it serves), each class once, in dependency order.
+
+    An estimator that reads ``products.<name>`` (its ``inputs`` or ``optional_inputs``) runs after the
+    estimator whose registry entries declare the product ``<name>``; where nothing orders two estimators
+    the registry's order stands (a stable topological sort). A product read that no entry declares, two
+    entries declaring one product, or a cycle is an error naming them.
+    """
     served: dict[str, list[registry.Observable]] = {}
-    for entry in registry.REGISTRY:
+    for entry in registry.REGISTRY if entries is None else entries:
         served.setdefault(entry.estimator, []).append(entry)
-    plan = []
-    for path, entries in served.items():
+    nodes = []
+    for path, group in served.items():
         module, _, name = path.partition(":")
-        plan.append((getattr(importlib.import_module(module), name), tuple(entries)))
-    return plan
+        nodes.append((getattr(importlib.import_module(module), name), tuple(group)))
+    maker: dict[str, int] = {}
+    for i, (cls, group) in enumerate(nodes):
+        for product in (p for e in group for p in e.products):
+            if product in maker and maker[product] != i:
+                raise ValueError(f"product {product!r} is declared by {nodes[maker[product]][0].__name__} and "
+                                 f"{cls.__name__}; one registry entry declares each product")
+            maker[product] = i
+    needs = []
+    for cls, _group in nodes:
+        unknown = [p for p in declared_products(cls) if p not in maker]
+        if unknown:
+            raise ValueError(f"{cls.__name__} reads {', '.join('products.' + p for p in unknown)}, which no "
+                             "registry entry declares in its products")
+        needs.append({maker[p] for p in declared_products(cls)})
+    order: list[int] = []
+    while len(order) < len(nodes):
+        ready = [i for i in range(len(nodes)) if i not in order and needs[i] <= set(order)]
+        if not ready:
+            left = [nodes[i][0].__name__ for i in range(len(nodes)) if i not in order]
+            raise ValueError(f"the estimators {', '.join(left)} read each other's products (a cycle)")
+        order.append(ready[0])
+    return [nodes[i] for i in order]
+
+
+def run_estimators(inputs: CaseInputs, upstream_state: str, reg_ids: dict[str, str]
+                   ) -> tuple[dict[str, dict[str, Any]], dict[str, Any], dict[str, Any], list[tuple[type, Any]]]:
+    """Run every registered estimator in dependency order and classify each result by the registered rules.
+
+    Returns (observables of results.json, its detail sections, the figures' data, (estimator class,
+    Estimate) of each estimator for its own figures)."""
+    from mdbench.analysis.states import C, classify_observable
+
+    observables: dict[str, dict[str, Any]] = {}
+    sections: dict[str, Any] = {}
+    figure_data: dict[str, Any] = {}
+    drawn: list[tuple[type, Any]] = []
+    for estimator_class, entries in estimator_plan():
+        estimator = estimator_class(inputs, entries)
+        result = estimator.run()
+        undeclared = set(result.products) - {p for e in entries for p in e.products}
+        if undeclared:
+            raise ValueError(f"{estimator_class.__name__} shares {', '.join(sorted(undeclared))} without declaring "
+                             "it in the products of its registry entries")
+        inputs.products.update(result.products)
+        figure_data.update(result.figure_data)
+        drawn.append((estimator_class, result))
+        for name, content in result.sections.items():
+            if isinstance(sections.get(name), dict) and isinstance(content, dict):
+                sections[name].update(content)
+            else:
+                sections[name] = content
+        for m in result.measurements:
+            st = classify_observable(upstream_state=upstream_state, **estimator.state_inputs(m.name))
+            if m.note and st.state == C:
+                st = dataclasses.replace(st, reason=st.reason + m.note)
+            observables[m.name] = _obs(m.entry.category, m.payload, definition=m.definition,
+                                       registration_id=reg_ids.get(m.entry.registration), state=st,
+                                       details=m.details)
+    return observables, sections, figure_data, drawn
+
+
+def _system_section(rd: Any, rd_s: Any, win: Any) -> dict[str, Any]:
+    """The ``system`` section of results.json: species, counts, charges, channels, how the frames were read."""
+    return {"species": rd.species, "n_molecules": {sp: int(np.sum(rd.mol_species == sp)) for sp in rd.species},
+            "charges_e": dict(rd.species_charge_e),
+            "centres": rd.centre_species, "channels": [c.name for c in rd.channels],
+            "n_atoms": rd.source.get("n_atoms"), "n_frames": rd.n_frames,
+            "input_dtype": rd.source.get("input_dtype"),
+            "structure_every_n_frames": rd.structure_every, "n_structure_frames": rd_s.n_frames,
+            "pair_search": rd.source.get("pair_search"),
+            "reduction_workers": rd.source.get("reduction_workers", 1),
+            "frame_reader": rd.source.get("frame_reader"),
+            "mean_volume_nm3": float(np.mean(rd.volume_nm3[win.whole]))}
+
+
+def _record_results(rec: Any, out: Path, case: str, observables: dict[str, dict[str, Any]], doc: dict[str, Any]
+                    ) -> None:
+    """Observable states (with their JSON-pointer references) and the artifacts into the run record."""
+    rel = run_relative(out / "results.json", rec.run_dir)
+    for name, ob in observables.items():
+        rec.set_observable_state(case, name, ob["state"], ob["reason"],
+                                 results_ref=f"{rel}#/observables/{json_pointer_token(name)}",
+                                 registration_id=ob["registration_id"])
+    for path in [out / "results.json", *(out / f for f in doc["figures"].values())]:
+        try:
+            rec.add_artifact(run_relative(path, rec.run_dir))
+        except Exception as exc:  # noqa: BLE001 - inventory failure must not lose results
+            log.warning("could not add %s to the artifact inventory: %s", path, exc)
+
+
+def _pass_and_energy(tpr: str | Path, xtc: str | Path, edr: str | Path, out: Path, settings: AnalysisSettings,
+                     verbose: bool, workers: int | None) -> tuple[Any, Any, tuple[Any, float, dict[str, Any]],
+                                                               dict[str, str], dict[str, Any]]:
+    """The one trajectory pass and, overlapping it, the energy file and its guard; the provenance hashes
+    started in the background. Returns (complete frames, ReducedTrajectory, (energy series, guard [ps],
+    guard detection), source paths, their hash futures)."""
+    from mdbench.analysis import reduce
+    from mdbench.trajcheck import complete_frames  # issue 25
+
+    for p in (tpr, xtc, edr):
+        if not Path(p).is_file():
+            raise InputError("file not found; pass the production tpr, xtc and edr", str(p))
+    frames = complete_frames(xtc)  # issue 25: a trajectory cut mid-frame is read to its last complete frame
+    # 2a. the energy file is read (and the automatic guard detected) in a forked process while this one
+    #     parses the topology and makes the trajectory pass (their cost overlaps); workers=1: all here
+    energy = ForkedCall.start(_energy_stage, edr, settings.guard_ps) if workers != 1 else None
+    # 3. one pass over the trajectory
+    try:
+        rd = reduce.reduce_files(tpr, frames.path, rdf_rmax_nm=settings.rdf_rmax_nm, rdf_bin_nm=settings.rdf_bin_nm,
+                                 r_store_nm=settings.r_store_nm, structure_max_frames=settings.structure_max_frames,
+                                 verbose=verbose, workers=workers,
+                                 neutral_charge_tolerance_e=settings.neutral_charge_tolerance_e,
+                                 series_dir=out)  # the COM series in a scratch file there (issue 23)
+    except BaseException:
+        if energy is not None:
+            energy.cancel()
+        raise
+    # provenance hashes, in a thread while the estimators run; after the pass, which forks its workers
+    src = {"tpr": str(tpr), "xtc": str(xtc), "edr": str(edr)}
+    hashes = hash_in_background(sha256_file, src)
+    # while the energy child still works, import pymbar here too: later analyses fork children that have it
+    if energy is not None and not energy.ready():
+        _import_equilibration_detection()
+    # 2b. energy file: guard
+    series, guard, guard_info = energy.result() if energy is not None else _energy_stage(edr, settings.guard_ps)
+    return frames, rd, (series, guard, guard_info), src, hashes
+
+
+def _case_inputs(settings: AnalysisSettings, case: str, series: Any, guard: float, rd: Any, win: Any) -> CaseInputs:
+    """What the estimators read: the series, the guard, the trajectory and its structure frames with their
+    blocks, and how neighbour-based results treated the trajectory."""
+    from mdbench.analysis.blocks import block_windows
+
+    # structure estimators run on the frames that carry neighbour data (all frames unless strided)
+    rd_s = rd.structure_view()
+    win_s = win if rd_s is rd else block_windows(rd_s.time_ps, guard, settings.n_blocks)
+    # how the trajectory was treated for every neighbour-based result (declared with each of them)
+    treatment = {"pbc": "minimum image in each frame's own box (orthorhombic; triclinic via MDAnalysis)",
+                 "whole_molecules": "partners counted as molecules (any registered site within the cutoff)",
+                 "structure_every_n_frames": rd.structure_every, "n_structure_frames": rd_s.n_frames,
+                 "pair_search": rd.source.get("pair_search")}
+    inputs = CaseInputs(settings, case, energy=series, guard_ps=float(guard), ensemble=_ensemble(series),
+                        trajectory=rd, structure_frames=rd_s, windows=win, structure_windows=win_s, treatment=treatment)
+    return inputs
 
 
 def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: str | Path, *,
@@ -189,12 +340,8 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     dict
         The results document (also written to ``out_dir/results.json``).
     """
-    from mdbench.analysis import reduce
     from mdbench.analysis.blocks import block_windows
-    from mdbench.analysis.estimator import CaseInputs
     from mdbench.analysis.results import write_figures, write_validated_results
-    from mdbench.analysis.states import C, classify_observable
-    from mdbench.trajcheck import complete_frames  # issue 25
 
     settings = _effective(settings, guard_ps)
     out = Path(out_dir)
@@ -202,67 +349,12 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     case = case or "case"
     # 1. registrations first
     reg_ids = register_definitions(rec, case, settings) if rec is not None else {}
-    for p in (tpr, xtc, edr):
-        if not Path(p).is_file():
-            raise InputError("file not found; pass the production tpr, xtc and edr", str(p))
-
-    frames = complete_frames(xtc)  # issue 25: a trajectory cut mid-frame is read to its last complete frame
-    # 2a. the energy file is read (and the automatic guard detected) in a forked process while this one
-    #     parses the topology and makes the trajectory pass (their cost overlaps); workers=1: all here
-    energy = ForkedCall.start(_energy_stage, edr, settings.guard_ps) if workers != 1 else None
-    # 3. one pass over the trajectory
-    try:
-        rd = reduce.reduce_files(tpr, frames.path, rdf_rmax_nm=settings.rdf_rmax_nm, rdf_bin_nm=settings.rdf_bin_nm,
-                                 r_store_nm=settings.r_store_nm, structure_max_frames=settings.structure_max_frames,
-                                 verbose=verbose, workers=workers,
-                                 neutral_charge_tolerance_e=settings.neutral_charge_tolerance_e,
-                                 series_dir=out)  # the COM series in a scratch file there (issue 23)
-    except BaseException:
-        if energy is not None:
-            energy.cancel()
-        raise
-    # provenance hashes, in a thread while the estimators run; after the pass, which forks its workers
-    src = {"tpr": str(tpr), "xtc": str(xtc), "edr": str(edr)}
-    hashes = hash_in_background(sha256_file, src)
-    # while the energy child still works, import pymbar here too: later analyses fork children that have it
-    if energy is not None and not energy.ready():
-        _import_equilibration_detection()
-    # 2b. energy file: guard
-    series, guard, guard_info = energy.result() if energy is not None else _energy_stage(edr, settings.guard_ps)
+    frames, rd, (series, guard, guard_info), src, hashes = _pass_and_energy(tpr, xtc, edr, out, settings, verbose,
+                                                                            workers)
     win = block_windows(rd.time_ps, guard, settings.n_blocks)
-    # structure estimators run on the frames that carry neighbour data (all frames unless strided)
-    rd_s = rd.structure_view()
-    win_s = win if rd_s is rd else block_windows(rd_s.time_ps, guard, settings.n_blocks)
-    # how the trajectory was treated for every neighbour-based result (declared with each of them)
-    treatment = {"pbc": "minimum image in each frame's own box (orthorhombic; triclinic via MDAnalysis)",
-                 "whole_molecules": "partners counted as molecules (any registered site within the cutoff)",
-                 "structure_every_n_frames": rd.structure_every, "n_structure_frames": rd_s.n_frames,
-                 "pair_search": rd.source.get("pair_search")}
-    inputs = CaseInputs(settings, case, energy=series, guard_ps=float(guard), ensemble=_ensemble(series),
-                        trajectory=rd, structure_frames=rd_s, windows=win, structure_windows=win_s, treatment=treatment)
-
-    # 4. every registered estimator, in registry order; 5. states by the registered rules
-    observables: dict[str, dict[str, Any]] = {}
-    sections: dict[str, Any] = {}
-    figure_data: dict[str, Any] = {}
-    for estimator_class, entries in estimator_plan():
-        estimator = estimator_class(inputs, entries)
-        result = estimator.run()
-        inputs.products.update(result.products)
-        figure_data.update(result.figure_data)
-        for name, content in result.sections.items():
-            if isinstance(sections.get(name), dict) and isinstance(content, dict):
-                sections[name].update(content)
-            else:
-                sections[name] = content
-        for m in result.measurements:
-            st = classify_observable(upstream_state=upstream_state, **estimator.state_inputs(m.name))
-            if m.note and st.state == C:
-                st = dataclasses.replace(st, reason=st.reason + m.note)
-            observables[m.name] = _obs(m.entry.category, m.payload, definition=m.definition,
-                                       registration_id=reg_ids.get(m.entry.registration), state=st,
-                                       details=m.details)
-
+    inputs = _case_inputs(settings, case, series, guard, rd, win)
+    # 4. every registered estimator, in dependency order; 5. states by the registered rules
+    observables, sections, figure_data, drawn = run_estimators(inputs, upstream_state, reg_ids)
     # 6. document, figures, states
     doc = {
         "schema_version": "1.0",
@@ -278,37 +370,19 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
         "windows": win.to_dict(),
         "registrations": reg_ids,
         "definitions": registration_definitions(settings),
-        "system": {"species": rd.species, "n_molecules": {sp: int(np.sum(rd.mol_species == sp)) for sp in rd.species},
-                   "charges_e": dict(rd.species_charge_e),
-                   "centres": rd.centre_species, "channels": [c.name for c in rd.channels],
-                   "n_atoms": rd.source.get("n_atoms"), "n_frames": rd.n_frames,
-                   "input_dtype": rd.source.get("input_dtype"),
-                   "structure_every_n_frames": rd.structure_every, "n_structure_frames": rd_s.n_frames,
-                   "pair_search": rd.source.get("pair_search"),
-                   "reduction_workers": rd.source.get("reduction_workers", 1),
-                   "frame_reader": rd.source.get("frame_reader"),
-                   "mean_volume_nm3": float(np.mean(rd.volume_nm3[win.whole]))},
+        "system": _system_section(rd, inputs.structure_frames, win),
         "observables": observables,
         **{name: sections.get(name) for name in _detail_sections()},
         "figures": {},
+        "trajectory": frames.integrity.to_dict(),  # issue 25: complete frames used, truncation stated
     }
-    doc["trajectory"] = frames.integrity.to_dict()  # issue 25: complete frames used, truncation stated
     doc["energy"] = inputs.products.get("energy_coverage")  # issue 35: truncation and window coverage stated
     if figures:
-        doc["figures"] = write_figures(out, observables=observables, settings=settings, **figure_data)
+        doc["figures"] = write_figures(out, observables=observables, settings=settings, drawn=drawn, **figure_data)
     doc["superseded_results"] = _archive_superseded(out, reg_ids)
     write_validated_results(out / "results.json", doc)
     if rec is not None:
-        rel = run_relative(out / "results.json", rec.run_dir)
-        for name, ob in observables.items():
-            rec.set_observable_state(case, name, ob["state"], ob["reason"],
-                                     results_ref=f"{rel}#/observables/{json_pointer_token(name)}",
-                                     registration_id=ob["registration_id"])
-        for path in [out / "results.json", *(out / f for f in doc["figures"].values())]:
-            try:
-                rec.add_artifact(run_relative(path, rec.run_dir))
-            except Exception as exc:  # noqa: BLE001 - inventory failure must not lose results
-                log.warning("could not add %s to the artifact inventory: %s", path, exc)
+        _record_results(rec, out, case, observables, doc)
     return doc
 
 

@@ -177,7 +177,8 @@ def _read_flat(path: Path) -> dict[str, Any]:
 
     doc = load_yaml(path) or {}
     if not isinstance(doc, dict):
-        raise InputError("an analysis settings file is a mapping of sections (guard_and_blocks, rdf_and_coordination, ...)",
+        raise InputError("an analysis settings file is a mapping of sections (guard_and_blocks, "
+                         "rdf_and_coordination, ...)",
                          str(path))
     hints = typing.get_type_hints(AnalysisSettings)
     where = {f.name: f.metadata["section"] for f in dataclasses.fields(AnalysisSettings)}
@@ -218,15 +219,34 @@ def _check_type(key: str, value: Any, hint: Any, path: Path) -> None:
 
 # --------------------------------------------------------------------------------------------- registrations
 def registration_definitions(settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
-    """The definitions registered before any result, keyed by registration kind (all read from ``settings``)."""
+    """The definitions registered before any result, keyed by registration kind (all read from ``settings``):
+    the shared ones below, then each registered estimator's own (:meth:`EstimatorBase.definition
+    <mdbench.analysis.estimator.EstimatorBase.definition>`), merged in registry order."""
+    import importlib
+
+    from mdbench.analysis.observables import REGISTRY
+
+    out = _shared_definitions(settings)
+    for path in dict.fromkeys(e.estimator for e in REGISTRY):
+        module, _, name = path.partition(":")
+        own = getattr(getattr(importlib.import_module(module), name), "definition", None)
+        for kind, fields in (own(settings) if own is not None else {}).items():
+            out.setdefault(kind, {}).update(fields)
+    return out
+
+
+def _shared_definitions(settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
+    """The definitions shared by several estimators (guard and blocks, selections, fitting rules, ...)."""
+    return {**_sampling_and_structure_definitions(settings), **_fitting_definitions(settings),
+            **_shell_and_adequacy_definitions(settings)}
+
+
+def _sampling_and_structure_definitions(s: AnalysisSettings) -> dict[str, dict[str, Any]]:
+    """Guard and blocks, atom selections, RDF/coordination and contact definitions."""
     from mdbench.analysis.blocks import BLOCK_DEFINITION
-    from mdbench.analysis.observables import VISCOSITY
     from mdbench.analysis.rdf import first_min_rule
     from mdbench.analysis.reduce import SITE_LABELS
-    from mdbench.analysis.states import STATE_RULES
 
-    s = settings
-    adequacy = {k: getattr(s, k) for k in AnalysisSettings.sections()["adequacy"]}
     return {
         "analysis_guard_and_blocks": {
             "guard_ps": s.guard_ps,
@@ -267,6 +287,14 @@ def registration_definitions(settings: AnalysisSettings) -> dict[str, dict[str, 
             "classes": "per anion, distinct cations in contact: 0 free_or_SSIP, 1 CIP, >=2 AGG",
             "clusters": "connected components of the cation-anion contact graph; size in ions",
         },
+    }
+
+
+def _fitting_definitions(s: AnalysisSettings) -> dict[str, dict[str, Any]]:
+    """Fitting rules of the transport estimators (diffusion, Onsager, Yeh-Hummer, Green-Kubo)."""
+    from mdbench.analysis.observables import VISCOSITY
+
+    return {
         "analysis_fitting_rules": {
             "diffusion": {"beta_range": list(s.diffusion_beta_range), "min_window_decades": s.diffusion_min_decades,
                           "max_lag_fraction_of_block": s.diffusion_max_lag_fraction, "frame": "barycentric"},
@@ -286,6 +314,15 @@ def registration_definitions(settings: AnalysisSettings) -> dict[str, dict[str, 
                                     f"changes by <= {s.viscosity_plateau_rel_tol:g} of its window mean",
                           "requires": "pressure output <= 0.5 ps and constant volume (no barostat)"},
         },
+    }
+
+
+def _shell_and_adequacy_definitions(s: AnalysisSettings) -> dict[str, dict[str, Any]]:
+    """Shell dynamics, and the adequacy and stopping rules every state follows."""
+    from mdbench.analysis.states import STATE_RULES
+
+    adequacy = {k: getattr(s, k) for k in AnalysisSettings.sections()["adequacy"]}
+    return {
         "analysis_shell_dynamics": {
             "pairs": "(centre, partner molecule) with any site of the channel within r_c: residence times use "
                      "each Li-O channel's coordination cutoff (first minimum, else the fixed cutoff); contact "

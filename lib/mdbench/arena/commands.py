@@ -10,7 +10,6 @@ from pathlib import Path
 import click
 
 from mdbench.errors import InputError
-from mdbench.paths import OUTPUTS_DIR
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +98,8 @@ def _harbor_version() -> str:
 
 
 def _common_run_options(f):
-    f = click.option("--jobs-dir", type=click.Path(file_okay=False), default=str(OUTPUTS_DIR / "arena" / "jobs"),
-                     show_default=True, help="Folder that receives the job folder.")(f)
+    f = click.option("--jobs-dir", type=click.Path(file_okay=False), default="outputs/arena/jobs",
+                     show_default=True, help="Folder that receives the job folder (relative to the working directory).")(f)
     f = click.option("--job-name", default=None, help="Job folder name (default: timestamp).")(f)
     f = click.option("--python", "python", default=None, help="Interpreter given to scripts as MDBENCH_PYTHON (default: this one).")(f)
     f = click.option("--judge-cmd", "--judge", "judge_cmd", default=None,

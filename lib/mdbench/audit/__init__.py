@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["audit_run", "AuditResult"]
+__all__ = ["audit_run", "AuditResult", "NotARunDirectory"]
 
 
 def __getattr__(name: str) -> Any:  # lazy: keep ``mdbench --help`` fast
@@ -19,4 +19,8 @@ def __getattr__(name: str) -> Any:  # lazy: keep ``mdbench --help`` fast
         from mdbench.audit.model import AuditResult
 
         return AuditResult
+    if name == "NotARunDirectory":
+        from mdbench.audit.fabrication import NotARunDirectory
+
+        return NotARunDirectory
     raise AttributeError(name)

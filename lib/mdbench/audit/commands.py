@@ -23,9 +23,10 @@ import click
 @click.option("--adjudication", type=click.Path(path_type=Path, exists=True, dir_okay=False), default=None,
               help="Expert adjudication.yaml (append-only entries), applied last.")
 @click.option("--verbose/--quiet", default=False, help="Progress bar over cases.")
+@click.option("--force", is_flag=True, help="Audit a folder without run_record/ (everything it lacks scores 0).")
 def audit(run_dir: Path, bundle: Path | None, out: Path, no_reanalysis: bool, judge_cmd: str | None,
           judge_llm: str | None, judge_model: str | None, judge_key_env: str, adjudication: Path | None,
-          verbose: bool) -> None:
+          verbose: bool, force: bool) -> None:
     """SAEO audit of RUN_DIR: 21 items rated 1/0.5/0 with evidence → OUT/saeo.json, OUT/findings.md."""
     from mdbench.audit.core import audit_run  # noqa: PLC0415
 
@@ -33,10 +34,25 @@ def audit(run_dir: Path, bundle: Path | None, out: Path, no_reanalysis: bool, ju
         raise click.UsageError("--judge-llm needs --model (the endpoint's model name)")
     if judge_llm and judge_cmd:
         raise click.UsageError("use one judge: --judge-cmd or --judge-llm")
+    from mdbench.cli import check_out  # noqa: PLC0415
+    from mdbench.errors import InputError  # noqa: PLC0415
 
+    if not run_dir.is_dir():
+        raise InputError("no such run directory; give the folder the study or agent ran in", str(run_dir))
+    if not force and not (run_dir / "run_record").is_dir():
+        raise InputError("not a run directory: no run_record/ in it; give the folder the study or agent ran in, "
+                         "or pass --force to audit it anyway", str(run_dir))
+    if bundle is not None and not bundle.is_dir():
+        raise InputError("--bundle: no such bundle folder; give the agent input bundle (mdbench bundle build)",
+                         str(bundle))
+    check_out(out)
+
+    import inspect  # noqa: PLC0415
+
+    extra = {"force": force} if "force" in inspect.signature(audit_run).parameters else {}
     res = audit_run(run_dir, bundle, out, reanalysis=not no_reanalysis, judge_cmd=judge_cmd,
                     adjudication=adjudication, verbose=verbose, judge_llm=judge_llm, judge_model=judge_model,
-                    judge_key_env=judge_key_env)
+                    judge_key_env=judge_key_env, **extra)
     click.echo(f"composite {res.composite_final:.1f} (preliminary {res.composite_preliminary:.1f}); "
                f"claimed {res.claimed_outcome}, evidence supports {res.expected_outcome}; "
                f"{len(res.findings)} findings → {out / 'saeo.json'}")

@@ -22,7 +22,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from mdbench.audit import analysis_items, evidence, outcome, simulation
+from mdbench.audit import (amend, analysis_items, evidence, fabrication, outcome, record_checks, registered,
+                          simulation)
 from mdbench.audit.bundle import load_bundle
 from mdbench.audit.judges import (check_append_only, entry_digest, load_adjudication, run_external_judge,
                                   run_llm_judge)
@@ -219,6 +220,7 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
     run_path = Path(run_dir)
     if not run_path.is_dir():
         raise InputError("run directory not found; pass the directory holding run_record/", str(run_dir))
+    fabrication.require_run_directory(run_path)  # NotARunDirectory: no run_record/, nothing scored
     out = Path(out_dir)
     real_run, real_out = run_path.resolve(), out.resolve()
     if real_out == real_run or real_run in real_out.parents:
@@ -251,9 +253,11 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
         sim4_found[case] = fs.findings[n0:]
         per_case[case] = [simulation.check_setup(run, bundle, case), simulation.check_minimization(run, case), s4]
         upstream[case] = _upstream(run, case, s4)
-    jobs = {case: ((pf.tpr, pf.xtc, pf.edr), _guard_ps(run, case)) for case, pf in prods.items()
-            if reanalysis and upstream[case] is None and pf.readable}
+    jobs = {case: ((pf.tpr, pf.xtc, pf.edr), _guard_ps(run, case),
+                   registered.settings_overrides(run, case, pf.extra.get("charges_e")))  # issue 37: as registered
+            for case, pf in prods.items() if reanalysis and upstream[case] is None and pf.readable}
     with Reanalyses(fs, jobs, out) as canonical:  # a child process analyses beside the checks where it can
+        record_checks.prefetch(run, prods)  # issue 37: the run inputs' gmx dump in threads meanwhile
         for case in run.cases:  # Sim3 reads the equilibration energy files meanwhile, E3 the record, E2 hashes
             per_case[case].insert(2, simulation.check_equilibration(run, bundle, case))
         extra, refs = _record_findings(run_path)
@@ -263,6 +267,7 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
             canon = None
             if case in jobs:
                 canon, reinfo["cases"][case], re_findings = canonical.result(case)
+                canon = registered.annotate(canon)  # issue 37: its association entries carry their cutoff
                 findings += re_findings
                 if canon is None:  # failed or unavailable: nobody decompressed the frames, Sim4 does it now
                     first = {id(f) for f in sim4_found[case]}
@@ -275,6 +280,7 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
             refit = (WindowRefit.for_case(links / Path(pf.tpr).name, links / Path(pf.xtc).name, canon)
                      if canon else None)
             js, groups = analysis_items.assess_case(run, bundle, case, upstream[case], canon, pf.extra, refit)
+            findings += amend.case_checks(run, case, upstream[case], canon, pf, groups, js)  # issue 37
             judgments += per_case[case] + js
             assessments += [g.assessment for g in groups]
     valid_cases = [c for c in run.cases if upstream.get(c) is None]
@@ -288,6 +294,7 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
         ojs = [Judgment("O3", 0.0, "MD consumption exceeds the budget: " + "; ".join(consumption.over),
                         evidence=[Evidence(f"{evidence.REC}/attempts.jsonl")]) if j.item == "O3" else j for j in ojs]
     judgments += ojs
+    findings += record_checks.amend(run, bundle, prods, judgments, assessments)  # issue 37: the run's own record
     budget = [Finding("budget_exceeded", m, f"{evidence.REC}/attempts.jsonl", item="E5") for m in consumption.over]
     budget += [Finding("budget_statement_disagrees", m, "report.md" if m.startswith("report.md") else
                        f"{evidence.REC}/episode_terminal.json", item="E5") for m in consumption.statements]

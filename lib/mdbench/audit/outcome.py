@@ -55,6 +55,10 @@ def expected_outcome(run: RunData, assessments: list[ObservableAssessment], vali
     return "clean_valid"
 
 
+#: Declared states that count as detecting an unresolved obligation (the contract vocabulary, C excluded).
+_UNRESOLVED_WORDS = UNRESOLVED_STATES
+
+
 #: Confusions of a deterministic failure with a sampling limitation (either way): O2 not satisfied.
 _F_SI_CONFUSIONS = frozenset({(F, SI), (F, C), (SI, F), (C, F)})
 
@@ -91,7 +95,8 @@ def judge_outcome(run: RunData, assessments: list[ObservableAssessment], valid_c
         lu = _listed_unresolved(run, a.case, a.observable)
         listed_state = lu.get("state") if isinstance(lu, dict) else None
         claimed = rs if rs not in (None, "C") else listed_state
-        if (rs is not None and rs != "C") or lu is not None:
+        # only states of the contract vocabulary detect anything ("estimated", "ok?" do not)
+        if (rs in _UNRESOLVED_WORDS) or (lu is not None and (listed_state is None or listed_state in _UNRESOLVED_WORDS)):
             detected.append(a)
             if claimed is not None and claimed != a.state:
                 mislabelled.append(f"{a.case}/{a.observable}: run says {claimed}, audit finds {a.state}")

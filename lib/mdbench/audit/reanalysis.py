@@ -33,7 +33,8 @@ SERIAL_ENV = "MDBENCH_AUDIT_SERIAL"
 
 
 def _reanalyse(run_fs: RunFS, case: str, files: tuple[str, str, str], out: Path, guard_ps: float | None,
-               findings: list[Finding]) -> tuple[Any | None, dict[str, Any], bool]:
+               findings: list[Finding], overrides: dict[str, Any] | None = None
+               ) -> tuple[Any | None, dict[str, Any], bool]:
     """Canonical reanalysis of one case's production ``files`` (run-relative tpr, xtc, edr).
 
     Returns the results document (``None`` when the analysis is unavailable or fails, with a finding appended
@@ -62,7 +63,16 @@ def _reanalyse(run_fs: RunFS, case: str, files: tuple[str, str, str], out: Path,
     t0 = time.perf_counter()
     try:
         # numbers only: the audit compares values and diagnostics, it draws no figures (most of an analysis' time)
-        ret = analyze_files(args[0], args[1], args[2], str(work), guard_ps=guard_ps, figures=False)
+        settings = None
+        if overrides:  # the run's registered definitions (mdbench.audit.registered.settings_overrides)
+            import dataclasses  # noqa: PLC0415
+
+            from mdbench.analysis.settings import AnalysisSettings  # noqa: PLC0415
+
+            settings = dataclasses.replace(AnalysisSettings(), **overrides)
+            info["registered_settings"] = overrides
+        ret = analyze_files(args[0], args[1], args[2], str(work), guard_ps=guard_ps, settings=settings,
+                            figures=False)
     except Exception as exc:  # noqa: BLE001 - a failing reanalysis is a finding, not a crash
         findings.append(Finding("reanalysis_failed", f"canonical reanalysis failed: {type(exc).__name__}: {exc}"[:300],
                                 item="A3", case=case))
@@ -136,7 +146,8 @@ class Reanalyses:
     run_fs : RunFS
         The audited run (read only).
     jobs : dict
-        Case → ((tpr, xtc, edr) run-relative paths, guard interval [ps] or None), in audit order.
+        Case → ((tpr, xtc, edr) run-relative paths, guard interval [ps] or None[, settings overrides: the run's
+        registered definitions, :func:`mdbench.audit.registered.settings_overrides`]), in audit order.
     out : Path
         The audit directory; each case's reanalysis goes to ``out/reanalysis/<case>``.
     background : bool or None
@@ -176,9 +187,10 @@ class Reanalyses:
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 _die_with(parent)
                 with os.fdopen(w, "w", encoding="utf-8") as pipe:
-                    for case, (files, guard) in self.jobs.items():
+                    for case, (files, guard, *more) in self.jobs.items():
                         findings: list[Finding] = []
-                        canon, info, from_file = _reanalyse(self.run_fs, case, files, self.out, guard, findings)
+                        canon, info, from_file = _reanalyse(self.run_fs, case, files, self.out, guard, findings,
+                                                            *[m for m in more[:1] if m])
                         msg = {"case": case, "info": info, "findings": [asdict(f) for f in findings],
                                "from_file": from_file, "canon": None if from_file else canon}
                         pipe.write(json.dumps(msg, default=str) + "\n")
@@ -207,9 +219,10 @@ class Reanalyses:
             canon = _results_document(self.out / "reanalysis" / msg["case"]) if msg["from_file"] else msg["canon"]
             self._done[msg["case"]] = (canon, msg["info"], [Finding(**f) for f in msg["findings"]])
         if case not in self._done:
-            files, guard = self.jobs[case]
+            files, guard, *more = self.jobs[case]
             findings: list[Finding] = []
-            canon, info, _from_file = _reanalyse(self.run_fs, case, files, self.out, guard, findings)
+            canon, info, _from_file = _reanalyse(self.run_fs, case, files, self.out, guard, findings,
+                                                 *[m for m in more[:1] if m])
             self._done[case] = (canon, info, findings)
         return self._done[case]
 

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from mdbench.analysis.blocks import t_quantile_975
+
 log = logging.getLogger(__name__)
 
 #: Margin [dimensionless] by which an MSD exponent must miss the accepted range, or differ from a reported
@@ -222,10 +224,11 @@ class WindowRefit:
             return None
         tail = canonical_key.split("/", 1)[-1]
         est = None
-        from mdbench.analysis.observables import CONDUCTIVITY  # noqa: PLC0415
+        from mdbench.analysis.observables import CONDUCTIVITY, CONDUCTIVITY_MEMBERS  # noqa: PLC0415
 
         if CONDUCTIVITY.owns(canonical_key):
-            est = {"sigma": o.sigma, "sigma_NE": o.sigma_NE, "ionicity": o.ionicity}.get(tail)
+            attr = CONDUCTIVITY_MEMBERS.get(tail)
+            est = getattr(o, attr) if attr else None
         else:
             est = next((te.t_plus for te in o.transference if te.key == tail), None)
         if est is None or not (math.isfinite(est.whole) and all(math.isfinite(b) for b in est.blocks)):
@@ -289,12 +292,14 @@ class CurveComparison:
 
 
 def compare_curves(lag_ps: np.ndarray, msd_nm2: np.ndarray, canonical: tuple[np.ndarray, np.ndarray, list[np.ndarray]],
-                   window: tuple[float, float] | None, rel_tol: float, t_975: float) -> CurveComparison | None:
+                   window: tuple[float, float] | None, rel_tol: float, t_975: float | None = None
+                   ) -> CurveComparison | None:
     r"""Compare a recorded MSD with the canonical one at the recorded lags inside the canonical range (the
     canonical curves interpolated linearly; lag 0 left out), restricted to ``window`` where it holds at least
     three of them. The tolerance at each lag is twice :math:`\max(h, \mathrm{rel\_tol}\cdot\mathrm{MSD})`, with
     :math:`h = t_{0.975}\, s_b/\sqrt{n_b}` of the canonical block MSDs — twice, as for every sampling-limited
-    comparison, so that no finding rests on a borderline state."""
+    comparison, so that no finding rests on a borderline state. ``t_975`` is accepted for old callers and
+    ignored: the quantile always follows the number of canonical blocks."""
     lag_c, whole, blocks = canonical
     lag, m = np.asarray(lag_ps, dtype=np.float64), np.asarray(msd_nm2, dtype=np.float64)
     sel = (lag > 0) & (lag <= lag_c[-1] * (1 + 1e-9)) & np.isfinite(m)
@@ -308,7 +313,7 @@ def compare_curves(lag_ps: np.ndarray, msd_nm2: np.ndarray, canonical: tuple[np.
     x, y = lag[sel], m[sel]
     c = np.interp(x, lag_c, whole)
     bl = np.asarray([np.interp(x, lag_c, b) for b in blocks])
-    h = t_975 * bl.std(axis=0, ddof=1) / math.sqrt(bl.shape[0])
+    h = t_quantile_975(bl.shape[0]) * bl.std(axis=0, ddof=1) / math.sqrt(bl.shape[0])
     tol = 2.0 * np.maximum(h, rel_tol * np.abs(c))
     ok = tol > 0
     if ok.sum() < 3:

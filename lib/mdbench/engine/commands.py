@@ -114,6 +114,9 @@ def run(preset: str | None, bundle: Path | None, systems: tuple[str, ...], out: 
         cap = default_thread_cap()
     if threads > cap:
         raise InputError(f"--threads {threads} exceeds the thread cap {cap} (MDBENCH_THREAD_CAP, max 16)")
+    from mdbench.cli import check_out  # noqa: PLC0415
+
+    check_out(out)
     preset, bundle_arg = _preset_and_bundle(preset, bundle)
     out = out.resolve()
     analysis = analysis and THROUGH[through] is None
@@ -121,8 +124,9 @@ def run(preset: str | None, bundle: Path | None, systems: tuple[str, ...], out: 
     jobs = build_jobs(out, names, preset, engine, threads, seed, stages=stages, bundle=bundle_arg)
     workers = workers or max(1, min(len(names), cap // threads, os.cpu_count() or 1))
     planned = planned_ns(load_preset(preset))
-    with ProgressWatcher(out, names, planned, verbose=not quiet):
-        results = run_jobs(jobs, executor=executor, workers=workers, force=force, verbose=not quiet,
+    # one display: the watcher's overall bar in ns of MD and a line per system (no per-stage count bar)
+    with ProgressWatcher(out, names, planned, verbose=not quiet, last_stage=stages[-1]):
+        results = run_jobs(jobs, executor=executor, workers=workers, force=force, verbose=False,
                            slurm_profile=profile)
     if analysis:  # the comparison needs every system's analysis, so it runs after them
         from mdbench.execute import Job  # noqa: PLC0415
@@ -137,6 +141,6 @@ def run(preset: str | None, bundle: Path | None, systems: tuple[str, ...], out: 
     from mdbench.engine.progress import system_progress  # noqa: PLC0415
 
     for s in names:
-        p = system_progress(out, s, planned)
+        p = system_progress(out, s, planned, last_stage=stages[-1])
         click.echo(f"{s:6s} {p.done_ns:.4f} / {p.planned_ns:.4f} ns charged/planned; last stage {p.stage}: {p.state}")
     sys.exit(1 if failed else 0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,13 +20,26 @@ _SEGMENT_OF_KIND = {"nvt": ("equil", "nvt"), "npt": ("equil", "npt"), "productio
 
 @dataclass
 class SystemProgress:
-    """Progress of one system: ``done_ns`` of ``planned_ns`` [ns], current ``stage`` and its state."""
+    """Progress of one system.
+
+    Attributes
+    ----------
+    done_ns : float
+        MD computed so far [ns] (charged ns of closed attempts + steps of running ones).
+    planned_ns : float
+        The preset's plan plus every gate extension reserved so far [ns]; never below ``done_ns``.
+    stage, state : str
+        Last stage with a recorded state and that state (the record's ``stage_states.json``).
+    status : str
+        ``queued`` (no stage started yet), ``running <stage>``, ``failed at <stage>`` or ``done``.
+    """
 
     system: str
     done_ns: float
     planned_ns: float
     stage: str
     state: str
+    status: str = "queued"
 
 
 def planned_ns(preset: dict) -> float:
@@ -35,19 +49,58 @@ def planned_ns(preset: dict) -> float:
                                                    "production_ps")) / 1000.0
 
 
-def system_progress(run_dir: str | Path, system: str, planned: float) -> SystemProgress:
-    """Read the record of ``run_dir`` and return the progress of ``system``."""
+def _short(stage: str) -> str:
+    """``study/30_equilibrate`` → ``equilibrate``."""
+    name = str(stage).rsplit("/", 1)[-1]
+    head, _, tail = name.partition("_")
+    return tail if head.isdigit() and tail else name
+
+
+def _statuses(rec, systems: list[str], last_stage: dict[str, str]) -> dict[str, str]:
+    """queued / running <stage> / failed at <stage> / done per system, from the stage events."""
+    status = {s: "queued" for s in systems}
+    for event in rec.events():
+        payload = event.get("payload") or {}
+        system, stage = payload.get("system"), payload.get("stage")
+        if system not in status or not stage:
+            continue
+        kind = event.get("type")
+        if kind == "stage_started":
+            status[system] = f"running {_short(stage)}"
+        elif kind == "stage_failed":
+            status[system] = f"failed at {_short(stage)}"
+        elif kind == "stage_finished":
+            status[system] = "done" if stage == last_stage.get(system) else f"finished {_short(stage)}"
+    return status
+
+
+def system_progress(run_dir: str | Path, system: str, planned: float, *, last_stage: str | None = None
+                    ) -> SystemProgress:
+    """Read the record of ``run_dir`` and return the progress of ``system``.
+
+    ``last_stage`` (e.g. ``study/40_production``) is the stage after which the system counts as ``done``.
+    """
+    return all_progress(run_dir, [system], planned, last_stage=last_stage)[system]
+
+
+def all_progress(run_dir: str | Path, systems: list[str], planned: float, *, last_stage: str | None = None
+                 ) -> dict[str, SystemProgress]:
+    """:class:`SystemProgress` of every system in one pass over the record."""
     from mdbench.record import RunRecord  # noqa: PLC0415
 
     run_dir = Path(run_dir)
     if not (run_dir / "run_record").is_dir():
-        return SystemProgress(system, 0.0, planned, "setup", "not_reached")
+        return {s: SystemProgress(s, 0.0, planned, "setup", "not_reached", "queued") for s in systems}
     rec = RunRecord(run_dir)
-    done = 0.0
+    done = {s: 0.0 for s in systems}
+    extra = {s: 0.0 for s in systems}
     for a in rec.attempts():
-        if a.get("case") != system:
+        system = a.get("case")
+        if system not in done:
             continue
-        done += float(a.get("ns_charged", 0.0))
+        done[system] += float(a.get("ns_charged", 0.0))
+        if a.get("relation") == "extension":  # a gate extension adds to the plan
+            extra[system] += int(a.get("planned_steps", 0)) * float(a.get("dt_ps", 0.0)) / 1000.0
         if a.get("status") == "reserved" and a.get("kind") in _SEGMENT_OF_KIND:
             sub, stem = _SEGMENT_OF_KIND[a["kind"]]
             seg = run_dir / "cases" / system / sub
@@ -58,46 +111,113 @@ def system_progress(run_dir: str | Path, system: str, planned: float) -> SystemP
                     if item["id"] == a["id"]:
                         start = int(item.get("start_step", 0))
             step = log_last_step(seg / f"{stem}.log") or start
-            done += max(0, step - start) * float(a["dt_ps"]) / 1000.0
-    states = rec.stage_states().get(system, {})
-    stage, state = "setup", "not_reached"
-    for name in ("setup", "minimization", "equilibration", "production"):
-        if name in states:
-            stage, state = name, states[name]["state"]
-    return SystemProgress(system, done, planned, stage, state)
+            done[system] += max(0, step - start) * float(a["dt_ps"]) / 1000.0
+    all_states = rec.stage_states()
+    statuses = _statuses(rec, systems, {s: last_stage for s in systems} if last_stage else {})
+    out = {}
+    for s in systems:
+        states = all_states.get(s, {})
+        stage, state = "setup", "not_reached"
+        for name in ("setup", "minimization", "equilibration", "production"):
+            if name in states:
+                stage, state = name, states[name]["state"]
+        out[s] = SystemProgress(s, done[s], max(planned + extra[s], done[s]), stage, state, statuses[s])
+    return out
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds >= 86400:
+        return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+class Rate:
+    """ns/day measured over this session's MD and the ETA of what remains.
+
+    Parameters
+    ----------
+    min_elapsed_s : float
+        No rate before this much wall time and some MD has passed [s].
+    """
+
+    def __init__(self, min_elapsed_s: float = 20.0, clock=time.monotonic):
+        self.clock, self.min_elapsed_s = clock, min_elapsed_s
+        self.t0: float | None = None
+        self.ns0 = 0.0
+
+    def update(self, done_ns: float) -> float | None:
+        """ns/day since the first call, or None while too little is measured."""
+        now = self.clock()
+        if self.t0 is None:
+            self.t0, self.ns0 = now, done_ns
+            return None
+        elapsed, gained = now - self.t0, done_ns - self.ns0
+        if elapsed < self.min_elapsed_s or gained <= 0:
+            return None
+        return gained / elapsed * 86400.0
+
+    @staticmethod
+    def eta_s(remaining_ns: float, ns_per_day: float | None) -> float | None:
+        """Seconds to compute ``remaining_ns`` at ``ns_per_day`` (None when unknown)."""
+        if not ns_per_day or ns_per_day <= 0:
+            return None
+        return max(0.0, remaining_ns) / ns_per_day * 86400.0
+
+
+def overall_line(progress: dict[str, SystemProgress], ns_per_day: float | None) -> tuple[float, float, str]:
+    """(done ns, total ns, postfix) of the overall bar: every system's MD, extensions included."""
+    done = sum(p.done_ns for p in progress.values())
+    total = sum(p.planned_ns for p in progress.values())
+    eta = Rate.eta_s(total - done, ns_per_day)
+    rate = f"{ns_per_day:.2f} ns/day" if ns_per_day else "measuring ns/day"
+    return done, total, f"{rate}, ETA {_duration(eta) if eta is not None else '—'}"
 
 
 class ProgressWatcher:
-    """Background thread drawing one tqdm bar per system (ns done / ns planned, stage: state).
+    """Background thread drawing the study's progress from the record: one overall bar in ns of MD (the
+    plan plus every reserved extension) with an ETA from the measured ns/day, and one line per system
+    (ns done / ns planned, queued | running <stage> | failed at <stage> | done).
 
     Parameters
     ----------
     run_dir : path
     systems : list of str
     planned : float
-        ns planned per system.
+        ns planned per system before extensions.
     verbose : bool
         No bars when False.
     interval_s : float
         Polling interval [s].
+    last_stage : str or None
+        The stage after which a system is ``done``.
     """
 
     def __init__(self, run_dir: str | Path, systems: list[str], planned: float, verbose: bool = True,
-                 interval_s: float = 2.0):
+                 interval_s: float = 2.0, last_stage: str | None = None):
         self.run_dir, self.systems, self.planned = Path(run_dir), systems, planned
-        self.verbose, self.interval_s = verbose, interval_s
+        self.verbose, self.interval_s, self.last_stage = verbose, interval_s, last_stage
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._bars: dict = {}
+        self._rate = Rate()
 
     def _draw(self) -> None:
+        progress = all_progress(self.run_dir, self.systems, self.planned, last_stage=self.last_stage)
+        done, total, postfix = overall_line(progress, self._rate.update(sum(p.done_ns for p in progress.values())))
+        self._set(self._bars["__all__"], done, total, postfix)
         for s in self.systems:
-            p = system_progress(self.run_dir, s, self.planned)
-            bar = self._bars[s]
-            bar.total = max(self.planned, p.done_ns)
-            bar.n = round(p.done_ns, 4)
-            bar.set_postfix_str(f"{p.stage}: {p.state}", refresh=False)
-            bar.refresh()
+            p = progress[s]
+            self._set(self._bars[s], p.done_ns, p.planned_ns, p.status)
+
+    @staticmethod
+    def _set(bar, n: float, total: float, postfix: str) -> None:
+        bar.total = max(total, n, 1e-9)  # never n > total: no clamping, no bar past 100 %
+        bar.n = round(min(n, bar.total), 4)
+        bar.set_postfix_str(postfix, refresh=False)
+        bar.refresh()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -110,9 +230,15 @@ class ProgressWatcher:
         if self.verbose:
             from tqdm.auto import tqdm  # noqa: PLC0415
 
+            fmt = "{desc} {n:.3f}/{total:.3f} ns |{bar}| {postfix}"
+            total = self.planned * len(self.systems)
+            self._bars["__all__"] = tqdm(total=total, desc="all MD", unit="ns", position=0, bar_format=fmt)
             for i, s in enumerate(self.systems):
-                self._bars[s] = tqdm(total=self.planned, desc=f"{s:5s}", unit="ns", position=i + 1,
-                                     bar_format="{desc} {n:.4f}/{total:.4f} ns |{bar}| {postfix}")
+                self._bars[s] = tqdm(total=self.planned, desc=f"{s:6s}", unit="ns", position=i + 1, bar_format=fmt)
+            try:
+                self._draw()
+            except (OSError, ValueError, KeyError):
+                pass
             self._thread = threading.Thread(target=self._loop, daemon=True)
             self._thread.start()
         return self

@@ -37,8 +37,8 @@ log = logging.getLogger(__name__)
 
 CASES = ("DE", "HCE", "LHCE")
 #: Result names and families the defects rewrite, from the observable registry.
-SIGMA = registry.CONDUCTIVITY.key("sigma")
-SIGMA_NE = registry.CONDUCTIVITY.key("sigma_NE")
+SIGMA = registry.SIGMA
+SIGMA_NE = registry.SIGMA_NE
 D_LI = registry.SELF_DIFFUSION.key("LI")
 _T, _S, _D = registry.TRANSFERENCE.name + "/", registry.CONDUCTIVITY.name + "/", registry.SELF_DIFFUSION.name + "/"
 #: Boltzmann constant [J/K] (CODATA 2018, exact).
@@ -90,6 +90,7 @@ def _conductivity_L(doc: dict[str, Any]) -> tuple[np.ndarray, list[np.ndarray], 
 
 
 def _tplus_convention(run: Path, cases: list[str]) -> None:
+    from mdbench.analysis.blocks import block_estimate  # noqa: PLC0415
     from mdbench.analysis.onsager import solvent_frame, transference_conventions  # noqa: PLC0415
 
     labels = {"DE": "SI", "HCE": "SI", "LHCE": "C"}  # as the seed's agent labelled them
@@ -108,6 +109,7 @@ def _tplus_convention(run: Path, cases: list[str]) -> None:
                 return transference_conventions(A, species, charges).t_plus_mixed_sigma_in_unweighted
 
             bvals = np.asarray([mixed(b) for b in blocks])
+            est = block_estimate(mixed(L), [float(b) for b in bvals], "1")  # the analysis' block rule
             frame = f"solvent frame, reference {ref}" if ref else "barycentric frame"
             o = obs[name]
             o.update(value=mixed(L), blocks=[float(b) for b in bvals], state=state, reason=reason,
@@ -115,8 +117,8 @@ def _tplus_convention(run: Path, cases: list[str]) -> None:
                                                   charges),
                      definition="t+ = sum_j z+ z_j s_{+j} / sum_ij z_i z_j s_ij with the signed-charge Onsager "
                                 f"coefficients s_ij = e^2 z_i z_j L^ij ({frame})",
-                     uncertainty=dict(o.get("uncertainty") or {}, half_width_95=3.182 * float(bvals.std(ddof=1)) / 2,
-                                      block_mean=float(bvals.mean()), block_std=float(bvals.std(ddof=1))))
+                     uncertainty=dict(o.get("uncertainty") or {}, half_width_95=est.half_width_95,
+                                      block_mean=est.mean, block_std=est.std))
             _set_state(run, case, name, state, reason)
         _save(run, case, doc)
     _finish(run, cases, "recovered_valid")

@@ -10,9 +10,16 @@ import yaml
 
 
 def _parse_params(pairs: tuple[str, ...], params_file: Path | None) -> dict:
+    from mdbench.errors import InputError
     from mdbench.yamlio import load_yaml
 
-    params = dict(load_yaml(params_file) or {}) if params_file else {}
+    params: dict = {}
+    if params_file:
+        loaded = load_yaml(params_file)
+        if loaded is not None and not isinstance(loaded, dict):
+            raise InputError(f"a parameters file must be a mapping (name: value), not a {type(loaded).__name__}",
+                             str(params_file))
+        params = dict(loaded or {})
     for pair in pairs:
         if "=" not in pair:
             raise click.BadParameter(f"{pair!r}: use name=value", param_hint="-p")

@@ -79,7 +79,11 @@ def _dask(chains: list[list[Job]], workers: int, force: bool, on_done: Callable[
 
     cluster = None
     if scheduler:
-        client = Client(scheduler)
+        try:
+            client = Client(scheduler)
+        except OSError as exc:  # refused or timed out (distributed.comm.timeouts.connect, default 30 s)
+            raise InputError(f"cannot reach the Dask scheduler {scheduler} ({exc}); start it, or give its address "
+                             "with --scheduler, or run without --scheduler for a LocalCluster") from exc
     else:
         cluster = LocalCluster(n_workers=max(1, min(workers, len(chains))), threads_per_worker=1, processes=True,
                                dashboard_address=None)
@@ -145,8 +149,10 @@ def load_plan(path: str | Path) -> tuple[list[Job], dict[str, Any]]:
     the defaults for ``mdbench batch``.
     """
     plan = load_yaml(path)
+    where = str(path)
     if not isinstance(plan, dict):
-        raise InputError("a batch plan must be a mapping with 'jobs' or 'systems' + 'stages'", str(path))
+        raise InputError(f"a batch plan must be a mapping with 'jobs' or 'run_dir' + 'systems' + 'stages', "
+                         f"not a {type(plan).__name__}", where)
     base = Path(path).resolve().parent
     options = {k: plan[k] for k in ("executor", "workers", "scheduler") if k in plan}
     if "slurm_profile" in plan:
@@ -154,27 +160,54 @@ def load_plan(path: str | Path) -> tuple[list[Job], dict[str, Any]]:
     jobs: list[Job] = []
 
     def run_dir_of(value: Any) -> str:
-        run_dir = Path(str(value))
+        if not isinstance(value, str) or not value:
+            raise InputError(f"run_dir must be a folder path (a string), not {value!r}", where)
+        run_dir = Path(value)
         return str(run_dir if run_dir.is_absolute() else (base / run_dir))
 
+    def mapping(value: Any, key: str) -> dict:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise InputError(f"'{key}' must be a mapping (name: value), not {type(value).__name__} {value!r}", where)
+        return dict(value)
+
+    def names(key: str) -> list[str]:
+        value = plan[key]
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+            raise InputError(f"'{key}' must be a non-empty list of names, e.g. {key}: [DE, HCE], not {value!r}",
+                             where)
+        return value
+
     if "jobs" in plan:
-        for index, item in enumerate(plan["jobs"] or []):
+        if not isinstance(plan["jobs"], list):
+            raise InputError(f"'jobs' must be a list of {{run_dir, system, stage, params}} mappings, "
+                             f"not {type(plan['jobs']).__name__}", where)
+        for index, item in enumerate(plan["jobs"]):
             if not isinstance(item, dict) or not {"run_dir", "system", "stage"} <= set(item):
-                raise InputError(f"job {index} needs run_dir, system and stage", str(path))
+                raise InputError(f"jobs[{index}] needs run_dir, system and stage", where)
             jobs.append(Job(run_dir_of(item["run_dir"]), str(item["system"]), str(item["stage"]),
-                            dict(item.get("params") or {})))
+                            mapping(item.get("params"), f"jobs[{index}].params")))
     elif {"run_dir", "systems", "stages"} <= set(plan):
         from mdbench.execute.parameters import read_schema
         from mdbench.execute.stage import template_path
 
-        shared = dict(plan.get("params") or {})
-        per_stage = dict(plan.get("stage_params") or {})
-        for system in plan["systems"]:
-            for stage in plan["stages"]:
-                declared = read_schema(template_path(stage))
-                params = {k: v for k, v in shared.items() if k in declared}
-                params.update(per_stage.get(stage) or {})
-                jobs.append(Job(run_dir_of(plan["run_dir"]), str(system), str(stage), params))
+        systems, stages = names("systems"), names("stages")
+        shared = mapping(plan.get("params"), "params")
+        per_stage = mapping(plan.get("stage_params"), "stage_params")
+        for stage in per_stage:
+            if stage not in stages:
+                raise InputError(f"stage_params names {stage!r}, which is not in stages ({', '.join(stages)})", where)
+        declared = {stage: read_schema(template_path(stage)) for stage in stages}
+        for name in shared:  # a misspelt key would otherwise reach no template and be dropped silently
+            if not any(name in schema for schema in declared.values()):
+                raise InputError(f"params: {name!r} is declared by none of the stages "
+                                 f"({', '.join(stages)}); check the spelling", where)
+        for system in systems:
+            for stage in stages:
+                params = {k: v for k, v in shared.items() if k in declared[stage]}
+                params.update(mapping(per_stage.get(stage), f"stage_params.{stage}"))
+                jobs.append(Job(run_dir_of(plan["run_dir"]), system, stage, params))
     else:
-        raise InputError("a batch plan needs 'jobs', or 'run_dir' + 'systems' + 'stages'", str(path))
+        raise InputError("a batch plan needs 'jobs', or 'run_dir' + 'systems' + 'stages'", where)
     return jobs, options

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mdbench.errors import InputError, MdbenchError
+from mdbench.paths import PARAMS_DIR
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "str": (str,), "int": (int,), "float": (float, int), "bool": (bool,),
@@ -141,4 +142,23 @@ def validate_parameters(template: str | Path, params: dict[str, Any]) -> dict[st
         if name in params and not spec.accepts(params[name]):
             raise ParameterError(label, name, f"expected {spec.type_name}{' or None' if spec.optional else ''}, "
                                               f"got {type(params[name]).__name__} {params[name]!r}")
+    preset = params.get("preset")
+    if "preset" in schema and isinstance(preset, str) and preset:
+        known = known_presets()
+        if preset not in known:
+            raise ParameterError(label, "preset", f"{preset!r} is not a preset; choose one of {', '.join(known)} "
+                                                  f"(params/presets/<preset>.yaml)")
     return params
+
+
+def known_presets() -> list[str]:
+    """Names of the size presets, ``params/presets/<name>.yaml``, smallest first as shipped."""
+    order = {"micro": 0, "tiny": 1, "small": 2, "paper": 3}
+    return sorted((p.stem for p in (PARAMS_DIR / "presets").glob("*.yaml")), key=lambda n: (order.get(n, 9), n))
+
+
+def check_preset(preset: str | None, what: str = "--preset") -> None:
+    """Raise :class:`InputError` naming ``preset`` and the choices when it is not in ``params/presets``."""
+    if preset is not None and preset not in known_presets():
+        raise InputError(f"{what} {preset!r} is not a preset; choose one of {', '.join(known_presets())}",
+                         str(PARAMS_DIR / "presets"))

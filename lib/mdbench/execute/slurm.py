@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from mdbench.engine.threads import CONTRACT_THREAD_CAP
+from mdbench.threads import CONTRACT_THREAD_CAP
 from mdbench.errors import InputError
 from mdbench.yamlio import load_yaml
 

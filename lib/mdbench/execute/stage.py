@@ -22,7 +22,7 @@ from mdbench.errors import InputError, MdbenchError
 from mdbench.execute.parameters import read_schema, validate_parameters
 from mdbench.paths import TEMPLATES_DIR
 from mdbench.record.atomic import atomic_write_text
-from mdbench.record.store import RunRecord, _json_safe, sha256_file
+from mdbench.record.store import RunRecord, json_safe, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class StageResult:
     duration_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return _json_safe(asdict(self))
+        return json_safe(asdict(self))
 
 
 def template_path(stage: str) -> Path:
@@ -145,7 +145,7 @@ def input_hash(template: Path, params: dict[str, Any], upstream: dict[str, str])
     """
     digest = hashlib.sha256()
     digest.update(sha256_file(template).encode())
-    digest.update(json.dumps(_json_safe({k: v for k, v in params.items() if k != "run_dir"}),
+    digest.update(json.dumps(json_safe({k: v for k, v in params.items() if k != "run_dir"}),
                              sort_keys=True).encode())
     digest.update(json.dumps(upstream, sort_keys=True).encode())
     return digest.hexdigest()
@@ -164,7 +164,7 @@ def _scraps_of(notebook: Path) -> dict[str, Any]:
             except TypeError:
                 data = data.to_dict()
         try:
-            scraps[name] = json.loads(json.dumps(_json_safe(data), allow_nan=False))
+            scraps[name] = json.loads(json.dumps(json_safe(data), allow_nan=False))
         except (TypeError, ValueError):
             scraps[name] = repr(data)
     return scraps

@@ -16,13 +16,17 @@ def bundle() -> None:
 
 
 @bundle.command(name="build")
-@click.option("--preset", "-p", default="paper", show_default=True, help="micro | tiny | small | paper")
+@click.option("--preset", "-p", default="tiny", show_default=True, help="micro | tiny | small | paper")
 @click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path), help="New bundle folder.")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty folder.")
 def build_cmd(preset: str, out_dir: Path, overwrite: bool) -> None:
     """Write the input bundle for PRESET into OUT (byte-identical for identical inputs)."""
+    from mdbench.cli import check_out
+    from mdbench.execute.parameters import check_preset
     from mdbench.inputs.bundle import build_bundle, frozen_forcefield_checksum
 
+    check_preset(preset)
+    check_out(out_dir)
     path = build_bundle(preset, out_dir, overwrite=overwrite)
     n = sum(1 for p in path.rglob("*") if p.is_file())
     click.echo(f"bundle ({preset}) written to {path}: {n} files; force field sha256 {frozen_forcefield_checksum()}")

@@ -8,6 +8,17 @@ from pathlib import Path
 import click
 
 
+def _require_record(run_dir: Path) -> None:
+    """One line naming the folder when it holds no run record (and never create one)."""
+    from mdbench.errors import InputError
+
+    if not run_dir.is_dir():
+        raise InputError("no such run directory; give the folder that holds run_record/", str(run_dir))
+    if not (run_dir / "run_record").is_dir():
+        raise InputError("not a run directory: no run_record/ in it; give the folder a study or agent ran in",
+                         str(run_dir))
+
+
 @click.group()
 def record() -> None:
     """Inspect and validate a run record (contract schema version 1.2)."""
@@ -20,6 +31,7 @@ def validate(run_dir: Path, no_hashes: bool) -> None:
     """Check every record file against its schema and the cross-references; print file:line: message."""
     from mdbench.record.validate import validate_run
 
+    _require_record(run_dir)
     findings = validate_run(run_dir, check_hashes=not no_hashes)
     for finding in findings:
         click.echo(f"{finding} [{finding.severity}]")
@@ -34,6 +46,7 @@ def budget(run_dir: Path) -> None:
     """Print ns charged and held per case against the 100 ns/case and 300 ns/study budget."""
     from mdbench.record import CASE_BUDGET_NS, STUDY_BUDGET_NS, RunRecord
 
+    _require_record(run_dir)
     rec = RunRecord(run_dir)
     cases = sorted({a["case"] for a in rec.attempts()})
     for case in cases:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 from filelock import FileLock
 
-from mdbench.analysis.states import OBSERVABLE_STATES
+from mdbench.observable_states import OBSERVABLE_STATES
 from mdbench.errors import MdbenchError
 from mdbench.record.atomic import atomic_write_text
 
@@ -46,7 +46,7 @@ TERMINAL = "episode_terminal.json"
 ATTEMPT_STATUSES = ("reserved", "completed", "failed", "interrupted", "discarded")
 ATTEMPT_RELATIONS = ("continuation", "extension", "branch", "restart")
 STAGE_STATE_VALUES = ("valid", "invalid", "running", "not_reached", "invalid_upstream")
-#: The observable states (one definition: mdbench.analysis.states, a module without heavy imports).
+#: The observable states (one definition: mdbench.observable_states, below every room).
 OBSERVABLE_STATE_VALUES = OBSERVABLE_STATES
 CLAIMED_OUTCOMES = ("clean_valid", "recovered_valid", "partial", "candidate_failure", "infrastructure_blocked")
 
@@ -115,6 +115,10 @@ def _json_safe(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return _json_safe(value.tolist())
     return value
+
+
+#: The public name other rooms use (the executor's stage records).
+json_safe = _json_safe
 
 
 def dumps_line(obj: dict) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from mdbench.analysis.observables import AUDIT_GROUPS
-from mdbench.audit.model import DIMENSIONS, ITEM_DIMENSION, ITEMS
+from mdbench.audit.model import DIMENSIONS, ITEM_DIMENSION, ITEM_TITLES, ITEMS
 from mdbench.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,49 @@ def load_audits(audit_dirs: list[str | Path]) -> list[Audit]:
     return out
 
 
+def run_dir_of(audit: Audit, base_dir: str | Path | None = None) -> Path | None:
+    """The audited run directory of ``audit``, found even when the audit was given a relative path.
+
+    ``saeo.json`` keeps ``run_dir`` as the audit was called (``outputs/runs/demo`` from the checkout): a
+    relative one is tried against ``base_dir`` (the working directory of ``mdbench report``), then the
+    audit directory and its parents. None when no candidate holds the run (the report says so).
+    """
+    raw = audit.doc.get("run_dir")
+    if not isinstance(raw, str) or not raw:
+        return None
+    path = Path(raw)
+    if path.is_absolute():
+        return path
+    audit_dir = Path(audit.path).resolve()
+    candidates = ([Path(base_dir)] if base_dir else []) + [audit_dir, *audit_dir.parents]
+    for root in candidates:
+        cand = root / path
+        if (cand / "run_record").is_dir() or (cand / "analysis").is_dir():
+            return cand
+    return None
+
+
+def science_runs(audits: list[Audit], base_dir: str | Path | None = None) -> list[tuple[str, str]]:
+    """``(label, run_dir)`` of every audit for :func:`mdbench.report.science.show_science` (relative run
+    directories resolved with :func:`run_dir_of`; an unresolvable one is passed as written)."""
+    out = []
+    for a in audits:
+        found = run_dir_of(a, base_dir)
+        out.append((a.label, str(found) if found is not None else str(a.doc.get("run_dir") or "")))
+    return out
+
+
+def item_label(item: Any) -> Any:
+    """``A5`` → ``A5 Regime / plateau``: the item code with its criterion name (unknown codes unchanged)."""
+    return f"{item} {ITEM_TITLES[item]}" if isinstance(item, str) and item in ITEM_TITLES else item
+
+
+def item_key() -> pd.DataFrame:
+    """The 21 items: code, dimension and criterion name (the key of every item heatmap and table)."""
+    return pd.DataFrame([{"item": i, "dimension": ITEM_DIMENSION[i], "criterion": ITEM_TITLES.get(i, "")}
+                         for i in ITEMS], columns=["item", "dimension", "criterion"])
+
+
 def scores(audits: list[Audit]) -> pd.DataFrame:
     """One row per audit: composite (preliminary, final) and dimension means (final)."""
     rows = []
@@ -76,7 +119,8 @@ def item_table(audit: Audit) -> pd.DataFrame:
     rows = []
     for i in ITEMS:
         s = audit.doc["items"][i]
-        rows.append({"item": i, "dimension": ITEM_DIMENSION[i], "preliminary": s["preliminary"],
+        rows.append({"item": i, "criterion": ITEM_TITLES.get(i, ""), "dimension": ITEM_DIMENSION[i],
+                     "preliminary": s["preliminary"],
                      "final": s["final"], "changed": s["preliminary"] != s["final"], "source": s["source"],
                      "reason": s["reason"]})
     return pd.DataFrame(rows)
@@ -95,9 +139,10 @@ def case_items(audits: list[Audit], prefix: str = "Sim") -> pd.DataFrame:
 
 def observable_states(audits: list[Audit]) -> pd.DataFrame:
     """Long table of observable states: audit's and run's, never turned into numbers."""
-    rows = [{"audit": a.label, "case": o["case"], "observable": o["observable"], "audit_state": o["state"],
-             "run_state": o.get("run_state"), "reason": o["reason"]} for a in audits for o in a.doc["observables"]]
-    return pd.DataFrame(rows, columns=["audit", "case", "observable", "audit_state", "run_state", "reason"])
+    cols = ["audit", "case", "observable group", "group state (audit)", "group state (run record)", "reason"]
+    rows = [dict(zip(cols, (a.label, o["case"], o["observable"], o["state"], o.get("run_state"), o["reason"])))
+            for a in audits for o in a.doc["observables"]]
+    return pd.DataFrame(rows, columns=cols)
 
 
 #: Fig. 5 panels: label → (observable group, key pattern), from the registry's audit groups.
@@ -123,8 +168,10 @@ def repeat_values(audits: list[Audit]) -> pd.DataFrame:
                     target = re.split(r"[./]", key)[-1]
                     if re.search(pat, target, flags=re.I):
                         rows.append({"panel": panel, "audit": a.label, "case": o["case"], "target": target,
-                                     "value": val, "state": o["state"]})
-    return pd.DataFrame(rows, columns=["panel", "audit", "case", "target", "value", "state"])
+                                     "value": val, "group state": o["state"]})
+    # the audit rates observable GROUPS; a member's own state is the one in the science tables, so the
+    # column says which it is (one state per value: this table never labels a value with its group's state)
+    return pd.DataFrame(rows, columns=["panel", "audit", "case", "target", "value", "group state"])
 
 
 def findings(audits: list[Audit]) -> pd.DataFrame:
@@ -135,7 +182,7 @@ def findings(audits: list[Audit]) -> pd.DataFrame:
             loc = f.get("path") or "-"
             if f.get("line") is not None:
                 loc = f"{loc}:{f['line']}"
-            rows.append({"audit": a.label, "item": f.get("item"), "code": f["code"], "location": loc,
+            rows.append({"audit": a.label, "item": item_label(f.get("item")), "code": f["code"], "location": loc,
                          "message": f["message"]})
     return pd.DataFrame(rows, columns=["audit", "item", "code", "location", "message"])
 
@@ -146,14 +193,15 @@ def evidence(audit: Audit) -> pd.DataFrame:
     for j in audit.doc["judgments"]:
         refs = "; ".join(":".join(str(x) for x in (e["path"], e.get("key") or e.get("line") or "") if x != "")
                          for e in j["evidence"])
-        rows.append({"item": j["item"], "case": j["case"], "observable": j["observable"], "rating": j["rating"],
+        rows.append({"item": item_label(j["item"]), "case": j["case"], "observable": j["observable"],
+                     "rating": j["rating"],
                      "source": j["source"], "reason": j["reason"], "evidence": refs})
     return pd.DataFrame(rows)
 
 
 def changed_items(audits: list[Audit]) -> pd.DataFrame:
     """Items whose final rating differs from the preliminary one (adjudication or judge)."""
-    rows = [{"audit": a.label, "item": i, "preliminary": a.doc["items"][i]["preliminary"],
+    rows = [{"audit": a.label, "item": item_label(i), "preliminary": a.doc["items"][i]["preliminary"],
              "final": a.doc["items"][i]["final"], "source": a.doc["items"][i]["source"],
              "reason": a.doc["items"][i]["reason"]}
             for a in audits for i in ITEMS if a.doc["items"][i]["preliminary"] != a.doc["items"][i]["final"]]

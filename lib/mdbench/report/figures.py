@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
-from mdbench.audit.model import DIMENSIONS, ITEMS
+from mdbench.audit.model import DIMENSIONS, ITEM_TITLES, ITEMS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,6 +72,8 @@ def item_heatmap(items: pd.DataFrame) -> Figure:
                 annot_kws={"fontsize": 7})
     for x in np.cumsum([len(v) for v in DIMENSIONS.values()])[:-1]:
         ax.axvline(x, color="k", lw=1.2)
+    ax.set_xticks(np.arange(len(ITEMS)) + 0.5)
+    ax.set_xticklabels([f"{i} {ITEM_TITLES.get(i, '')}" for i in ITEMS], rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("")
     fig.set_layout_engine("tight")
     return fig
@@ -99,9 +101,19 @@ def case_matrices(case_items: pd.DataFrame) -> Figure:
 
 
 def repeat_consistency(values: pd.DataFrame) -> Figure:
-    """Per panel (coordination, density, aggregates, D) the values of each audit per case/target."""
+    """Per panel (coordination, density, aggregates, D) the values of each audit per case/target.
+
+    Repeat consistency needs repeats: with fewer than two audited runs the figure says so instead of
+    drawing single points (a single run's spread is in its block bars and intervals).
+    """
     import seaborn as sns
 
+    if len(values) and values["audit"].nunique() < 2:
+        fig, axes = _subplots(1, 1, (5, 1.2))
+        axes[0][0].text(0.5, 0.5, "repeat consistency needs at least two audited runs (one given)",
+                        ha="center", va="center", fontsize=9)
+        axes[0][0].axis("off")
+        return fig
     panels = list(dict.fromkeys(values["panel"])) if len(values) else []
     n = max(1, len(panels))
     fig, axes = _subplots(1, n, (3.4 * n, 3.2))
@@ -112,8 +124,8 @@ def repeat_consistency(values: pd.DataFrame) -> Figure:
         ax.set_title(panel, fontsize=9)
         ax.set_xlabel("")
         ax.tick_params(axis="x", rotation=40, labelsize=7)
-        if ax.get_legend() is not None:
-            ax.get_legend().set_title(None)
+        if ax.get_legend() is not None:  # below the panel: a legend inside hides points
+            ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=2, frameon=False)
     if not panels:
         axes[0][0].text(0.5, 0.5, "no comparable values (C or SI) in these audits", ha="center", fontsize=8)
         axes[0][0].axis("off")
@@ -140,7 +152,9 @@ def block_bars(table: pd.DataFrame, ncols: int = 4, max_panels: int | None = Non
         if hw is not None and np.isfinite(hw):
             ax.axhspan(row["value"] - hw, row["value"] + hw, color="0.8", alpha=0.5)
         ax.set_title(f"{row['observable']} [{row['state']}]", fontsize=7)
-        ax.set_xlabel("block", fontsize=7)
+        ax.set_xlabel("block (window of one trajectory)", fontsize=7)
+        unit = row.get("unit")
+        ax.set_ylabel(f"value [{unit}]" if isinstance(unit, str) and unit else "value [dimensionless]", fontsize=7)
         ax.tick_params(labelsize=6)
     for ax in list(axes.flat)[len(rows):]:
         ax.axis("off")
@@ -154,3 +168,116 @@ def _drawable(row: dict[str, Any]) -> bool:
     value, blocks = row.get("value"), row.get("blocks")
     return (value is not None and not (isinstance(value, float) and math.isnan(value)) and isinstance(blocks, list)
             and len(blocks) > 0 and any(b is not None for b in blocks))
+
+
+#: Cross-system figure panels: (title, y label, selector of result names). Results come from results.json.
+def _cross_panels():
+    from mdbench.analysis.observables import (ASSOCIATION, CONDUCTIVITY, COORDINATION, SELF_DIFFUSION,
+                                              TRANSFERENCE, VISCOSITY)
+    from mdbench.report.science import T_PLUS_SHOWN, _family, _member
+
+    def fam(f, pred=lambda n: True):
+        return lambda name: _family(name) is f and pred(name)
+
+    return (
+        ("Li+ coordination per channel (first minimum)", "CN [molecules]",
+         fam(COORDINATION, lambda n: n.endswith("@first_min")), lambda n: _member(n).removesuffix("@first_min")),
+        ("association of anions", "fraction of anions",
+         fam(ASSOCIATION, lambda n: not n.endswith("largest_cluster_fraction")), _member),
+        ("self-diffusion (PBC)", "D [m^2/s]", fam(SELF_DIFFUSION), _member),
+        ("viscosity (Green-Kubo)", "eta [mPa s]", lambda n: n == VISCOSITY.key(), lambda n: "eta"),
+        ("ionic conductivity", "sigma [S/m]",
+         lambda n: n in (CONDUCTIVITY.key("sigma"), CONDUCTIVITY.key("sigma_NE")),
+         lambda n: "sigma_NE (Nernst-Einstein)" if n.endswith("sigma_NE") else "sigma"),
+        ("Li+ transference number", "t+ (barycentric)", lambda n: n == TRANSFERENCE.key(*T_PLUS_SHOWN.split("/")),
+         lambda n: "t+"),
+    )
+
+
+def cross_system_points(cases: list) -> pd.DataFrame:
+    """Long table (panel, ylabel, target, case, value, half_width_95, state) of the cross-system figure from
+    the cases' results.json (:class:`mdbench.report.science.CaseResults`); the state is the one results.json
+    gives the value, the same one every table of the report shows. Withheld/absent values are left out."""
+    import pandas as pd
+
+    from mdbench.report.science import state_text
+
+    rows = []
+    for title, ylabel, pick, target_of in _cross_panels():
+        for c in cases:
+            for name, e in c.observables.items():
+                if not isinstance(name, str) or not isinstance(e, dict) or not pick(name):
+                    continue
+                v = e.get("value")
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
+                    continue
+                unc = e.get("uncertainty") if isinstance(e.get("uncertainty"), dict) else {}
+                hw = unc.get("half_width_95")
+                hw = float(hw) if isinstance(hw, (int, float)) and not isinstance(hw, bool) and math.isfinite(hw) \
+                    else float("nan")
+                rows.append({"panel": title, "ylabel": ylabel, "target": str(target_of(name)),
+                             "case": c.case if len({x.run for x in cases}) == 1 else f"{c.run}/{c.case}",
+                             "value": float(v), "half_width_95": hw, "state": state_text(name, e)})
+    return pd.DataFrame(rows, columns=["panel", "ylabel", "target", "case", "value", "half_width_95", "state"])
+
+
+def cross_system(points: pd.DataFrame) -> Figure:
+    """DE/HCE/LHCE side by side: one panel per quantity family (CN per channel, association fractions, D per
+    species, eta, sigma beside sigma_NE, t+), value with its 95 % interval per case; filled markers are C,
+    open markers anything else (SI: sampling-insufficient), as the tables label them."""
+    panels = list(dict.fromkeys(points["panel"])) if len(points) else []
+    n = max(1, len(panels))
+    ncol = min(3, n)
+    nrow = int(math.ceil(n / ncol))
+    fig, axes = _subplots(nrow, ncol, (4.2 * ncol, 3.2 * nrow))
+    cases = list(dict.fromkeys(points["case"])) if len(points) else []
+    for ax, panel in zip(axes.flat, panels):
+        d = points[points["panel"] == panel]
+        targets = list(dict.fromkeys(d["target"]))
+        width = 0.8 / max(1, len(cases))
+        for k, case in enumerate(cases):
+            dc = d[d["case"] == case]
+            for _, r in dc.iterrows():
+                x = targets.index(r["target"]) - 0.4 + width * (k + 0.5)
+                filled = r["state"] == "C"
+                ax.errorbar(x, r["value"], yerr=None if math.isnan(r["half_width_95"]) else r["half_width_95"],
+                            fmt="o", color=f"C{k}", mfc=f"C{k}" if filled else "white", capsize=3, ms=5,
+                            label=case if r["target"] == dc["target"].iloc[0] else None)
+        ax.set_xticks(range(len(targets)))
+        ax.set_xticklabels(targets, rotation=30, fontsize=7, ha="right")
+        ax.set_title(panel, fontsize=9)
+        ax.set_ylabel(str(d["ylabel"].iloc[0]), fontsize=8)
+        ax.tick_params(axis="y", labelsize=7)
+        if d["ylabel"].iloc[0].startswith("D ["):
+            ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    if panels:
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", ncol=max(1, len(cases)), fontsize=8, frameon=False,
+                   bbox_to_anchor=(0.5, 1.04), title="filled: C · open: SI or other state (error bars: 95 % CI)",
+                   title_fontsize=7)
+    else:
+        axes[0][0].text(0.5, 0.5, "no cross-system values in the analysis results", ha="center", fontsize=8)
+        axes[0][0].axis("off")
+    fig.set_layout_engine("tight")
+    return fig
+
+
+def show_cross_system(runs: list[tuple[str, str]]) -> int:
+    """Display (in a notebook) the cross-system figure of each ``(label, run_dir)`` that has analysis
+    results; returns how many were drawn."""
+    from IPython.display import display
+
+    from mdbench.report import science, tables
+
+    drawn = 0
+    for label, run_dir in runs:
+        cases = science.load_case_results(run_dir, label) if run_dir else []
+        points = cross_system_points(cases)
+        if not len(points):
+            continue
+        display(tables.heading(f"{label}: DE / HCE / LHCE side by side", 3))
+        display(as_image(cross_system(points)))
+        drawn += 1
+    return drawn

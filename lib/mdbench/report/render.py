@@ -8,7 +8,9 @@ escaped plain-text outputs.
 from __future__ import annotations
 
 import logging
+import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -39,7 +41,8 @@ def strip_external_scripts(page: str) -> str:
 
 
 def render_report(audit_dirs: list[str | Path], out_html: str | Path, *, notebook: str | None = None,
-                  title: str = "SAEO audit report", timeout_s: int = 600) -> Path:
+                  title: str = "SAEO audit report", timeout_s: int = 600,
+                  keep_notebook: str | Path | None = None) -> Path:
     """Execute ``notebooks/aggregate.ipynb`` (several audits) or ``notebooks/audit_run.ipynb`` (one audit)
     and write one self-contained HTML page.
 
@@ -55,6 +58,8 @@ def render_report(audit_dirs: list[str | Path], out_html: str | Path, *, noteboo
         Page title (escaped).
     timeout_s : int
         Per-cell execution timeout [s].
+    keep_notebook : path, optional
+        Where to keep the executed notebook; by default none is left beside the page.
 
     Returns
     -------
@@ -76,15 +81,20 @@ def render_report(audit_dirs: list[str | Path], out_html: str | Path, *, noteboo
     if name == "audit_run" and len(dirs) != 1:
         raise InputError("the per-run report (audit_run) takes exactly one audit directory")
     params = {"audit_dirs": dirs, "title": title} if name == "aggregate" else {"audit_dir": dirs[0], "title": title}
-    render_notebook(NOTEBOOKS_DIR / f"{name}.ipynb", params, out_html, timeout_s=timeout_s)
+    params["base_dir"] = os.getcwd()  # where a relative run_dir of an audit is resolved (the notebook runs elsewhere)
+    render_notebook(NOTEBOOKS_DIR / f"{name}.ipynb", params, out_html, timeout_s=timeout_s,
+                    keep_notebook=keep_notebook if keep_notebook is not None else False)
     return Path(out_html)
 
 
-def render_notebook(notebook: str | Path, parameters: dict, out_html: str | Path, *, timeout_s: int = 600) -> Path:
+def render_notebook(notebook: str | Path, parameters: dict, out_html: str | Path, *, timeout_s: int = 600,
+                    keep_notebook: bool | str | Path = True) -> Path:
     """Execute ``notebook`` with papermill (``parameters``) and write it as one self-contained HTML page.
 
-    The executed notebook is kept beside the page (``.ipynb``); code cells and scrapbook scraps are left
-    out of the page, and so are the template's CDN scripts (the page works offline).
+    The executed notebook is kept beside the page (``.ipynb``) when ``keep_notebook`` is True, at that path
+    when it is a path, and not at all when False (a failed one is always kept, as ``<page>.failed.ipynb``);
+    code cells and scrapbook scraps are left out of the page, and so are the template's CDN scripts (the
+    page works offline).
 
     Raises
     ------
@@ -100,24 +110,37 @@ def render_notebook(notebook: str | Path, parameters: dict, out_html: str | Path
     name = Path(notebook).stem
     out_html = Path(out_html)
     out_html.parent.mkdir(parents=True, exist_ok=True)
-    executed = out_html.with_suffix(".ipynb")
+    if keep_notebook is True:
+        keep: Path | None = out_html.with_suffix(".ipynb")
+    else:
+        keep = Path(keep_notebook) if keep_notebook else None
     with tempfile.TemporaryDirectory() as tmp:
+        executed = Path(tmp) / "executed" / f"{name}.ipynb"
+        executed.parent.mkdir()
         try:
             pm.execute_notebook(str(notebook), str(executed), parameters=parameters,
                                 kernel_name=KERNEL, progress_bar=False, cwd=tmp, execution_timeout=timeout_s,
                                 log_output=False)
         except pm.PapermillExecutionError as exc:
+            failed = out_html.with_suffix(".failed.ipynb")
+            shutil.copyfile(executed, failed)
             raise ReportError(f"report notebook {name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue}",
-                              str(executed)) from exc
+                              str(failed)) from exc
+        if keep is not None:
+            keep.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(executed, keep)
+        nb_text = executed.read_text(encoding="utf-8")
     import nbformat  # noqa: PLC0415
 
-    nb = nbformat.read(str(executed), as_version=4)
+    nb = nbformat.reads(nb_text, as_version=4)
     for cell in nb.cells:  # scrapbook scraps are data for machines, not page content
         if cell.get("cell_type") == "code":
             cell.outputs = [o for o in cell.get("outputs", []) if not any(
                 k.startswith("application/scrapbook") for k in o.get("data", {}))]
+    quiet = logging.getLogger("mdbench.report.nbconvert")
+    quiet.setLevel(logging.ERROR)  # "Alternative text is missing": figures carry their titles and captions
     exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
-                            exclude_output_prompt=True)
+                            exclude_output_prompt=True, log=quiet)
     body, _ = exporter.from_notebook_node(nb)
     atomic_write_text(out_html, strip_external_scripts(body))  # issue 25: a killed render leaves no partial page
     log.info("report written to %s", out_html)

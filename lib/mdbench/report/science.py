@@ -16,20 +16,12 @@ from typing import Any
 
 import pandas as pd
 
-from mdbench.analysis.observables import (ASSOCIATION, BLOCK_BARS_FIGURE, CONDUCTIVITY, COORDINATION, RDF,
-                                          SELF_DIFFUSION, SELF_DIFFUSION_YH, TRANSFERENCE, VISCOSITY, get)
+from mdbench.analysis.observables import evidence_figures as registry_evidence_figures
+from mdbench.analysis.observables import get, report_order
 
-#: Evidence figures of results.json and the results each one supports (report order).
-EVIDENCE_FIGURES: tuple[tuple[str, str], ...] = (
-    (RDF.figure, "RDF g(r) of each Li-site channel with the registered first minimum (coordination cutoff)"),
-    (SELF_DIFFUSION.figure, "MSD per species with the local exponent beta and the fit window (self-diffusion)"),
-    (VISCOSITY.figure, "Green-Kubo running integral with its plateau window (viscosity)"),
-    (ASSOCIATION.figure, "cation-anion cluster sizes (CIP/SSIP/AGG)"),
-    (BLOCK_BARS_FIGURE, "block values with the whole-interval 95 % interval"),
-)
+#: Evidence figures of results.json and the results each one supports (report order; from the registry).
+EVIDENCE_FIGURES: tuple[tuple[str, str], ...] = registry_evidence_figures()
 _PNG = b"\x89PNG\r\n\x1a\n"
-#: The t+ shown across systems (convention and frame stated in the label).
-T_PLUS_SHOWN = "barycentric/unweighted_L"
 
 
 @dataclass
@@ -86,6 +78,24 @@ def value_text(entry: Any) -> str:
     return f"{v:.3g}" if hw is None else f"{v:.3g} ± {hw:.2g}"
 
 
+def fixed_by_ensemble(name: Any, entry: Any) -> bool:
+    """A volume or density held constant by the ensemble (NVT production: every block equal, half-width 0):
+    a constant of the protocol, not a converged estimate, so it is labelled so instead of C."""
+    if not isinstance(name, str) or not isinstance(entry, dict):
+        return False
+    if not any(k in name.lower() for k in ("density", "volume")):
+        return False
+    unc = entry.get("uncertainty") if isinstance(entry.get("uncertainty"), dict) else {}
+    return _num(unc.get("half_width_95")) == 0.0
+
+
+def state_text(name: Any, entry: Any) -> str:
+    """The state shown for a result everywhere in the report (tables and figures read this one function)."""
+    if fixed_by_ensemble(name, entry):
+        return "fixed by ensemble"
+    return str(entry.get("state") or "") if isinstance(entry, dict) else ""
+
+
 def results_table(case: CaseResults) -> pd.DataFrame:
     """Every result of one case: value ± 95 % half-width, unit, state and reason."""
     rows = []
@@ -93,52 +103,39 @@ def results_table(case: CaseResults) -> pd.DataFrame:
         if not isinstance(e, dict):
             continue
         rows.append({"result": str(name), "value ± 95 % CI": value_text(e), "unit": str(e.get("unit") or ""),
-                     "state": str(e.get("state") or ""), "reason": str(e.get("reason") or "")[:300]})
+                     "state": state_text(name, e), "reason": str(e.get("reason") or "")})
     return pd.DataFrame(rows, columns=["result", "value ± 95 % CI", "unit", "state", "reason"])
 
 
-def _cell(e: Any) -> str:
-    return "–" if not isinstance(e, dict) else f"{value_text(e)} ({e.get('state', '?')})"
+def _cell(e: Any, name: Any = None) -> str:
+    return "–" if not isinstance(e, dict) else f"{value_text(e)} ({state_text(name, e) or '?'})"
 
 
 def cross_system(cases: list[CaseResults]) -> pd.DataFrame:
     """The comparison an electrolyte expert reads first: one row per quantity, one column per case.
 
-    Li+-O CN per channel (first minimum), CIP/SSIP/AGG per anion, D per species (uncorrected and
-    Yeh-Hummer), eta, sigma beside sigma_NE (labelled Nernst-Einstein) and the ionicity, t+ with its convention.
+    The rows are the registry's members (:attr:`mdbench.analysis.observables.Observable.members`): results
+    found in any case (Li+-O CN per channel, CIP/SSIP/AGG per anion, D per species uncorrected and
+    Yeh-Hummer, residence times, ...) in report order, then the rows every comparison shows (eta, sigma
+    beside sigma_NE and the ionicity, t+ with its convention).
     """
-    names: list[tuple[str, str]] = []
-    seen: set[str] = set()
-
-    def want(name: str, label: str) -> None:
-        if name not in seen:
-            seen.add(name)
-            names.append((name, label))
-
+    found: dict[str, tuple[tuple[int, str], str]] = {}
     for c in cases:
         for name in c.observables:
-            if not isinstance(name, str):
+            fam = _family(name) if isinstance(name, str) else None
+            if fam is None or name in found:
                 continue
-            fam = _family(name)
-            if fam is COORDINATION and name.endswith("@first_min"):
-                want(name, f"Li+ CN {_member(name).removesuffix('@first_min')} (first minimum) [molecules]")
-            elif fam is ASSOCIATION and not name.endswith("largest_cluster_fraction"):
-                want(name, f"{_member(name)} fraction of anions")
-            elif fam is SELF_DIFFUSION:
-                want(name, f"D {_member(name)} (PBC) [m^2/s]")
-            elif fam is SELF_DIFFUSION_YH:
-                want(name, f"D {_member(name)} (Yeh-Hummer corrected) [m^2/s]")
-    order = [(VISCOSITY.key(), "eta (Green-Kubo) [mPa s]"),
-             (CONDUCTIVITY.key("sigma"), "sigma (with cross-correlations) [S/m]"),
-             (CONDUCTIVITY.key("sigma_NE"), "sigma_NE (Nernst-Einstein, labelled; no correlations) [S/m]"),
-             (CONDUCTIVITY.key("ionicity"), "ionicity sigma/sigma_NE"),
-             (TRANSFERENCE.key(*T_PLUS_SHOWN.split("/")),
-              "t+ (barycentric frame, sum_j z+ z_j L+j / sum_ij z_i z_j L_ij)")]
+            member = next((m for m in fam.members if m.matches(_member(name))), None)
+            if member is not None:
+                found[name] = ((fam.report_rank, name), member.row_label(_member(name)))
+    fixed = [(e.key(*([m.pattern] if m.pattern else [])), m.row_label(m.pattern))
+             for e in report_order() for m in e.members if m.fixed]
     rows = []
-    for name, label in sorted(names, key=lambda nl: (_rank(nl[0]), nl[0])) + order:
+    for name, label in [(n, lab) for n, (_, lab) in sorted(found.items(), key=lambda kv: kv[1][0])] + fixed:
         row = {"quantity": label}
         for c in cases:
-            row[f"{c.case}" if len({x.run for x in cases}) == 1 else f"{c.run}/{c.case}"] = _cell(c.observables.get(name))
+            column = f"{c.case}" if len({x.run for x in cases}) == 1 else f"{c.run}/{c.case}"
+            row[column] = _cell(c.observables.get(name), name)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -153,12 +150,6 @@ def _family(name: str):
         return get(name)
     except KeyError:
         return None
-
-
-def _rank(name: str) -> int:
-    fam = _family(name)
-    return {COORDINATION.name: 0, ASSOCIATION.name: 1, SELF_DIFFUSION.name: 2, SELF_DIFFUSION_YH.name: 3}.get(
-        fam.name if fam else "", 9)
 
 
 def evidence_figures(case: CaseResults) -> list[tuple[str, bytes]]:

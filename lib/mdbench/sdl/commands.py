@@ -61,7 +61,8 @@ def sdl() -> None:
 @click.option("--precursor-genome", "pg_path", type=click.Path(exists=True),
               help="ledger_precursor_genome.json (or its folder / zip archive).")
 @click.option("--params", "params_path", type=click.Path(exists=True, dir_okay=False),
-              default=str(PARAMS_DIR / "sdl" / "default.yaml"), show_default=True, help="Compiler parameters YAML.")
+              default=str(PARAMS_DIR / "sdl" / "default.yaml"), show_default="params/sdl/default.yaml (shipped with mdbench)",
+              help="Compiler parameters YAML.")
 @click.option("--seed", type=int, default=None, help="Override the panel seed.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Folder to write.")
 def compile_cmd(record, ledger_path, pg_path, params_path, seed, out_dir) -> None:

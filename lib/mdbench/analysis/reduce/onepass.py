@@ -32,7 +32,7 @@ MAX_DEFAULT_WORKERS = 8
 def default_workers() -> int:
     """The project's CPU thread cap (usable cores or ``$MDBENCH_THREAD_CAP``), at most
     :data:`MAX_DEFAULT_WORKERS`."""
-    from mdbench.engine.threads import default_thread_cap
+    from mdbench.threads import default_thread_cap
 
     return max(1, min(default_thread_cap(), MAX_DEFAULT_WORKERS))
 
@@ -272,10 +272,31 @@ def reduce_files(tpr: str | Path, xtc: str | Path, **kwargs: Any) -> ReducedTraj
     for p in (tpr, xtc):
         if not Path(p).is_file():
             raise InputError("file not found; give an existing GROMACS file", str(p))
-    try:
-        u = tpr_universe(tpr, xtc)
-    except Exception as exc:  # MDAnalysis raises many types for unreadable files
+    from mdbench.analysis.reduce.topology import read_tpr_topology
+    from mdbench.trajcheck import scan_xtc
+
+    try:  # the run input alone first, so an unreadable .tpr is named as such (not the .xtc)
+        n_top = read_tpr_topology(tpr).n_atoms
+    except Exception as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"MDAnalysis cannot read the topology/trajectory pair ({first_line}); give the .tpr "
-                         "and the .xtc written from it", str(xtc)) from exc
-    return reduce_universe(u, source={"tpr": str(tpr), "xtc": str(xtc)}, **kwargs)
+        raise InputError(f"not a readable GROMACS run input .tpr ({first_line}); give the production's .tpr",
+                         str(tpr)) from exc
+    n_traj = scan_xtc(xtc).n_atoms
+    if n_traj and n_traj != n_top:
+        raise InputError(f"{n_traj} atoms per frame, but the run input {tpr} has {n_top}; give the .tpr and "
+                         "the .xtc written from it", str(xtc))
+    import os
+    import tempfile
+
+    # MDAnalysis caches frame offsets (.<name>_offsets.npz, .lock) beside the trajectory it opens: open it
+    # through a link in a private folder, so nothing is ever written next to the inputs (a run directory).
+    with tempfile.TemporaryDirectory(prefix="mdbench-offsets-") as private:
+        link = Path(private) / Path(xtc).name
+        os.symlink(os.path.realpath(xtc), link)
+        try:
+            u = tpr_universe(tpr, link)
+        except Exception as exc:  # MDAnalysis raises many types for unreadable files
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"MDAnalysis cannot read the topology/trajectory pair ({first_line}); give the .tpr "
+                             "and the .xtc written from it", str(xtc)) from exc
+        return reduce_universe(u, source={"tpr": str(tpr), "xtc": str(xtc)}, **kwargs)

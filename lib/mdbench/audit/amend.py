@@ -1,0 +1,106 @@
+"""Checks that see through a run's own numbers, applied after the analysis items (issue 37).
+
+The analysis items (:mod:`mdbench.audit.analysis_items`) give each observable group its state and A2–A7
+ratings. The checks of this room — internal consistency (:mod:`mdbench.audit.consistency`), fabricated
+evidence (:mod:`mdbench.audit.fabrication`), the block layout (:mod:`mdbench.audit.blocklayout`) — add
+:class:`~mdbench.audit.model.Check` records to a group with a cap on the items they land on. Applying them
+is monotone: a check can lower a rating or worsen a state (C → SI for a sampling check, → F for a
+definition or implementation check), never raise one, so an honest run keeps its score when none fires.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mdbench.analysis.states import C, F, M, SI
+from mdbench.audit.model import Check, Finding, Judgment
+
+#: States a check of this room leaves alone (nothing delivered or nothing applicable).
+_FIXED_STATES = frozenset({M, "invalid_upstream", "not_reached"})
+
+
+@dataclass(frozen=True)
+class Extra:
+    """One check with the items it caps.
+
+    Attributes
+    ----------
+    group : str
+        Observable group (``conductivity``, ``self_diffusion``…).
+    check : Check
+        The structured check (its severity decides the state).
+    caps : dict
+        Item → the highest rating it may keep (e.g. ``{"A3": 0.0}``).
+    item : str
+        The item of the finding that reports the check.
+    """
+
+    group: str
+    check: Check
+    caps: dict[str, float] = field(default_factory=dict)
+    item: str = "A3"
+
+
+def cap(j: Judgment, rating: float, reason: str) -> Judgment:
+    """``j`` with its rating lowered to ``rating`` (never raised) and ``reason`` put first."""
+    if j.rating is None or j.rating <= rating:
+        return j
+    return Judgment(j.item, rating, f"{reason}; {j.reason}"[:900] if j.rating < 1 else reason[:900], j.case,
+                    j.observable, list(j.evidence), j.source, j.reviewer)
+
+
+def apply(case: str, groups: list[Any], judgments: list[Judgment], extras: list[Extra]) -> list[Finding]:
+    """Add ``extras`` to their groups (checks, state) and cap the per-observable ``judgments`` in place.
+
+    Returns one finding per check, with its item.
+    """
+    by_group: dict[str, list[Extra]] = {}
+    for x in extras:
+        by_group.setdefault(x.group, []).append(x)
+    findings: list[Finding] = []
+    for gr in groups:
+        a = gr.assessment
+        mine = by_group.get(a.observable)
+        if not mine or a.state in _FIXED_STATES:
+            continue
+        for x in mine:
+            a.checks.append(x.check)
+            where = x.check.evidence[0].path if x.check.evidence else None
+            findings.append(Finding(x.check.code, f"{a.observable}: {x.check.message}"[:600], where, item=x.item,
+                                    case=case))
+        hard = [x.check.message for x in mine if x.check.severity in ("definition", "implementation")]
+        soft = [x.check.message for x in mine if x.check.severity == "sampling"]
+        if hard and a.state != F:
+            a.state, a.reason = F, "; ".join(hard)[:900]
+            gr.failure_kind = "definition" if any(x.check.severity == "definition" for x in mine) else \
+                "implementation"
+        elif hard:
+            a.reason = ("; ".join(hard) + "; " + a.reason)[:900]
+        elif soft and a.state == C:
+            a.state, a.reason = SI, "; ".join(soft)[:900]
+        caps: dict[str, tuple[float, str]] = {}
+        for x in mine:
+            for item, r in x.caps.items():
+                if item not in caps or r < caps[item][0]:
+                    caps[item] = (r, x.check.message)
+        for i, j in enumerate(judgments):
+            if j.case == case and j.observable == a.observable and j.item in caps:
+                judgments[i] = cap(j, *caps[j.item])
+        for i, j in enumerate(gr.judgments):
+            if j.item in caps:
+                gr.judgments[i] = cap(j, *caps[j.item])
+    return findings
+
+
+def case_checks(run: Any, case: str, upstream: str | None, canonical_results: Any, prod: Any, groups: list[Any],
+                judgments: list[Judgment]) -> list[Finding]:
+    """Every check of this room on one case's delivered observables; ``groups`` and ``judgments`` (from
+    :func:`mdbench.audit.analysis_items.assess_case`) are amended in place. Returns the findings."""
+    if upstream is not None:
+        return []
+    from mdbench.audit import blocklayout, consistency, fabrication  # noqa: PLC0415
+
+    extras = (consistency.checks(run, case, prod) + fabrication.block_spread_checks(run, case, canonical_results)
+              + blocklayout.checks(run, case, prod))
+    return apply(case, groups, judgments, extras)

@@ -1,0 +1,317 @@
+"""Internal consistency: a run's numbers against its own recorded decomposition (issue 37, class 1).
+
+Checks, each with both numbers in its message:
+
+* ``sigma_inconsistent_with_own_matrix`` (A3, F) — a collective conductivity that does not follow from the
+  run's own recorded Onsager matrix, :math:`\\sigma = e^2 \\sum_{ij} z_i z_j L^{ij}` (or
+  :math:`\\sum_{ij} \\sigma_{ij}` of a recorded ``sigma_ij_S_m``), up to a unit factor
+  (:data:`UNIT_FACTORS` × a power of ten); where it follows from the diagonal-only weighting instead it is
+  ``conductivity_without_cross_terms`` (A2, F), from unit charges in a scaled-charge model
+  ``charge_weighting_differs`` (A2, F).
+* ``tplus_mixed_convention`` (A2, F) / ``tplus_inconsistent_with_own_matrix`` (A3, F) — a transference
+  number against its own numerator and denominator, or its own Onsager block: the seed's first failure
+  case is F in every case where it is present, whatever the sampling state.
+* ``ionicity_inconsistent`` (A3, F) — an ionicity against σ / σ_NE recorded beside it.
+* ``whole_outside_blocks`` (A3, F) — a whole-interval value outside the range of its own four blocks
+  widened by their 95 % half-width (the whole estimate must be consistent with its blocks).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+
+from mdbench.analysis.blocks import T_975_DOF3
+from mdbench.analysis.observables import (ASSOCIATION_GROUP, CONDUCTIVITY_GROUP, THERMODYNAMICS_GROUP,
+                                          TRANSFERENCE_GROUP)
+from mdbench.audit.amend import Extra
+from mdbench.audit.model import Check, Evidence
+from mdbench.audit.runread import Entry, as_entry, group_entries
+
+_SIGMA_GROUP, _T_PLUS_GROUP = CONDUCTIVITY_GROUP.name, TRANSFERENCE_GROUP.name
+
+E_CHARGE = 1.602176634e-19
+N_A = 6.02214076e23
+#: Factors by which a recorded Onsager matrix and σ may differ besides a power of ten (the unit of L):
+#: 1, e², F² = (e N_A)², N_A.
+UNIT_FACTORS = (1.0, E_CHARGE ** 2, (E_CHARGE * N_A) ** 2, N_A, E_CHARGE, E_CHARGE * N_A)
+#: Relative tolerance of an internal-consistency comparison (recorded numbers are rounded).
+REL_TOL = 0.02
+#: Relative slack beyond its blocks' range of a fitted or positional whole-interval value.
+WHOLE_FIT_TOL = 0.10
+
+
+def unit_related(a: float, b: float, rel: float = REL_TOL) -> bool:
+    """True when a = b · k · 10^n for k in :data:`UNIT_FACTORS` and an integer n, within ``rel``."""
+    if not (math.isfinite(a) and math.isfinite(b)) or a == 0 or b == 0:
+        return a == b
+    if (a > 0) != (b > 0):
+        return False
+    for k in UNIT_FACTORS:
+        x = math.log10(abs(a) / (abs(b) * k))
+        if abs(abs(a) / (abs(b) * k * 10.0 ** round(x)) - 1.0) <= rel:
+            return True
+    return False
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, (int, float)) and math.isfinite(x):
+        return float(x)
+    if isinstance(x, dict):
+        return _num(x.get("value"))
+    return None
+
+
+def _charges(raw: dict) -> dict[str, float]:
+    for src in (raw, *(raw.get(k) for k in ("details", "onsager", "diagnostics"))):
+        if isinstance(src, dict):
+            for k in ("charges_e", "charges", "z"):
+                d = src.get(k)
+                if isinstance(d, dict):
+                    out = {str(s): float(q) for s, q in d.items() if _num(q) is not None}
+                    if out:
+                        return out
+    return {}
+
+
+def _onsager(raw: dict) -> tuple[float, float, float, bool] | None:
+    """(L++, L--, L+-, signed) of an entry's own ``onsager`` block; ``signed`` when L+- is charge-weighted."""
+    src = raw.get("onsager", raw.get("L", raw.get("onsager_coefficients")))
+    if not isinstance(src, dict):
+        return None
+
+    def get(*names: str) -> float | None:
+        for n in names:
+            v = _num(src.get(n))
+            if v is not None:
+                return v
+        return None
+
+    pp, mm, pm = get("L_pp", "L++", "pp", "Lpp"), get("L_mm", "L--", "mm", "Lmm"), get("L_pm", "L+-", "pm", "Lpm")
+    if pp is None or mm is None or pm is None:
+        return None
+    w = str(src.get("weighting", raw.get("weighting", "unweighted"))).lower()
+    return pp, mm, pm, ("charge" in w or "signed" in w or w == "weighted")
+
+
+def _normalised_unit(raw: dict) -> bool:
+    """True when an entry's Onsager block states a unit already divided by k_B T V (``1/(J m s)``,
+    ``mol/(J m s)``): only then is σ = e² Σ z_i z_j L^ij up to a unit factor (raw displacement slopes need
+    k_B T and V, which the comparison does not guess)."""
+    src = raw.get("onsager", raw.get("L", raw.get("onsager_coefficients")))
+    unit = str(src.get("unit", src.get("units", ""))) if isinstance(src, dict) else ""
+    return "J" in unit and "s" in unit
+
+
+def _ion_charges(raw: dict, prod: Any) -> tuple[float, float] | None:
+    """(z+, z-) [e] of a 1:1 salt: the entry's recorded charges, else the production topology's."""
+    q = _charges(raw) or dict(((getattr(prod, "extra", None) or {}).get("charges_e") or {}))
+    pos = [v for v in q.values() if v > 1e-3]
+    neg = [v for v in q.values() if v < -1e-3]
+    if len(pos) != 1 or len(neg) != 1:
+        return None
+    return pos[0], neg[0]
+
+
+def _ev(case: str, e: Entry, note: str) -> tuple[Evidence, ...]:
+    return (Evidence(f"analysis/{case}/results.json", key=e.key, note=note),)
+
+
+def _sigma_checks(case: str, sig: Entry, L: tuple[float, float, float, bool] | None, z: tuple[float, float] | None,
+                  S: Any) -> list[Extra]:
+    if not sig.finite_value or sig.value == 0:
+        return []
+    out: list[Extra] = []
+    if isinstance(S, list):
+        try:
+            mat = np.asarray(S, dtype=np.float64)
+            own = float(mat.sum()) if mat.ndim == 2 and np.all(np.isfinite(mat)) else math.nan
+        except (TypeError, ValueError):
+            own = math.nan
+        if math.isfinite(own) and own != 0 and not unit_related(sig.value, own):
+            diag = float(np.trace(mat))
+            code, sev, caps = (("conductivity_without_cross_terms", "definition", {"A2": 0.0})
+                               if unit_related(sig.value, diag) else
+                               ("sigma_inconsistent_with_own_matrix", "implementation", {"A3": 0.0}))
+            out.append(Extra(_SIGMA_GROUP, Check(code, sev, f"{sig.key} = {sig.value:.4g} does not follow from "
+                                                   f"its own σ_ij matrix (Σ σ_ij = {own:.4g}, diagonal only "
+                                                   f"{diag:.4g})", _ev(case, sig, "sigma_ij_S_m")), caps,
+                             item="A2" if sev == "definition" else "A3"))
+        return out
+    if L is None or z is None:
+        return []
+    pp, mm, pm, signed = L
+    zp, zm = z
+    lpm = -pm if signed else pm  # unweighted L+-
+    full = zp * zp * pp + zm * zm * mm + 2.0 * zp * zm * lpm
+    if full == 0 or unit_related(sig.value, full):
+        return []
+    diag = zp * zp * pp + zm * zm * mm
+    unit = pp + mm - 2.0 * lpm
+    if unit_related(sig.value, diag):
+        code, sev, caps, why = "conductivity_without_cross_terms", "definition", {"A2": 0.0}, \
+            f"it follows the diagonal-only weighting ({diag:.4g}): the cross-correlation L+- is dropped"
+    elif abs(abs(zp) - 1.0) > 0.01 and unit_related(sig.value, unit):
+        code, sev, caps, why = "charge_weighting_differs", "definition", {"A2": 0.0}, \
+            f"it follows unit charges ({unit:.4g}), not the model's ±{abs(zp):g}"
+    else:
+        code, sev, caps, why = "sigma_inconsistent_with_own_matrix", "implementation", {"A3": 0.0}, \
+            "no unit factor relates them"
+    return [Extra(_SIGMA_GROUP, Check(code, sev, f"{sig.key} = {sig.value:.4g} does not follow from the run's "
+                                        f"own Onsager matrix: Σ z_i z_j L_ij = {full:.4g} (z = {zp:+g}/{zm:+g}); "
+                                        + why, _ev(case, sig, "onsager")), caps,
+                  item="A2" if sev == "definition" else "A3")]
+
+
+def _tplus_checks(case: str, t: Entry, L: tuple[float, float, float, bool] | None) -> list[Extra]:
+    if not t.finite_value:
+        return []
+    raw = t.raw
+    num = _num(raw.get("numerator", (raw.get("details") or {}).get("numerator") if isinstance(raw.get("details"), dict)
+                       else None))
+    den = _num(raw.get("denominator", (raw.get("details") or {}).get("denominator")
+                       if isinstance(raw.get("details"), dict) else None))
+    if num is not None and den not in (None, 0.0) and abs(t.value - num / den) > REL_TOL * max(abs(t.value), 0.05):
+        return [Extra(_T_PLUS_GROUP, Check(
+            "tplus_inconsistent_with_own_matrix", "implementation", f"{t.key} = {t.value:.4g} is not its own "
+            f"numerator / denominator = {num:.4g} / {den:.4g} = {num / den:.4g}", _ev(case, t, "numerator")),
+            {"A3": 0.0})]
+    if L is None:
+        return []
+    pp, mm, pm, signed = L
+    lpm = -pm if signed else pm
+    den_c, den_m = pp + mm - 2.0 * lpm, pp + mm + 2.0 * lpm
+    if den_c == 0 or den_m == 0:
+        return []
+    correct, mixed = (pp - lpm) / den_c, (pp + lpm) / den_m
+    tol = max(REL_TOL * abs(correct), 0.005)
+    if abs(t.value - correct) <= tol:
+        return []
+    if abs(t.value - mixed) <= max(REL_TOL * abs(mixed), 0.005) and abs(mixed - correct) > tol:
+        return [Extra(_T_PLUS_GROUP, Check(
+            "tplus_mixed_convention", "definition", f"{t.key} = {t.value:.4g} is its own Onsager matrix in the "
+            f"mixed convention ((L++ + L+-)/(L++ + L-- + 2L+-) = {mixed:.4g}; signed-charge L+- fed to the "
+            f"unweighted formula), the unweighted one gives {correct:.4g}: a formula error, F whatever the "
+            "sampling", _ev(case, t, "onsager")), {"A2": 0.0}, item="A2")]
+    return [Extra(_T_PLUS_GROUP, Check(
+        "tplus_inconsistent_with_own_matrix", "implementation", f"{t.key} = {t.value:.4g} does not follow from its "
+        f"own Onsager matrix ((L++ - L+-)/(L++ + L-- - 2L+-) = {correct:.4g})", _ev(case, t, "onsager")),
+        {"A3": 0.0})]
+
+
+def _pipeline_tplus_checks(case: str, t: Entry, results: Any, cond: dict[str, Entry]) -> list[Extra]:
+    """A t+ of a results file that records its Onsager matrix with σ (``details.L.whole``, our pipeline's
+    format, species and charges in ``system``): the formulas of :func:`mdbench.analysis.onsager.
+    identify_transference_convention` that reproduce it from the run's own matrix. Only mixed-up ones: F (A2),
+    in every case where it is present; none at all (same frame): A3."""
+    if not t.finite_value or not isinstance(results, dict):
+        return []
+    solvent = "solvent" in t.key.lower()
+    for e in cond.values():
+        det = e.raw.get("details") if isinstance(e.raw.get("details"), dict) else {}
+        blk = det.get("L_solvent" if solvent else "L")
+        if isinstance(blk, dict) and isinstance(blk.get("whole"), list):
+            break
+    else:
+        return []
+    system = results.get("system") if isinstance(results.get("system"), dict) else {}
+    species = system.get("species")
+    charges = det.get("charges_e") if isinstance(det.get("charges_e"), dict) else system.get("charges_e")
+    try:
+        from mdbench.analysis.onsager import identify_transference_convention  # noqa: PLC0415
+
+        names = identify_transference_convention(t.value, blk["whole"], list(species), dict(charges))
+    except Exception:  # noqa: BLE001 - an incomplete or malformed matrix: nothing to compare, never a crash
+        return []
+    if names and all(n.startswith("mixed") for n in names):
+        return [Extra(_T_PLUS_GROUP, Check(
+            "tplus_mixed_convention", "definition", f"{t.key} = {t.value:.4g} is reproduced from the run's own "
+            f"Onsager matrix only by a mixed-up formula ({', '.join(names)}): a formula error, F whatever the "
+            "sampling", _ev(case, t, "details.L")), {"A2": 0.0}, item="A2")]
+    if not names:
+        return [Extra(_T_PLUS_GROUP, Check(
+            "tplus_inconsistent_with_own_matrix", "implementation", f"{t.key} = {t.value:.4g} is reproduced by no "
+            "transference formula from the run's own Onsager matrix", _ev(case, t, "details.L")), {"A3": 0.0})]
+    return []
+
+
+def _whole_vs_blocks(case: str, group: str, e: Entry) -> list[Extra]:
+    if not e.finite_value or not e.blocks or len(e.blocks) < 2 or any(
+            b is None or not math.isfinite(b) for b in e.blocks):
+        return []
+    b = np.asarray(e.blocks, dtype=np.float64)
+    hw = T_975_DOF3 * float(b.std(ddof=1)) / math.sqrt(b.size) if b.size == 4 else \
+        2.0 * float(b.std(ddof=1)) / math.sqrt(b.size)
+    lo, hi = float(b.min()) - hw, float(b.max()) + hw
+    # averages over frames (energy-file terms, class fractions) equal the mean of equal blocks; fitted and
+    # positional estimates (D, η, σ, t+, g(r) minima) may differ from their blocks by a finite-window bias
+    rel = REL_TOL if group in (THERMODYNAMICS_GROUP.name, ASSOCIATION_GROUP.name) else WHOLE_FIT_TOL
+    slack = rel * max(abs(float(b.mean())), abs(e.value))
+    if lo - slack <= e.value <= hi + slack:
+        return []
+    return [Extra(group, Check("whole_outside_blocks", "implementation", f"{e.key} = {e.value:.4g} lies outside its "
+                               f"own blocks [{b.min():.4g}, {b.max():.4g}] ± their half-width {hw:.2g}: the whole-"
+                               "interval value is not consistent with its blocks", _ev(case, e, "blocks")),
+                  {"A3": 0.0})]
+
+
+_IONICITY = re.compile(r"ionicity|haven", re.I)
+
+
+def _ionicity(case: str, entries: dict[str, Entry]) -> list[Extra]:
+    ion = next((e for k, e in entries.items() if _IONICITY.search(k) and e.finite_value), None)
+    if ion is None:
+        return []
+    ne = next((e for k, e in entries.items() if re.search(r"(^|[._/])(sigma_?ne|nernst)", k, re.I)
+               and e.finite_value and e is not ion), None)
+    sig = next((e for k, e in entries.items() if e.finite_value and e is not ion and e is not ne
+                and re.search(r"(^|[._/])(sigma|conductivity)$", k, re.I)), None)
+    if ne is None or sig is None or ne.value == 0:
+        return []
+    want = sig.value / ne.value
+    if "haven" in ion.key.lower():
+        want = 1.0 / want if want else math.nan
+    if math.isfinite(want) and abs(ion.value - want) > REL_TOL * max(abs(want), 0.01):
+        return [Extra(_SIGMA_GROUP, Check("ionicity_inconsistent", "implementation",
+                                            f"{ion.key} = {ion.value:.4g}, its own σ / σ_NE = {sig.value:.4g} / "
+                                            f"{ne.value:.4g} = {want:.4g}", _ev(case, ion, "ionicity")),
+                      {"A3": 0.0})]
+    return []
+
+
+def checks(run: Any, case: str, prod: Any) -> list[Extra]:
+    """Every internal-consistency check of one case's results.json (nothing when it has none)."""
+    groups = group_entries(run.results.get(case))
+    out: list[Extra] = []
+    for group, entries in groups.items():
+        for e in entries.values():
+            out += _whole_vs_blocks(case, group, e)
+    cond, tp = groups.get(CONDUCTIVITY_GROUP.name) or {}, groups.get(TRANSFERENCE_GROUP.name) or {}
+    L_any = next((L for e in list(cond.values()) + list(tp.values())
+                  if (L := _onsager(e.raw)) is not None and _normalised_unit(e.raw)), None)
+    for e in cond.values():
+        if _IONICITY.search(e.key) or re.search(r"(sigma_?ne|nernst)", e.key, re.I):
+            continue
+        details = e.raw.get("details") if isinstance(e.raw.get("details"), dict) else {}
+        S = e.raw.get("sigma_ij_S_m", details.get("sigma_ij_S_m"))
+        own = _onsager(e.raw) if _normalised_unit(e.raw) else None
+        out += _sigma_checks(case, e, own or L_any, _ion_charges(e.raw, prod), S)
+        break  # the collective σ: the group's first entry
+    for e in tp.values():
+        own = _tplus_checks(case, e, _onsager(e.raw))
+        out += own or _pipeline_tplus_checks(case, e, run.results.get(case), cond)
+    res = run.results.get(case)
+    flat = dict(cond)
+    if isinstance(res, dict) and isinstance(res.get("observables"), dict):  # σ_NE and ionicity sit beside σ
+        for k, v in list(res["observables"].items())[:500]:
+            if isinstance(k, str) and (_IONICITY.search(k) or re.search(r"sigma_?ne|nernst", k, re.I)):
+                e = as_entry(f"observables.{k}", v)
+                if e is not None:
+                    flat[e.key] = e
+    out += _ionicity(case, flat)
+    return out
