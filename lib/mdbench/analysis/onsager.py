@@ -775,7 +775,7 @@ class CollectiveTransportEstimator(EstimatorBase):
     :data:`~mdbench.analysis.observables.TRANSFERENCE`: one Onsager analysis gives σ, σ_NE, ionicity and
     every t+ (nothing when the system has no ions). Reuses the self-diffusion MSDs (``diffusion``)."""
 
-    inputs = ("trajectory", "guard_ps", "products.temperature_K", "products.diffusion")
+    inputs = ("trajectory", "guard_ps", "products.temperature_K", "products.diffusion", "products.energy_coverage")
 
     def compute(self) -> Estimate:
         s, c = self.settings, self.case

@@ -467,7 +467,7 @@ class ViscosityEstimator(EstimatorBase):
     """Registered estimator of :data:`mdbench.analysis.observables.VISCOSITY` (Green–Kubo from the energy
     file's pressure tensor; not delivered when the file has no pressure tensor)."""
 
-    inputs = ("energy", "guard_ps", "trajectory", "products.temperature_K")
+    inputs = ("energy", "guard_ps", "trajectory", "products.temperature_K", "products.energy_coverage")
 
     def compute(self) -> Estimate:
         s, c, entry = self.settings, self.case, self.entries[0]
