@@ -208,8 +208,10 @@ def test_free_brownian_ions_within_their_intervals_and_si_unless_precise(ions, f
         d = _state(r, name)
         precise = est.half_width_95 <= bounds[name]
         rest = r.sampling_checks["collective_regime"] and r.sampling_checks[f"{name}_block_trend"]
+        if name == "ionicity":  # derived from sigma and sigma_NE: never C unless both are (rule 8)
+            rest = rest and all(_state(r, k).state == "C" for k in ("sigma", "sigma_NE"))
         assert (d.state == "C") == bool(precise and rest), (name, d.reason)
-        assert d.state == "C" or (d.state == "SI" and f"{name}_block" in d.reason)
+        assert d.state == "C" or (d.state == "SI" and (f"{name}_block" in d.reason or "input conductivity/" in d.reason))
     d = _state(r, "t_plus")
     assert d.state == expected
     if expected == "SI":

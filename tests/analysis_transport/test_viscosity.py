@@ -122,3 +122,23 @@ def test_a_rule_leaving_no_window_in_the_longest_lag_judges_the_last_window_SI(o
     assert hi == pytest.approx(r.lag_ps[-1]) and lo > 0
     assert 0 < r.viscosity_mPa_s < eta_true_mPa_s()            # the integral has not reached its plateau yet
     assert classify_result(r).state == "SI"
+
+
+def test_the_plateau_rule_does_not_stop_on_a_shoulder():
+    """Issue 35: a running integral that is flat for 0.3 ps (the ACF crossing zero after its fast part) and
+    then rises by 50 % with a slow tail (carbonate liquids, docs/validation.md section 2): the rule passes the
+    shoulder and takes the final plateau; without the later lags (the last window) the shoulder guard cannot
+    apply and the flat stretch is taken, as before."""
+    from mdbench.analysis.viscosity import _plateau
+
+    lag = np.arange(0.0, 6.0, 0.01)
+    shoulder = 1.0 - np.exp(-lag / 0.02)
+    tail = 0.5 / (1.0 + np.exp(-(lag - 1.0) / 0.12))
+    I = shoulder + tail
+    rng = np.random.default_rng(3)
+    comps = I + 0.01 * rng.standard_normal((5, lag.size)) * np.sqrt(lag + 0.01)
+    lo, hi, found, _ = _plateau(lag, I, 0.05, 0.3, 0.03, I_components=comps)
+    assert found and lo >= 1.2, (lo, hi)  # past the rise (midpoint 1.0 ps), not the 0.1-0.4 ps shoulder
+    assert abs(float(I[(lag >= lo) & (lag <= hi)].mean()) - 1.5) < 0.05
+    lo0, hi0, found0, _ = _plateau(lag[:40], I[:40], 0.05, 0.3, 0.03, I_components=comps[:, :40])
+    assert found0 and hi0 < 0.4  # nothing after it to compare: the old behaviour

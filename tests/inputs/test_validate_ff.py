@@ -97,7 +97,8 @@ def test_short_dmc_run_with_transport(tmp_path):
     res = run_liquid("DMC", tmp_path, n_molecules=80, nvt_ps=1.0, npt_ps=4.0, prod_ps=10.0,
                      seed=seed_for("inputs/dmc-density"))
     assert 0.7 < res.density_g_cm3 < 1.5
-    assert res.density_window_ps == (pytest.approx(2.0, abs=0.11), pytest.approx(4.0))
+    # averaged from the detected equilibration (at least 20 % into the run; issue 35), to the end
+    assert 0.8 - 0.11 <= res.density_window_ps[0] <= 3.2 + 0.11 and res.density_window_ps[1] == pytest.approx(4.0)
     assert res.viscosity_mPa_s > 0 and res.D_pbc_m2_s > 0 and res.D_yh_m2_s > res.D_pbc_m2_s
     assert res.viscosity_state and res.D_state
     assert (tmp_path / res.level.replace("/", "_").replace("*", "s") / "DMC" / "validation.json").is_file()

@@ -312,6 +312,46 @@ def statistical_inefficiency(values: Any, *, mintime: int = 3) -> float:
     return float(max(1.0, g))
 
 
+def detect_equilibration(values: Any, *, max_candidates: int = 100) -> tuple[int, float, float]:
+    r"""First sample of the equilibrated part of a time series (Chodera's rule, computed here).
+
+    Chooses the start :math:`t_0` that maximises the number of effectively uncorrelated samples of what
+    follows it, :math:`N_\mathrm{eff}(t_0) = (N - t_0)/g(t_0)`, with :math:`g` from
+    :func:`statistical_inefficiency`. A drift at the start (a box still densifying) inflates ``g`` of every
+    window that contains it, so the maximum lies after the drift. Candidates are spaced evenly
+    (``max_candidates`` of them), as ``pymbar.timeseries.detect_equilibration(nskip=...)`` does.
+
+    Parameters
+    ----------
+    values : array_like, shape (N,)
+        Time series at constant spacing.
+    max_candidates : int
+        Number of trial starts over the series (evenly spaced).
+
+    Returns
+    -------
+    tuple of (int, float, float)
+        ``(t0, g, n_eff)``: first equilibrated sample index, statistical inefficiency of ``values[t0:]``,
+        its effective sample count. ``(0, nan, nan)`` for fewer than 6 samples or non-finite values.
+
+    References
+    ----------
+    Chodera, J. Chem. Theory Comput. 12, 1799 (2016), doi:10.1021/acs.jctc.5b00784
+    """
+    x = as_float64(values, "values").ravel()
+    n = x.size
+    if n < 6 or not np.all(np.isfinite(x)):
+        return 0, float("nan"), float("nan")
+    best = (0, float("nan"), -1.0)
+    step = max(1, (n - 3) // max(1, int(max_candidates)))
+    for t0 in range(0, n - 3, step):
+        g = statistical_inefficiency(x[t0:])
+        n_eff = (n - t0) / g
+        if n_eff > best[2]:
+            best = (t0, g, n_eff)
+    return best[0], float(best[1]), float(best[2])
+
+
 def _pymbar_timeseries():
     """Import pymbar.timeseries lazily, swallowing its import-time banner."""
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):

@@ -74,12 +74,15 @@ class EnergyTable:
         Frame times [ps] (float64).
     columns : numpy.ndarray, shape (len(names), F)
         Instantaneous values, one row per term (float64; single-precision values converted exactly).
+    torn_bytes : int
+        Bytes after the last complete frame (a frame cut by a kill or a full disk); 0 for a complete file.
     """
 
     names: list[str]
     units: list[str]
     time_ps: np.ndarray
     columns: np.ndarray
+    torn_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,9 @@ def read_edr(path: str | Path) -> EnergyTable:
     """Read an energy file; :class:`Unsupported` where pyedr must read it (see the module docstring)."""
     buf = Path(path).read_bytes()
     names, units, offset = _file_header(buf)
-    runs = [run for run in _frame_runs(buf, offset, len(names)) if run[1].n_terms]  # pyedr: frames with energies
+    all_runs = _frame_runs(buf, offset, len(names))
+    end = (all_runs[-1][0] + all_runs[-1][2] * all_runs[-1][1].frame_bytes) if all_runs else offset
+    runs = [run for run in all_runs if run[1].n_terms]  # pyedr: frames with energies
     n_frames = sum(count for _, _, count in runs)
     time_ps, columns = np.empty(n_frames), np.empty((len(names), n_frames))
     row = 0
@@ -119,7 +124,7 @@ def read_edr(path: str | Path) -> EnergyTable:
                                                  offset=start + layout.header_bytes,
                                                  strides=(rs * (3 if layout.with_sums else 1), size))
         row += count
-    return EnergyTable(names, units, time_ps, columns)
+    return EnergyTable(names, units, time_ps, columns, torn_bytes=len(buf) - end)
 
 
 def _file_header(buf: bytes) -> tuple[list[str], list[str], int]:

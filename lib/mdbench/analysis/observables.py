@@ -286,7 +286,7 @@ THERMO = Observable(
     "mdbench.analysis.thermo:ThermoEstimator", "analysis_guard_and_blocks", _STAGE + "50_thermo",
     required=True,
     targets={ANY_CASE: _THERMO_MEMBERS}, placeholders=_THERMO_MEMBERS,
-    figure=BLOCK_BARS_FIGURE, block_bars=r"^thermo/density", products=("temperature_K",),
+    figure=BLOCK_BARS_FIGURE, block_bars=r"^thermo/density", products=("temperature_K", "energy_coverage"),
     evidence="block values with the whole-interval 95 % interval", report_rank=90)
 RDF = Observable(
     "rdf", "rdf", "coordination", "nm", "first minimum of each species-resolved g(r) around the cations",

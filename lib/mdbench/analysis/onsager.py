@@ -45,12 +45,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks, consistent_with_zero, withheld
+from mdbench.analysis.adequacy import PRECISION, PrecisionBound, adequacy_checks, withheld
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, _json_float, block_estimate, block_windows
 from mdbench.analysis.diffusion import fit_slope, msd_each_series, msd_fft, msd_fft_windows
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
-from mdbench.analysis.observables import CONDUCTIVITY, TRANSFERENCE
+from mdbench.analysis.observables import CONDUCTIVITY, SELF_DIFFUSION, TRANSFERENCE
 from mdbench.analysis.reduce.series import as_positions, count_non_finite_positions, molecule_sum
+from mdbench.analysis.states import classify_observable, classify_result, resolved_zero
+from mdbench.analysis.thermo import coverage_check
 from mdbench.analysis.units import (E_CHARGE_C, KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM3_M3,
                                     as_float64)
 from mdbench.errors import InputError
@@ -262,37 +264,57 @@ class OnsagerResult:
         """Whole-interval L^{ij} by species labels [1/(J m s)]."""
         return float(self.L_matrix[self.species.index(i), self.species.index(j)])
 
-    def sigma_not_estimable_reason(self) -> str | None:
-        """Why a ratio over σ (t+) has no value: σ is zero within its 95 % interval, and that interval is
-        resolved (|σ| + half-width at most the registered ionicity bound × σ_NE), so more sampling would only
-        confirm σ ≈ 0. A σ that is merely imprecise (a wide interval about zero) leaves t+ SI, not this."""
+    def sigma_resolved_zero_reason(self) -> str | None:
+        """The resolved-zero rule (:func:`mdbench.analysis.states.resolved_zero`) applied to σ: zero within its
+        95 % interval and |σ| + half-width at most the registered ionicity bound × σ_NE (its lower 95 % limit,
+        so an imprecise σ_NE cannot make a zero look resolved). None when σ is not a resolved zero."""
         rules = self.precision or _default_precision()
-        scale = rules["ionicity"].abs * abs(self.sigma_NE.whole) if math.isfinite(self.sigma_NE.whole) else float("nan")
-        upper = abs(self.sigma.whole) + self.sigma.half_width_95
-        if not consistent_with_zero(self.sigma) or not (math.isfinite(upper) and upper <= scale):
-            return None
-        return (f"sigma = {self.sigma.whole:.3g} +- {self.sigma.half_width_95:.3g} S/m (95 %) is zero within its "
-                f"interval, resolved to <= {rules['ionicity'].abs:g} sigma_NE = {scale:.3g} S/m: t+ = "
-                "sum_j sigma_+j / sigma has no defined value (ions move as neutral pairs or clusters); more "
-                "sampling cannot give it one")
+        ne = self.sigma_NE
+        scale = ne.whole - ne.half_width_95 if math.isfinite(ne.half_width_95) else float("nan")
+        why = resolved_zero(self.sigma.whole, self.sigma.half_width_95, scale, rules["ionicity"].abs)
+        return None if why is None else f"sigma {why.removeprefix('value ')} (scale: lower 95 % limit of sigma_NE) S/m"
 
-    def state_inputs(self, observable: str = "sigma", transference: TransferenceEstimate | None = None
-                     ) -> dict[str, Any]:
+    def sigma_not_estimable_reason(self) -> str | None:
+        """Why a ratio over σ (t+) has no value: σ is a resolved zero (:meth:`sigma_resolved_zero_reason`), so
+        more sampling would only confirm σ ≈ 0. A σ that is merely imprecise (a wide interval about zero) leaves
+        t+ SI, not this."""
+        why = self.sigma_resolved_zero_reason()
+        if why is None:
+            return None
+        return (f"{why}: t+ = sum_j sigma_+j / sigma has no defined value (ions move as neutral pairs or "
+                "clusters); more sampling cannot give it one")
+
+    def state_inputs(self, observable: str = "sigma", transference: TransferenceEstimate | None = None, *,
+                     input_states: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Inputs for the state classifier for ``sigma``, ``sigma_NE``, ``ionicity`` or ``t_plus`` (of
-        ``transference``, default the barycentric unweighted-L one)."""
+        ``transference``, default the barycentric unweighted-L one).
+
+        Every one gets the precision bound and the block-trend check (σ_NE: σ's relative bound). Derived
+        values carry their inputs' states (rule 8 of :mod:`mdbench.analysis.states`): σ_NE those given in
+        ``input_states`` (the ions' self-diffusion states, by observable name), σ/σ_NE those of σ and σ_NE.
+        A resolved-zero σ (the one rule of :func:`mdbench.analysis.states.resolved_zero`) makes σ and σ/σ_NE
+        resolved zeros (no relative-precision or charge-MSD regime check: neither applies to a zero) and t+
+        not_estimable."""
         common_fail = list(self.failures)
         rules = self.precision or _default_precision()
         regime = ({"collective_regime": self.sampling_checks["collective_regime"]}
                   if "collective_regime" in self.sampling_checks else {})
         details = {"collective_regime": self.check_details.get("collective_regime", "")}
         not_estimable = None
+        zero = None
+        inputs: dict[str, Any] = {}
         if observable == "sigma":
             est, prefix, bound = self.sigma, "sigma_", rules["sigma"]
+            zero = self.sigma_resolved_zero_reason()
         elif observable == "sigma_NE":
-            return {"values": [self.sigma_NE.whole, *self.sigma_NE.blocks], "failures": common_fail,
-                    "sampling_checks": {}}
+            est, prefix, bound = self.sigma_NE, "sigma_NE_", rules["sigma"]
+            regime = {}
+            inputs = dict(input_states or {})
         elif observable == "ionicity":
             est, prefix, bound = self.ionicity, "ionicity_", rules["ionicity"]
+            zero = self.sigma_resolved_zero_reason()
+            inputs = {f"{CONDUCTIVITY.name}/{k}": classify_observable(**self.state_inputs(k, input_states=input_states))
+                      for k in ("sigma", "sigma_NE")}
         elif observable == "t_plus":
             te = transference or (self.t_plus(CONVENTION_UNWEIGHTED) if self.transference else None)
             if te is None:
@@ -303,8 +325,12 @@ class OnsagerResult:
         else:
             raise KeyError(f"unknown observable {observable!r}")
         checks, why = adequacy_checks(prefix, est, bound, rules["trend_alpha"])
-        return {"values": [est.whole, *est.blocks], "failures": common_fail, "sampling_checks": {**regime, **checks},
-                "check_details": {**details, **why}, "not_estimable": not_estimable}
+        checks = {**regime, **checks}
+        if zero is not None:  # a zero has no relative precision, and a bounded charge MSD is what it looks like
+            checks = {k: ok for k, ok in checks.items() if k not in ("collective_regime", prefix + PRECISION)}
+        return {"values": [est.whole, *est.blocks], "failures": common_fail, "sampling_checks": checks,
+                "check_details": {**details, **why}, "not_estimable": not_estimable, "inputs": inputs,
+                "resolved_zero": zero}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict with every estimate, its definition, window and diagnostics."""
@@ -738,12 +764,18 @@ def onsager_transport(com_by_species_nm: Mapping[str, Any], charge_by_species_e:
         windows=win, failures=[], sampling_checks=checks, check_details=details, precision=precision)
 
 
+def _with_checks(inputs: dict[str, Any], checks: Mapping[str, bool], details: Mapping[str, str]) -> dict[str, Any]:
+    """Classifier inputs with extra sampling checks (and their details) added."""
+    return dict(inputs, sampling_checks={**(inputs.get("sampling_checks") or {}), **checks},
+                check_details={**(inputs.get("check_details") or {}), **details})
+
+
 class CollectiveTransportEstimator(EstimatorBase):
     """Registered estimator of :data:`mdbench.analysis.observables.CONDUCTIVITY` and
     :data:`~mdbench.analysis.observables.TRANSFERENCE`: one Onsager analysis gives σ, σ_NE, ionicity and
     every t+ (nothing when the system has no ions). Reuses the self-diffusion MSDs (``diffusion``)."""
 
-    inputs = ("trajectory", "guard_ps", "products.temperature_K", "products.diffusion")
+    inputs = ("trajectory", "guard_ps", "products.temperature_K", "products.diffusion", "products.energy_coverage")
 
     def compute(self) -> Estimate:
         s, c = self.settings, self.case
@@ -772,16 +804,29 @@ class CollectiveTransportEstimator(EstimatorBase):
         diag = dict(od["diagnostics"], frame=od["frame"], reference_species=od["reference_species"],
                     com="molecular centres of mass, unwrapped by the displacement scheme (NPT-safe)",
                     volume_nm3=od["volume_nm3"], temperature_K=od["temperature_K"])
+        # sigma_NE is built from the ions' D: it inherits their states (rule 8), by observable name
+        d_states = {SELF_DIFFUSION.key(sp): classify_result(diff.get(sp)) for sp in rd.ions()}
+        # the transport temperature comes from the energy file: an energy file that does not cover the
+        # trajectory's window keeps sigma, sigma_NE, the ionicity and t+ out of C (issue 35)
+        coverage = c.products.get("energy_coverage") or {}
+        cov_ok, cov_why = ({}, {}) if coverage.get("temperature_from_energy") is False else coverage_check(coverage)
+        diag["computed_on_ps"] = list(onsager.windows.whole_range_ps) if onsager.windows else None
         out = []
         for key, definition in (("sigma", od["sigma"]["definition"]), ("sigma_NE", od["sigma_NE"]["label"]),
                                 ("ionicity", "sigma / sigma_NE")):
             details = ({"L": od["L"], "L_solvent": od["L_solvent"], "sigma_ij_S_m": od["sigma_ij_S_m"],
                         "charges_e": od["charges_e"], "charges_note": od["charges_note"]} if key == "sigma" else {})
-            out.append(Measurement(CONDUCTIVITY, (key,), dict(od[key], window=od["window"], diagnostics=diag),
-                                   definition, onsager.state_inputs(key), details=details))
+            inputs = _with_checks(onsager.state_inputs(key, input_states=d_states), cov_ok, cov_why)
+            own_diag = dict(diag)
+            if inputs.get("resolved_zero"):  # the audit and readers see why no precision/regime check applied
+                own_diag["resolved_zero"] = inputs["resolved_zero"]
+            if inputs.get("inputs"):
+                own_diag["derived_from"] = sorted(inputs["inputs"])
+            payload = dict(od[key], window=od["window"], diagnostics=own_diag)
+            out.append(Measurement(CONDUCTIVITY, (key,), payload, definition, inputs, details=details))
         by_key = {te.key: te for te in onsager.transference}
         for tkey, te in od[TRANSFERENCE.name].items():
-            t_inputs = onsager.state_inputs("t_plus", by_key.get(tkey))
+            t_inputs = _with_checks(onsager.state_inputs("t_plus", by_key.get(tkey)), cov_ok, cov_why)
             payload = dict(te, window=od["window"], diagnostics=diag)
             if t_inputs.get("not_estimable"):  # the value is withheld; the number stays in the diagnostics
                 payload = withheld(payload)

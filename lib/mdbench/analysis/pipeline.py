@@ -376,6 +376,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
         "figures": {},
         "trajectory": frames.integrity.to_dict(),  # issue 25: complete frames used, truncation stated
     }
+    doc["energy"] = inputs.products.get("energy_coverage")  # issue 35: truncation and window coverage stated
     if figures:
         doc["figures"] = write_figures(out, observables=observables, settings=settings, drawn=drawn, **figure_data)
     doc["superseded_results"] = _archive_superseded(out, reg_ids)

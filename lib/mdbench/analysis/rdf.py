@@ -13,9 +13,13 @@ MDAnalysis ``InterRDF`` (which uses the mean volume). The running coordination i
 ``n(r) = ρ_B ∫_0^r 4π r'^2 g(r') dr'`` equals the mean number of B *sites* within r of an A atom.
 
 First-minimum rule (registered): smooth g with a centred 5-bin (0.025 nm at the default bin) moving
-average; the first peak is the first local maximum of the smoothed g that exceeds 1; the first minimum is
-the first local minimum of the smoothed g after that peak; it must lie at r ≤ 0.60 nm, otherwise no first
-minimum is reported (NaN) and the fixed cutoff of the registration is used instead.
+average; the first peak is the first local maximum of the smoothed g that is *significant*: its height
+exceeds the registered ``rdf_first_peak_min_height`` (above 1) even at the lower end of its counting
+interval, ``g (1 - 2/sqrt(n))`` with ``n`` the pair counts in the smoothing window (a handful of counts at
+r → 0, where a shell holds almost no volume, is noise however high its g); the first minimum is the first
+local minimum of the smoothed g after that peak, at least ``rdf_first_min_min_depth`` below it; it must lie
+at r ≤ 0.60 nm. Otherwise no first minimum is reported (NaN), the reason is stated, and the fixed cutoff
+of the registration is used instead.
 
 Reference: Allen & Tildesley, Computer Simulation of Liquids, 2nd ed. (2017), §8.2.
 """
@@ -35,13 +39,20 @@ from mdbench.analysis.reduce import ReducedTrajectory
 #: ``rdf_first_min_max_nm``).
 FIRST_MIN_MAX_NM = 0.60
 SMOOTH_BINS = 5
+#: Library defaults of the peak significance (the pipeline passes the registered ``rdf_first_peak_min_height``
+#: and ``rdf_first_min_min_depth`` of ``params/analysis/default.yaml``).
+FIRST_PEAK_MIN_HEIGHT = 1.2
+FIRST_MIN_MIN_DEPTH = 0.2
 
 
-def first_min_rule(max_nm: float = FIRST_MIN_MAX_NM) -> str:
-    """Text of the first-minimum rule with its search limit (what gets registered)."""
-    return ("g(r) smoothed by a centred 5-bin moving average; first peak = first local maximum of "
-            "the smoothed g exceeding 1; first minimum = first local minimum of the smoothed g after "
-            f"the first peak, accepted only at r <= {max_nm:.2f} nm (else not found: NaN)")
+def first_min_rule(max_nm: float = FIRST_MIN_MAX_NM, *, min_peak_height: float = FIRST_PEAK_MIN_HEIGHT,
+                   min_depth: float = FIRST_MIN_MIN_DEPTH) -> str:
+    """Text of the first-minimum rule with its search limit and significance thresholds (what gets registered)."""
+    return ("g(r) smoothed by a centred 5-bin moving average; first peak = first local maximum of the smoothed "
+            f"g whose height exceeds {min_peak_height:g} at the lower end of its counting interval "
+            "g (1 - 2/sqrt(n)), n = pair counts in the smoothing window; first minimum = first local minimum "
+            f"of the smoothed g after the first peak, at least {min_depth:g} below the peak, accepted only at "
+            f"r <= {max_nm:.2f} nm (else not found: NaN, reason stated, fixed cutoff used)")
 
 
 FIRST_MIN_RULE = first_min_rule()
@@ -71,6 +82,7 @@ class RdfCurve:
     n_sites_cumulative: np.ndarray
     first_peak_nm: float
     first_min_nm: float
+    not_found_reason: str | None = None
 
     def n_sites_upper_bound(self, r_c_nm: float) -> float:
         """ρ∫4πr²g dr up to the upper edge of the bin that holds r_c: an upper bound of the site count
@@ -87,9 +99,10 @@ class RdfCurve:
 
 
 def rdf_curve(rd: ReducedTrajectory, channel: str, frames: slice | np.ndarray = slice(None), *,
-              first_min_max_nm: float = FIRST_MIN_MAX_NM) -> RdfCurve:
+              first_min_max_nm: float = FIRST_MIN_MAX_NM, min_peak_height: float = FIRST_PEAK_MIN_HEIGHT,
+              min_depth: float = FIRST_MIN_MIN_DEPTH) -> RdfCurve:
     """Normalised g(r) of one channel over the frames ``frames`` of a reduced trajectory (first minimum
-    searched up to ``first_min_max_nm`` [nm])."""
+    searched up to ``first_min_max_nm`` [nm], peak significance and depth as registered)."""
     counts = np.asarray(rd.rdf_counts[channel][frames], dtype=np.float64)
     vol = rd.volume_nm3[frames]
     n_frames = counts.shape[0]
@@ -102,37 +115,94 @@ def rdf_curve(rd: ReducedTrajectory, channel: str, frames: slice | np.ndarray = 
     n_centre = max(int(rd.centre_mol.size), 1)
     ncum = np.cumsum(hist) / (n_centre * max(n_frames, 1))
     r = 0.5 * (edges[1:] + edges[:-1])
-    peak, minimum = first_minimum(r, g, max_nm=first_min_max_nm)
-    return RdfCurve(channel, r, g, ncum, peak, minimum)
+    fm = find_first_minimum(r, g, max_nm=first_min_max_nm, counts=hist, min_peak_height=min_peak_height,
+                            min_depth=min_depth)
+    return RdfCurve(channel, r, g, ncum, fm.peak_nm, fm.min_nm, fm.reason)
 
 
-def first_minimum(r_nm: np.ndarray, g: np.ndarray, *, max_nm: float = FIRST_MIN_MAX_NM,
-                  smooth_bins: int = SMOOTH_BINS) -> tuple[float, float]:
-    """Apply the registered first-minimum rule (see :data:`FIRST_MIN_RULE`).
+@dataclass(frozen=True)
+class FirstMinimum:
+    """Outcome of the first-minimum rule: positions [nm] (NaN when not found) and why not found."""
+
+    peak_nm: float
+    min_nm: float
+    reason: str | None = None
+
+
+def find_first_minimum(r_nm: np.ndarray, g: np.ndarray, *, max_nm: float = FIRST_MIN_MAX_NM,
+                       smooth_bins: int = SMOOTH_BINS, counts: np.ndarray | None = None,
+                       min_peak_height: float = FIRST_PEAK_MIN_HEIGHT,
+                       min_depth: float = FIRST_MIN_MIN_DEPTH) -> FirstMinimum:
+    """Apply the registered first-minimum rule (see :func:`first_min_rule`).
+
+    Parameters
+    ----------
+    r_nm, g : array_like, shape (B,)
+        Bin centres [nm] and g(r).
+    max_nm : float
+        Largest accepted first-minimum position [nm].
+    smooth_bins : int
+        Width of the centred moving average [bins].
+    counts : array_like, shape (B,), optional
+        Pair counts behind each bin (summed over frames). With them a peak must be significant: the lower
+        end of its counting interval, ``g_s (1 - 2/sqrt(n))`` with ``n`` the counts in the smoothing window,
+        must exceed ``min_peak_height``. Without them only the height itself is tested.
+    min_peak_height : float
+        Registered minimum first-peak height (> 1).
+    min_depth : float
+        Registered minimum depth of the first minimum below the first peak (smoothed g units).
 
     Returns
     -------
-    (first_peak_nm, first_min_nm) : tuple of float
-        NaN where not found.
+    FirstMinimum
     """
     g = np.nan_to_num(np.asarray(g, dtype=np.float64))
     if g.size < 3:
-        return float("nan"), float("nan")
+        return FirstMinimum(float("nan"), float("nan"), "fewer than 3 bins")
     k = max(1, int(smooth_bins))
     gs = np.convolve(np.pad(g, k // 2, mode="edge"), np.ones(k) / k, mode="valid")[: g.size]
+    n_win = None
+    if counts is not None:
+        c = np.nan_to_num(np.asarray(counts, dtype=np.float64))
+        n_win = np.convolve(np.pad(c, k // 2, mode="constant"), np.ones(k), mode="valid")[: g.size]
     peak = None
+    highest = 0.0
     for i in range(1, gs.size - 1):
-        if gs[i] > 1.0 and gs[i] >= gs[i - 1] and gs[i] > gs[i + 1]:
+        if r_nm[i] > max_nm:
+            break
+        if not (gs[i] >= gs[i - 1] and gs[i] > gs[i + 1]):
+            continue
+        low = gs[i] if n_win is None else (gs[i] * max(0.0, 1.0 - 2.0 / np.sqrt(n_win[i])) if n_win[i] > 0 else 0.0)
+        highest = max(highest, float(low))
+        if low > min_peak_height:
             peak = i
             break
     if peak is None:
-        return float("nan"), float("nan")
+        return FirstMinimum(float("nan"), float("nan"),
+                            f"no significant first peak within {max_nm:.2f} nm (highest local maximum "
+                            f"{highest:.2f} at the lower end of its counting interval; needed > {min_peak_height:g})")
     for j in range(peak + 1, gs.size - 1):
         if r_nm[j] > max_nm:
             break
         if gs[j] <= gs[j - 1] and gs[j] < gs[j + 1]:
-            return float(r_nm[peak]), float(r_nm[j])
-    return float(r_nm[peak]), float("nan")
+            depth = float(gs[peak] - gs[j])
+            if depth < min_depth:
+                return FirstMinimum(float(r_nm[peak]), float("nan"),
+                                    f"first minimum at {r_nm[j]:.3f} nm is {depth:.2f} below the peak "
+                                    f"(needed >= {min_depth:g}): no first shell")
+            return FirstMinimum(float(r_nm[peak]), float(r_nm[j]))
+    return FirstMinimum(float(r_nm[peak]), float("nan"),
+                        f"no local minimum after the first peak within {max_nm:.2f} nm")
+
+
+def first_minimum(r_nm: np.ndarray, g: np.ndarray, *, max_nm: float = FIRST_MIN_MAX_NM,
+                  smooth_bins: int = SMOOTH_BINS, counts: np.ndarray | None = None,
+                  min_peak_height: float = FIRST_PEAK_MIN_HEIGHT,
+                  min_depth: float = FIRST_MIN_MIN_DEPTH) -> tuple[float, float]:
+    """(first_peak_nm, first_min_nm) of :func:`find_first_minimum` (NaN where not found)."""
+    res = find_first_minimum(r_nm, g, max_nm=max_nm, smooth_bins=smooth_bins, counts=counts,
+                             min_peak_height=min_peak_height, min_depth=min_depth)
+    return res.peak_nm, res.min_nm
 
 
 @dataclass
@@ -150,6 +220,8 @@ class RdfResult:
     tolerance_nm: float = 0.05
     failures: list[str] = field(default_factory=list)
     first_min_max_nm: float = FIRST_MIN_MAX_NM
+    min_peak_height: float = FIRST_PEAK_MIN_HEIGHT
+    min_depth: float = FIRST_MIN_MIN_DEPTH
 
     @property
     def block_first_min_nm(self) -> list[float]:
@@ -180,22 +252,27 @@ class RdfResult:
             "first_min_nm": _f(self.whole.first_min_nm),
             "block_first_min_nm": [_f(m) for m in self.block_first_min_nm],
             "block_first_peak_nm": [_f(b.first_peak_nm) for b in self.blocks],
-            "rule": first_min_rule(self.first_min_max_nm),
+            "first_min_not_found": self.whole.not_found_reason,
+            "rule": first_min_rule(self.first_min_max_nm, min_peak_height=self.min_peak_height,
+                                   min_depth=self.min_depth),
             "r_nm": [round(float(x), 5) for x in self.whole.r_nm[::stride]],
             "g": [_f(x) for x in self.whole.g[::stride]],
         }
 
 
 def rdf_analysis(rd: ReducedTrajectory, windows: BlockWindows, *, first_min_max_nm: float = FIRST_MIN_MAX_NM,
-                 tolerance_nm: float = 0.05) -> dict[str, RdfResult]:
+                 tolerance_nm: float = 0.05, min_peak_height: float = FIRST_PEAK_MIN_HEIGHT,
+                 min_depth: float = FIRST_MIN_MIN_DEPTH) -> dict[str, RdfResult]:
     """g(r) for every channel of ``rd``: whole interval and each block of ``windows`` (first minimum searched
-    up to ``first_min_max_nm`` [nm]; block minima within ``tolerance_nm`` [nm] of the whole's pass)."""
+    up to ``first_min_max_nm`` [nm] after a significant peak; block minima within ``tolerance_nm`` [nm] of the
+    whole's pass)."""
     out = {}
     for ch in rd.rdf_counts:
-        kw = {"first_min_max_nm": first_min_max_nm}
+        kw = {"first_min_max_nm": first_min_max_nm, "min_peak_height": min_peak_height, "min_depth": min_depth}
         out[ch] = RdfResult(ch, rdf_curve(rd, ch, windows.whole, **kw), [rdf_curve(rd, ch, b, **kw)
                                                                          for b in windows.blocks],
-                            tolerance_nm=tolerance_nm, first_min_max_nm=first_min_max_nm)
+                            tolerance_nm=tolerance_nm, first_min_max_nm=first_min_max_nm,
+                            min_peak_height=min_peak_height, min_depth=min_depth)
     return out
 
 
@@ -210,7 +287,9 @@ class RdfEstimator(EstimatorBase):
         s, c, entry = self.settings, self.case, self.entries[0]
         rd, win = c.structure_frames, c.structure_windows
         rdfs = rdf_analysis(rd, win, first_min_max_nm=s.rdf_first_min_max_nm,
-                            tolerance_nm=s.rdf_block_first_min_tolerance_nm) if rd.rdf_counts else {}
+                            tolerance_nm=s.rdf_block_first_min_tolerance_nm,
+                            min_peak_height=s.rdf_first_peak_min_height,
+                            min_depth=s.rdf_first_min_min_depth) if rd.rdf_counts else {}
         out, curves = [], {}
         cutoffs: dict[str, float] = {}
         rules: dict[str, str] = {}
@@ -218,8 +297,8 @@ class RdfEstimator(EstimatorBase):
         for ch, res in rdfs.items():
             d = res.to_dict()
             curves[ch] = d
-            note = (f"; no first minimum within {s.rdf_first_min_max_nm:.2f} nm by the registered rule (no "
-                    "first-shell structure): coordination uses the fixed cutoff") if d["first_min_nm"] is None else ""
+            note = (f"; no first minimum by the registered rule ({d['first_min_not_found']}): coordination uses "
+                    f"the fixed cutoff {s.fixed_cn_cutoff_nm:g} nm") if d["first_min_nm"] is None else ""
             out.append(Measurement(
                 entry, (ch,), {"value": d["first_min_nm"], "unit": "nm", "blocks": d["block_first_min_nm"],
                                "window": win.to_dict(), "diagnostics": {"first_peak_nm": d["first_peak_nm"],
@@ -230,7 +309,8 @@ class RdfEstimator(EstimatorBase):
             m = res.whole.first_min_nm
             if ch in site_channels:
                 cutoffs[ch] = float(m) if np.isfinite(m) else s.fixed_cn_cutoff_nm
-                rules[ch] = "first minimum" if np.isfinite(m) else f"fixed {s.fixed_cn_cutoff_nm} nm (no minimum)"
+                rules[ch] = ("first minimum" if np.isfinite(m) else
+                             f"fixed {s.fixed_cn_cutoff_nm} nm (no first minimum: {res.whole.not_found_reason})")
         return Estimate(out, sections={entry.details_section: {entry.name: curves, "abundance": {}}},
                         figure_data={"rdfs": rdfs, "cutoffs": cutoffs},
                         products={"rdf_results": rdfs, "cutoffs": cutoffs, "cutoff_rules": rules})

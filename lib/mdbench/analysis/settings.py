@@ -74,6 +74,8 @@ class AnalysisSettings:
     rdf_bin_nm: float = _default("rdf_bin_nm", "rdf_and_coordination", "nm")
     r_store_nm: float = _default("r_store_nm", "rdf_and_coordination", "nm")
     rdf_first_min_max_nm: float = _default("rdf_first_min_max_nm", "rdf_and_coordination", "nm")
+    rdf_first_peak_min_height: float = _default("rdf_first_peak_min_height", "rdf_and_coordination")
+    rdf_first_min_min_depth: float = _default("rdf_first_min_min_depth", "rdf_and_coordination")
     structure_max_frames: int | None = _default("structure_max_frames", "rdf_and_coordination")
     fixed_cn_cutoff_nm: float = _default("fixed_cn_cutoff_nm", "rdf_and_coordination", "nm")
     # contacts
@@ -266,7 +268,8 @@ def _sampling_and_structure_definitions(s: AnalysisSettings) -> dict[str, dict[s
         },
         "analysis_rdf_coordination": {
             "rdf_rmax_nm": s.rdf_rmax_nm, "rdf_bin_nm": s.rdf_bin_nm,
-            "first_minimum_rule": first_min_rule(s.rdf_first_min_max_nm),
+            "first_minimum_rule": first_min_rule(s.rdf_first_min_max_nm, min_peak_height=s.rdf_first_peak_min_height,
+                                                 min_depth=s.rdf_first_min_min_depth),
             "cn_definition": "distinct partner molecules with any site of the channel within r_c",
             "cn_cutoffs": "first minimum of each channel's g(r) (registered rule); fixed "
                           f"{s.fixed_cn_cutoff_nm} nm reported for every channel as well",

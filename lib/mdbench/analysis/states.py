@@ -19,6 +19,18 @@ what gets registered:
    it to yield a value → **SI**, with the failing diagnostics (and the numbers that failed) named.
 7. otherwise → **C**.
 
+Two rules apply across observables and are defined here once:
+
+* **resolved zero** (:func:`resolved_zero`): a value zero within its 95 % interval, where
+  ``|value| + half-width`` is at most a registered fraction of a registered scale (σ_NE for σ; 1 for
+  σ/σ_NE), is *measured* to be zero: more sampling would only narrow the interval about zero. Such a
+  value is accepted as zero (**C**, marked ``resolved_zero``; its relative precision bound and regime
+  diagnostic cannot apply to a zero, its other diagnostics still do), and every ratio over it (t+ = Σσ₊ⱼ/σ)
+  is **not_estimable** by rule 5. A zero whose interval is *not* that small is SI like any imprecise value.
+* **derived observables** (rule 8, ``inputs`` of :func:`classify_observable`): a value built from other
+  observables (σ_NE from the ions' D, σ/σ_NE from σ and σ_NE) takes the weakest state of its own and its
+  inputs'; the reason names the input. A derived value is never C when an input is SI, withheld or worse.
+
 SI is only reachable when no failure was recorded; F is never produced by a sampling diagnostic.
 """
 
@@ -48,7 +60,12 @@ STATE_RULES = (
     "6 valid estimator with a failing sampling diagnostic (precision: whole-interval 95 % half-width within "
     "the registered bound; no significant trend over the blocks; ...), or a window too short to yield a "
     "value -> SI, with the numbers that failed; "
-    "7 otherwise -> C"
+    "7 otherwise -> C; "
+    "resolved zero: a value zero within its 95 % interval with |value| + half-width <= the registered fraction "
+    "of its registered scale (sigma_NE for sigma) is accepted as zero (C, resolved_zero; the relative precision "
+    "and regime checks do not apply to a zero) and a ratio over it is not_estimable (rule 5); "
+    "8 a derived observable takes the weakest state of its own and its inputs' (severity C < SI < "
+    "not_estimable < M < F), the reason naming the input"
 )
 
 
@@ -114,12 +131,60 @@ def _non_finite_scalar_or_seq(v: Any) -> list[str]:
     return out
 
 
+def resolved_zero(value: float, half_width_95: float, scale: float, fraction: float) -> str | None:
+    """The one resolved-zero rule: the reason when ``value`` is zero within its 95 % interval and that
+    interval is resolved, ``|value| + half_width_95 <= fraction * scale``; None otherwise.
+
+    Parameters
+    ----------
+    value, half_width_95 : float
+        Whole-interval estimate and its 95 % half-width (same unit as ``scale``).
+    scale : float
+        Registered scale of the quantity (σ_NE for σ, 1 for σ/σ_NE); must be finite and positive.
+    fraction : float
+        Registered fraction (the ionicity's absolute half-width bound, so that σ resolved to 0.1 σ_NE and
+        σ/σ_NE resolved to 0.1 are the same statement).
+
+    Returns
+    -------
+    str or None
+        ``"value = v +- hw (95 %) is zero within its interval, resolved to <= f x scale = s"`` or None.
+    """
+    v, hw, sc, f = (float(x) for x in (value, half_width_95, scale, fraction))
+    if not all(math.isfinite(x) for x in (v, hw, sc, f)) or sc <= 0.0 or f <= 0.0:
+        return None
+    if abs(v) > hw or abs(v) + hw > f * sc:
+        return None
+    return (f"value {v:.3g} +- {hw:.3g} (95 %) is zero within its interval, resolved to <= {f:g} x scale "
+            f"{sc:.3g} = {f * sc:.3g}")
+
+
+def _as_decision(d: Any) -> StateDecision:
+    """A StateDecision from a StateDecision or its dict form (``state``, ``reason``, ``rule``)."""
+    if isinstance(d, StateDecision):
+        return d
+    if isinstance(d, Mapping) and d.get("state") in SEVERITY:
+        return StateDecision(str(d["state"]), str(d.get("reason", "")), int(d.get("rule", 8) or 8))
+    return StateDecision(M, f"input state unreadable: {d!r:.80}", 3)
+
+
+def weakest_input(inputs: Mapping[str, Any] | None) -> tuple[str, StateDecision] | None:
+    """(name, decision) of the weakest input (highest severity; first by name among equals), or None."""
+    if not inputs:
+        return None
+    items = sorted(((str(k), _as_decision(v)) for k, v in inputs.items()),
+                   key=lambda kv: (-SEVERITY[kv[1].state], kv[0]))
+    return items[0]
+
+
 def classify_observable(*, upstream_state: str = UPSTREAM_VALID, delivered: bool = True,
                         values: float | Sequence[float] | Mapping[str, Any] | None = None,
                         failures: Iterable[str] = (),
                         sampling_checks: Mapping[str, bool] | None = None,
                         too_short: str | None = None, not_estimable: str | None = None,
-                        check_details: Mapping[str, str] | None = None) -> StateDecision:
+                        check_details: Mapping[str, str] | None = None,
+                        inputs: Mapping[str, Any] | None = None,
+                        resolved_zero: str | None = None) -> StateDecision:
     """Classify one observable of one case by the explicit rules of :data:`STATE_RULES`.
 
     Parameters
@@ -143,6 +208,12 @@ def classify_observable(*, upstream_state: str = UPSTREAM_VALID, delivered: bool
         undefined (the reason, with its numbers); with no recorded failure → not_estimable.
     check_details : mapping of str to str, optional
         For sampling checks: the numbers behind each check (``"0.37 > 0.10"``), written into an SI reason.
+    inputs : mapping of str to StateDecision (or its dict form), optional
+        States of the observables this one is derived from, by name (``self_diffusion/Li``). Rule 8: the
+        result is the weakest of the own decision and these, with the reason naming the input.
+    resolved_zero : str, optional
+        Reason from :func:`resolved_zero` when the value is a resolved zero; the estimator then leaves out
+        the checks that cannot apply to a zero (relative precision, regime). Stated in a C reason.
 
     Returns
     -------
@@ -165,21 +236,43 @@ def classify_observable(*, upstream_state: str = UPSTREAM_VALID, delivered: bool
         return StateDecision(M, "required observable was not delivered", 3)
     fails = [str(f) for f in failures]
     if too_short and not fails:
-        return StateDecision(SI, f"valid estimator, window too short: {too_short}", 6, (str(too_short),))
+        return _inherit(StateDecision(SI, f"valid estimator, window too short: {too_short}", 6, (str(too_short),)),
+                        inputs)
     if not_estimable and not fails:
-        return StateDecision(NOT_ESTIMABLE, f"not estimable: {not_estimable}", 5, (str(not_estimable),))
+        return _inherit(StateDecision(NOT_ESTIMABLE, f"not estimable: {not_estimable}", 5, (str(not_estimable),)),
+                        inputs)
     bad = _non_finite(values)
     if bad:
         fails.append("non-finite value(s): " + ", ".join(bad))
     if fails:
         return StateDecision(F, "; ".join(fails), 4, tuple(fails))
+    own = _own_sampling_decision(sampling_checks, check_details, resolved_zero)
+    return _inherit(own, inputs)
+
+
+def _own_sampling_decision(sampling_checks: Mapping[str, bool] | None, check_details: Mapping[str, str] | None,
+                           zero: str | None) -> StateDecision:
+    """Rules 6 and 7 for a delivered, finite, estimable value."""
     failed = tuple(k for k, ok in (sampling_checks or {}).items() if not bool(ok))
     if failed:
         details = check_details or {}
         named = [f"{k} ({details[k]})" if details.get(k) else k for k in failed]
         return StateDecision(SI, "valid estimator, sampling diagnostic(s) failed: " + "; ".join(named), 6,
                              failed)
+    if zero:
+        return StateDecision(C, f"resolved zero: {zero}; every other sampling diagnostic passed", 7)
     return StateDecision(C, "valid estimator; all sampling diagnostics passed", 7)
+
+
+def _inherit(own: StateDecision, inputs: Mapping[str, Any] | None) -> StateDecision:
+    """Rule 8: the weakest of ``own`` and the inputs' states, the reason naming the input."""
+    weakest = weakest_input(inputs)
+    if weakest is None:
+        return own
+    name, d = weakest
+    if SEVERITY[d.state] <= SEVERITY[own.state]:
+        return own
+    return StateDecision(d.state, f"input {name} is {d.state} ({d.reason})", 8, (f"input:{name}",))
 
 
 def classify_result(result: Any, *, upstream_state: str = UPSTREAM_VALID) -> StateDecision:

@@ -71,12 +71,16 @@ class EnergySeries:
         Energy-term name → unit.
     path : str or None
         Source file.
+    torn_bytes : int or None
+        Bytes after the last complete frame (0: the file ends on a frame boundary; >0: truncated, read to its
+        last complete frame; None: not known, the file was read by pyedr).
     """
 
     time_ps: np.ndarray
     terms: dict[str, np.ndarray]
     units: dict[str, str] = field(default_factory=dict)
     path: str | None = None
+    torn_bytes: int | None = None
 
     def __contains__(self, name: str) -> bool:
         return name in self.terms
@@ -144,7 +148,10 @@ def _read_energy_file(p: Path) -> EnergySeries:
     units = {"Time": "ps"}
     units.update(zip(table.names, table.units))  # pyedr's get_unit_dictionary, repeated names included
     terms = {k: table.columns[i] for i, k in enumerate(table.names) if k != "Time"}
-    return EnergySeries(time_ps=table.time_ps, terms=terms, units=units, path=str(p))
+    if table.torn_bytes:
+        logger.warning("%s: energy file truncated: %d bytes after the last complete frame (t = %.6g ps) are "
+                       "ignored", p, table.torn_bytes, table.time_ps[-1] if table.time_ps.size else float("nan"))
+    return EnergySeries(time_ps=table.time_ps, terms=terms, units=units, path=str(p), torn_bytes=table.torn_bytes)
 
 
 def _read_energy_file_pyedr(p: Path) -> EnergySeries:
@@ -352,6 +359,12 @@ class ThermoObservable:
         """Whole-interval mean [unit]."""
         return self.estimate.whole
 
+    @property
+    def window_ps(self) -> list[float] | None:
+        """[first, last] time of the frames the estimate was computed on [ps]."""
+        br = self.estimate.block_ranges_ps
+        return [float(br[0][0]), float(br[-1][1])] if br else None
+
     def state_inputs(self) -> dict[str, Any]:
         """Inputs for :func:`mdbench.analysis.states.classify_observable`."""
         return {"values": [self.estimate.whole, *self.estimate.blocks], "failures": list(self.failures),
@@ -483,6 +496,88 @@ def thermo_analysis(series: EnergySeries, *, guard_ps: float = 0.0, n_blocks: in
     return ThermoResult(observables=out, missing=missing, ensemble=ensemble, windows=win)
 
 
+def _with_interval(ob: ThermoObservable, source: str) -> dict[str, Any]:
+    """``ob.to_dict()`` with the time interval it was computed on (``window.computed_on_ps`` [ps], also in the
+    diagnostics) and the series it came from."""
+    d = ob.to_dict()
+    d["window"] = {"computed_on_ps": ob.window_ps, "source": source}
+    d["diagnostics"] = dict(d.get("diagnostics") or {}, computed_on_ps=ob.window_ps)
+    return d
+
+
+#: Name of the sampling check that energy series and trajectory cover the same analysis window.
+COVERAGE_CHECK = "energy_covers_analysis_window"
+
+
+def energy_coverage(series: EnergySeries, trajectory_time_ps: Any, guard_ps: float = 0.0, n_blocks: int = 4
+                    ) -> dict[str, Any]:
+    """Whether the energy series and the trajectory cover the same analysis window, and whether the energy
+    file was truncated.
+
+    The analysis window of each is the span of its frames after the guard (the blocks of
+    :func:`~mdbench.analysis.blocks.block_windows` drop fewer than ``n_blocks`` frames at its end). They
+    *cover* each other when both ends agree within one output interval (the larger of the two frame
+    spacings); otherwise what is computed from the energy file (thermodynamics, η, the transport temperature)
+    describes another interval than what is computed from the trajectory, and the result is a warning and
+    the failed check :data:`COVERAGE_CHECK` on the affected observables.
+
+    Parameters
+    ----------
+    series : EnergySeries
+        The energy file as read (``torn_bytes`` says whether it was cut inside a frame).
+    trajectory_time_ps : array_like, shape (F,)
+        Frame times of the trajectory [ps].
+    guard_ps : float
+        The case's guard [ps].
+    n_blocks : int
+        Number of blocks.
+
+    Returns
+    -------
+    dict
+        ``energy_window_ps``, ``trajectory_window_ps``, ``energy_range_ps``, ``trajectory_range_ps``,
+        ``output_interval_ps``, ``covers`` (bool), ``truncated`` (bool or None when unknown), ``torn_bytes``,
+        ``warnings`` (list of str) and ``detail`` (one line for a failed check).
+    """
+    te = np.asarray(series.time_ps, dtype=np.float64)
+    tx = as_float64(trajectory_time_ps, "trajectory_time_ps")
+    out: dict[str, Any] = {"truncated": None if series.torn_bytes is None else bool(series.torn_bytes),
+                           "torn_bytes": series.torn_bytes, "path": series.path, "warnings": []}
+    if series.torn_bytes:
+        out["warnings"].append(f"energy file {series.path} is truncated: read to its last complete frame "
+                               f"(t = {te[-1]:.6g} ps); {series.torn_bytes} bytes after it ignored")
+    if te.size < 2 or tx.size < 2:
+        out.update(covers=False, detail="energy series or trajectory has fewer than 2 frames")
+        out["warnings"].append(out["detail"])
+        return out
+    def span(t: np.ndarray) -> tuple[float, float]:  # frames after the guard, to the last one
+        kept = t[t >= t[0] + float(guard_ps) - 1e-9]
+        return (float(kept[0]), float(kept[-1])) if kept.size else (float("nan"), float("nan"))
+
+    tol = max(float(np.median(np.diff(te))), float(np.median(np.diff(tx))))
+    ew, xw = span(te), span(tx)
+    covers = abs(ew[0] - xw[0]) <= tol * (1 + 1e-9) and abs(ew[1] - xw[1]) <= tol * (1 + 1e-9)
+    out.update(energy_range_ps=[float(te[0]), float(te[-1])], trajectory_range_ps=[float(tx[0]), float(tx[-1])],
+               energy_window_ps=list(ew), trajectory_window_ps=list(xw), output_interval_ps=tol, covers=bool(covers))
+    out["detail"] = (f"energy window {ew[0]:g}-{ew[1]:g} ps vs trajectory window {xw[0]:g}-{xw[1]:g} ps "
+                     f"(tolerance one output interval, {tol:g} ps)")
+    if not covers:
+        out["warnings"].append(f"energy file {series.path} and trajectory do not cover the same analysis window: "
+                               + out["detail"] + "; energy-based results (thermodynamics, eta, the transport "
+                               "temperature) are kept out of C")
+    for w in out["warnings"]:
+        logger.warning("%s", w)
+    return out
+
+
+def coverage_check(coverage: dict[str, Any] | None) -> tuple[dict[str, bool], dict[str, str]]:
+    """``({COVERAGE_CHECK: passed}, {COVERAGE_CHECK: detail})`` for an observable computed from the energy
+    file (empty when no coverage was computed)."""
+    if not coverage:
+        return {}, {}
+    return {COVERAGE_CHECK: bool(coverage.get("covers"))}, {COVERAGE_CHECK: str(coverage.get("detail", ""))}
+
+
 class ThermoEstimator(EstimatorBase):
     """Registered estimator of :data:`mdbench.analysis.observables.THERMO` (and the transport temperature).
 
@@ -499,8 +594,16 @@ class ThermoEstimator(EstimatorBase):
         s, c, entry = self.settings, self.case, self.entries[0]
         thermo = thermo_analysis(c.energy, guard_ps=c.guard_ps, n_blocks=s.n_blocks, ensemble=c.ensemble,
                                  min_effective_samples=s.thermo_min_effective_samples, drift_sigma=s.thermo_drift_sigma)
-        out = [Measurement(entry, (name,), ob.to_dict(), f"mean of edr term {ob.edr_term} over the window",
-                           ob.state_inputs()) for name, ob in thermo.observables.items()]
+        rd = c.trajectory
+        coverage = energy_coverage(c.energy, rd.time_ps, c.guard_ps, s.n_blocks)
+        cov_ok, cov_why = coverage_check(coverage)
+        out = []
+        for name, ob in thermo.observables.items():  # computed on the energy file's window, recorded with it
+            inputs = ob.state_inputs()
+            inputs["sampling_checks"] = {**inputs["sampling_checks"], **cov_ok}
+            inputs["check_details"] = dict(cov_why)
+            out.append(Measurement(entry, (name,), _with_interval(ob, "energy file"),
+                                   f"mean of edr term {ob.edr_term} over the window", inputs))
         if s.temperature_K is not None:
             temperature = float(s.temperature_K)
         elif "temperature" in thermo.observables:
@@ -508,7 +611,6 @@ class ThermoEstimator(EstimatorBase):
         else:
             raise InputError("the energy file has no Temperature term; give temperature_K in params/analysis",
                              c.energy.path)
-        rd = c.trajectory
         from_box = {  # fixed box: the edr has no Volume (nor Density) term; the trajectory's boxes give them
             "volume": (rd.volume_nm3, "nm^3", "(trajectory box)",
                        "mean box volume of the trajectory frames (no Volume term in the edr)"),
@@ -522,7 +624,10 @@ class ThermoEstimator(EstimatorBase):
                 ob = thermo_observable(values, rd.time_ps, name=name, unit=unit, edr_term=term, guard_ps=c.guard_ps,
                                        n_blocks=s.n_blocks, min_effective_samples=s.thermo_min_effective_samples,
                                        drift_sigma=s.thermo_drift_sigma)
-                out.append(Measurement(entry, (name,), ob.to_dict(), definition, ob.state_inputs()))
+                out.append(Measurement(entry, (name,), _with_interval(ob, "trajectory boxes"),
+                                       definition, ob.state_inputs()))
             else:
                 out.append(Measurement(entry, (name,), {}, "energy term absent from edr", {"delivered": False}))
-        return Estimate(out, products={"temperature_K": temperature})
+        if s.temperature_K is not None:  # a registered temperature does not depend on the energy file's window
+            coverage = dict(coverage, temperature_from_energy=False)
+        return Estimate(out, products={"temperature_K": temperature, "energy_coverage": coverage})

@@ -17,8 +17,11 @@ normalised component-averaged ACF up to its first zero crossing. Scanning start 
 ``t_s >= max(search_start_ps, start_tau * τ_c)`` on the lag grid, the plateau is the first window
 ``[t_s, t_s + width]`` (``width = max(width_tau * τ_c, min_width_fraction * max_lag)`` unless ``width_ps`` is
 given; the floor keeps a fast oscillation of a real stress ACF from passing as a plateau) over which the running
-integral changes by at most ``rel_tol`` × its window mean (end-to-start and max−min both); η is the mean
-of the running integral over that window. When no window qualifies the window with the smallest relative
+integral changes by at most ``rel_tol`` × its window mean (end-to-start and max−min both) and that is not a
+shoulder: the running integral over the later lags (hi, 3 hi] agrees with the window's mean within
+``max(rel_tol, 2 SE)`` (SE from the spread of the five components), so a flat stretch where the ACF crosses
+zero before its slow tail raises the integral again is passed over; η is the mean of the running integral
+over that window. When no window qualifies the window with the smallest relative
 change is reported and the sampling check ``plateau`` fails; when the start and width leave no window inside
 the longest lag (a run short against τ_c), the last window that fits is judged the same way. Blocks use the
 same window.
@@ -97,7 +100,9 @@ class PlateauRule:
                 f"first window [t_s, t_s+{width_ps:g} ps], t_s >= {start:.4g} ps "
                 f"(max({self.search_start_ps:g} ps, {self.start_tau:g} tau_c)), lags <= "
                 f"{max_lag_ps:g} ps, where the GK running integral changes by <= {self.rel_tol:g} of its "
-                "window mean (end-to-start and max-min); eta = mean running integral in the window")
+                "window mean (end-to-start and max-min) and is not a shoulder (mean over the lags (t_e, 3 t_e] "
+                f"within max({self.rel_tol:g}, 2 SE of the five components) of it); eta = mean running integral "
+                "in the window")
 
 
 @dataclass
@@ -282,9 +287,16 @@ def correlation_time_ps(acf: np.ndarray, dt_ps: float) -> float:
     return float(np.trapezoid(seg, dx=dt_ps))
 
 
-def _plateau(lag: np.ndarray, I: np.ndarray, start_ps: float, width_ps: float, rel_tol: float
-             ) -> tuple[float, float, bool, float]:
-    """(lo, hi, found, relative change) by the first-flat-window rule.
+def _plateau(lag: np.ndarray, I: np.ndarray, start_ps: float, width_ps: float, rel_tol: float,
+             I_components: np.ndarray | None = None) -> tuple[float, float, bool, float]:
+    """(lo, hi, found, relative change) by the first-flat-window rule, with the shoulder guard.
+
+    A window is accepted when the running integral changes by at most ``rel_tol`` of its mean across it
+    **and** it is not a shoulder: the mean running integral over the following lags ``(hi, 3 hi]`` (at least
+    one window width; as many as fit) agrees with the window's mean within ``max(rel_tol |mean|, 2 SE)``,
+    SE the standard error of that later mean from the spread of the five components' running integrals (``I_components``,
+    ``SE = std_k / sqrt(5)``). A stretch that is flat while the ACF crosses zero and then rises with its slow
+    tail fails the guard, and the search continues to later windows.
 
     When the rule's start and width leave no window inside the longest lag (a trajectory too short for its
     correlation time), the last window that fits is the one judged — a sampling limitation that the failed
@@ -299,11 +311,25 @@ def _plateau(lag: np.ndarray, I: np.ndarray, start_ps: float, width_ps: float, r
         if not math.isfinite(m) or m == 0:
             continue
         change = max(abs(seg[-1] - seg[0]), float(seg.max() - seg.min())) / abs(m)
-        if change <= rel_tol:
+        if change <= rel_tol and not _is_shoulder(I, I_components, i + w, w, m, rel_tol):
             return float(lag[i]), float(lag[i + w]), True, change
         if change < best[3]:
             best = (float(lag[i]), float(lag[i + w]), False, change)
     return best
+
+
+def _is_shoulder(I: np.ndarray, I_components: np.ndarray | None, end: int, w: int, plateau: float,
+                 rel_tol: float) -> bool:
+    """True when the running integral after ``end`` departs from ``plateau`` by more than the tolerance
+    (see :func:`_plateau`); False when no later lag exists (the last window is judged on its own)."""
+    later = slice(end + 1, min(I.size, end + 1 + max(w, 2 * end)))
+    if later.start >= I.size:
+        return False
+    m_later = float(np.mean(I[later]))
+    se = 0.0
+    if I_components is not None and I_components.shape[0] > 1:
+        se = float(np.mean(np.std(I_components[:, later], axis=0, ddof=1))) / math.sqrt(I_components.shape[0])
+    return abs(m_later - plateau) > max(rel_tol * abs(plateau), 2.0 * se)
 
 
 def green_kubo_viscosity(pressure_tensor_bar: Any, dt_ps: float, volume_nm3: float | Any, temperature_K: float,
@@ -399,7 +425,7 @@ def green_kubo_viscosity(pressure_tensor_bar: Any, dt_ps: float, volume_nm3: flo
         2 * dt, rule.width_tau * tau_c, rule.min_width_fraction * max_lag_ps)
     start_ps = max(rule.search_start_ps, rule.start_tau * tau_c)
     rule_text = rule.describe(width_ps, max_lag_ps, tau_c)
-    lo, hi, found, change = _plateau(lag, run_mean, start_ps, width_ps, rule.rel_tol)
+    lo, hi, found, change = _plateau(lag, run_mean, start_ps, width_ps, rule.rel_tol, I_components=run)
 
     def plateau_value(r: np.ndarray) -> float:
         if not math.isfinite(lo):
@@ -441,11 +467,13 @@ class ViscosityEstimator(EstimatorBase):
     """Registered estimator of :data:`mdbench.analysis.observables.VISCOSITY` (Green–Kubo from the energy
     file's pressure tensor; not delivered when the file has no pressure tensor)."""
 
-    inputs = ("energy", "guard_ps", "trajectory", "products.temperature_K")
+    inputs = ("energy", "guard_ps", "trajectory", "products.temperature_K", "products.energy_coverage")
 
     def compute(self) -> Estimate:
         s, c, entry = self.settings, self.case, self.entries[0]
         definition = ("eta = V/(kB T) int_0^inf <P_ab(t) P_ab(0)> dt (Green-Kubo), plateau by the registered rule")
+        from mdbench.analysis.thermo import coverage_check
+
         ptens = c.energy.pressure_tensor_bar()
         if len(ptens) < 6:
             return Estimate([Measurement(entry, (), {}, definition, {"delivered": False})],
@@ -461,5 +489,11 @@ class ViscosityEstimator(EstimatorBase):
                                     max_component_spread=s.viscosity_max_component_spread,
                                     trend_alpha=s.block_trend_alpha)
         payload = withheld(visc.to_dict()) if visc.not_estimable else visc.to_dict()
-        return Estimate([Measurement(entry, (), payload, definition, visc.state_inputs())],
+        computed_on = [float(t_e[visc.windows.whole][0]), float(t_e[visc.windows.whole][-1])] if visc.windows else None
+        payload["diagnostics"] = dict(payload.get("diagnostics") or {}, computed_on_ps=computed_on)
+        inputs = visc.state_inputs()
+        cov_ok, cov_why = coverage_check(c.products.get("energy_coverage"))
+        inputs["sampling_checks"] = {**inputs["sampling_checks"], **cov_ok}
+        inputs["check_details"] = {**inputs["check_details"], **cov_why}
+        return Estimate([Measurement(entry, (), payload, definition, inputs)],
                         figure_data={"green_kubo": visc}, products={VISCOSITY.name: visc})

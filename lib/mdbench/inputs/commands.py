@@ -64,14 +64,34 @@ def verify_cmd(bundle_dir: Path) -> None:
 @click.option("--seed", default=2026, show_default=True, help="packmol and velocity seed.")
 @click.option("--select", "select", is_flag=True,
               help="Run nothing: apply the charge-level rule to every result already under OUT.")
+@click.option("--seeds", default=None,
+              help="Independent replicates, comma-separated seeds (at least 3, e.g. 2026,3026,4026): mean +- 95 % "
+                   "interval between them, written to OUT/validation_replicates.json.")
+@click.option("--summary", is_flag=True,
+              help="Run nothing: summarise the replicates already under OUT (JSON and table).")
 def validate_ff_cmd(out_dir: Path, level: str, species: tuple[str, ...], molecules: int | None, nvt_ps: float,
-                    npt_ps: float, prod_ps: float, threads: int, seed: int, select: bool) -> None:
+                    npt_ps: float, prod_ps: float, threads: int, seed: int, select: bool, seeds: str | None,
+                    summary: bool) -> None:
     """Pure DMC and TTE against experiment: density, viscosity (Green-Kubo, Einstein-Helfand), D (Yeh-Hummer).
 
     Exit 1 when a density misses its tolerance (DMC 1.065 g/cm^3 +-3 %, TTE 1.54 g/cm^3 +-5 %).
     """
-    from mdbench.inputs.validate_ff import collect, markdown_table, select_level, validate_forcefield
+    from mdbench.inputs.validate_ff import (collect, collect_replicates, markdown_table, replicate_summary,
+                                            replicate_table, select_level, validate_forcefield, validate_replicates)
 
+    if summary or seeds:
+        if seeds:
+            try:
+                seed_list = tuple(int(x) for x in seeds.split(",") if x.strip())
+            except ValueError:
+                raise click.BadParameter("comma-separated integers, e.g. 2026,3026,4026", param_hint="--seeds")
+            doc = validate_replicates(out_dir, species=species, seeds=seed_list, level=level, n_molecules=molecules,
+                                      nvt_ps=nvt_ps, npt_ps=npt_ps, prod_ps=prod_ps, threads=threads)
+        else:
+            doc = replicate_summary(collect_replicates(out_dir))
+            (out_dir / "validation_replicates.json").write_text(json.dumps(doc, indent=1) + "\n")
+        click.echo(replicate_table(doc))
+        return
     if select:
         results = collect(out_dir)
         click.echo(markdown_table(results))

@@ -55,20 +55,23 @@ class Reference:
     unit: str
     source: str
     tolerance_rel: float | None = None  # only for the densities, which gate admissibility
+    doi: str | None = None
+    verified: bool = False
 
 
-#: Experimental references (docs/forcefield.md gives the sources in full).
-REFERENCES: dict[str, dict[str, Reference]] = {
-    "DMC": {
-        "density": Reference(1.065, "g/cm^3", "1.063 (Xu, Chem. Rev. 104, 4303 (2004), Table 1) to 1.07 "
-                             "(data/sources/reference_values.txt)", 0.03),
-        VISCOSITY.name: Reference(0.59, "mPa s", "0.59 cP at 25 C, Xu, Chem. Rev. 104, 4303 (2004), Table 1"),
-        SELF_DIFFUSION.name: Reference(2.3e-9, "m^2/s", "1H PFG-NMR band 2.0-2.6e-9 m^2/s (issue #24); midpoint"),
-    },
-    "TTE": {
-        "density": Reference(1.54, "g/cm^3", "1.54 g/mL, second-hand (data/sources/reference_values.txt)", 0.05),
-    },
-}
+#: Experimental references with their sources: ``data/experimental_references.json`` (the one place they live).
+REFERENCES_FILE = Path(__file__).parent / "data" / "experimental_references.json"
+
+
+def _load_references() -> dict[str, dict[str, Reference]]:
+    doc = json.loads(REFERENCES_FILE.read_text())
+    return {sp: {q: Reference(float(r["value"]), r["unit"], r["source"], r.get("tolerance_rel"), r.get("doi"),
+                              bool(r.get("verified")))
+                 for q, r in quantities.items()}
+            for sp, quantities in doc.items() if isinstance(quantities, dict)}
+
+
+REFERENCES: dict[str, dict[str, Reference]] = _load_references()
 PACK_DENSITY = {"DMC": 0.95, "TTE": 1.35}
 DEFAULT_MOLECULES = {"DMC": 100, "TTE": 64}
 
@@ -106,12 +109,16 @@ class LiquidResult:
     temperature_K: float = float("nan")
     results_json: str = ""
     wall_s: dict[str, float] = field(default_factory=dict)
+    seed: int | None = None
+    density_equilibration_ps: float = float("nan")
+    density_equilibrated: bool | None = None
 
     @classmethod
     def from_json(cls, path: Path) -> "LiquidResult":
         d = json.loads(Path(path).read_text())
         d["density_window_ps"] = tuple(d["density_window_ps"])
-        return cls(**{k: (float("nan") if v is None else v) for k, v in d.items()})
+        keep_none = ("seed", "density_equilibrated")
+        return cls(**{k: (float("nan") if v is None and k not in keep_none else v) for k, v in d.items()})
 
     def to_json(self) -> str:
         d = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()}
@@ -195,16 +202,34 @@ def scale_to_volume(wd: Path, source: str, target: str, volume_nm3: float) -> fl
     return s
 
 
-def _density(edr: Path) -> tuple[float, float, tuple[float, float], float]:
-    """Mean density [g/cm^3] of the second half, its 4-block standard error, the window, mean volume."""
+#: The averaging window of the density must hold at least this fraction of the NPT run.
+MIN_AVERAGE_FRACTION = 0.2
+
+
+def _density(edr: Path) -> tuple[float, float, tuple[float, float], float, float, bool]:
+    """Mean density [g/cm^3] after the detected equilibration, its 4-block standard error, the window [ps], the
+    mean volume [nm^3] of that window, the detected equilibration time [ps], and whether the run equilibrated.
+
+    The start of the averaging window is the equilibration time detected on the density series by
+    :func:`mdbench.analysis.blocks.detect_equilibration` (Chodera 2016), no earlier than 20 % of the run. When
+    less than :data:`MIN_AVERAGE_FRACTION` of the run is left after it, the run has not equilibrated to the
+    rule: the last 20 % is averaged and the result says ``equilibrated = False``.
+    """
+    from mdbench.analysis.blocks import detect_equilibration
     from mdbench.analysis.thermo import read_energy_file
 
     e = read_energy_file(edr).columns()
     t, rho, vol = np.asarray(e["Time"]), np.asarray(e["Density"]) / 1000.0, np.asarray(e["Volume"])
-    sel = t >= t[0] + (t[-1] - t[0]) / 2
+    span = t[-1] - t[0]
+    t0 = float(t[detect_equilibration(rho)[0]])
+    t_start = max(t0, t[0] + MIN_AVERAGE_FRACTION * span)
+    equilibrated = t[-1] - t_start >= MIN_AVERAGE_FRACTION * span - 1e-9
+    if not equilibrated:
+        t_start = t[-1] - MIN_AVERAGE_FRACTION * span
+    sel = t >= t_start - 1e-9
     blocks = [b.mean() for b in np.array_split(rho[sel], 4)]
     return (float(rho[sel].mean()), float(np.std(blocks, ddof=1) / 2.0), (float(t[sel][0]), float(t[-1])),
-            float(vol[sel].mean()))
+            float(vol[sel].mean()), t0, bool(equilibrated))
 
 
 def stacie_viscosity(edr: Path, volume_nm3: float) -> tuple[float, float]:
@@ -252,10 +277,11 @@ def _observable(doc: dict, name: str) -> dict:
 
 def run_liquid(species: str, out_dir: Path, *, level: str = FROZEN, n_molecules: int | None = None,
                nvt_ps: float = 20.0, npt_ps: float = 200.0, prod_ps: float = 0.0, threads: int = 1,
-               seed: int = 2026, guard_ps: float | None = None) -> LiquidResult:
+               seed: int = 2026, guard_ps: float | None = None, replicate: str | None = None) -> LiquidResult:
     """Density (and, with ``prod_ps > 0``, viscosity and self-diffusion) of pure ``species``.
 
-    Work folder ``out_dir/<level>/<species>/``; a rerun skips finished segments. The result is also
+    Work folder ``out_dir/<level>/<species>/`` (``.../<species>/<replicate>/`` for one of several
+    independent replicates, e.g. ``seed2026``); a rerun skips finished segments. The result is also
     written to ``validation.json`` there.
     """
     if species not in REFERENCES:
@@ -264,6 +290,8 @@ def run_liquid(species: str, out_dir: Path, *, level: str = FROZEN, n_molecules:
     record = charges_record(level)
     level = record_level(record)
     wd = Path(out_dir) / level_slug(level) / species
+    if replicate:
+        wd = wd / replicate
     wd.mkdir(parents=True, exist_ok=True)
     from mdbench.build import packing, topology
     from mdbench.inputs.cases import case_mass_u
@@ -281,11 +309,12 @@ def run_liquid(species: str, out_dir: Path, *, level: str = FROZEN, n_molecules:
     wall["nvt"] = protocol_segment(wd, "nvt", "nvt", "em.gro", length_ps=nvt_ps, seed=seed, threads=threads)
     wall["npt"] = protocol_segment(wd, "npt", "npt", "nvt.gro", length_ps=npt_ps, seed=seed, threads=threads,
                                    checkpoint="nvt.cpt")
-    rho, sem, window, v_mean = _density(wd / "npt.edr")
+    rho, sem, window, v_mean, t0, equilibrated = _density(wd / "npt.edr")
     ref = REFERENCES[species]["density"]
     dev = (rho - ref.value) / ref.value
     res = LiquidResult(species, level, n, float(npt_ps), float(prod_ps), window, round(rho, 4), round(sem, 4),
-                       ref.value, float(ref.tolerance_rel), round(dev, 4), abs(dev) <= ref.tolerance_rel)
+                       ref.value, float(ref.tolerance_rel), round(dev, 4), abs(dev) <= ref.tolerance_rel,
+                       density_equilibration_ps=round(t0, 2), density_equilibrated=equilibrated)
     if prod_ps > 0:
         res = _transport(res, wd, v_mean, prod_ps, seed, threads, wall, guard_ps)
     previous = wd / "validation.json"
@@ -293,6 +322,7 @@ def run_liquid(species: str, out_dir: Path, *, level: str = FROZEN, n_molecules:
         old = json.loads(previous.read_text()).get("wall_s", {})
         wall = {k: (v if v or not old.get(k) else old[k]) for k, v in wall.items()}
     res.wall_s = wall
+    res.seed = int(seed)
     previous.write_text(res.to_json())
     return res
 
@@ -432,3 +462,126 @@ def collect(out_dir: Path) -> dict[str, dict[str, LiquidResult]]:
 def validate_forcefield(out_dir: Path, species: tuple[str, ...] = ("DMC", "TTE"), **kwargs: Any) -> list[LiquidResult]:
     """Run :func:`run_liquid` for each liquid."""
     return [run_liquid(sp, out_dir, **kwargs) for sp in species]
+
+
+# ------------------------------------------------------------------------------------------------- replicates
+#: Quantities summarised over replicates: LiquidResult field -> (results key, unit, experimental reference key).
+REPLICATE_QUANTITIES: dict[str, tuple[str, str, str | None]] = {
+    "density_g_cm3": ("density", "g/cm^3", "density"),
+    "viscosity_mPa_s": ("viscosity_gk", "mPa s", VISCOSITY.name),
+    "viscosity_stacie_mPa_s": ("viscosity_stacie", "mPa s", VISCOSITY.name),
+    "D_pbc_m2_s": ("self_diffusion_pbc", "m^2/s", None),
+    "D_yh_m2_s": ("self_diffusion_yh", "m^2/s", SELF_DIFFUSION.name),
+}
+#: Default replicate seeds (independent packmol boxes and velocities).
+DEFAULT_SEEDS = (2026, 3026, 4026)
+
+
+def replicate_interval(values: list[float]) -> dict[str, Any]:
+    """Mean and 95 % confidence half-width of the mean of independent replicates,
+    ``t_{0.975, n-1} s / sqrt(n)`` (Student t; s = sample standard deviation); None below two replicates."""
+    from scipy.stats import t as student_t
+
+    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
+    if x.size == 0:
+        return {"n": 0, "mean": None, "sd": None, "hw95": None, "values": []}
+    if x.size == 1:
+        return {"n": 1, "mean": float(x[0]), "sd": None, "hw95": None, "values": x.tolist()}
+    sd = float(np.std(x, ddof=1))
+    return {"n": int(x.size), "mean": float(x.mean()), "sd": sd,
+            "hw95": float(student_t.ppf(0.975, x.size - 1) * sd / math.sqrt(x.size)), "values": x.tolist()}
+
+
+def collect_replicates(out_dir: Path) -> dict[str, dict[str, list[LiquidResult]]]:
+    """Every ``<level>/<species>/seed*/validation.json`` under ``out_dir``: ``{level: {species: [results]}}``."""
+    out: dict[str, dict[str, list[LiquidResult]]] = {}
+    for path in sorted(Path(out_dir).glob("*/*/seed*/validation.json")):
+        r = LiquidResult.from_json(path)
+        if r.seed is None and path.parent.name.removeprefix("seed").isdigit():
+            r.seed = int(path.parent.name.removeprefix("seed"))
+        if (path.parent / "npt.edr").is_file():  # the density by the current averaging rule, from the run itself
+            rho, sem, window, _, t0, eq = _density(path.parent / "npt.edr")
+            ref = REFERENCES[r.species]["density"]
+            r.density_g_cm3, r.density_sem_g_cm3, r.density_window_ps = round(rho, 4), round(sem, 4), window
+            r.density_deviation_rel = round((rho - ref.value) / ref.value, 4)
+            r.density_passed = abs(r.density_deviation_rel) <= ref.tolerance_rel
+            r.density_equilibration_ps, r.density_equilibrated = round(t0, 2), eq
+        out.setdefault(r.level, {}).setdefault(r.species, []).append(r)
+    return out
+
+
+def replicate_summary(results: dict[str, dict[str, list[LiquidResult]]]) -> dict[str, Any]:
+    """The validation JSON: per level and liquid, each quantity's per-seed values, mean and 95 % interval
+    between replicates, and its deviation from the sourced experimental value (relative, with the interval
+    divided by the reference value)."""
+    doc: dict[str, Any] = {"schema": "mdbench.validate_ff.replicates/1",
+                           "interval": "mean of independent replicates +- t(0.975, n-1) s / sqrt(n)",
+                           "references": json.loads(REFERENCES_FILE.read_text()), "levels": {}}
+    for level, by_species in sorted(results.items()):
+        lv = doc["levels"].setdefault(level, {})
+        for sp, runs in sorted(by_species.items()):
+            entry: dict[str, Any] = {
+                "seeds": [r.seed for r in runs],
+                "n_molecules": runs[0].n_molecules, "npt_ps": runs[0].npt_ps, "prod_ps": runs[0].prod_ps,
+                "density_windows_ps": [list(r.density_window_ps) for r in runs],
+                "density_equilibration_ps": [r.density_equilibration_ps for r in runs],
+                "density_equilibrated": [r.density_equilibrated for r in runs],
+                "viscosity_states": [r.viscosity_state for r in runs], "D_states": [r.D_state for r in runs],
+                "quantities": {}}
+            for fld, (key, unit, ref_key) in REPLICATE_QUANTITIES.items():
+                q = replicate_interval([getattr(r, fld) for r in runs])
+                q["unit"] = unit
+                ref = REFERENCES.get(sp, {}).get(ref_key) if ref_key else None
+                if ref is not None and q["mean"] is not None:
+                    q["reference"] = ref.value
+                    q["deviation_rel"] = q["mean"] / ref.value - 1.0
+                    q["deviation_hw95_rel"] = None if q["hw95"] is None else q["hw95"] / ref.value
+                if q["n"]:
+                    entry["quantities"][key] = q
+            lv[sp] = entry
+    return doc
+
+
+def _fmt(q: dict[str, Any] | None, scale: float = 1.0, digits: int = 3) -> str:
+    if not q or q.get("mean") is None:
+        return "-"
+    m = q["mean"] * scale
+    return f"{m:.{digits}f}" if q.get("hw95") is None else f"{m:.{digits}f} +- {q['hw95'] * scale:.{digits}f}"
+
+
+def _dev(q: dict[str, Any] | None) -> str:
+    if not q or q.get("deviation_rel") is None:
+        return "-"
+    hw = q.get("deviation_hw95_rel")
+    return f"{q['deviation_rel']:+.1%}" + ("" if hw is None else f" +- {hw:.1%}")
+
+
+def replicate_table(doc: dict[str, Any]) -> str:
+    """Markdown table of :func:`replicate_summary` (what docs/forcefield.md shows; generated, never typed)."""
+    rows = [("| level | liquid | seeds | N | NPT / prod [ps] | density [g/cm^3] | vs exp. | eta GK [mPa s] | "
+             "eta STACIE [mPa s] | vs exp. (STACIE) | D PBC [1e-9 m^2/s] | D YH [1e-9 m^2/s] | vs exp. (YH) |"),
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for level, by_species in doc["levels"].items():
+        for sp, e in by_species.items():
+            q = e["quantities"]
+            rows.append(
+                f"| {level} | {sp} | {len(e['seeds'])} | {e['n_molecules']} | {e['npt_ps']:g} / {e['prod_ps']:g} | "
+                f"{_fmt(q.get('density'), digits=4)} | {_dev(q.get('density'))} | "
+                f"{_fmt(q.get('viscosity_gk'), digits=2)} | {_fmt(q.get('viscosity_stacie'), digits=2)} | "
+                f"{_dev(q.get('viscosity_stacie'))} | {_fmt(q.get('self_diffusion_pbc'), 1e9, 2)} | "
+                f"{_fmt(q.get('self_diffusion_yh'), 1e9, 2)} | {_dev(q.get('self_diffusion_yh'))} |")
+    return "\n".join(rows) + "\n"
+
+
+def validate_replicates(out_dir: Path, species: tuple[str, ...] = ("DMC", "TTE"),
+                        seeds: tuple[int, ...] = DEFAULT_SEEDS, **kwargs: Any) -> dict[str, Any]:
+    """Run :func:`run_liquid` for every liquid and seed (folders ``<level>/<species>/seed<seed>/``; a rerun
+    skips finished segments), then write and return the replicate summary (``validation_replicates.json``)."""
+    if len(seeds) < 3:
+        raise InputError(f"validate-ff needs at least 3 independent seeds for a 95 % interval, got {len(seeds)}")
+    for sp in species:
+        for seed in seeds:
+            run_liquid(sp, out_dir, seed=int(seed), replicate=f"seed{int(seed)}", **kwargs)
+    doc = replicate_summary(collect_replicates(out_dir))
+    (Path(out_dir) / "validation_replicates.json").write_text(json.dumps(doc, indent=1) + "\n")
+    return doc
