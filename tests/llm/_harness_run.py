@@ -78,7 +78,8 @@ def run_harness(name: str, script: dict[str, Any], *, model: str = "gpt-5", max_
     old = os.environ.get("MDBENCH_LLM_API_KEY")
     os.environ["MDBENCH_LLM_API_KEY"] = UPSTREAM_KEY
     try:
-        launch = harness_launch(name=name, model=model, endpoint=endpoint or upstream.base_url, reasoning=reasoning, workspace=ws,
+        launch = harness_launch(name=name, model=model, endpoint=endpoint or upstream.base_url, reasoning=reasoning,
+                                workspace=ws,
                                 home=home, prompt="Run the scripted steps.", episode_dir=ep, max_tokens=max_tokens,
                                 retry=RetryPolicy(max_retries=1, backoff_s=0.1), port=port,
                                 endpoint_api=endpoint_api)

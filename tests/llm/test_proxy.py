@@ -1,4 +1,5 @@
-"""The metering proxy against the fake endpoint: both APIs, streaming and not; metering; caps; retries; bad endpoints."""
+"""The metering proxy against the fake endpoint: both APIs, streaming and not; metering; caps; retries; bad
+endpoints."""
 
 from __future__ import annotations
 
@@ -304,7 +305,8 @@ def test_a_responses_log_becomes_a_harbor_valid_trajectory_and_planted_links_are
 
 def test_codex_remote_compaction_route_is_forwarded_and_metered(upstream, tmp_path):
     px = _proxy(upstream, tmp_path)
-    status, raw = _post(f"{px.base_url}/responses/compact", {"model": "m1", "input": [{"role": "user", "content": "x"}]})
+    status, raw = _post(f"{px.base_url}/responses/compact",
+                        {"model": "m1", "input": [{"role": "user", "content": "x"}]})
     assert status == 200 and isinstance(json.loads(raw), dict)
     t = px.stop()
     assert t.calls == 1 and t.tokens_in == USAGE["input"]

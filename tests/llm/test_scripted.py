@@ -64,7 +64,8 @@ def test_turns_follow_the_history_and_end_with_the_final_message():
 
 @pytest.mark.parametrize("script,match", [
     ({}, "needs"), ({"turns": [{"shell": "a", "final": "b"}]}, "exactly one"),
-    ({"turns": [{"write": {"path": 1}}]}, "write"), ({"turns": [{"shell": "a"}], "usage": {"input": -1}}, "usage.input"),
+    ({"turns": [{"write": {"path": 1}}]}, "write"),
+    ({"turns": [{"shell": "a"}], "usage": {"input": -1}}, "usage.input"),
     ({"turns": [{"shell": "a"}], "usage": {"input": 1, "cached": 2}}, "cannot exceed"),
     ({"turns": [{"final": "x"}], "loop": True}, "loop")])
 def test_bad_scripts_are_one_clear_error(script, match):
@@ -98,7 +99,8 @@ def test_the_wire_formats_round_trip_through_the_proxys_assembler(api, stream):
     assert out["complete"] and out["text"] == "thinking done"
     assert out["tool_calls"] == [{"id": "call_1", "name": "bash", "arguments": '{"command": "ls"}'}]
     u = out["usage"]
-    assert (u.get("prompt_tokens", u.get("input_tokens")), u.get("completion_tokens", u.get("output_tokens"))) == (50, 7)
+    assert (u.get("prompt_tokens", u.get("input_tokens")),
+            u.get("completion_tokens", u.get("output_tokens"))) == (50, 7)
 
 
 def test_price_table_errors_name_the_file_and_the_entry(tmp_path):

@@ -105,8 +105,10 @@ def test_one_state_per_value_across_tables_and_figure(tmp_path: Path) -> None:
     cases = science.load_case_results(tmp_path / "run", "run")
     cross = science.cross_system(cases)
     points = figures.cross_system_points(cases)
-    assert set(points["panel"]) >= {"Li+ coordination per channel (first minimum)", "self-diffusion (PBC)",
-                                    "viscosity (Green-Kubo)", "ionic conductivity", "Li+ transference number"}
+    # one panel per registry member of a required family that has a finite value in some case
+    expected = {title for title, _unit, pick, _target in figures._cross_panels()
+                if any(pick(n) for c in cases for n in c.observables)}
+    assert len(expected) >= 6 and set(points["panel"]) == expected
     for c in cases:
         table = science.results_table(c).set_index("result")
         assert table.loc["thermo/density", "state"] == "fixed by ensemble"

@@ -165,6 +165,10 @@ def _sampling_checks(g: Any, chosen: list[Entry], path: str,
         own = {str(k): v for k, v in (own or {}).items() if _check_applies(str(k), e.key, g.name)} \
             if own is not None else None
         failed = [k for k, v in (own or {}).items() if v is False]
+        if diag.get("resolved_zero") is True:
+            # a zero resolved against its registered scale (analysis.states.resolved_zero): no regime or
+            # precision check applies to it; the block trend still does
+            failed = [k for k in failed if not is_regime_check(k) and "precision" not in k]
         regime = [k for k in failed if is_regime_check(k)]
         other = [k for k in failed if k not in regime]
         if regime:

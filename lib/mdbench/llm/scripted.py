@@ -114,7 +114,8 @@ class ScriptedModel:
             kind = kinds[0]
             if kind == "write":
                 wr = t["write"]
-                if not (isinstance(wr, dict) and isinstance(wr.get("path"), str) and isinstance(wr.get("content"), str)):
+                if not (isinstance(wr, dict) and isinstance(wr.get("path"), str)
+                        and isinstance(wr.get("content"), str)):
                     raise InputError(f'{w}: "write" needs {{"path": str, "content": str}}')
                 if HEREDOC_END in wr["content"]:
                     raise InputError(f"{w}: content may not contain {HEREDOC_END}")

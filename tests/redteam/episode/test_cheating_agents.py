@@ -23,7 +23,7 @@ from mdbench.episode import collect
 from mdbench.episode.agents import share_readable
 from mdbench.paths import PROJECT_ROOT
 
-from _episode_helpers import AGENT_PY, CAPS, mdbench, needs_namespaces, needs_root, prepare, run
+from _episode_helpers import AGENT_PY, mdbench, needs_namespaces, needs_root, prepare, run
 
 HERE = Path(__file__).resolve().parent
 ATTACKER = f"{AGENT_PY} {HERE / 'attacker.py'}"
