@@ -37,7 +37,11 @@ TEST_NEEDS_HARBOR := $(if $(filter true 1,$(CI)),harbor-env,$(if $(findstring ha
 demo: setup  ## the tiny study of DE, HCE, LHCE, its SAEO audit and the HTML report
 	$(BIN)/python scripts/demo.py --preset $(PRESET) --run $(RUN)
 
-test: test-tools $(TEST_NEEDS_HARBOR)  ## the whole default test suite (pytest exit 5, "no tests collected", fails)
+# the Codex / OpenCode CLIs (npm) likewise: in CI, or when PYTEST_ARGS name the llm/harness tests; otherwise
+# those tests skip, naming `make agent-harnesses`.
+TEST_NEEDS_HARNESSES := $(if $(filter true 1,$(CI)),agent-harnesses,$(if $(findstring llm,$(PYTEST_ARGS)),agent-harnesses,))
+
+test: test-tools agent-env $(TEST_NEEDS_HARBOR) $(TEST_NEEDS_HARNESSES)  ## the whole default test suite (pytest exit 5, "no tests collected", fails)
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests — failing on purpose" >&2; exit 1; fi; \
 	exit $$rc
@@ -88,10 +92,8 @@ arena-harbor: setup harbor-env  ## opt-in: `harbor run` (host plug-in) with the 
 	MDBENCH_HARBOR_FULL=1 $(BIN)/python -m pytest tests/arena/test_harbor.py $(PYTEST_ARGS)
 
 # --- agent harness environments (episode / harness rooms); never part of `make setup` ----------------
-agent-env:  ## the environment agents run in (scripts/agent_env.sh)
-	@if [ -f scripts/agent_env.sh ]; then bash scripts/agent_env.sh; \
-	else echo "make agent-env: not yet available (scripts/agent_env.sh is missing)"; fi
+agent-env: setup  ## the agent toolchain's Python (.agent-env: numpy, scipy, pandas, MDAnalysis, mdtraj, ... — without this project)
+	@bash scripts/agent_env.sh
 
-agent-harnesses:  ## the agent harness CLIs (scripts/agent_harnesses.sh)
-	@if [ -f scripts/agent_harnesses.sh ]; then bash scripts/agent_harnesses.sh; \
-	else echo "make agent-harnesses: not yet available (scripts/agent_harnesses.sh is missing)"; fi
+agent-harnesses:  ## pinned Codex + OpenCode CLIs in .agent-harnesses/ for `episode run --harness` (npm)
+	@bash scripts/agent_harnesses.sh
