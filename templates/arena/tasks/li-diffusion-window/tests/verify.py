@@ -16,7 +16,7 @@ keep = t <= t[-1] / 2; t, msd = t[keep], msd[keep]
 w = np.abs(loglog_slope(t, msd) - 1) <= 0.1
 D = np.polyfit(t[w], msd[w], 1)[0] / 6 * 1e3   # nm^2/ps -> 1e-5 cm^2/s
 t0, t1 = t[w].min(), t[w].max()
-g.check("output_exists", out.is_file, "output/diffusion.json exists")
+g.check("output_exists", out.is_file, "output/diffusion.json exists", weight=0.0)
 res = lambda: read_json(out)
 g.check("D_value", lambda: (abs(res()["D_1e-5_cm2_s"] - D) <= 0.03 * D, res()["D_1e-5_cm2_s"]), f"D = {D:.4f} x 1e-5 cm2/s within 3 %")
 g.check("window_start", lambda: (abs(res()["window_ps"][0] - t0) <= 0.15 * t0 + 10, res()["window_ps"]), f"window starts at the onset of the diffusive regime (~{t0:.0f} ps)")
