@@ -33,7 +33,7 @@ def test_partial_answer_scores_fraction(tmp_path):
         "mkdir -p output && echo '{\"run_a\": {\"max_cutoff_nm\": 1.2, \"min_box_nm\": 3.2, \"ok\": true},"
         " \"run_b\": {\"max_cutoff_nm\": 1.2, \"min_box_nm\": 2.3, \"ok\": true}}' > output/cutoffs.json"))
     o = run_trial(CUTOFF, agent, tmp_path)
-    assert o.rewards == {"correctness": 0.5}      # output_exists + run_a of 4 criteria
+    assert o.rewards == {"correctness": 0.333333}  # run_a of 3 scored criteria (output_exists has weight 0)
     details = json.loads((o.trial_dir / "verifier" / "reward-details.json").read_text())
     assert [c["value"] for c in details["correctness"]["criteria"]] == [1.0, 1.0, 0.0, 0.0]
     assert "KeyError" in details["correctness"]["criteria"][3]["error"]

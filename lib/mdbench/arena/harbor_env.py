@@ -80,8 +80,9 @@ class HostEnvironment(BaseEnvironment):
     """Runs a Harbor task in a workspace on this machine (see the module docstring)."""
 
     options_model = HostOptions
-    #: Agent workspaces by trial folder, so that the trial's separate verifier starts from the same build.
-    _agent_workspaces: ClassVar[dict[str, staging.Workspace]] = {}
+    #: Agent workspaces by trial folder, so that the trial's separate verifier starts from the same build (kept
+    #: in :mod:`mdbench.arena.staging`: Harbor may load this plug-in module more than once).
+    _agent_workspaces: ClassVar[dict[str, staging.Workspace]] = staging.AGENT_WORKSPACES
 
     def __init__(self, *args: Any, **kwargs: Any):
         self._ws: staging.Workspace | None = None
@@ -122,7 +123,12 @@ class HostEnvironment(BaseEnvironment):
         key = str(self.trial_paths.trial_dir.resolve())
         agent_ws = self._agent_workspaces.get(key)
         if self.is_verifier and agent_ws is not None and agent_ws.pristine.is_dir():
-            self._ws = await asyncio.to_thread(agent_ws.fresh_copy, f"harbor-verifier-{self.environment_name[:32]}-")
+            try:
+                self._ws = await asyncio.to_thread(agent_ws.fresh_copy,
+                                                   f"harbor-verifier-{self.environment_name[:32]}-")
+            finally:
+                self._agent_workspaces.pop(key, None)
+                await asyncio.to_thread(agent_ws.remove_pristine)
             await asyncio.to_thread(self._copy_trajectory)
             return
         self._ws = staging.Workspace.create(prefix=f"harbor-{self.environment_name[:40]}-",
@@ -140,6 +146,7 @@ class HostEnvironment(BaseEnvironment):
         if self.is_verifier:
             await asyncio.to_thread(self._copy_trajectory)
         else:
+            self._sweep_pristine()
             await asyncio.to_thread(self._ws.keep_pristine)
             self._agent_workspaces[key] = self._ws
         if self._network_disabled and not staging.network_cut_available():
@@ -149,8 +156,9 @@ class HostEnvironment(BaseEnvironment):
     async def stop(self, delete: bool) -> None:
         if self._ws is None:
             return
-        if not self.is_verifier:
-            self._agent_workspaces.pop(str(self.trial_paths.trial_dir.resolve()), None)
+        # the agent's environment ends before the separate verifier starts (Harbor stops it once artifacts are
+        # collected): its pristine /app stays, registered, until that verifier took it (one left by a trial that
+        # ended without verification is removed by the next start, see _sweep_pristine)
         if delete and not self.options.keep_workspace:
             await asyncio.to_thread(self._ws.remove)
         else:
@@ -230,6 +238,13 @@ class HostEnvironment(BaseEnvironment):
         # interpreter (its solve.py records an ATIF trajectory with mdbench.arena.atif)
         if str(target).rstrip("/") == "/solution" or str(target).startswith("/solution/"):
             self._oracle = True
+
+    def _sweep_pristine(self) -> None:
+        """Remove pristine copies of trials that finished (their ``result.json`` is written) unverified."""
+        for key, ws in list(self._agent_workspaces.items()):
+            if (Path(key) / "result.json").is_file():
+                self._agent_workspaces.pop(key, None)
+                ws.remove_pristine()
 
     def _copy_trajectory(self) -> None:
         """The agent's trajectory (downloaded by Harbor to the trial's agent/) into the verifier's /logs/agent."""

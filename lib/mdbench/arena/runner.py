@@ -386,6 +386,7 @@ def run_trial(task_dir: str | Path, agent: AgentSpec, job_dir: str | Path, *, py
             log.info("workspace kept at %s", trial.ws.root)
         else:
             trial.ws.remove()
+        trial.ws.remove_pristine()
     rewards = (result.get("verifier_result") or {}).get("rewards")
     return TrialOutcome(trial_dir, task.name, rewards, (trial.exception or {}).get("exception_type"))
 

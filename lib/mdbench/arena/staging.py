@@ -69,6 +69,10 @@ HOST_ENV_PASSED = ("PATH", "LANG", "LC_ALL", "TZ", "TERM", "OMP_NUM_THREADS", "M
 #: instruction). Data files (.json, .toml, .mdp, ...) are copied as they are, as Docker would.
 TEXT_SUFFIXES = {".sh", ".py", ".md", ""}
 
+#: Agent workspaces of running Harbor trials by trial folder (the host plug-in's separate verifier starts from
+#: the same build).
+AGENT_WORKSPACES: dict[str, "Workspace"] = {}
+
 _ROOTS_RE = re.compile(r"(?<![\w./-])(" + "|".join(re.escape(r) for r in CONTAINER_ROOTS) + r")(?![\w.-])")
 
 
@@ -173,13 +177,15 @@ class Workspace:
     # --- the separate verifier's fresh workspace -------------------------------------------------------
     @property
     def pristine(self) -> Path:
-        """Root-only copy of ``/app`` as the build left it (before any agent ran)."""
-        return self.root / ".pristine-app"
+        """Root-only copy of ``/app`` as the build left it (before any agent ran); a sibling of the workspace,
+        so that it outlives the agent's workspace until the separate verifier has used it."""
+        return self.root.with_name(self.root.name + ".pristine")
 
     def keep_pristine(self) -> None:
         """Copy the built ``/app`` aside (mode 0700; the agent's sandbox never shows it) for the verifier."""
         shutil.rmtree(self.pristine, ignore_errors=True)
         shutil.copytree(self.host("/app"), self.pristine, symlinks=True)
+        self.app_mode = self.host("/app").stat().st_mode & 0o7777
         self.pristine.chmod(0o700)
 
     def fresh_copy(self, prefix: str = "arena-verifier-", parent: str | Path | None = None) -> Workspace:
@@ -194,9 +200,12 @@ class Workspace:
         new = Workspace.create(prefix=prefix, parent=parent if parent is not None else self.root.parent)
         shutil.rmtree(new.host("/app"))
         shutil.copytree(self.pristine, new.host("/app"), symlinks=True)
-        new.host("/app").chmod(self.host("/app").stat().st_mode & 0o7777)
+        new.host("/app").chmod(getattr(self, "app_mode", 0o1777))
         new.workdir, new.env = self.workdir, {k: v.replace(str(self.root), str(new.root)) for k, v in self.env.items()}
         return new
+
+    def remove_pristine(self) -> None:
+        shutil.rmtree(self.pristine, ignore_errors=True)
 
     def unrewrite(self, data: bytes) -> bytes:
         """Workspace paths in ``data`` back to container paths (``<ws>/app/x`` → ``/app/x``)."""
@@ -508,6 +517,10 @@ def hidden_folders(task_dir: Path, *extra: Path) -> tuple[Path, ...]:
     return tuple(dict.fromkeys(out))
 
 
+#: System folders an agent step also loses (re-exposed parts, e.g. a toolchain under /opt, stay visible).
+EXTRA_HIDDEN = (Path("/opt"), Path("/var/tmp"), Path("/srv"), Path("/mnt"), Path("/media"))
+
+
 def make_sandbox(ws: Workspace, *, user: str | int | None, no_network: bool, python: str,
                  hide: tuple[Path, ...] = (), host_user: str = HOST_AGENT_USER, oracle: bool = False,
                  expose: tuple[Path, ...] = ()) -> Sandbox:
@@ -527,7 +540,8 @@ def make_sandbox(ws: Workspace, *, user: str | int | None, no_network: bool, pyt
         readonly.append(ws.host("/solution"))
     writable = tuple(p for p in (ws.host("/logs/agent"), ws.host("/logs/artifacts"), ws.tmp, ws.home)
                      if p.is_dir())
-    hidden = tuple(h for h in hide if h.is_absolute())
+    # beyond minimal_root (which keeps /opt and /var): where other checkouts and scratch copies often lie
+    hidden = tuple(dict.fromkeys([*(h for h in hide if h.is_absolute()), *EXTRA_HIDDEN]))
     return Sandbox(user=host_user, no_network=no_net, hidden=hidden, readonly=tuple(dict.fromkeys(readonly)),
                    writable=writable, python=python)
 
