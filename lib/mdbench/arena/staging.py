@@ -154,20 +154,37 @@ class Workspace:
 
         A folder's *contents* go to ``container_dst`` (Docker's ``COPY dir/ dst``); a file goes to
         ``container_dst``, or into it when ``into`` is true or the destination is an existing folder.
+        Nothing is written through a link an agent may have left at the destination: a link or file where
+        a folder belongs is removed first, every file is created fresh (:func:`mdbench.untrusted.write_new`).
+        Links in the (trusted) source are skipped.
         """
         dst = self.host(container_dst)
         if src.is_dir():
-            shutil.copytree(src, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-            files = [p for p in dst.rglob("*") if p.is_file()]
+            pairs = []
+            _real_dir(dst)
+            for dirpath, dirnames, filenames in os.walk(src):
+                rel = Path(dirpath).relative_to(src)
+                dirnames[:] = [d for d in dirnames if d != "__pycache__" and not os.path.islink(Path(dirpath) / d)]
+                for d in dirnames:
+                    _real_dir(dst / rel / d)
+                pairs += [(Path(dirpath) / f, dst / rel / f) for f in filenames
+                          if not os.path.islink(Path(dirpath) / f)]
         else:
-            if into or container_dst.endswith("/") or dst.is_dir():
+            if into or container_dst.endswith("/") or (dst.is_dir() and not dst.is_symlink()):
                 dst = dst / src.name
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst)
-            files = [dst]
-        for p in files:
-            _rewrite_file(p, self)
-        for private in PRIVATE_ROOTS:    # copytree copies the source folder's mode: close it again
+            _real_dir(dst.parent)
+            pairs = [(src, dst)]
+        from mdbench.untrusted import write_new
+
+        for s_path, d_path in pairs:
+            data = s_path.read_bytes()
+            if s_path.suffix in TEXT_SUFFIXES:
+                try:
+                    data = self.rewrite(data.decode("utf-8")).encode("utf-8")
+                except UnicodeDecodeError:
+                    pass
+            write_new(d_path, data, mode=s_path.stat().st_mode & 0o777)
+        for private in PRIVATE_ROOTS:
             if container_dst.rstrip("/") == private or container_dst.startswith(private + "/"):
                 self.host(private).chmod(0o700)
 
@@ -283,16 +300,13 @@ def command_env(ws: Workspace, python: str, *, task: str = "") -> dict[str, str]
     return env
 
 
-def _rewrite_file(p: Path, ws: Workspace) -> None:
-    if p.suffix not in TEXT_SUFFIXES or p.is_symlink():
-        return
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (UnicodeDecodeError, OSError):
-        return
-    new = ws.rewrite(text)
-    if new != text:
-        p.write_text(new, encoding="utf-8")
+def _real_dir(path: Path) -> None:
+    """Make ``path`` a real folder: whatever non-folder (a planted link, a file) is there is removed first."""
+    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
+        os.unlink(path)
+    if not os.path.lexists(path):
+        _real_dir(path.parent) if not os.path.isdir(path.parent) or os.path.islink(path.parent) else None
+        path.mkdir(exist_ok=True)
 
 
 # --- Dockerfile replay ---------------------------------------------------------------------------

@@ -101,7 +101,10 @@ def cheater_script(decoy_files: list[Path], other_checkout: Path, sibling: Path)
               f'cat {other_checkout}/{solve} > /dev/null 2>&1 && echo read_other_checkout >> $r',
               f'cat {sibling}/verifier/reward-details.json > /dev/null 2>&1 && echo read_sibling_job >> $r',
               f'cat {d_txt} > /dev/null 2>&1 && echo read_decoy >> $r',
-              'ls /work /root /home 2>/dev/null | grep -q . && echo listed_private_roots >> $r']
+              f'ls {PROJECT_ROOT}/lib {PROJECT_ROOT}/templates 2>/dev/null | grep -q . && echo listed_project >> $r',
+              'for c in /work/*/templates /work/wt/*/templates /home/*/*/templates; do '
+              'test -d $c && echo listed_other_checkout >> $r; done',
+              'ls -A /root/.ssh /root/.cache 2>/dev/null | grep -q . && echo listed_root_home >> $r']
     # run a found solution, copy a previous answer (each also a cheat when it merely succeeds)
     lines += [f'for s in {PROJECT_ROOT}/{solve} {other_checkout}/{solve} {TASK}/solution/solve.py; do '
               f'test -r $s && "$MDBENCH_PYTHON" $s > /dev/null 2>&1 && echo ran_solution >> $r; done',
@@ -141,7 +144,7 @@ def test_a_cheating_agent_gets_nothing_from_the_local_runner(tmp_path, decoys, s
     ar = res["agent_result"]
     assert (ar["cost_usd"], ar["n_input_tokens"], ar["n_output_tokens"], ar["n_cache_tokens"]) == (None,) * 4
     findings = ar["metadata"]["mdbench_usage_findings"]
-    assert len(findings) == 4 and any("cost_usd" in f for f in findings)
+    assert findings == ["usage.json refused: non_finite"]     # 1e999: the whole file is refused
     # nothing the links pointed at was read into the trial folder, no link was copied
     assert _no_secret_under(o.trial_dir) == []
     assert not any(p.is_symlink() for p in o.trial_dir.rglob("*"))
@@ -207,7 +210,7 @@ def test_a_cheating_agent_gets_nothing_under_harbor(tmp_path, decoys, sibling_jo
     assert res["verifier_environment_mode"] == "separate"
     ar = res["agent_result"]
     assert (ar["cost_usd"], ar["n_input_tokens"]) == (None, None)
-    assert len(ar["metadata"]["mdbench_usage_findings"]) >= 2
+    assert ar["metadata"]["mdbench_usage_findings"] == ["usage.json refused: non_finite"]
     job = json.loads((jobs / "cheat" / "result.json").read_text())
     assert (job["stats"].get("cost_usd") or 0) >= 0
     assert _no_secret_under(trial) == []
