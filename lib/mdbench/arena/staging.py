@@ -550,6 +550,10 @@ def make_sandbox(ws: Workspace, *, user: str | int | None, no_network: bool, pyt
     if not is_root() or user in (None, "root", 0):
         return Sandbox(no_network=no_net, python=python)
     readonly = [*toolchain_folders(python, with_mdbench=oracle), *(Path(e).resolve() for e in expose)]
+    if oracle:   # the reference solution is this project's own code: its templates and parameters, read-only
+        from mdbench.paths import PROJECT_ROOT
+
+        readonly.append(PROJECT_ROOT.resolve())
     if oracle and ws.host("/solution").is_dir():
         readonly.append(ws.host("/solution"))
     writable = tuple(p for p in (ws.host("/logs/agent"), ws.host("/logs/artifacts"), ws.tmp, ws.home)
@@ -580,6 +584,8 @@ def start(command: str, box: Sandbox, *, cwd: Path, env: dict[str, str], timeout
 
     out = tempfile.TemporaryFile("w+b")
     env = {**env, "MDBENCH_PYTHON": box.python or env.get("MDBENCH_PYTHON", "")}
+    if box.python:   # the step's interpreter (the agent toolchain, or the project's) first on PATH
+        env["PATH"] = str(Path(box.python).parent) + os.pathsep + env.get("PATH", "/usr/bin:/bin")
     proc = spawn_confined(["bash", "-c", command], box.confinement(cwd=cwd, env=env, timeout_s=timeout_s),
                           stdout=out, stderr=subprocess.STDOUT)
     return proc, out
