@@ -100,3 +100,21 @@ def test_verifier_neither_imports_nor_copies_the_solution(task):
         for lines in sol_lines:
             common = [w for w in (tuple(lines[i:i + 3]) for i in range(len(lines) - 2)) if w in windows]
             assert not common, f"{test_file} copies solution code: {common[0]}"
+
+
+# --- what the Docker images are built from -------------------------------------------------------------------
+
+def test_base_image_pins_every_python_dependency_and_its_context_is_minimal():
+    from mdbench.paths import PROJECT_ROOT
+
+    docker = (PROJECT_ROOT / "templates/arena/base.Dockerfile").read_text()
+    assert "pip install --no-cache-dir -c /opt/mdbench/constraints.txt /opt/mdbench" in docker
+    pins = [line for line in (PROJECT_ROOT / "templates/arena/constraints.txt").read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
+    assert pins and all(re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[A-Za-z0-9_.+\-!]+", p) for p in pins), \
+        [p for p in pins if "==" not in p]
+    ignore = [l for l in (PROJECT_ROOT / ".dockerignore").read_text().splitlines() if l and not l.startswith("#")]
+    assert ignore[0] == "**"                                   # everything out, then an allow-list
+    allowed = [l[1:] for l in ignore if l.startswith("!")]
+    assert not any(a.startswith((".venv", ".git", "tests", "outputs", "templates/arena/tasks")) for a in allowed)
+    assert {"pyproject.toml", "lib/", "params/", "templates/arena/constraints.txt"} <= set(allowed)

@@ -1,6 +1,6 @@
 def loglog_slope(t, msd):
     """d ln MSD / d ln t by plain central differences of neighbouring points (one-sided at the ends); the
-    verifier's own formula, independent of the reference solution's."""
+    verifier's own formula, independent of the reference code."""
     import numpy as np
     t, msd = np.asarray(t, float), np.asarray(msd, float)
     out = np.full(t.shape, np.nan)

@@ -4,7 +4,7 @@ from mdbench.arena.grading import Grader, app_dir, read_json
 g = Grader("mdbench/planted-record-error")
 app = app_dir()
 out = app / "output" / "finding.json"
-# the generator's own record of what it planted (root-only in the image; never the solution's search)
+# the generator's own record of what it planted (root-only in the image), not a search of the record
 truth = json.loads((app / ".grader" / "planted.json").read_text())
 f, rid, field = truth["file"], str(truth["record_id"]), truth["field"]
 g.check("output_exists", out.is_file, "output/finding.json exists", weight=0.0)
