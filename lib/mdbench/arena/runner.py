@@ -265,11 +265,9 @@ class _Trial:
         vws = self.ws.fresh_copy()
         try:
             for src, dest in self._artifacts():
-                collected = self.trial_dir / "artifacts" / dest
-                if collected.is_dir():
-                    staging.copy_untrusted(collected, vws.host(src))
-                elif collected.is_file():
-                    staging.copy_untrusted(collected, vws.host(src).parent)
+                collected = self.trial_dir / "artifacts" / dest   # regular files only, written by collect()
+                if collected.is_dir() or collected.is_file():
+                    vws.copy_in(collected, src)      # container paths mapped as Harbor's upload does
             staging.copy_untrusted(self.trial_dir / "agent" / "trajectory.json", vws.host("/logs/agent"))
             vws.copy_in(self.task.path / "tests", "/tests")
             vws.host("/tests/test.sh").chmod(0o755)

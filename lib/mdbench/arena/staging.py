@@ -65,9 +65,12 @@ HOST_AGENT_USER = "mdbench-arena-agent"
 HOST_ENV_PASSED = ("PATH", "LANG", "LC_ALL", "TZ", "TERM", "OMP_NUM_THREADS", "MDBENCH_LOCK_DIR", "GMXLIB",
                    "GMXDATA")
 
-#: Files whose container paths are rewritten when staged into a workspace: scripts and prose (the
-#: instruction). Data files (.json, .toml, .mdp, ...) are copied as they are, as Docker would.
-TEXT_SUFFIXES = {".sh", ".py", ".md", ""}
+#: Files whose container paths are rewritten when staged into a workspace: scripts, prose (the instruction)
+#: and GROMACS topologies and parameter files, whose ``#include`` / ``include`` lines name ``/app/…`` (an
+#: agent's repaired ``topol.top`` reaches the separate verifier as an artifact). Other data files (.json,
+#: .toml, ...) are copied as they are, as Docker would. On the way out (:meth:`Workspace.unrewrite`) every
+#: copied file gets container paths back.
+TEXT_SUFFIXES = {".sh", ".py", ".md", "", ".top", ".itp", ".mdp"}
 
 #: Agent workspaces of running Harbor trials by trial folder (the host plug-in's separate verifier starts from
 #: the same build).
