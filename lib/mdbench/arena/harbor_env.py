@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -186,8 +187,6 @@ class HostEnvironment(BaseEnvironment):
                 raise FileNotFoundError(f"{source_path}: not copied ({'; '.join(skipped) or 'missing'})")
             os.replace(tmp, target)
         finally:
-            import shutil
-
             shutil.rmtree(target.parent / ".mdbench-download", ignore_errors=True)
 
     async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:

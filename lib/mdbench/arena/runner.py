@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
