@@ -73,8 +73,6 @@ def _fingerprint(p: Path) -> tuple:
 @pytest.fixture()
 def sibling_job(tmp_path):
     """An earlier job in the same ``-o`` folder whose verifier details and artifacts spell out the answer."""
-    from mdbench.arena.runner import AgentSpec as _A  # noqa: F401  (documentation: what wrote such folders)
-
     trial = tmp_path / "jobs" / "earlier-oracle" / "cutoff-minimum-image__AAAAAAA"
     (trial / "verifier").mkdir(parents=True)
     (trial / "artifacts" / "output").mkdir(parents=True)
@@ -157,7 +155,8 @@ def test_forged_usage_is_flagged_in_the_aggregate(tmp_path):
     run_trial(TASK, AgentSpec(name="forger", command=cmd, model_name="evil/forger"), tmp_path / "jobs" / "j")
     trials = load_trials([tmp_path / "jobs" / "j"], require_process=False)
     row = trials.iloc[0]
-    assert row["usage_flagged"] and row["cost_usd"] is None or pd_isna(row["cost_usd"])
+    assert bool(row["usage_flagged"]) and pd_isna(row["cost_usd"]) and pd_isna(row["n_input_tokens"])
+    assert row["n_output_tokens"] == 5                              # the honest figure stays
     s = summarize(trials).iloc[0]
     assert s["n_usage_flagged"] == 1 and (s["mean_cost_usd"] is None or s["mean_cost_usd"] >= 0)
 
