@@ -67,7 +67,7 @@ def harbor_env() -> Path:
     """The Harbor environment's interpreter (``make harbor-env``); the test is skipped, saying why, without it."""
     py = harbor_python()
     if py is None:
-        pytest.skip(f"no Harbor environment at {HARBOR_VENV} (created by `make setup` when python3.12 exists)")
+        pytest.skip(f"no Harbor environment at {HARBOR_VENV}: run `make harbor-env` (needs python3.12)")
     return py
 
 
