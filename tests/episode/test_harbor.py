@@ -175,6 +175,7 @@ def test_host_variant_carries_no_project_source_and_lints_clean(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.gromacs
+@pytest.mark.timeout(5700)
 @pytest.mark.skipif(os.geteuid() != 0, reason="the host plug-in's agent sandbox needs root")
 def test_harbor_run_oracle_with_the_host_plugin_gives_the_audits_reward(tmp_path):
     """`harbor run -a oracle -e mdbench.arena.harbor_env:HostEnvironment` on the micro episode: the oracle's run
