@@ -265,4 +265,4 @@ def test_kept_artifacts_are_self_contained_and_the_separate_verifier_reads_them(
                 if line.startswith("#include")]
     assert includes and all(line.startswith('#include "/app/') for line in includes), includes
     assert not any("mdbench-arena-workspaces" in p.read_text(errors="replace")
-                   for p in o.trial_dir.rglob("*") if p.is_file() and p.stat().st_size < 1_000_000)
+                   for p in (o.trial_dir / "artifacts").rglob("*") if p.is_file() and p.stat().st_size < 1_000_000)
