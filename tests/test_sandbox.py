@@ -345,3 +345,204 @@ def test_a_workdir_kept_by_its_owner_cannot_be_rearranged(world):
     assert stdout.split() == ["refused", "refused"]
     assert (ws / "runs" / "input.txt").read_text() == "frozen\n" and (out / "result.txt").read_text() == "ok"
     assert os.stat(ws).st_uid == 0
+
+
+# ------------------------------------------------------------------------- private state, limits, lifetime
+
+@needs_namespaces
+def test_nothing_stashed_in_shared_tmp_folders_reaches_the_next_session(world):
+    """Repeat 1 hides its answers in /tmp, /dev/shm, /var/tmp and /run/lock; repeat 2 finds none of them, the
+    host's folders are untouched, and System V IPC and the host name are the sandbox's own."""
+    stash = """
+        import os, socket
+        found = []
+        for d in ("/tmp", "/dev/shm", "/var/tmp", "/run/lock"):
+            p = os.path.join(d, "stash-from-repeat-1")
+            if os.path.exists(p):
+                found.append(p)
+            try:
+                with open(p, "w") as fh:
+                    fh.write("answers")
+            except OSError as exc:
+                found.append(f"unwritable {d}: {exc}")
+        print("FOUND", found)
+        print("IPC", os.stat("/proc/self/ns/ipc").st_ino, "UTS", socket.gethostname())
+    """
+    first = _python(world["tmp"], stash, _conf(world["ws"]))
+    second = _python(world["tmp"], stash, _conf(world["ws"]))
+    for res, out, err in (first, second):
+        assert res.exit_code == 0, err
+        assert "FOUND []" in out, out
+        assert res.method["ipc_namespace"] and res.method["limits"]["private_paths"]
+    assert f"IPC {os.stat('/proc/self/ns/ipc').st_ino} " not in second[1]
+    assert "UTS mdbench-sandbox" in second[1]
+    for d in ("/tmp", "/dev/shm", "/var/tmp", "/run/lock"):
+        assert not os.path.exists(os.path.join(d, "stash-from-repeat-1"))
+
+
+@needs_namespaces
+def test_private_tmp_has_its_size_cap(world):
+    res, out, err = _python(world["tmp"], """
+        import os
+        st = os.statvfs("/tmp")
+        print("TMP_MIB", st.f_blocks * st.f_frsize // 2**20)
+        st = os.statvfs("/dev/shm")
+        print("SHM_MIB", st.f_blocks * st.f_frsize // 2**20)
+    """, _conf(world["ws"], tmp_size_mib=32, shm_size_mib=8))
+    assert res.exit_code == 0, err
+    assert "TMP_MIB 32" in out and "SHM_MIB 8" in out
+    assert res.method["limits"]["tmp_size_mib"] == 32
+
+
+@needs_root
+@needs_namespaces
+def test_pids_and_memory_limits_hold_and_are_recorded(world):
+    res, out, err = _python(world["tmp"], """
+        import os, subprocess, time
+        kids, refused = [], 0
+        for i in range(200):
+            try:
+                kids.append(subprocess.Popen(["sleep", "30"]))
+            except OSError:
+                refused += 1
+        print("STARTED", len(kids), "REFUSED", refused, flush=True)
+        try:
+            blob = bytearray(400 * 2**20)
+            for i in range(0, len(blob), 4096):
+                blob[i] = 1
+            print("ALLOCATED", flush=True)
+        except MemoryError:
+            print("MEMORYERROR", flush=True)
+    """, _conf(world["ws"], pids_max=40, memory_mib=200, timeout_s=60))
+    started = int(out.split("STARTED ")[1].split()[0])
+    assert started < 40 and "REFUSED 0" not in out, out + err
+    assert "ALLOCATED" not in out  # killed by the OOM killer or refused
+    assert res.method["limits"]["pids_max"] == 40 and res.method["limits"]["memory_mib"] == 200
+
+
+@needs_namespaces
+def test_a_flood_on_stderr_keeps_head_and_tail_within_the_cap(world):
+    res, out, err = _python(world["tmp"], """
+        import sys
+        sys.stderr.write("FIRST LINE\\n")
+        chunk = "x" * 65535 + "\\n"
+        for _ in range(800):          # ~50 MB
+            sys.stderr.write(chunk)
+        sys.stderr.write("LAST LINE\\n")
+    """, _conf(world["ws"], output_cap_bytes=1 << 20))
+    assert res.exit_code == 0
+    data = (world["tmp"] / "stderr.txt").read_bytes()
+    assert len(data) < (1 << 20) + 200
+    assert data.startswith(b"FIRST LINE") and data.rstrip().endswith(b"LAST LINE")
+    assert b"bytes cut here" in data and res.method["limits"]["output_cut_bytes"] > 40 * 2**20
+
+
+@needs_namespaces
+def test_loopback_listen_reaches_the_callers_server_and_nothing_else(world):
+    outside = socket.socket()
+    outside.bind(("127.0.0.1", 0))
+    outside.listen(1)
+    host_port = outside.getsockname()[1]
+    conf = _conf(world["ws"], loopback_listen=(18080,), timeout_s=30)
+    code = textwrap.dedent(f"""
+        import socket
+        s = socket.create_connection(("127.0.0.1", 18080), timeout=5)
+        s.sendall(b"ping")
+        print("GOT", s.recv(100).decode())
+        for target in (("127.0.0.1", {host_port}), ("10.0.0.1", 80), ("127.0.0.1", 18081)):
+            try:
+                socket.create_connection(target, timeout=2)
+                print("REACHED", target)
+            except OSError as exc:
+                print("BLOCKED", target)
+    """)
+    out = world["tmp"] / "o.txt"
+    proc = spawn_confined([sys.executable, "-c", code], conf, stdout=out, stderr=world["tmp"] / "e.txt")
+    assert set(proc.listeners) == {18080}
+    listener = proc.listeners[18080]
+    listener.settimeout(20)
+    conn, _ = listener.accept()
+    conn.sendall(b"pong:" + conn.recv(100))
+    conn.close()
+    res = proc.wait()
+    outside.close()
+    text = out.read_text()
+    assert res.exit_code == 0, (world["tmp"] / "e.txt").read_text()
+    assert "GOT pong:ping" in text and "REACHED" not in text and text.count("BLOCKED") == 3
+
+
+_CALLER = """
+import sys, time
+from pathlib import Path
+from mdbench.sandbox import Confinement, runtime_paths, spawn_confined
+ws = Path(sys.argv[1])
+code = (
+    "import os, signal, subprocess, time\\n"
+    "subprocess.Popen(['sleep', '1000'], start_new_session=True)\\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\\n"
+    "print('READY', flush=True)\\n"
+    "time.sleep(1000)\\n")
+conf = Confinement(workdir=ws, env={"PATH": "/usr/bin:/bin"}, readonly=runtime_paths(), grace_s=1.0,
+                   tag=sys.argv[2], timeout_s=600)
+proc = spawn_confined([sys.executable, "-c", code], conf, stdout=ws / "out.txt", stderr=ws / "err.txt")
+print(proc.pid, flush=True)
+time.sleep(1000)
+"""
+
+
+def _tree_of(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True).stdout.split("\n")
+    children: dict[int, list[int]] = {}
+    for line in out:
+        if line.strip():
+            p, pp = map(int, line.split())
+            children.setdefault(pp, []).append(p)
+    seen, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        seen.append(p)
+        todo.extend(children.get(p, []))
+    return seen
+
+
+@needs_root
+@needs_namespaces
+@pytest.mark.parametrize("signum", ["SIGKILL", "SIGTERM"])
+def test_a_killed_caller_takes_the_tree_and_leaves_no_cgroup_or_tmp_folder(world, signum):
+    before = set(Path(tempfile.gettempdir()).glob("mdbench-sandbox-*"))
+    tag = f"orphan-test-{os.getpid()}-{time.monotonic_ns()}"
+    caller = subprocess.Popen([sys.executable, "-c", _CALLER, str(world["ws"]), tag], stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]
+                                                                              / "lib")})
+    supervisor = int(caller.stdout.readline())
+    deadline = time.monotonic() + 30
+    while "READY" not in (world["ws"] / "out.txt").read_text() if (world["ws"] / "out.txt").exists() else True:
+        assert time.monotonic() < deadline, "the confined command never started"
+        time.sleep(0.1)
+    tree = _tree_of(supervisor)
+    assert len(tree) >= 4  # supervisor, reaper, the command, its setsid sleeper
+    new_folders = set(Path(tempfile.gettempdir()).glob("mdbench-sandbox-*")) - before
+    assert all(not (f / "spec.json").exists() for f in new_folders), "spec.json (the agent's env) left on disk"
+    caller.send_signal(getattr(signal_module(), signum))
+    caller.wait(10)
+    deadline = time.monotonic() + 15  # grace 1 s, poll 0.5 s, generous for a loaded machine
+    while any(Path(f"/proc/{p}").exists() and _state(p) not in ("Z", "X") for p in tree):
+        assert time.monotonic() < deadline, f"the tree outlived its caller: {[p for p in tree if _state(p)]}"
+        time.sleep(0.2)
+    time.sleep(0.5)
+    left = [d for c in ("cpuacct", "memory", "pids") for d in (Path("/sys/fs/cgroup") / c).glob(f"mdbench-{tag}-*")]
+    assert not left, left
+    assert not (set(Path(tempfile.gettempdir()).glob("mdbench-sandbox-*")) - before)
+
+
+def signal_module():
+    import signal
+    return signal
+
+
+def _state(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat[stat.rindex(")") + 2:][:1]

@@ -8,15 +8,26 @@ under a :class:`Confinement`:
   command's main process ends (or the caller ends it), the reaper exits and the kernel kills every process left
   in the namespace — ``setsid`` or double-forked daemons included.
 * **Mount namespace.** ``hidden`` paths become an empty read-only tmpfs (folders) or ``/dev/null`` (files);
-  ``readonly`` paths are bind-mounted read-only (even their owner cannot write); ``/tmp`` is a private tmpfs;
-  the caller's home (``/root``) is hidden by default. Paths nest either way: an exposed path inside a hidden
-  folder is bound back from a file descriptor opened before the folder was covered.
+  ``readonly`` paths are bind-mounted read-only (even their owner cannot write); ``/tmp``, ``/dev/shm``,
+  ``/var/tmp`` and ``/run/lock`` are private, size-capped tmpfs (nothing one session leaves there reaches the
+  next); the caller's home (``/root``) is hidden by default. Paths nest either way: an exposed path inside a
+  hidden folder is bound back from a file descriptor opened before the folder was covered.
+* **IPC and UTS namespaces.** System V semaphores, shared memory and message queues are the sandbox's own.
 * **User.** When the caller is root the command runs as an unprivileged account (created when missing), with
   no supplementary groups and ``no_new_privs`` (set-uid programs cannot give root back).
-* **Network namespace.** Only a loopback interface (up), unless ``network=True``.
+* **Network namespace.** Only a loopback interface (up), unless ``network=True``. ``loopback_listen`` ports
+  are bound on that loopback by the supervisor and the listening sockets handed to the caller
+  (:attr:`ConfinedProcess.listeners`): the caller serves them from the host side (a metering model proxy), so the
+  command reaches exactly those ports and nothing else.
 * **Resources.** A CPU set (cpuset cgroup where writable, else ``sched_setaffinity``), a wall-clock timeout
   (SIGTERM to every process of the tree, SIGKILL after a grace period), CPU time and peak memory of the whole
-  tree (cgroup v1 ``cpuacct``/``memory`` where writable, else ``getrusage`` of the reaped children).
+  tree (cgroup v1 ``cpuacct``/``memory`` where writable, else ``getrusage`` of the reaped children), a memory
+  limit and a process-count limit (cgroup ``memory``/``pids``), a largest file size (``RLIMIT_FSIZE``), and
+  stdout/stderr files capped to their head and tail.
+* **Lifetime.** The supervisor dies with its caller (``PR_SET_PDEATHSIG``): a runner killed even with SIGKILL
+  takes the tree with it after the grace period, and the supervisor then removes the cgroup folders and its
+  ``/tmp/mdbench-sandbox-*`` folder. The spec file (which holds the command's environment) is deleted as soon as
+  the supervisor has read it.
 
 Without root, a user namespace with the caller mapped to root gives the same namespaces where the kernel allows
 it; otherwise the command runs in its own session with nothing enforced and ``method["isolation"] == "none"`` —
@@ -43,7 +54,9 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -61,10 +74,13 @@ DEFAULT_USER = "mdbench-sandbox"
 SYSTEM_DIRS = frozenset({"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "dev", "proc", "sys",
                          "opt", "var", "tmp"})
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+#: Folders every confined tree gets as its own empty tmpfs when ``private_tmp`` (shared state between sessions).
+_PRIVATE_TMP = ("/tmp", "/dev/shm", "/var/tmp", "/run/lock")
 _CGROUP_CONTROLLERS = ("cpuacct", "memory", "cpuset", "pids")
 
 # Linux constants (include/uapi/linux/sched.h, mount.h, prctl.h).
 _CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
+_CLONE_NEWUTS, _CLONE_NEWIPC = 0x04000000, 0x08000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
 _PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
@@ -96,6 +112,22 @@ class Confinement:
     #: Give the sandbox user ownership of ``workdir`` (False where the working folder itself holds frozen
     #: inputs at its top level, e.g. a Harbor task's ``/app``: an owner could rename them away).
     chown_workdir: bool = True
+    #: Own IPC (System V / POSIX shared memory, semaphores) and UTS (host name) namespaces.
+    private_ipc: bool = True
+    #: Size of the private ``/tmp`` [MiB]; ``/dev/shm``, ``/var/tmp`` and ``/run/lock`` get ``shm_size_mib``.
+    tmp_size_mib: int = 2048
+    shm_size_mib: int = 256
+    #: Memory limit of the whole tree [MiB] (cgroup ``memory.limit_in_bytes``; tmpfs pages count); None: none.
+    memory_mib: int | None = None
+    #: Most processes (and threads) the tree may hold at once (cgroup ``pids.max``); None: no limit.
+    pids_max: int | None = 4096
+    #: Largest file any process of the tree may write [MiB] (``RLIMIT_FSIZE``, per file); None: no limit.
+    file_size_max_mib: int | None = None
+    #: stdout/stderr given as a path keep their first and last ``output_cap_bytes / 2`` bytes; None: no cap.
+    output_cap_bytes: int | None = 8 * 1024 * 1024
+    #: TCP ports bound on 127.0.0.1 inside the sandbox's network namespace; their listening sockets are handed
+    #: to the caller (:attr:`ConfinedProcess.listeners`), who serves them from the host side.
+    loopback_listen: tuple[int, ...] = ()
 
 
 @dataclass
@@ -143,6 +175,11 @@ def capabilities() -> dict[str, Any]:
     probe = subprocess.run([sys.executable, "-c", f"import mdbench.sandbox as s; s._unshare({flags})"],
                            capture_output=True, text=True, env=_probe_env())
     caps["namespaces"] = probe.returncode == 0
+    if caps["namespaces"]:
+        ipc = subprocess.run([sys.executable, "-c", "import mdbench.sandbox as s; "
+                              f"s._unshare({flags | _CLONE_NEWIPC | _CLONE_NEWUTS})"],
+                             capture_output=True, text=True, env=_probe_env())
+        caps["ipc_namespace"] = ipc.returncode == 0
     caps["user_namespace"] = (not root) and caps["namespaces"]
     caps["cgroup"] = root and _cgroup_writable()
     if probe.returncode != 0:
@@ -200,8 +237,11 @@ def ensure_user(name: str) -> tuple[int, int]:
 class _Cgroups:
     """cgroup v1 folders for one confined tree: CPU time, peak memory, CPU set, process list."""
 
-    def __init__(self, tag: str, cpus: tuple[int, ...] | None):
+    def __init__(self, tag: str, cpus: tuple[int, ...] | None, memory_mib: int | None = None,
+                 pids_max: int | None = None):
         self.dirs: dict[str, Path] = {}
+        #: the limits the kernel took (recorded in the result); a limit that could not be set is absent
+        self.limits: dict[str, Any] = {}
         name = f"mdbench-{tag}-{os.getpid()}-{time.monotonic_ns()}"
         for ctrl in _CGROUP_CONTROLLERS:
             if ctrl == "cpuset" and cpus is None:
@@ -215,6 +255,12 @@ class _Cgroups:
                 if ctrl == "cpuset":
                     (d / "cpuset.mems").write_text((base / "cpuset.mems").read_text())
                     (d / "cpuset.cpus").write_text(",".join(str(c) for c in cpus or ()))
+                if ctrl == "memory" and memory_mib is not None:
+                    (d / "memory.limit_in_bytes").write_text(str(int(memory_mib) * 2**20))
+                    self.limits["memory_mib"] = int(memory_mib)
+                if ctrl == "pids" and pids_max is not None:
+                    (d / "pids.max").write_text(str(int(pids_max)))
+                    self.limits["pids_max"] = int(pids_max)
                 self.dirs[ctrl] = d
             except OSError:
                 _rmdir_quiet(d)
@@ -268,6 +314,9 @@ class ConfinedProcess:
         self._result: SandboxResult | None = None
         self._status: str | None = None
         self._stragglers = 0
+        #: listening sockets on the sandbox's loopback (``Confinement.loopback_listen``), port → socket
+        self.listeners: dict[int, socket.socket] = {}
+        self._sinks: list[_CappedSink] = []
 
     @property
     def stdin(self) -> IO[str] | None:
@@ -343,8 +392,17 @@ class ConfinedProcess:
             code = report["exit_code"]  # the command's own status (128 + signal when a signal ended it)
         elif code is not None and code < 0:
             code = None  # the supervisor itself was killed: the command's status is unknown
+        for sink in self._sinks:
+            sink.join(timeout=10.0)
+        if self._sinks:
+            self.method.setdefault("limits", {})["output_cut_bytes"] = sum(k.cut for k in self._sinks)
         for f in self._files:
             f.close()
+        for sk in self.listeners.values():
+            try:
+                sk.close()
+            except OSError:
+                pass
         for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
             if stream is not None:
                 try:
@@ -392,6 +450,85 @@ def _kill_group(pgid: int) -> int:
         return 0
 
 
+class _CappedSink:
+    """Copies a pipe into a file, keeping the first and the last ``cap / 2`` bytes with a marker between.
+
+    A confined command that writes 300 MB to stderr leaves a file of ``cap`` bytes, never a full disk; the
+    thread ends when every process of the tree has closed the pipe (the tree is dead).
+    """
+
+    def __init__(self, path: str | Path, cap: int):
+        self.path = Path(path)
+        self.head_cap = max(int(cap) // 2, 1)
+        self.tail_cap = max(int(cap) - self.head_cap, 1)
+        self.cut = 0
+        self._rfd, self._wfd = os.pipe()
+        self._out = open(self.path, "wb")  # noqa: SIM115 — closed by the thread
+        self._thread = threading.Thread(target=self._copy, name=f"sandbox-sink-{self.path.name}", daemon=True)
+        self._thread.start()
+
+    @property
+    def write_fd(self) -> int:
+        return self._wfd
+
+    def close_writer(self) -> None:
+        if self._wfd >= 0:
+            os.close(self._wfd)
+            self._wfd = -1
+
+    def abandon(self) -> None:
+        self.close_writer()
+        self._thread.join(5.0)
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def _copy(self) -> None:
+        head = 0
+        tail: deque[bytes] = deque()
+        tail_len = 0
+        try:
+            while True:
+                try:
+                    chunk = os.read(self._rfd, 1 << 16)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                if head < self.head_cap:
+                    take = chunk[: self.head_cap - head]
+                    self._out.write(take)
+                    self._out.flush()  # a log is read while the command runs (progress, READY lines)
+                    head += len(take)
+                    chunk = chunk[len(take):]
+                    if not chunk:
+                        continue
+                tail.append(chunk)
+                tail_len += len(chunk)
+                while tail and tail_len - len(tail[0]) >= self.tail_cap:
+                    self.cut += len(tail[0])
+                    tail_len -= len(tail.popleft())
+            data = b"".join(tail)
+            if tail_len > self.tail_cap:
+                self.cut += tail_len - self.tail_cap
+                data = data[tail_len - self.tail_cap:]
+            if self.cut:
+                self._out.write(f"\n[... mdbench sandbox: {self.cut} bytes cut here (output cap "
+                                f"{self.head_cap + self.tail_cap} bytes: head and tail kept) ...]\n".encode())
+            self._out.write(data)
+        finally:
+            os.close(self._rfd)
+            self._out.close()
+
+
+def _open_capped(target: Any, cap: int, files: list[IO], sinks: list[_CappedSink]) -> Any:
+    if isinstance(target, (str, Path)):
+        sink = _CappedSink(target, cap)
+        sinks.append(sink)
+        return sink.write_fd
+    return _open_stream(target, "w", files)
+
+
 def _open_stream(target: Any, mode: str, files: list[IO]) -> Any:
     if isinstance(target, (str, Path)):
         f = open(target, mode)  # noqa: SIM115 — closed by the ConfinedProcess
@@ -404,6 +541,7 @@ def spawn_confined(argv: Sequence[str], conf: Confinement, *, stdin: Any = None,
                    stderr: Any = None) -> ConfinedProcess:
     """Start ``argv`` confined by ``conf``; streams are a path, a file, ``subprocess.PIPE`` or ``None``.
 
+    A stream given as a path is capped to its head and tail (``conf.output_cap_bytes``).
     Raises :class:`SandboxError` for a confinement that cannot be honoured (missing path, relative path).
     """
     if not argv:
@@ -412,37 +550,65 @@ def spawn_confined(argv: Sequence[str], conf: Confinement, *, stdin: Any = None,
     caps = capabilities()
     root = caps["root"]
     isolate = bool(caps.get("namespaces"))
+    if conf.loopback_listen and (not isolate or conf.network):
+        raise SandboxError("loopback_listen needs the sandbox's own network namespace (network=False, and "
+                           f"namespaces here: {caps.get('namespace_error', 'available')})")
     uid_gid = ensure_user(conf.user) if (root and conf.user) else None
+    private_ipc = isolate and conf.private_ipc and caps.get("ipc_namespace", True)
+    limits: dict[str, Any] = {
+        "tmp_size_mib": conf.tmp_size_mib if (isolate and conf.private_tmp) else None,
+        "shm_size_mib": conf.shm_size_mib if (isolate and conf.private_tmp) else None,
+        "private_paths": list(_PRIVATE_TMP) if (isolate and conf.private_tmp) else [],
+        "file_size_max_mib": conf.file_size_max_mib, "output_cap_bytes": conf.output_cap_bytes,
+        "memory_mib": None, "pids_max": None,
+    }
     method: dict[str, Any] = {
         "isolation": "namespaces" if isolate else "none",
         "user": conf.user if uid_gid else None, "uid": uid_gid[0] if uid_gid else os.geteuid(),
         "pid_namespace": isolate, "mount_namespace": isolate, "network_namespace": isolate and not conf.network,
+        "ipc_namespace": bool(private_ipc), "uts_namespace": bool(private_ipc),
         "user_namespace": isolate and not root, "cpus": list(conf.cpus) if conf.cpus is not None else None,
         "hidden": [str(p) for p in _hidden_list(conf)], "readonly": [str(p) for p in conf.readonly],
+        "loopback_listen": list(conf.loopback_listen), "limits": limits,
     }
     if not isolate:
         method["why_not"] = caps.get("namespace_error", "namespaces unavailable")
     if uid_gid:
         for p in ((conf.workdir,) if conf.chown_workdir else ()) + tuple(conf.writable):
             os.chown(p, *uid_gid)
-    cgroups = _Cgroups(conf.tag, conf.cpus) if (root and caps.get("cgroup")) else None
+    cgroups = (_Cgroups(conf.tag, conf.cpus, conf.memory_mib, conf.pids_max)
+               if (root and caps.get("cgroup")) else None)
     method["cgroup"] = bool(cgroups and cgroups.dirs)
+    if cgroups is not None:
+        limits.update(cgroups.limits)
     report_dir = Path(tempfile.mkdtemp(prefix="mdbench-sandbox-"))
     report_path = report_dir / "report.json"
     spec = {"argv": list(argv), "workdir": str(conf.workdir), "env": dict(conf.env),
             "readonly": [str(p) for p in conf.readonly], "writable": [str(p) for p in conf.writable],
             "hidden": method["hidden"], "private_tmp": conf.private_tmp, "network": conf.network,
+            "tmp_size_mib": conf.tmp_size_mib, "shm_size_mib": conf.shm_size_mib,
+            "file_size_max_mib": conf.file_size_max_mib,
             "cpus": list(conf.cpus) if conf.cpus is not None else None,
             "uid_gid": list(uid_gid) if uid_gid else None, "isolate": isolate, "report": str(report_path),
-            "grace_s": conf.grace_s}
+            "grace_s": conf.grace_s, "caller_pid": os.getpid(),
+            "cgroups": [str(d) for d in cgroups.dirs.values()] if cgroups else [],
+            # the supervisor's own backstop: the tree ends even if the caller's clock never fires
+            "deadline_s": None if conf.timeout_s is None else float(conf.timeout_s) + conf.grace_s + 5.0}
     spec_path = report_dir / "spec.json"
-    spec_path.write_text(json.dumps(spec))
+    fd = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(json.dumps(spec))
     os.chmod(report_dir, 0o700)
     flags = (_CLONE_NEWNS | _CLONE_NEWPID | (0 if conf.network else _CLONE_NEWNET)
-             | (0 if root else _CLONE_NEWUSER))
+             | (_CLONE_NEWIPC | _CLONE_NEWUTS if private_ipc else 0) | (0 if root else _CLONE_NEWUSER))
+    ports = tuple(int(p) for p in conf.loopback_listen)
+    handoff = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) if ports else None
+    in_main_thread = threading.current_thread() is threading.main_thread()
 
     def enter() -> None:  # runs in the child between fork and exec
         os.setsid()
+        if in_main_thread:  # PDEATHSIG follows the forking *thread*; other callers rely on the supervisor's poll
+            die_with_parent(signal.SIGTERM)  # the supervisor ends the tree, then cleans up, when the caller dies
         if cgroups is not None:
             cgroups.attach(os.getpid())
         if isolate:
@@ -450,18 +616,55 @@ def spawn_confined(argv: Sequence[str], conf: Confinement, *, stdin: Any = None,
             _unshare(flags)
             if not root:
                 _map_root_user(*ids)
+            if handoff is not None:
+                _loopback_up()
+                socks = [socket.create_server(("127.0.0.1", port), backlog=64) for port in ports]
+                socket.send_fds(handoff[1], [json.dumps(ports).encode()], [s.fileno() for s in socks])
+                for sk in socks:
+                    sk.close()
 
     files: list[IO] = []
+    sinks: list[_CappedSink] = []
+    cap = conf.output_cap_bytes
+    streams = [_open_capped(stdout, cap, files, sinks) if cap else _open_stream(stdout, "w", files),
+               _open_capped(stderr, cap, files, sinks) if cap else _open_stream(stderr, "w", files)]
     rusage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     supervisor_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": _package_parent(),
                       "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
-    popen = subprocess.Popen(
-        [sys.executable, "-s", "-m", "mdbench.sandbox", str(spec_path)],
-        stdin=_open_stream(stdin, "r", files), stdout=_open_stream(stdout, "w", files),
-        stderr=_open_stream(stderr, "w", files), env=supervisor_env, preexec_fn=enter, close_fds=True,
-        text=True, bufsize=1 if (stdin is subprocess.PIPE or stdout is subprocess.PIPE) else -1)
-    return ConfinedProcess(popen, conf, method, cgroups, started, rusage0, files, report_path)
+    try:
+        popen = subprocess.Popen(
+            [sys.executable, "-s", "-m", "mdbench.sandbox", str(spec_path)],
+            stdin=_open_stream(stdin, "r", files), stdout=streams[0], stderr=streams[1], env=supervisor_env,
+            preexec_fn=enter, close_fds=True, text=True,
+            bufsize=1 if (stdin is subprocess.PIPE or stdout is subprocess.PIPE) else -1)
+    except BaseException:
+        shutil.rmtree(report_dir, ignore_errors=True)
+        if cgroups is not None:
+            cgroups.remove()
+        for sink in sinks:
+            sink.abandon()
+        raise
+    finally:
+        for sink in sinks:
+            sink.close_writer()  # the supervisor holds the write end now
+    listeners: dict[int, socket.socket] = {}
+    if handoff is not None:
+        try:
+            handoff[0].settimeout(30)
+            _msg, fds, _flags, _addr = socket.recv_fds(handoff[0], 1024, len(ports))
+            listeners = {port: socket.socket(fileno=fd) for port, fd in zip(ports, fds)}
+        except OSError as exc:
+            popen.kill()
+            popen.wait()
+            raise SandboxError(f"could not bind the sandbox's loopback ports {list(ports)}: {exc}") from None
+        finally:
+            handoff[0].close()
+            handoff[1].close()
+    proc = ConfinedProcess(popen, conf, method, cgroups, started, rusage0, files, report_path)
+    proc.listeners = listeners
+    proc._sinks = sinks
+    return proc
 
 
 def run_confined(argv: Sequence[str], conf: Confinement, *, stdout: Any = None, stderr: Any = None,
@@ -532,7 +735,7 @@ def _prepare_mounts(spec: dict[str, Any]) -> None:
                                       + [(p, "readonly") for p in spec["readonly"]]
                                       + [(p, "writable") for p in [spec["workdir"], *spec["writable"]]])
     if spec["private_tmp"]:
-        entries.append(("/tmp", "tmp"))
+        entries.extend((p, "tmp") for p in _PRIVATE_TMP)
     fds = {p: os.open(p, _O_PATH) for p, kind in entries if kind in ("readonly", "writable")}
     covered: list[str] = []  # tmpfs we made (read-only at the end)
     for path, kind in sorted(entries, key=lambda e: (len(Path(e[0]).parts), e[1] != "tmp")):
@@ -542,9 +745,16 @@ def _prepare_mounts(spec: dict[str, Any]) -> None:
             if kind == "hidden" and not os.path.isdir(path):
                 _mount("/dev/null", path, None, _MS_BIND)
                 continue
-            mode = "1777" if kind == "tmp" else "0755"
-            _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode={mode},size=64m" if kind == "hidden"
-                   else f"mode={mode}")
+            if kind == "tmp" and not os.path.isdir(path):
+                if os.path.lexists(path) or not any(path.startswith(c + "/") for c in covered):
+                    continue  # never create a folder on the host's file system
+                os.makedirs(path, exist_ok=True)  # inside a tmpfs of ours (e.g. /run/lock under a hidden /run)
+            if kind == "tmp":
+                size = spec.get("tmp_size_mib", 2048) if path == "/tmp" else spec.get("shm_size_mib", 256)
+                data = f"mode=1777,size={int(size)}m"
+            else:
+                data = "mode=0755,size=64m"
+            _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, data)
             if kind == "hidden":
                 covered.append(path)
         else:
@@ -618,6 +828,9 @@ def _exec_command(spec: dict[str, Any]) -> None:
             raise OSError(exc.errno, f"cannot enter the workdir {spec['workdir']}: {exc.strerror} (every parent "
                                      "folder must be searchable by the sandbox user)") from None
         os.umask(0o022)
+        if spec.get("file_size_max_mib"):
+            limit = int(spec["file_size_max_mib"]) * 2**20
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
         try:
             os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
         except OSError as exc:
@@ -715,14 +928,31 @@ def _reaper(spec: dict[str, Any], report_fd: int) -> None:
 
 
 def _supervise(spec_path: str) -> int:
-    """Prepare the mounts and the network, start the reaper, wait for it, write the report."""
+    """Prepare the mounts and the network, start the reaper, wait for it, write the report.
+
+    The spec is deleted as soon as it is read (it holds the command's environment). If the caller dies (its
+    SIGTERM through ``PR_SET_PDEATHSIG``, or a poll of the parent id for callers that spawned from a thread),
+    the tree is ended with its grace period and this process removes the cgroup folders and the report folder
+    itself, since nobody is left to read them.
+    """
     spec = json.loads(Path(spec_path).read_text())
+    try:
+        os.unlink(spec_path)
+    except OSError:
+        pass
     report_fd = os.open(spec["report"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # before /tmp is covered
+    folder = os.path.dirname(spec["report"])
+    spec["_folder_fds"] = (os.open(folder, os.O_RDONLY | os.O_DIRECTORY),
+                           os.open(os.path.dirname(folder), os.O_RDONLY | os.O_DIRECTORY))
     try:
         if spec["isolate"]:
             _prepare_mounts(spec)
             if not spec["network"]:
                 _loopback_up()
+            try:
+                socket.sethostname("mdbench-sandbox")
+            except OSError:
+                pass  # no UTS namespace of our own: leave the host's name alone (it failed, nothing changed)
     except OSError as exc:
         os.write(report_fd, json.dumps({"setup_error": str(exc)}).encode())
         sys.stderr.write(f"mdbench sandbox: could not confine the process: {exc}\n")
@@ -733,16 +963,86 @@ def _supervise(spec_path: str) -> int:
         os.close(read_fd)
         _reaper(spec, write_fd)
     os.close(write_fd)
-    signal.signal(signal.SIGTERM, lambda *_: os.kill(reaper, signal.SIGTERM))
-    _, status = os.waitpid(reaper, 0)
+    state = {"caller_gone": False, "ended": False}
+    started = time.monotonic()
+
+    def end_tree(*_: Any) -> None:
+        if not state["ended"]:
+            state["ended"] = True
+            try:
+                os.kill(reaper, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def on_term(*_: Any) -> None:
+        if os.getppid() != spec.get("caller_pid"):
+            state["caller_gone"] = True
+        end_tree()
+
+    def tick(*_: Any) -> None:  # twice a second: is the caller still there, is the backstop deadline past
+        if os.getppid() != spec.get("caller_pid"):
+            state["caller_gone"] = True
+            end_tree()
+        elif spec.get("deadline_s") is not None and time.monotonic() - started > spec["deadline_s"]:
+            end_tree()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, on_term)
+    signal.signal(signal.SIGALRM, tick)
+    signal.setitimer(signal.ITIMER_REAL, 0.5, 0.5)
+    while True:
+        try:
+            _, status = os.waitpid(reaper, 0)
+            break
+        except InterruptedError:
+            continue
+    signal.setitimer(signal.ITIMER_REAL, 0)
     data = b""
     while chunk := os.read(read_fd, 65536):
         data += chunk
     info = json.loads(data) if data else {"exit_code": None, "stragglers": 0,
                                           "reaper_status": os.waitstatus_to_exitcode(status)}
     os.write(report_fd, json.dumps(info).encode())
+    os.close(report_fd)
+    if state["caller_gone"] or os.getppid() != spec.get("caller_pid"):
+        _orphan_cleanup(spec)
     code = info["exit_code"]
     return code if isinstance(code, int) and 0 <= code < 256 else 1
+
+
+def _orphan_cleanup(spec: dict[str, Any]) -> None:
+    """The caller is gone: leave no cgroup folder and no ``/tmp/mdbench-sandbox-*`` folder behind."""
+    me = str(os.getpid())
+    for d in spec.get("cgroups", []):
+        parent = Path(d).parent
+        try:
+            (parent / "cgroup.procs").write_text(me)  # out of the folder, so it can be removed
+        except OSError:
+            pass
+        for _ in range(100):
+            try:
+                for pid in (Path(d) / "cgroup.procs").read_text().split():
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except (ProcessLookupError, ValueError):
+                        pass
+            except OSError:
+                pass
+            if _rmdir_quiet(Path(d)):
+                break
+            time.sleep(0.02)
+    # the report folder was made before our mount namespace covered /tmp: reach it through descriptors opened
+    # before the mounts (the folder holds only report.json; spec.json is gone already)
+    folder_fd, parent_fd = spec["_folder_fds"]
+    for name in os.listdir(folder_fd):
+        try:
+            os.unlink(name, dir_fd=folder_fd)
+        except OSError:
+            pass
+    try:
+        os.rmdir(os.path.basename(os.path.dirname(spec["report"])), dir_fd=parent_fd)
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":  # the supervisor, started by spawn_confined inside the new namespaces
