@@ -534,8 +534,9 @@ def hidden_folders(task_dir: Path, *extra: Path) -> tuple[Path, ...]:
     return tuple(dict.fromkeys(out))
 
 
-#: System folders an agent step also loses (re-exposed parts, e.g. a toolchain under /opt, stay visible).
-EXTRA_HIDDEN = (Path("/opt"), Path("/var/tmp"), Path("/srv"), Path("/mnt"), Path("/media"))
+#: System folders an agent step also loses (re-exposed parts, e.g. a toolchain under /opt, stay visible);
+#: /tmp, /var/tmp, /dev/shm are private to the sandbox already.
+EXTRA_HIDDEN = (Path("/opt"), Path("/srv"), Path("/mnt"), Path("/media"))
 
 
 def make_sandbox(ws: Workspace, *, user: str | int | None, no_network: bool, python: str,
