@@ -29,6 +29,7 @@ Without root only the network cut is attempted (``unshare -n`` may be refused), 
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -75,6 +76,16 @@ TEXT_SUFFIXES = {".sh", ".py", ".md", "", ".top", ".itp", ".mdp"}
 #: Agent workspaces of running Harbor trials by trial folder (the host plug-in's separate verifier starts from
 #: the same build).
 AGENT_WORKSPACES: dict[str, "Workspace"] = {}
+
+
+def _drop_pristine_copies() -> None:
+    """At exit (an interrupted ``harbor run`` included): pristine copies no verifier took are removed."""
+    for ws in list(AGENT_WORKSPACES.values()):
+        ws.remove_pristine()
+    AGENT_WORKSPACES.clear()
+
+
+atexit.register(_drop_pristine_copies)
 
 _ROOTS_RE = re.compile(r"(?<![\w./-])(" + "|".join(re.escape(r) for r in CONTAINER_ROOTS) + r")(?![\w.-])")
 
