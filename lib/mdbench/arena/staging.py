@@ -173,6 +173,7 @@ class Workspace:
         Links in the (trusted) source are skipped.
         """
         dst = self.host(container_dst)
+        dir_modes: list[tuple[Path, int]] = []
         if src.is_dir():
             pairs = []
             _real_dir(dst)
@@ -181,6 +182,7 @@ class Workspace:
                 dirnames[:] = [d for d in dirnames if d != "__pycache__" and not os.path.islink(Path(dirpath) / d)]
                 for d in dirnames:
                     _real_dir(dst / rel / d)
+                    dir_modes.append((dst / rel / d, (Path(dirpath) / d).stat().st_mode & 0o777))
                 pairs += [(Path(dirpath) / f, dst / rel / f) for f in filenames
                           if not os.path.islink(Path(dirpath) / f)]
         else:
@@ -198,6 +200,9 @@ class Workspace:
                 except UnicodeDecodeError:
                     pass
             write_new(d_path, data, mode=s_path.stat().st_mode & 0o777)
+            os.chmod(d_path, s_path.stat().st_mode & 0o777)
+        for d_path, mode in sorted(dir_modes, key=lambda x: -len(x[0].parts)):
+            os.chmod(d_path, mode)
         for private in PRIVATE_ROOTS:
             if container_dst.rstrip("/") == private or container_dst.startswith(private + "/"):
                 self.host(private).chmod(0o700)
@@ -271,6 +276,8 @@ def copy_untrusted(src: Path, dst: Path, *, rewrite=None, max_file_bytes: int = 
         entries = untrusted.walk(src, max_depth=32, max_entries=max_entries)
     dst.mkdir(parents=True, exist_ok=True)
     total = 0
+    dir_modes: list[tuple[Path, int]] = []      # permission bits are kept (an integrity check may compare them;
+    file_modes: dict[Path, int] = {}            # set-id bits never are)
     if entries is None:   # a single file
         items = [(src, dst / src.name)]
     else:
@@ -280,8 +287,10 @@ def copy_untrusted(src: Path, dst: Path, *, rewrite=None, max_file_bytes: int = 
         for e in entries.entries:
             if e.kind == "dir":
                 (dst / e.relpath).mkdir(parents=True, exist_ok=True)
+                dir_modes.append((dst / e.relpath, e.mode & 0o777))
             elif e.kind == "file":
                 items.append((src / e.relpath, dst / e.relpath))
+                file_modes[src / e.relpath] = e.mode & 0o777
             else:
                 skipped.append(f"{e.relpath}: {e.kind}")
     for s, d in items:
@@ -297,7 +306,10 @@ def copy_untrusted(src: Path, dst: Path, *, rewrite=None, max_file_bytes: int = 
         if rewrite is not None:
             data = rewrite(data)
         d.parent.mkdir(parents=True, exist_ok=True)
-        untrusted.write_new(d, data)
+        untrusted.write_new(d, data, mode=file_modes.get(s, 0o644))
+        os.chmod(d, file_modes.get(s, 0o644))
+    for d, mode in sorted(dir_modes, key=lambda x: -len(x[0].parts)):
+        os.chmod(d, mode)
     return skipped
 
 
