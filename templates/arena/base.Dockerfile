@@ -9,11 +9,14 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends gromacs=2022.5-2 packmol=1:20.14.0-1 bash \
  && rm -rf /var/lib/apt/lists/*
 # Only what installing the package needs, plus params/ (presets and systems mdbench.build reads):
-# task folders (solutions, tests) never enter the image.
+# task folders (solutions, tests) never enter the image (.dockerignore keeps them out of the build context).
+# Every Python dependency at the exact version the project is tested with (templates/arena/constraints.txt).
 COPY pyproject.toml README.md /opt/mdbench/
+COPY templates/arena/constraints.txt /opt/mdbench/constraints.txt
 COPY lib /opt/mdbench/lib
 COPY params /opt/mdbench/params
-RUN pip install --no-cache-dir /opt/mdbench && rm -rf /opt/mdbench/lib /opt/mdbench/pyproject.toml
+RUN pip install --no-cache-dir -c /opt/mdbench/constraints.txt /opt/mdbench \
+ && rm -rf /opt/mdbench/lib /opt/mdbench/pyproject.toml
 ENV MDBENCH_PYTHON=python3 MDBENCH_ROOT=/opt/mdbench
 RUN useradd --create-home --uid 1000 --shell /bin/bash agent \
  && mkdir -p /app /logs/verifier /logs/agent

@@ -16,14 +16,25 @@ from mdbench.arena.task import TASKS_DIR, list_tasks
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def expert_scores(best: bool) -> dict[str, dict[str, int]]:
-    """An expert score file for every task: top marks (best=True) or bottom marks on every criterion."""
+#: Agents the test suite runs (their names key the expert score files: scores belong to an agent, not a task).
+BEST_AGENTS = ("oracle",)
+WORST_AGENTS = ("null", "null-agent", "hostile", "peek", "lazy", "slow", "cheater")
+
+
+def per_task_scores(best: bool) -> dict[str, dict[str, int]]:
+    """Raw marks for every task: top marks (best=True) or bottom marks on every criterion."""
     out = {}
     for t in list_tasks(TASKS_DIR):
         crits = load_process_criteria(t.path / "tests" / "process.toml")
         out[t.name] = {c.name: ((c.points if c.type == "likert" else 1) if best else (1 if c.type == "likert" else 0))
                        for c in crits}
     return out
+
+
+def expert_scores(best: bool) -> dict[str, dict]:
+    """An expert score file keyed by agent: the agents of :data:`BEST_AGENTS` (best) or :data:`WORST_AGENTS`."""
+    marks = per_task_scores(best)
+    return {"agents": {a: marks for a in (BEST_AGENTS if best else WORST_AGENTS)}}
 
 
 @pytest.fixture(scope="session")
@@ -56,7 +67,7 @@ def harbor_env() -> Path:
     """The Harbor environment's interpreter (``make harbor-env``); the test is skipped, saying why, without it."""
     py = harbor_python()
     if py is None:
-        pytest.skip(f"no Harbor environment at {HARBOR_VENV} (created by `make setup` when python3.12 exists)")
+        pytest.skip(f"no Harbor environment at {HARBOR_VENV}: run `make harbor-env` (needs python3.12)")
     return py
 
 

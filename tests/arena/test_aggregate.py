@@ -39,12 +39,12 @@ def test_synthetic_jobs_hand_computed():
     assert a["mean_correctness"] == pytest.approx(0.9375)
     assert a["mean_process"] == pytest.approx(1.0) and a["n_process_scored"] == 3
     assert a["mean_cost_usd"] == pytest.approx(3.5 / 3) and a["n_cost_known"] == 3
-    assert (a["n_errored"], a["n_timeouts"], a["n_other_errors"], a["n_verifier_failures"]) == (1, 1, 0, 2)
+    assert (a["n_errored"], a["n_timeouts"], a["n_other_errors"], a["n_failed_without_error"]) == (1, 1, 0, 2)
     assert b["strict_pass"] == "1/3" and b["strict_pass_pct"] == pytest.approx(100 / 3)
     assert b["mean_correctness"] == pytest.approx(2 / 3)
     assert b["mean_process"] == pytest.approx(0.75)
     assert b["mean_cost_usd"] == pytest.approx(0.2)
-    assert (b["n_errored"], b["n_timeouts"], b["n_other_errors"], b["n_verifier_failures"]) == (1, 0, 1, 1)
+    assert (b["n_errored"], b["n_timeouts"], b["n_other_errors"], b["n_failed_without_error"]) == (1, 0, 1, 1)
 
 
 def test_synthetic_breakdowns_use_task_metadata():

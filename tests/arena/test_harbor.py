@@ -177,3 +177,30 @@ def test_cli_validate_with_harbor_reports_harbors_own_verdict(harbor_env, harbor
     (bad,) = [d for d in harbor_task_copies if d.name == "aborted-shard-handoff-ghost-commits"]
     out = CliRunner().invoke(cli, ["arena", "validate", "--rules", "harbor", "--with-harbor", str(bad)])
     assert out.exit_code == 1 and "[harbor]" in out.output and "[harbor 0.26.0] FileNotFoundError" in out.output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the agent's sandbox (user, namespaces) needs root")
+def test_an_interrupt_ends_harbor_run_and_the_whole_agent_tree(harbor_env, tmp_path):
+    """SIGINT to `harbor run` while the agent runs: harbor exits, and no process of the agent outlives it."""
+    import signal
+    import time
+
+    n = 6000 + os.getpid() % 1000
+    marker = f"sleep {n}"                  # the agent's processes; harbor's own argv holds $((…)), not this
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
+    cmd = [str(harbor_bin()), "run", "-p", str(TASKS_DIR), "-i", "*cutoff-minimum-image", "-a", COMMAND_AGENT,
+           "--ak", "agent_name=sleeper", "--ak", f"command=(sleep $((6000 + {n - 6000})) &) ; sleep $((6000 + {n - 6000}))", "-e", HOST_ENV,
+           "-o", str(tmp_path / "jobs"), "--job-name", "int", "-n", "1", "-y", "-q"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and subprocess.run(["pgrep", "-x", "-f", marker], capture_output=True).returncode:
+        time.sleep(1)
+    assert subprocess.run(["pgrep", "-x", "-f", marker], capture_output=True).returncode == 0, "the agent never started"
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("harbor run did not end within 120 s of SIGINT")
+    time.sleep(2)
+    assert subprocess.run(["pgrep", "-x", "-f", marker], capture_output=True).returncode != 0, "agent processes survived"

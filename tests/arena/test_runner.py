@@ -33,7 +33,7 @@ def test_partial_answer_scores_fraction(tmp_path):
         "mkdir -p output && echo '{\"run_a\": {\"max_cutoff_nm\": 1.2, \"min_box_nm\": 3.2, \"ok\": true},"
         " \"run_b\": {\"max_cutoff_nm\": 1.2, \"min_box_nm\": 2.3, \"ok\": true}}' > output/cutoffs.json"))
     o = run_trial(CUTOFF, agent, tmp_path)
-    assert o.rewards == {"correctness": 0.5}      # output_exists + run_a of 4 criteria
+    assert o.rewards == {"correctness": 0.333333}  # run_a of 3 scored criteria (output_exists has weight 0)
     details = json.loads((o.trial_dir / "verifier" / "reward-details.json").read_text())
     assert [c["value"] for c in details["correctness"]["criteria"]] == [1.0, 1.0, 0.0, 0.0]
     assert "KeyError" in details["correctness"]["criteria"][3]["error"]
@@ -252,3 +252,17 @@ def test_load_process_criteria_errors(tmp_path):
     p.write_text('[judge]\nfiles = ["relative.txt"]\n[[criterion]]\ndescription = "d"\n')
     with pytest.raises(InputError, match="absolute container paths"):
         load_process_spec(p)
+
+
+@pytest.mark.gromacs
+def test_kept_artifacts_are_self_contained_and_the_separate_verifier_reads_them(tmp_path):
+    """The oracle's repaired topol.top #includes the task's force field by absolute path: kept in the trial
+    folder it names /app/… (as under Docker), never the deleted workspace, and the separate verifier (a fresh
+    workspace) still runs grompp on it."""
+    o = run_trial(TASKS_DIR / "lhce-topology-repair", AgentSpec(name="oracle"), tmp_path)
+    assert o.rewards == {"correctness": 1.0}
+    includes = [line for line in (o.trial_dir / "artifacts" / "output" / "topol.top").read_text().splitlines()
+                if line.startswith("#include")]
+    assert includes and all(line.startswith('#include "/app/') for line in includes), includes
+    assert not any("mdbench-arena-workspaces" in p.read_text(errors="replace")
+                   for p in (o.trial_dir / "artifacts").rglob("*") if p.is_file() and p.stat().st_size < 1_000_000)

@@ -62,30 +62,38 @@ def test_replay_errors_name_the_dockerfile_line(tmp_path, dockerfile, message):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox's user switch and mounts need root")
-def test_sandbox_reaches_runtime_in_a_closed_folder_and_hides_the_rest(tmp_path):
-    """As with pyenv under /root (mode 700): the interpreter's folder is bound back for the unprivileged user,
-    everything else in the closed folder, and a hidden folder inside it, stay out of reach."""
-    closed = tmp_path / "closed"
-    (closed / "runtime").mkdir(parents=True)
-    (closed / "runtime" / "tool.txt").write_text("runtime ok")
-    (closed / "secret.txt").write_text("secret")
-    (closed / "tasks").mkdir()
-    (closed / "tasks" / "solve.py").write_text("answer")
-    closed.chmod(0o700)
-    (tmp_path / "open").mkdir()
-    (tmp_path / "open" / "solution.txt").write_text("answer")
-    ws = staging.Workspace.create(parent=closed)          # even the workspace sits in the closed folder
-    box = staging.make_sandbox(ws, user="agent", no_network=False, python="/nonexistent/bin/python",
-                               hide=(closed / "tasks", tmp_path / "open"))
-    box = staging.Sandbox(user=box.user, hide=box.hide, runtime=(*box.runtime, closed / "runtime"), stage=box.stage)
-    cmd = (f"cat {closed}/runtime/tool.txt; echo; cat {closed}/secret.txt 2>/dev/null || echo no-secret; "
-           f"cat {closed}/tasks/solve.py 2>/dev/null || echo no-task; cat {tmp_path}/open/solution.txt 2>/dev/null "
-           "|| echo no-solution; id -u")
-    cmd += f"; echo hi > {ws.root}/app/made.txt && echo wrote-app"
+def test_agent_sandbox_shows_the_task_and_the_toolchain_and_hides_the_benchmark(tmp_path):
+    """An agent step (mdbench.sandbox, minimal_root): /app writable, the toolchain runs, numpy imports, mdbench
+    does not; the project checkout (.git, templates, tests), the jobs tree, host /tmp and /root are gone."""
+    from mdbench.paths import PROJECT_ROOT
+
+    jobs = tmp_path / "jobs"
+    (jobs / "earlier" / "t__1" / "verifier").mkdir(parents=True)
+    (jobs / "earlier" / "t__1" / "verifier" / "reward-details.json").write_text("answer")
+    host_tmp = Path("/tmp") / f"mdbench-test-host-tmp-{os.getpid()}.txt"
+    host_tmp.write_text("host tmp")
+    home_secret = Path("/root") / f"mdbench-test-secret-{os.getpid()}.txt"
+    home_secret.write_text("secret")
+    ws = staging.Workspace.create()
     ws.host("/app").chmod(0o1777)
-    out = subprocess.run(staging.sandbox_argv(cmd, box), capture_output=True, text=True, cwd="/")
-    lines = out.stdout.split()
-    assert out.returncode == 0, out.stderr
-    assert lines[:4] == ["runtime", "ok", "no-secret", "no-task"] and lines[4] == "no-solution"
-    assert lines[5] != "0" and lines[6] == "wrote-app" and ws.host("/app/made.txt").read_text() == "hi\n"
+    box = staging.make_sandbox(ws, user="agent", no_network=True, python=staging.agent_python(),
+                               hide=staging.hidden_folders(staging.Path(PROJECT_ROOT / "templates/arena/tasks/cutoff-minimum-image"), jobs))
+    probes = {
+        "git": f"ls {PROJECT_ROOT}/.git", "templates": f"ls {PROJECT_ROOT}/templates/arena/tasks",
+        "tests": f"ls {PROJECT_ROOT}/tests", "jobs": f"cat {jobs}/earlier/t__1/verifier/reward-details.json",
+        "host_tmp": f"cat {host_tmp}", "root": f"cat {home_secret}", "mdbench": '"$MDBENCH_PYTHON" -c "import mdbench"',
+    }
+    cmd = "; ".join(f"{c} >/dev/null 2>&1 && echo LEAK:{k}" for k, c in probes.items())
+    cmd += '; "$MDBENCH_PYTHON" -c "import numpy; print(\'numpy-ok\')"; echo hi > app-made.txt && echo wrote-app; id -u'
+    try:
+        rc, timed_out, out = staging.run_sync(cmd, box, cwd=ws.host("/app"), env=staging.command_env(ws, box.python),
+                                              timeout_s=120)
+    finally:
+        host_tmp.unlink()
+        home_secret.unlink()
+    assert rc == 0 and not timed_out, out
+    assert "LEAK" not in out, out
+    lines = out.split()
+    assert "numpy-ok" in lines and "wrote-app" in lines and lines[-1] != "0", out
+    assert ws.host("/app/app-made.txt").read_text() == "hi\n"
     ws.remove()

@@ -94,7 +94,8 @@ def test_trial_and_job_folders_are_harbor_shaped(suite_jobs):
     res = json.loads((t / "result.json").read_text())
     assert res["source"] == "tasks" and res["config"]["task"]["name"] is None
     assert res["config"]["environment"]["import_path"] == "mdbench.arena.harbor_env:HostEnvironment"
-    assert set(res["mdbench"]) == {"task_sha256", "sandbox"}
+    assert set(res["mdbench"]) == {"task_sha256", "sandbox", "usage_findings", "collect_skipped"}
+    assert res["verifier_environment_mode"] == "separate" and res["mdbench"]["sandbox"]["agent"]["minimal_root"]
     assert json.loads((t / "verifier" / "reward.json").read_text()) == res["verifier_result"]["rewards"]
     assert (t / "artifacts" / "output").is_dir() and (t / "agent" / "trajectory.json").is_file()
     assert (t / "agent" / "oracle.txt").is_file() and not (t / "agent" / "instruction.md").exists()

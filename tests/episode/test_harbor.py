@@ -150,3 +150,51 @@ def test_a_verifier_that_cannot_finish_writes_reward_zero_and_fails(tmp_path):
     assert proc.returncode != 0 and "reward 0 written" in proc.stderr
     assert json.loads((out / "reward.json").read_text()) == dict.fromkeys(
         ("reward", "simulation", "analysis", "evidence", "outcome"), 0.0)
+
+
+def test_harbor_task_has_no_network_and_pinned_packages(tmp_path):
+    task = write_harbor_task("micro", tmp_path / "t")
+    toml = (task / "task.toml").read_text()
+    assert 'network_mode = "no-network"' in toml and 'environment_mode = "separate"' in toml
+    docker = (task / "environment" / "Dockerfile").read_text()
+    assert "gromacs=2022.5-2" in docker and "packmol=1:20.14.0-1" in docker
+
+
+def test_host_variant_carries_no_project_source_and_lints_clean(tmp_path):
+    """FROM the arena base image: only the bundle and the prompt in environment/ (no mdbench source, no
+    mdbench-oracle in the agent's image); Harbor's default lint rules pass."""
+    task = write_harbor_task("micro", tmp_path / "t", base_image="mdbench-arena-base:0.2", cpus=2, memory_mb=4096)
+    assert sorted(p.name for p in (task / "environment").iterdir()) == ["Dockerfile", "PROMPT.md", "agent_input"]
+    docker = (task / "environment" / "Dockerfile").read_text()
+    assert "pip install" not in docker and "mdbench-oracle" not in docker and "apt-get" not in docker
+    py = harbor_python()
+    if py is not None:
+        lint = _harbor(py, "lint", "--json", str(task))
+        assert lint.returncode == 0 and json.loads(lint.stdout) == [], lint.stdout + lint.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.gromacs
+@pytest.mark.timeout(5700)
+@pytest.mark.skipif(os.geteuid() != 0, reason="the host plug-in's agent sandbox needs root")
+def test_harbor_run_oracle_with_the_host_plugin_gives_the_audits_reward(tmp_path):
+    """`harbor run -a oracle -e mdbench.arena.harbor_env:HostEnvironment` on the micro episode: the oracle's run
+    directory reaches the separate verifier as an artifact and the reward is the SAEO audit's composite / 100."""
+    py = _harbor_or_skip()
+    task = write_harbor_task("micro", tmp_path / "task", base_image="mdbench-arena-base:0.2", cpus=2,
+                             memory_mb=4096, timeout_min=60)
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
+    proc = subprocess.run([str(py.parent / "harbor"), "run", "-p", str(task), "-a", "oracle", "-e",
+                           "mdbench.arena.harbor_env:HostEnvironment", "-o", str(tmp_path / "jobs"), "--job-name",
+                           "ep", "-n", "1", "-y", "-q"], capture_output=True, text=True, env=env, timeout=5400,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (trial,) = [p.parent for p in (tmp_path / "jobs" / "ep").glob("*/result.json")]
+    res = json.loads((trial / "result.json").read_text())
+    assert res["exception_info"] is None, res["exception_info"]
+    rewards = res["verifier_result"]["rewards"]
+    verifier = json.loads((trial / "verifier" / "episode_verifier.json").read_text())
+    assert verifier["integrity"]["intact"]
+    assert rewards["reward"] == pytest.approx(verifier["audit"]["composite"] / 100.0, abs=1e-6)
+    assert (trial / "artifacts" / "app" / "run_record" / "episode_terminal.json").is_file() or \
+        any(trial.glob("artifacts/**/episode_terminal.json"))

@@ -39,12 +39,15 @@ from typing import Any, Iterable
 import pandas as pd
 
 from mdbench.arena import rewards as rw
+from mdbench.arena import usage as usage_mod
 from mdbench.arena.task import TASKS_DIR, list_tasks, read_task_toml
 from mdbench.errors import InputError
 
 log = logging.getLogger(__name__)
 
 EPS = 1e-9
+#: Exception types of a verifier that did not produce a usable reward (Harbor's names).
+VERIFIER_ERRORS = (*rw.REWARD_ERRORS, "VerifierTimeoutError", "AddTestsDirError", "DownloadVerifierDirError")
 
 
 @dataclass
@@ -73,6 +76,8 @@ class TrialRecord:
     reward_error: str | None = None     # why a reward file was rejected (Harbor's rules)
     harbor_valid: bool = False          # Harbor counts this trial's rewards (TrialResult.reward_valid)
     rewards_json: str = "{}"            # the trial's rewards as Harbor has them (valid ones only)
+    usage_flagged: bool = False         # agent-reported usage was rejected (forged: negative, non-finite, ...)
+    usage_findings: str = ""            # why, one finding per line
 
     @property
     def config(self) -> str:
@@ -180,7 +185,11 @@ def load_trial(trial_dir: Path, meta_index: dict[str, dict[str, Any]] | None = N
     rewards, reward_error = _rewards(trial_dir, result)
     correctness, process = _correctness(rewards), (rewards or {}).get("process")
     ar = result.get("agent_result") or {}
-    cost = ar.get("cost_usd")
+    # usage is the agent's own claim: checked again here (a result.json from any runner), forged figures dropped
+    checked, findings = usage_mod.check_context(ar if isinstance(ar, dict) else {})
+    meta_findings = ((ar.get("metadata") or {}) if isinstance(ar, dict) else {}).get(usage_mod.FINDINGS_KEY) or []
+    findings = [*(str(f) for f in meta_findings if isinstance(meta_findings, list)), *findings]
+    cost = checked["cost_usd"]
     etype = _exception_type(result)
     meta = {}
     if meta_index:
@@ -198,14 +207,15 @@ def load_trial(trial_dir: Path, meta_index: dict[str, dict[str, Any]] | None = N
         job=trial_dir.parent.name, trial_name=result.get("trial_name", trial_dir.name), task_name=task_name,
         task=task_name.split("/")[-1], dataset=dataset, agent=agent, model=model, correctness=float(correctness),
         process=None if process is None else float(process), reward_found=rewards is not None,
-        cost_usd=None if cost is None else float(cost), n_input_tokens=ar.get("n_input_tokens"),
-        n_output_tokens=ar.get("n_output_tokens"), exception_type=etype,
+        cost_usd=None if cost is None else float(cost), n_input_tokens=checked["n_input_tokens"],
+        n_output_tokens=checked["n_output_tokens"], exception_type=etype,
         error_kind=None if etype is None else ("timeout" if _is_timeout(etype) else "other"),
         difficulty=str(meta.get("difficulty", "unknown")), category=str(meta.get("category", "unknown")),
         strict_pass=bool(strict), process_state=_process_state(trial_dir, process), reward_error=reward_error,
         harbor_valid=rw.reward_valid(result),
         rewards_json=json.dumps((result.get("verifier_result") or {}).get("rewards") or {} if rw.reward_valid(result)
                                 else {}),
+        usage_flagged=bool(findings), usage_findings="\n".join(findings),
     )
 
 
@@ -235,8 +245,10 @@ def summarize(trials: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame
     Columns: ``n`` trials, ``k`` strict passes, ``strict_pass_pct`` = 100 k/n, ``strict_pass`` ("k/n"),
     ``mean_correctness`` (missing rewards as 0), ``mean_process`` (over scored trials; NaN if none),
     ``n_process_scored``, ``mean_cost_usd`` (over trials reporting a cost; NaN if none), ``n_cost_known``,
-    ``n_errored``, ``n_timeouts``, ``n_other_errors``, ``n_verifier_failures`` (no error, not a strict pass),
-    ``n_process_unscorable``, ``n_reward_errors``; Harbor's ``harbor_n_trials``, ``harbor_n_errors``,
+    ``n_errored``, ``n_timeouts``, ``n_other_errors``, ``n_failed_without_error`` (no recorded exception, not
+    a strict pass: a wrong or partial answer, or a process below 1), ``n_verifier_errors`` (trials whose
+    verifier failed: reward file missing/empty/malformed or verifier timeout), ``n_process_unscorable``,
+    ``n_reward_errors``, ``n_usage_flagged`` (agent-reported usage rejected as forged); Harbor's ``harbor_n_trials``, ``harbor_n_errors``,
     ``harbor_metrics`` (see the module docstring).
     """
     by = by or GROUP
@@ -253,7 +265,9 @@ def summarize(trials: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame
             "n_errored": int(g["error_kind"].notna().sum()),
             "n_timeouts": int((g["error_kind"] == "timeout").sum()),
             "n_other_errors": int((g["error_kind"] == "other").sum()),
-            "n_verifier_failures": int((g["error_kind"].isna() & ~g["strict_pass"]).sum()),
+            "n_failed_without_error": int((g["error_kind"].isna() & ~g["strict_pass"]).sum()),
+            "n_verifier_errors": int(g["exception_type"].isin(VERIFIER_ERRORS).sum()),
+            "n_usage_flagged": int(g["usage_flagged"].sum()),
             "n_process_unscorable": int((g["process_state"] == "unscorable").sum()),
             "n_reward_errors": int(g["reward_error"].notna().sum()),
             "harbor_n_trials": int(g["harbor_valid"].sum()),

@@ -52,13 +52,14 @@ def check_trajectory(data: Any) -> str | None:
 
 def load_trajectory(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(trajectory, None) for a usable ATIF file, else (None, reason) — missing, unreadable or not ATIF."""
+    from mdbench import untrusted
+
     path = Path(path)
-    if not path.is_file():
+    data, refused = untrusted.try_read_json(path, max_bytes=64 * 1024 * 1024)
+    if refused is not None and refused.reason == "missing":
         return None, f"no trajectory at {path}"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return None, f"{path}: not readable JSON ({exc})"
+    if refused is not None:
+        return None, f"{path}: refused ({refused.reason}: {refused.detail})"
     reason = check_trajectory(data)
     return (None, f"{path}: {reason}") if reason else (data, None)
 

@@ -63,7 +63,8 @@ def list_cmd(paths: tuple[str, ...]) -> None:
               help="harbor: what Harbor needs to load and run a task (use it for anyone's Harbor tasks); "
                    "suite: this suite's own rules (process.toml, metadata, pinned base image); all: both.")
 @click.option("--with-harbor", is_flag=True,
-              help="Also load every task with the installed Harbor's Task model (.venv-harbor, `make harbor-env`).")
+              help="Also load every task with the installed Harbor's Task model and run `harbor lint` (default "
+                   "rules) on it (.venv-harbor, `make harbor-env`).")
 def validate(task_dirs: tuple[str, ...], rules: str, with_harbor: bool) -> None:
     """Check TASK_DIR(s) (or folders of tasks) against Harbor's rules and this suite's; exit 1 on problems."""
     from mdbench.arena.task import validate_task
@@ -74,8 +75,16 @@ def validate(task_dirs: tuple[str, ...], rules: str, with_harbor: bool) -> None:
     if with_harbor:
         from mdbench.arena.harbor_compat import probe
 
+        from mdbench.arena.harbor_compat import harbor_lint
+
         for item in probe("task", *dirs)["items"]:
             real[str(Path(item["path"]).resolve())] = [] if item["ok"] else [item["error"]]
+        _, findings = harbor_lint(*dirs)
+        for f in findings:
+            path = Path(str(f.get("path", ""))).resolve()
+            owner = next((str(Path(d).resolve()) for d in dirs if path.is_relative_to(Path(d).resolve())), str(path))
+            where = f"{f.get('path')}" + (f":{f['line']}" if f.get("line") else "")
+            real.setdefault(owner, []).append(f"lint {f.get('rule')}: {where}: {f.get('message')}")
     bad = 0
     for d in dirs:
         problems = [f"[{p.rules}] {p}" for p in validate_task(d, rules=chosen)]

@@ -12,7 +12,8 @@ container, ``$ARENA_VERIFIER_DIR`` in the local runner):
   the process entry also has ``state`` (``scored`` | ``unscorable``) and, when unscorable, ``reason``.
 
 Correctness is the fraction of satisfied criteria, :math:`c = \\sum_i w_i v_i / \\sum_i w_i` with
-:math:`v_i \\in \\{0, 1\\}`.
+:math:`v_i \\in \\{0, 1\\}`. Presence-only criteria (``output_exists``) carry weight 0: they are reported,
+but a wrong answer in the right file scores 0.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+from mdbench import untrusted
+from mdbench.untrusted import write_new
 
 
 log = logging.getLogger(__name__)
@@ -180,8 +184,10 @@ class Grader:
         elif judged is not None:
             details["process"] = {"score": None, "state": judged.state, "kind": judged.kind,
                                   "reason": judged.reason, "criteria": []}
-        (out_dir / "reward.json").write_text(json.dumps(rewards, indent=2) + "\n", encoding="utf-8")
-        (out_dir / "reward-details.json").write_text(json.dumps(details, indent=2) + "\n", encoding="utf-8")
+        # created fresh (O_CREAT|O_EXCL|O_NOFOLLOW after removing whatever is at the name): never written
+        # through a link, even where the folder is shared with an agent
+        write_new(out_dir / "reward-details.json", json.dumps(details, indent=2) + "\n")
+        write_new(out_dir / "reward.json", json.dumps(rewards, indent=2) + "\n")
         for c in self.criteria:
             mark = "PASS" if c.value == 1.0 else "FAIL"
             # stdout of test.sh is the verifier's log (Harbor keeps it as test-stdout.txt)
@@ -201,8 +207,15 @@ def _jsonable(value: Any) -> Any:
 
 
 def read_json(path: Path) -> Any:
-    """Read a JSON file (helper for verifiers)."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    """Read an agent's JSON output (helper for verifiers) through :mod:`mdbench.untrusted`: a regular file
+    only (no link followed, no FIFO opened), 16 MiB at most, finite numbers, bounded nesting; anything else
+    raises :class:`mdbench.untrusted.Refused` (the check then fails with that reason)."""
+    return untrusted.read_json(path)
+
+
+def read_text(path: Path, *, max_bytes: int = untrusted.MAX_BYTES) -> str:
+    """Read an agent's text output through :mod:`mdbench.untrusted` (regular file, size-capped)."""
+    return untrusted.read_text(path, max_bytes=max_bytes)
 
 
 def read_xvg(path: Path):
@@ -210,7 +223,7 @@ def read_xvg(path: Path):
     import numpy as np
 
     rows = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for line in untrusted.read_text(path).splitlines():
         s = line.strip()
         if not s or s[0] in "#@":
             continue

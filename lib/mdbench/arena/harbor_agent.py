@@ -8,7 +8,8 @@ The same contract as ``mdbench arena run --agent CMD``, inside Harbor::
 The command runs in the task's working directory (``/app``) as the task's agent user, with the
 instruction in ``/logs/agent/instruction.md`` (``$ARENA_INSTRUCTION``). It may write
 ``/logs/agent/trajectory.json`` (ATIF) and ``/logs/agent/usage.json``
-(``{n_input_tokens, n_output_tokens, n_cache_tokens, cost_usd}``); nothing is written for it — a
+(``{n_input_tokens, n_output_tokens, n_cache_tokens, cost_usd}``; each figure must be finite and ≥ 0, a forged
+one is left out and flagged, :mod:`mdbench.arena.usage`); nothing is written for it — a
 command that records no trajectory has none, and its process reward is unscorable. Its output goes
 to ``/logs/agent/command-output.txt``; a non-zero exit raises ``NonZeroAgentExitCodeError`` (Harbor
 still grades the trial). With no ``command`` (or ``command=true``) it is the null agent.
@@ -18,7 +19,6 @@ This module imports Harbor and is only importable in the Harbor environment.
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,9 @@ from harbor.agents.installed.base import NonZeroAgentExitCodeError
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 from harbor.models.trial.paths import EnvironmentPaths
+
+from mdbench.arena.usage import FINDINGS_KEY, read_usage
+from mdbench.untrusted import write_new
 
 OUTPUT_FILE = "command-output.txt"
 INSTRUCTION_FILE = "instruction.md"
@@ -73,19 +76,18 @@ class CommandAgent(BaseAgent):
             await environment.download_file(str(agent_dir / USAGE_FILE), usage)
         except (FileNotFoundError, RuntimeError):
             pass
-        if usage.is_file():
-            self._read_usage(usage, context)
+        self._read_usage(usage, context)
         if result.return_code != 0:
             raise NonZeroAgentExitCodeError(f"Agent command exited with code {result.return_code}")
 
     @staticmethod
     def _read_usage(path: Path, context: AgentContext) -> None:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
-            return
-        for key in ("n_input_tokens", "n_cache_tokens", "n_output_tokens"):
-            if isinstance(data.get(key), int):
-                setattr(context, key, data[key])
-        if isinstance(data.get("cost_usd"), (int, float)):
-            context.cost_usd = float(data["cost_usd"])
+        """Usage the agent reported, each figure checked (:mod:`mdbench.arena.usage`); forged ones are left out
+        and listed under ``context.metadata["mdbench_usage_findings"]`` (and in ``usage-findings.txt``)."""
+        fields, findings = read_usage(path)
+        for key, value in fields.items():
+            if value is not None:
+                setattr(context, key, value)
+        if findings:
+            context.metadata = {**(context.metadata or {}), FINDINGS_KEY: findings}
+            write_new(path.with_name("usage-findings.txt"), "\n".join(findings) + "\n")

@@ -72,6 +72,25 @@ def probe(command: str, *paths: str | os.PathLike[str], timeout_s: float = 300) 
     return json.loads(proc.stdout)
 
 
+def harbor_lint(*task_dirs: str | os.PathLike[str], select: tuple[str, ...] = (),
+                timeout_s: float = 300) -> tuple[int, list[dict[str, Any]]]:
+    """Run Harbor's own linter (``harbor lint --json``, default rules unless ``select``) on task folders.
+
+    Returns ``(exit code, findings)``; each finding is Harbor's ``{rule, path, message, line, column}``.
+    """
+    exe = harbor_bin()
+    if exe is None:
+        raise HarborUnavailable(f"no Harbor environment at {HARBOR_VENV}: run `make harbor-env` (needs python3.12)")
+    args = [str(exe), "lint", "--json", *(a for r in select for a in ("--select", r)), *map(str, task_dirs)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
+    try:
+        findings = json.loads(proc.stdout or "[]")
+    except ValueError:
+        raise HarborUnavailable(f"harbor lint printed no JSON (exit {proc.returncode}): "
+                                f"{(proc.stderr or proc.stdout).strip()[-300:]}") from None
+    return proc.returncode, findings if isinstance(findings, list) else []
+
+
 def _problems(answer: dict[str, Any]) -> list[str]:
     return [f"{i['path']}: {i['error']}" for i in answer["items"] if not i["ok"]]
 

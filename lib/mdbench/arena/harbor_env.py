@@ -8,16 +8,31 @@ A trial gets a private workspace that stands in for the container (:mod:`mdbench
 the same mapping as ``mdbench arena run``): the task's ``environment/Dockerfile`` is replayed in it
 (``COPY``, ``RUN``, ``ENV``, ``WORKDIR``; ``FROM`` must be the suite's base image, whose contents this
 machine provides), container paths in commands and uploaded files are rewritten to the workspace,
-and commands run with ``bash -c``. As root, commands run as the task's ``[agent] user`` run as the
-unprivileged host account ``mdbench-arena-agent`` in their own mount/PID namespaces with the task
-folder and the job folder hidden, and in a network namespace of their own for
-``network_mode = "no-network"`` (``unshare -n``). Without root the network cut is used where the
-kernel permits it; otherwise the environment declares it cannot disable the network, and Harbor
-refuses no-network tasks unless ``--ek allow_unenforced_network=true`` is given.
+and commands run with ``bash -c``.
 
-Options (``--ek key=value``): ``python`` (interpreter given to task scripts as ``MDBENCH_PYTHON``;
-default: the one running Harbor), ``agent_user`` (host account for non-root task users),
-``keep_workspace``, ``workspace_root``, ``allow_unenforced_network``.
+**Agent commands** (the task's non-root ``[agent] user``) run through :func:`mdbench.sandbox.spawn_confined`
+as the unprivileged host account ``mdbench-arena-agent`` (root only): own PID, mount and network
+namespaces, only the system folders, the workspace's ``/app`` and agent log folders, the agent toolchain
+(``MDBENCH_AGENT_PYTHON`` / ``.agent-env``: GROMACS, packmol, scientific Python, no mdbench) and the
+agent's own install (``--ek expose=…``) visible — the project checkout with ``.git``, tests and
+templates, every other checkout, the task and dataset folders, the whole jobs tree and the host's
+``/tmp`` are not. Harbor's oracle (the only caller that uploads ``/solution``) gets the project's
+interpreter instead, for its ATIF recorder.
+
+**Separate verifier** (``[verifier] environment_mode = "separate"``, every task of the suite): Harbor
+starts a second environment for the verifier; this plug-in gives it a fresh workspace holding ``/app``
+as the build left it (kept aside, root-only, before the agent ran), then Harbor uploads the agent's
+declared artifacts and the tests. The agent's trajectory (``trajectory.json``, which Harbor downloaded
+to the trial's ``agent/`` folder) is copied in as a regular file for the process judge. Nothing the
+agent left elsewhere — a link at a name the grader writes, a process — reaches the grader, which runs as
+root only in that fresh workspace. Every download copies folders and regular files only
+(:func:`mdbench.arena.staging.copy_untrusted`: no link followed, sizes capped) and writes workspace paths
+back as container paths (``/app/…``), so kept artifacts are self-contained.
+
+Options (``--ek key=value``): ``python`` (interpreter of root steps and the oracle; default: the
+project's ``.venv``), ``agent_python`` (the agent toolchain's interpreter), ``expose`` (comma-separated
+folders of the agent's own install, read-only), ``agent_user``, ``keep_workspace``, ``workspace_root``,
+``allow_unenforced_network``.
 
 This module imports Harbor and is only importable in the Harbor environment.
 """
@@ -27,9 +42,8 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -42,12 +56,19 @@ from mdbench.errors import InputError
 
 #: Environment type name recorded in Harbor's config and logs.
 TYPE_NAME = "mdbench-host"
+#: Marker in the session id Harbor gives a separate verifier environment (``<trial>__verifier__<key>``).
+VERIFIER_SESSION = "__verifier__"
+#: Top-level system folders never hidden as a whole (a jobs tree directly below one is hidden by name).
+_SYSTEM = {"/", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/dev", "/proc", "/sys", "/opt", "/var", "/tmp"}
 
 
 class HostOptions(EnvironmentOptions):
     """``--ek`` options of :class:`HostEnvironment`."""
 
-    python: str | None = Field(default=None, description="Interpreter for task scripts (MDBENCH_PYTHON).")
+    python: str | None = Field(default=None, description="Interpreter of root steps and the oracle (MDBENCH_PYTHON).")
+    agent_python: str | None = Field(default=None, description="Agent toolchain interpreter (no mdbench).")
+    expose: str | None = Field(default=None, description="Comma-separated folders of the agent's own install, "
+                                                         "shown read-only in the sandbox.")
     agent_user: str = Field(default=staging.HOST_AGENT_USER,
                             description="Host account that runs commands of a non-root task user (root only).")
     keep_workspace: bool = Field(default=False, description="Keep the trial workspace after the trial.")
@@ -60,12 +81,18 @@ class HostEnvironment(BaseEnvironment):
     """Runs a Harbor task in a workspace on this machine (see the module docstring)."""
 
     options_model = HostOptions
+    #: Agent workspaces by trial folder, so that the trial's separate verifier starts from the same build (kept
+    #: in :mod:`mdbench.arena.staging`: Harbor may load this plug-in module more than once).
+    _agent_workspaces: ClassVar[dict[str, staging.Workspace]] = staging.AGENT_WORKSPACES
 
     def __init__(self, *args: Any, **kwargs: Any):
         self._ws: staging.Workspace | None = None
+        self._oracle = False
         super().__init__(*args, **kwargs)
         self._python = self.options.python or staging.default_python()
-        self.logger.debug("mdbench host environment for %s (python %s)", self.environment_name, self._python)
+        self._agent_python = self.options.agent_python or staging.agent_python()
+        self.logger.debug("mdbench host environment for %s (python %s, agent toolchain %s)",
+                          self.environment_name, self._python, self._agent_python)
 
     # --- Harbor's contract -------------------------------------------------------------------
     @staticmethod
@@ -78,20 +105,37 @@ class HostEnvironment(BaseEnvironment):
         options = getattr(self, "options", None)
         return EnvironmentCapabilities(disable_internet=cut or bool(options and options.allow_unenforced_network))
 
+    @property
+    def is_verifier(self) -> bool:
+        """Whether Harbor started this environment as a trial's separate verifier."""
+        return VERIFIER_SESSION in str(getattr(self, "session_id", ""))
+
     def _validate_definition(self) -> None:
         if not (self.environment_dir / "Dockerfile").is_file():
             raise FileNotFoundError(
                 f"{self.environment_dir}: no Dockerfile; the mdbench host environment builds a task by replaying "
                 "environment/Dockerfile (a prebuilt docker_image alone needs Docker)")
         image = staging.base_image(self.environment_dir / "Dockerfile")
-        if image is None or image.split(":")[0].split("/")[-1] != staging.BASE_IMAGE_REPO:
+        if image is None or image.split("@")[0].split(":")[0].split("/")[-1] != staging.BASE_IMAGE_REPO:
             raise ValueError(f"{self.environment_dir / 'Dockerfile'}: FROM {image}; the mdbench host environment "
                              f"provides only {staging.BASE_IMAGE_REPO}")
 
     async def start(self, force_build: bool) -> None:
+        key = str(self.trial_paths.trial_dir.resolve())
+        agent_ws = self._agent_workspaces.get(key)
+        if self.is_verifier and agent_ws is not None and agent_ws.pristine.is_dir():
+            try:
+                self._ws = await asyncio.to_thread(agent_ws.fresh_copy,
+                                                   f"harbor-verifier-{self.environment_name[:32]}-")
+            finally:
+                self._agent_workspaces.pop(key, None)
+                await asyncio.to_thread(agent_ws.remove_pristine)
+            await asyncio.to_thread(self._copy_trajectory)
+            return
         self._ws = staging.Workspace.create(prefix=f"harbor-{self.environment_name[:40]}-",
                                             parent=self.options.workspace_root)
-        build_log = self.trial_paths.trial_dir / "environment-build.txt"
+        build_log = self.trial_paths.trial_dir / ("verifier-environment-build.txt" if self.is_verifier
+                                                  else "environment-build.txt")
         try:
             await asyncio.to_thread(staging.build_workspace, self.environment_dir, self._ws, env=self._base_env(),
                                     log_path=build_log, timeout_s=float(self.task_env_config.build_timeout_sec),
@@ -100,36 +144,68 @@ class HostEnvironment(BaseEnvironment):
             raise SandboxBuildFailedError(f"environment build failed: {exc} (log: {build_log})") from exc
         if self.task_env_config.workdir:
             self._ws.workdir = self.task_env_config.workdir
+        if self.is_verifier:
+            await asyncio.to_thread(self._copy_trajectory)
+        else:
+            self._sweep_pristine()
+            await asyncio.to_thread(self._ws.keep_pristine)
+            self._agent_workspaces[key] = self._ws
         if self._network_disabled and not staging.network_cut_available():
-            self.logger.warning("%s: network_mode is no-network but unshare is not permitted here; the network "
-                                "stays on (allow_unenforced_network)", self.environment_name)
+            self.logger.warning("%s: network_mode is no-network but namespaces are not permitted here; the "
+                                "network stays on (allow_unenforced_network)", self.environment_name)
 
     async def stop(self, delete: bool) -> None:
         if self._ws is None:
             return
+        # the agent's environment ends before the separate verifier starts (Harbor stops it once artifacts are
+        # collected): its pristine /app stays, registered, until that verifier took it (one left by a trial that
+        # ended without verification is removed by the next start, see _sweep_pristine)
         if delete and not self.options.keep_workspace:
             await asyncio.to_thread(self._ws.remove)
         else:
             self.logger.info("workspace kept at %s", self._ws.root)
 
     async def upload_file(self, source_path: Path | str, target_path: str) -> None:
+        self._note_upload(target_path)
         self._workspace().copy_in(Path(source_path), target_path)
 
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
+        self._note_upload(target_dir)
         self._workspace().copy_in(Path(source_dir), target_dir)
 
     async def download_file(self, source_path: str, target_path: Path | str) -> None:
-        src = self._workspace().host(source_path)
-        if not src.is_file():
-            raise FileNotFoundError(f"{source_path} (workspace {src}) does not exist")
-        Path(target_path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, target_path)
+        ws = self._workspace()
+        src = ws.host(source_path)
+        if os.path.islink(src) or not src.is_file():
+            raise FileNotFoundError(f"{source_path} (workspace {src}) is not a regular file")
+        target = Path(target_path)
+        skipped = await asyncio.to_thread(staging.copy_untrusted, src, target.parent / ".mdbench-download",
+                                          rewrite=ws.unrewrite)
+        tmp = target.parent / ".mdbench-download" / src.name
+        try:
+            if skipped or not tmp.is_file():
+                raise FileNotFoundError(f"{source_path}: not copied ({'; '.join(skipped) or 'missing'})")
+            os.replace(tmp, target)
+        finally:
+            shutil.rmtree(target.parent / ".mdbench-download", ignore_errors=True)
 
     async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
-        src = self._workspace().host(source_dir)
-        if not src.is_dir():
+        ws = self._workspace()
+        src = ws.host(source_dir)
+        if os.path.islink(src) or not src.is_dir():
             raise FileNotFoundError(f"{source_dir} (workspace {src}) is not a folder")
-        shutil.copytree(src, target_dir, dirs_exist_ok=True, symlinks=True)
+        skipped = await asyncio.to_thread(staging.copy_untrusted, src, Path(target_dir), rewrite=ws.unrewrite)
+        if skipped:
+            self.logger.warning("%s: left out of the download (not regular files or too large): %s", source_dir,
+                                "; ".join(skipped[:20]))
+
+    async def is_dir(self, path: str, user: str | int | None = None) -> bool:
+        p = self._workspace().host(path)
+        return not os.path.islink(p) and p.is_dir()
+
+    async def is_file(self, path: str, user: str | int | None = None) -> bool:
+        p = self._workspace().host(path)
+        return not os.path.islink(p) and p.is_file()
 
     async def exec(self, command: str, cwd: str | None = None, env: dict[str, str] | None = None,
                    timeout_sec: int | None = None, user: str | int | None = None) -> ExecResult:
@@ -138,21 +214,17 @@ class HostEnvironment(BaseEnvironment):
         full_env = {**self._base_env(), **{k: ws.rewrite(v) for k, v in (self._merge_env(env) or {}).items()}}
         host_cwd = ws.host(cwd or self.task_env_config.workdir or ws.workdir)
         box = self._sandbox(user)
-        argv = staging.sandbox_argv(ws.rewrite(command), box)
-        proc = await asyncio.create_subprocess_exec(*argv, cwd=host_cwd, env=full_env, start_new_session=True,
-                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        proc, out = await asyncio.to_thread(staging.start, ws.rewrite(command), box, cwd=host_cwd, env=full_env,
+                                            timeout_s=float(timeout_sec) if timeout_sec else None)
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout_sec)
-        except asyncio.TimeoutError:
-            _kill_group(proc.pid)
-            await proc.wait()
-            raise RuntimeError(f"Command timed out after {timeout_sec} seconds") from None
+            rc, timed_out, text = await asyncio.to_thread(staging.finish, proc, out)
         except asyncio.CancelledError:
-            _kill_group(proc.pid)
+            # an interrupt (SIGINT/SIGTERM to harbor) ends the whole confined tree, not only this wait
+            await asyncio.shield(asyncio.to_thread(proc.terminate))
             raise
-        _kill_group(proc.pid)   # nothing the command left behind in its group outlives it
-        return ExecResult(stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"),
-                          return_code=proc.returncode if proc.returncode is not None else -1)
+        if timed_out:
+            raise RuntimeError(f"Command timed out after {timeout_sec} seconds")
+        return ExecResult(stdout=text, stderr="", return_code=rc if rc is not None else -1)
 
     # --- helpers ---------------------------------------------------------------------------------
     def _workspace(self) -> staging.Workspace:
@@ -160,20 +232,57 @@ class HostEnvironment(BaseEnvironment):
             raise RuntimeError("the host environment has not been started")
         return self._ws
 
+    def _note_upload(self, target: str) -> None:
+        # Harbor's oracle is the only caller that uploads the reference solution; it gets the project's
+        # interpreter (its solve.py records an ATIF trajectory with mdbench.arena.atif)
+        if str(target).rstrip("/") == "/solution" or str(target).startswith("/solution/"):
+            self._oracle = True
+
+    def _sweep_pristine(self) -> None:
+        """Remove pristine copies of trials that finished (their ``result.json`` is written) unverified."""
+        for key, ws in list(self._agent_workspaces.items()):
+            if (Path(key) / "result.json").is_file():
+                self._agent_workspaces.pop(key, None)
+                ws.remove_pristine()
+
+    def _copy_trajectory(self) -> None:
+        """The agent's trajectory (downloaded by Harbor to the trial's agent/) into the verifier's /logs/agent."""
+        src = self.trial_paths.agent_dir / "trajectory.json"
+        if os.path.lexists(src):
+            staging.copy_untrusted(src, self._workspace().host("/logs/agent"))
+
     def _base_env(self) -> dict[str, str]:
-        return staging.command_env(self._workspace(), self._python, task=self.environment_name)
+        env = staging.command_env(self._workspace(), self._python, task=self.environment_name)
+        if self.is_verifier:
+            env.update(self._scored_identity())
+        return env
+
+    def _scored_identity(self) -> dict[str, str]:
+        """``ARENA_TRIAL_NAME`` / ``ARENA_AGENT_NAME`` for the verifier, from Harbor's own trial ``config.json``."""
+        from mdbench import untrusted
+
+        out = {"ARENA_TRIAL_NAME": self.trial_paths.trial_dir.name}
+        cfg, _ = untrusted.try_read_json(self.trial_paths.trial_dir / "config.json")
+        agent = (cfg or {}).get("agent") if isinstance(cfg, dict) else None
+        if isinstance(agent, dict):
+            kwargs = agent.get("kwargs") if isinstance(agent.get("kwargs"), dict) else {}
+            name = kwargs.get("agent_name") or agent.get("name") or agent.get("import_path")
+            if name:
+                out["ARENA_AGENT_NAME"] = str(name)
+        return out
 
     def _sandbox(self, user: str | int | None) -> staging.Sandbox:
-        hide = staging.hidden_folders(self.environment_dir.parent, self.trial_paths.trial_dir.parent)
+        jobs = self.trial_paths.trial_dir.resolve().parent.parent
+        extra = [jobs] if str(jobs) not in _SYSTEM else [self.trial_paths.trial_dir.resolve().parent]
+        if self.options.workspace_root:
+            extra.append(Path(self.options.workspace_root).resolve())
+        hide = staging.hidden_folders(self.environment_dir.parent, *extra)
+        expose = tuple(Path(e.strip()) for e in (self.options.expose or "").split(",") if e.strip())
+        agent_step = user not in (None, "root", 0)
+        python = self._agent_python if (agent_step and not self._oracle and not self.is_verifier) else self._python
         return staging.make_sandbox(self._workspace(), user=user, no_network=self._network_disabled,
-                                    python=self._python, hide=hide, host_user=self.options.agent_user)
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+                                    python=python, hide=hide, host_user=self.options.agent_user,
+                                    oracle=self._oracle, expose=expose)
 
 
 __all__ = ["HostEnvironment", "HostOptions", "TYPE_NAME"]

@@ -9,8 +9,12 @@ whose ``files`` are the output files the judge sees — and one of these judges 
 - ``command`` — an external program (``--judge-cmd``, ``$ARENA_JUDGE_CMD``): it gets one JSON
   document on stdin (:class:`JudgeInput`: task, instruction, criteria, trajectory, files) and prints
   ``{criterion: raw}`` or ``{criterion: {"raw": r, "reasoning": "…"}}`` on stdout;
-- ``expert`` — an expert score file (``--process-scores``, ``$ARENA_PROCESS_SCORES``): JSON
-  ``{criterion: raw}`` or ``{task_name: {criterion: raw}}``.
+- ``expert`` — an expert score file (``--process-scores``, ``$ARENA_PROCESS_SCORES``) keyed by who was
+  scored: ``{"trials": {trial_name: {criterion: raw}}}`` and/or ``{"agents": {agent_name: {task_name:
+  {criterion: raw}}}}`` (a trial entry wins). The verifier learns the trial and agent from the runner
+  (``$ARENA_TRIAL_NAME``, ``$ARENA_AGENT_NAME``; never from the agent's own files); a trial or agent the file
+  does not name scores 0 on every criterion, with the reason recorded. A file keyed by task alone is refused:
+  it would give every agent that leaves a trajectory the same process score.
 
 A trial without a usable ATIF trajectory is **unscorable**: no judge is run, no ``process`` reward
 is written, and ``reward-details.json`` says why. A judge that fails scores every criterion 0 with
@@ -39,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from mdbench import untrusted
 from mdbench.arena import atif
 from mdbench.arena.grading import Criterion, agent_dir, app_dir, harbor_path, verifier_dir
 from mdbench.errors import InputError
@@ -181,11 +186,16 @@ def gather_input(spec: ProcessSpec, task: str) -> tuple[JudgeInput | None, str |
     for cpath in spec.files:
         host = _host_path(cpath)
         try:
-            files[cpath] = host.read_text(encoding="utf-8", errors="replace")[:MAX_FILE_CHARS]
-        except OSError:
+            files[cpath] = untrusted.read_text(host, max_bytes=4 * MAX_FILE_CHARS)[:MAX_FILE_CHARS]
+        except untrusted.Refused:
             files[cpath] = None
     instr = agent_dir() / "instruction.md"
-    return JudgeInput(task=task, instruction=instr.read_text(encoding="utf-8") if instr.is_file() else None,
+    instruction = None
+    try:
+        instruction = untrusted.read_text(instr)
+    except untrusted.Refused:
+        pass
+    return JudgeInput(task=task, instruction=instruction,
                       criteria=[asdict(c) for c in spec.criteria], trajectory=traj, files=files), None
 
 
@@ -255,15 +265,31 @@ def run_llm_judge(url: str, model: str, judge_input: JudgeInput, criteria: list[
     return score_process(criteria, data)
 
 
-def expert_scores(path: Path, task: str) -> dict[str, Any]:
-    """Raw scores of one task from an expert score file (flat, or keyed by task name)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"expert score file unreadable ({exc})", str(path)) from exc
-    if task in data and isinstance(data[task], dict):
-        return data[task]
-    return data
+def expert_scores(path: Path, task: str, *, agent: str | None = None, trial: str | None = None) -> dict[str, Any]:
+    """Raw scores of one trial from an expert score file keyed by trial or by agent and task (module docstring).
+
+    Raises
+    ------
+    InputError
+        The file is unreadable, keyed by task only, or names neither this trial nor this agent on this task.
+    """
+    data, refused = untrusted.try_read_json(path)
+    if refused is not None:
+        raise InputError(f"expert score file unreadable ({refused.reason}); write JSON keyed by "
+                         "'trials' or 'agents'", str(path))
+    if not isinstance(data, dict) or not ({"trials", "agents"} & set(data)):
+        raise InputError("expert score file must be keyed by trial ({'trials': {trial: {criterion: raw}}}) or by "
+                         "agent ({'agents': {agent: {task: {criterion: raw}}}}); scores per task alone would "
+                         "score every agent alike", str(path))
+    trials, agents = data.get("trials") or {}, data.get("agents") or {}
+    if trial and isinstance(trials.get(trial), dict):
+        return trials[trial]
+    per_task = agents.get(agent) if agent else None
+    if isinstance(per_task, dict):
+        entry = per_task.get(task) or per_task.get(task.split("/")[-1])
+        if isinstance(entry, dict):
+            return entry
+    raise InputError(f"no expert scores for trial {trial!r} / agent {agent!r} on task {task}", str(path))
 
 
 def _judge_command(spec, judge_input, task, *, command: str) -> list[Criterion]:
@@ -271,7 +297,12 @@ def _judge_command(spec, judge_input, task, *, command: str) -> list[Criterion]:
 
 
 def _judge_expert(spec, judge_input, task, *, scores_file: str) -> list[Criterion]:
-    return score_process(spec.criteria, expert_scores(Path(scores_file), task))
+    try:
+        raw = expert_scores(Path(scores_file), task, agent=os.environ.get("ARENA_AGENT_NAME"),
+                            trial=os.environ.get("ARENA_TRIAL_NAME"))
+    except InputError as exc:
+        return _failed(spec.criteria, f"expert scores: {exc}")
+    return score_process(spec.criteria, raw)
 
 
 def _judge_llm(spec, judge_input, task, *, url: str, model: str | None) -> list[Criterion]:

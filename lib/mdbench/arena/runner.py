@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,8 +41,10 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from mdbench import untrusted
 from mdbench.arena import rewards as rw
 from mdbench.arena import staging
+from mdbench.arena import usage as usage_mod
 from mdbench.arena.task import Task, load_task
 from mdbench.errors import InputError
 
@@ -149,26 +150,38 @@ def trial_config(task: Task, agent: AgentSpec, *, name: str, job_dir: Path, sour
     }
 
 
+def _jobs_tree(trial_dir: Path) -> Path:
+    """The whole ``-o`` tree of a trial (the folder holding its job folder), hidden from agents."""
+    jobs = trial_dir.resolve().parent.parent
+    return jobs if len(jobs.parts) > 2 else trial_dir.resolve().parent
+
+
 class _Trial:
     """One trial's state while it runs (see :func:`run_trial`)."""
 
     def __init__(self, task: Task, agent: AgentSpec, trial_dir: Path, python: str, *, timeout_multiplier: float,
-                 verifier_env: dict[str, str]):
+                 verifier_env: dict[str, str], agent_python: str | None = None, expose: tuple[Path, ...] = ()):
         self.task, self.agent, self.trial_dir, self.python = task, agent, trial_dir, python
+        self.agent_python = agent_python or staging.agent_python()
+        self.expose = expose
         self.mult = timeout_multiplier
         self.verifier_env = verifier_env
         self.ws = staging.Workspace.create(prefix=f"arena-{task.short_name[:40]}-")
         self.no_network = (task.config.get("environment") or {}).get("network_mode") == "no-network"
-        self.hide = staging.hidden_folders(task.path, trial_dir.parent)
+        self.hide = staging.hidden_folders(task.path, _jobs_tree(trial_dir))
         self.sandboxes: dict[str, Any] = {}
         self.exception: dict[str, Any] | None = None
+        self.usage_findings: list[str] = []
+        self.collect_skipped: list[str] = []
 
-    def env(self) -> dict[str, str]:
-        return staging.command_env(self.ws, self.python, task=self.task.name)
+    def env(self, ws: staging.Workspace | None = None) -> dict[str, str]:
+        return staging.command_env(ws or self.ws, self.python, task=self.task.name)
 
-    def sandbox(self, phase: str, user: str | int | None) -> staging.Sandbox:
-        box = staging.make_sandbox(self.ws, user=user, no_network=self.no_network, python=self.python,
-                                   hide=self.hide)
+    def sandbox(self, phase: str, user: str | int | None, ws: staging.Workspace | None = None) -> staging.Sandbox:
+        oracle = self.agent.command is None
+        python = self.python if (oracle or user in (None, "root", 0)) else self.agent_python
+        box = staging.make_sandbox(ws or self.ws, user=user, no_network=self.no_network, python=python,
+                                   hide=self.hide, oracle=oracle, expose=self.expose)
         self.sandboxes[phase] = staging.describe(box, requested_user=user, no_network=self.no_network)
         return box
 
@@ -181,6 +194,7 @@ class _Trial:
         except InputError as exc:
             self.exception = _exception("SandboxBuildFailedError", f"environment build failed: {exc}")
             return False
+        self.ws.keep_pristine()        # the separate verifier starts from /app as built
         self.sandboxes["build"] = staging.describe(box, requested_user=None, no_network=self.no_network)
         return True
 
@@ -207,47 +221,64 @@ class _Trial:
             self.exception = _exception("NonZeroAgentExitCodeError", f"Agent command exited with code {rc}")
         elif rc != 0:
             self.ws.host("/logs/agent/exit-code.txt").write_text(str(rc), encoding="utf-8")
-        usage = self.ws.host("/logs/agent/usage.json")
-        data = {}
-        if self.agent.command is not None and usage.is_file():
-            try:
-                data = json.loads(usage.read_text(encoding="utf-8"))
-            except ValueError:
-                data = {}
-        ctx = {k: data.get(k) if isinstance(data.get(k), int) else None
-               for k in ("n_input_tokens", "n_cache_tokens", "n_output_tokens")}
-        cost = data.get("cost_usd")
-        ctx.update({"cost_usd": float(cost) if isinstance(cost, (int, float)) else None, "model_usage": None,
-                    "rollout_details": None, "metadata": None})
+        ctx: dict[str, Any] = dict.fromkeys(usage_mod.TOKEN_KEYS)
+        ctx["cost_usd"] = None
+        if self.agent.command is not None:
+            fields, self.usage_findings = usage_mod.read_usage(self.ws.host("/logs/agent/usage.json"))
+            ctx.update(fields)
+        ctx.update({"model_usage": None, "rollout_details": None,
+                    "metadata": {usage_mod.FINDINGS_KEY: self.usage_findings} if self.usage_findings else None})
         return ctx
 
     def collect(self) -> None:
-        shutil.copytree(self.ws.host("/logs/agent"), self.trial_dir / "agent", dirs_exist_ok=True)
+        """Agent logs and declared artifacts out of the workspace: folders and regular files only, no link
+        followed, sizes capped, workspace paths written back as container paths (``/app/…``)."""
+        self.collect_skipped += staging.copy_untrusted(self.ws.host("/logs/agent"), self.trial_dir / "agent",
+                                                       rewrite=self.ws.unrewrite)
+        if self.usage_findings:
+            untrusted.write_new(self.trial_dir / "agent" / "usage-findings.txt", "\n".join(self.usage_findings) + "\n")
+        for src, dest in self._artifacts():
+            host = self.ws.host(src)
+            target = self.trial_dir / "artifacts" / dest
+            if os.path.islink(host):
+                self.collect_skipped.append(f"{src}: symlink")
+            elif host.is_dir():
+                self.collect_skipped += staging.copy_untrusted(host, target, rewrite=self.ws.unrewrite)
+            elif host.is_file():
+                self.collect_skipped += staging.copy_untrusted(host, target.parent, rewrite=self.ws.unrewrite)
+                if target.parent / host.name != target and (target.parent / host.name).exists():
+                    os.replace(target.parent / host.name, target)
+
+    def _artifacts(self) -> list[tuple[str, str]]:
+        out = []
         for art in self.task.config.get("artifacts", []):
             src = art if isinstance(art, str) else art.get("source")
             dest = (None if isinstance(art, str) else art.get("destination")) or src.lstrip("/")
-            host = self.ws.host(src)
-            target = self.trial_dir / "artifacts" / dest
-            if host.is_dir():
-                shutil.copytree(host, target, dirs_exist_ok=True)
-            elif host.is_file():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(host, target)
+            out.append((src, dest))
+        return out
 
     def verify(self) -> dict[str, Any] | None:
-        """Run ``tests/test.sh``; return Harbor's ``VerifierResult`` (``None`` after a verifier error)."""
-        vdir = self.ws.host("/logs/verifier")
-        for name in ("reward.json", "reward.txt"):
-            (vdir / name).unlink(missing_ok=True)
-        self.ws.copy_in(self.task.path / "tests", "/tests")
-        self.ws.host("/tests/test.sh").chmod(0o755)
-        timeout = self.task.verifier_timeout_sec * self.mult
-        user = (self.task.config.get("verifier") or {}).get("user")
-        rc, timed_out, _ = staging.run_sync(
-            self.ws.rewrite("/tests/test.sh > /logs/verifier/test-stdout.txt 2>&1"),
-            self.sandbox("verifier", user), cwd=self.ws.host(self.ws.workdir),
-            env={**self.env(), **self.verifier_env}, timeout_s=timeout)
-        shutil.copytree(vdir, self.trial_dir / "verifier", dirs_exist_ok=True)
+        """Harbor's separate verifier on this machine: a fresh workspace (``/app`` as built), the collected
+        artifacts and the trajectory copied in, ``tests/`` only now, ``tests/test.sh`` run there; return
+        Harbor's ``VerifierResult`` (``None`` after a verifier error)."""
+        vws = self.ws.fresh_copy()
+        try:
+            for src, dest in self._artifacts():
+                collected = self.trial_dir / "artifacts" / dest   # regular files only, written by collect()
+                if collected.is_dir() or collected.is_file():
+                    vws.copy_in(collected, src)      # container paths mapped as Harbor's upload does
+            staging.copy_untrusted(self.trial_dir / "agent" / "trajectory.json", vws.host("/logs/agent"))
+            vws.copy_in(self.task.path / "tests", "/tests")
+            vws.host("/tests/test.sh").chmod(0o755)
+            timeout = self.task.verifier_timeout_sec * self.mult
+            user = (self.task.config.get("verifier") or {}).get("user")
+            rc, timed_out, _ = staging.run_sync(
+                vws.rewrite("/tests/test.sh > /logs/verifier/test-stdout.txt 2>&1"),
+                self.sandbox("verifier", user, ws=vws), cwd=vws.host(vws.workdir),
+                env={**self.env(vws), **self.verifier_env}, timeout_s=timeout)
+            staging.copy_untrusted(vws.host("/logs/verifier"), self.trial_dir / "verifier", rewrite=vws.unrewrite)
+        finally:
+            vws.remove()
         if timed_out:
             self.exception = self.exception or _exception(
                 "VerifierTimeoutError", f"Verifier execution timed out after {timeout} seconds")
@@ -261,8 +292,9 @@ class _Trial:
 
 def run_trial(task_dir: str | Path, agent: AgentSpec, job_dir: str | Path, *, python: str | None = None,
               judge_cmd: str | None = None, process_scores: str | Path | None = None,
-              judge_llm: str | None = None, judge_model: str | None = None, timeout_multiplier: float = 1.0, job_id: str | None = None, keep_workspace: bool = False,
-              source: str | None = None) -> TrialOutcome:
+              judge_llm: str | None = None, judge_model: str | None = None, timeout_multiplier: float = 1.0,
+              job_id: str | None = None, keep_workspace: bool = False, source: str | None = None,
+              agent_python: str | None = None, expose: tuple[str | Path, ...] = ()) -> TrialOutcome:
     """Run one trial of a task and write its Harbor trial folder under ``job_dir``.
 
     Parameters
@@ -274,7 +306,11 @@ def run_trial(task_dir: str | Path, agent: AgentSpec, job_dir: str | Path, *, py
     job_dir : path
         Job folder; the trial folder ``<task>__<id>`` is created inside.
     python : str, optional
-        Interpreter given to task scripts as ``MDBENCH_PYTHON`` (default: the project's ``.venv``).
+        Interpreter of the build, the verifier and the oracle (``MDBENCH_PYTHON``; default: the project's ``.venv``).
+    agent_python : str, optional
+        The agent toolchain's interpreter (default :func:`mdbench.arena.staging.agent_python`: no mdbench).
+    expose : paths
+        Folders of the agent's own install, shown read-only in its sandbox.
     judge_cmd, process_scores, judge_llm, judge_model : optional
         The process judge (a judge program, an expert score file, or an OpenAI-compatible endpoint URL and
         model, :mod:`mdbench.arena.judge`); seen by the verifier only.
@@ -290,7 +326,8 @@ def run_trial(task_dir: str | Path, agent: AgentSpec, job_dir: str | Path, *, py
     for sub in ("agent", "verifier", "artifacts"):
         (trial_dir / sub).mkdir(parents=True, exist_ok=True)
     python = python or staging.default_python()
-    verifier_env = {}
+    # who is being scored, from the runner (never from the agent's files): expert scores are keyed by it
+    verifier_env = {"ARENA_TRIAL_NAME": name, "ARENA_AGENT_NAME": agent.name}
     if judge_cmd:
         verifier_env["ARENA_JUDGE_CMD"] = judge_cmd
     if process_scores:
@@ -312,11 +349,12 @@ def run_trial(task_dir: str | Path, agent: AgentSpec, job_dir: str | Path, *, py
         "trial_uri": trial_dir.resolve().as_uri(), "task_id": {"path": str(task.path)}, "source": source,
         "task_checksum": "", "config": config,
         "agent_info": {"name": agent.name, "version": agent.version, "model_info": agent.model_info},
-        "agent_result": None, "verifier_result": None, "verifier_environment_mode": "shared",
+        "agent_result": None, "verifier_result": None, "verifier_environment_mode": "separate",
         "exception_info": None, "started_at": _now(), "finished_at": None, "environment_setup": None,
         "agent_setup": None, "agent_execution": None, "verifier": None, "step_results": None,
     }
-    trial = _Trial(task, agent, trial_dir, python, timeout_multiplier=timeout_multiplier, verifier_env=verifier_env)
+    trial = _Trial(task, agent, trial_dir, python, timeout_multiplier=timeout_multiplier, verifier_env=verifier_env,
+                   agent_python=agent_python, expose=tuple(Path(e).resolve() for e in expose))
     try:
         t0 = _now()
         built = trial.build()
@@ -335,7 +373,8 @@ def run_trial(task_dir: str | Path, agent: AgentSpec, job_dir: str | Path, *, py
     finally:
         result["exception_info"] = trial.exception
         result["finished_at"] = _now()
-        result["mdbench"] = {"task_sha256": task_sha256(task.path), "sandbox": trial.sandboxes}
+        result["mdbench"] = {"task_sha256": task_sha256(task.path), "sandbox": trial.sandboxes,
+                             "usage_findings": trial.usage_findings, "collect_skipped": trial.collect_skipped[:100]}
         if trial.exception is not None:
             (trial_dir / "exception.txt").write_text(
                 f"{trial.exception['exception_type']}: {trial.exception['exception_message']}\n", encoding="utf-8")
@@ -344,6 +383,7 @@ def run_trial(task_dir: str | Path, agent: AgentSpec, job_dir: str | Path, *, py
             log.info("workspace kept at %s", trial.ws.root)
         else:
             trial.ws.remove()
+        trial.ws.remove_pristine()
     rewards = (result.get("verifier_result") or {}).get("rewards")
     return TrialOutcome(trial_dir, task.name, rewards, (trial.exception or {}).get("exception_type"))
 

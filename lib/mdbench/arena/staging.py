@@ -29,6 +29,7 @@ Without root only the network cut is attempted (``unshare -n`` may be refused), 
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -39,7 +40,6 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 from mdbench.errors import InputError
@@ -66,9 +66,26 @@ HOST_AGENT_USER = "mdbench-arena-agent"
 HOST_ENV_PASSED = ("PATH", "LANG", "LC_ALL", "TZ", "TERM", "OMP_NUM_THREADS", "MDBENCH_LOCK_DIR", "GMXLIB",
                    "GMXDATA")
 
-#: Files whose container paths are rewritten when staged into a workspace: scripts and prose (the
-#: instruction). Data files (.json, .toml, .mdp, ...) are copied as they are, as Docker would.
-TEXT_SUFFIXES = {".sh", ".py", ".md", ""}
+#: Files whose container paths are rewritten when staged into a workspace: scripts, prose (the instruction)
+#: and GROMACS topologies and parameter files, whose ``#include`` / ``include`` lines name ``/app/…`` (an
+#: agent's repaired ``topol.top`` reaches the separate verifier as an artifact). Other data files (.json,
+#: .toml, ...) are copied as they are, as Docker would. On the way out (:meth:`Workspace.unrewrite`) every
+#: copied file gets container paths back.
+TEXT_SUFFIXES = {".sh", ".py", ".md", "", ".top", ".itp", ".mdp"}
+
+#: Agent workspaces of running Harbor trials by trial folder (the host plug-in's separate verifier starts from
+#: the same build).
+AGENT_WORKSPACES: dict[str, "Workspace"] = {}
+
+
+def _drop_pristine_copies() -> None:
+    """At exit (an interrupted ``harbor run`` included): pristine copies no verifier took are removed."""
+    for ws in list(AGENT_WORKSPACES.values()):
+        ws.remove_pristine()
+    AGENT_WORKSPACES.clear()
+
+
+atexit.register(_drop_pristine_copies)
 
 _ROOTS_RE = re.compile(r"(?<![\w./-])(" + "|".join(re.escape(r) for r in CONTAINER_ROOTS) + r")(?![\w.-])")
 
@@ -151,25 +168,149 @@ class Workspace:
 
         A folder's *contents* go to ``container_dst`` (Docker's ``COPY dir/ dst``); a file goes to
         ``container_dst``, or into it when ``into`` is true or the destination is an existing folder.
+        Nothing is written through a link an agent may have left at the destination: a link or file where
+        a folder belongs is removed first, every file is created fresh (:func:`mdbench.untrusted.write_new`).
+        Links in the (trusted) source are skipped.
         """
         dst = self.host(container_dst)
+        dir_modes: list[tuple[Path, int]] = []
         if src.is_dir():
-            shutil.copytree(src, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-            files = [p for p in dst.rglob("*") if p.is_file()]
+            pairs = []
+            _real_dir(dst)
+            for dirpath, dirnames, filenames in os.walk(src):
+                rel = Path(dirpath).relative_to(src)
+                dirnames[:] = [d for d in dirnames if d != "__pycache__" and not os.path.islink(Path(dirpath) / d)]
+                for d in dirnames:
+                    _real_dir(dst / rel / d)
+                    dir_modes.append((dst / rel / d, (Path(dirpath) / d).stat().st_mode & 0o777))
+                pairs += [(Path(dirpath) / f, dst / rel / f) for f in filenames
+                          if not os.path.islink(Path(dirpath) / f)]
         else:
-            if into or container_dst.endswith("/") or dst.is_dir():
+            if into or container_dst.endswith("/") or (dst.is_dir() and not dst.is_symlink()):
                 dst = dst / src.name
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst)
-            files = [dst]
-        for p in files:
-            _rewrite_file(p, self)
-        for private in PRIVATE_ROOTS:    # copytree copies the source folder's mode: close it again
+            _real_dir(dst.parent)
+            pairs = [(src, dst)]
+        from mdbench.untrusted import write_new
+
+        for s_path, d_path in pairs:
+            data = s_path.read_bytes()
+            if s_path.suffix in TEXT_SUFFIXES:
+                try:
+                    data = self.rewrite(data.decode("utf-8")).encode("utf-8")
+                except UnicodeDecodeError:
+                    pass
+            write_new(d_path, data, mode=s_path.stat().st_mode & 0o777)
+            os.chmod(d_path, s_path.stat().st_mode & 0o777)
+        for d_path, mode in sorted(dir_modes, key=lambda x: -len(x[0].parts)):
+            os.chmod(d_path, mode)
+        for private in PRIVATE_ROOTS:
             if container_dst.rstrip("/") == private or container_dst.startswith(private + "/"):
                 self.host(private).chmod(0o700)
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+    # --- the separate verifier's fresh workspace -------------------------------------------------------
+    @property
+    def pristine(self) -> Path:
+        """Root-only copy of ``/app`` as the build left it (before any agent ran); a sibling of the workspace,
+        so that it outlives the agent's workspace until the separate verifier has used it."""
+        return self.root.with_name(self.root.name + ".pristine")
+
+    def keep_pristine(self) -> None:
+        """Copy the built ``/app`` aside (mode 0700; the agent's sandbox never shows it) for the verifier."""
+        shutil.rmtree(self.pristine, ignore_errors=True)
+        shutil.copytree(self.host("/app"), self.pristine, symlinks=True)
+        self.app_mode = self.host("/app").stat().st_mode & 0o7777
+        self.pristine.chmod(0o700)
+
+    def fresh_copy(self, prefix: str = "arena-verifier-", parent: str | Path | None = None) -> Workspace:
+        """A new workspace holding the pristine ``/app`` (the build's, untouched by the agent) and no logs.
+
+        This is Harbor's separate verifier environment on this machine: the grader sees the task's inputs
+        as built, the agent's declared outputs (copied in afterwards) and the tests — nothing the agent
+        left anywhere else, no link it planted, no process it started.
+        """
+        if not self.pristine.is_dir():
+            raise InputError("no pristine copy of /app was kept after the build", str(self.root))
+        new = Workspace.create(prefix=prefix, parent=parent if parent is not None else self.root.parent)
+        shutil.rmtree(new.host("/app"))
+        shutil.copytree(self.pristine, new.host("/app"), symlinks=True)
+        new.host("/app").chmod(getattr(self, "app_mode", 0o1777))
+        new.workdir, new.env = self.workdir, {k: v.replace(str(self.root), str(new.root)) for k, v in self.env.items()}
+        return new
+
+    def remove_pristine(self) -> None:
+        shutil.rmtree(self.pristine, ignore_errors=True)
+
+    def unrewrite(self, data: bytes) -> bytes:
+        """Workspace paths in ``data`` back to container paths (``<ws>/app/x`` → ``/app/x``)."""
+        return data.replace(str(self.root).encode() + b"/", b"/")
+
+
+#: Largest single file and largest total copied out of (or into) a workspace from an agent's folders [bytes].
+COPY_MAX_FILE_BYTES = 256 * 1024 * 1024
+COPY_MAX_TOTAL_BYTES = 2 * 1024 * 1024 * 1024
+
+
+def copy_untrusted(src: Path, dst: Path, *, rewrite=None, max_file_bytes: int = COPY_MAX_FILE_BYTES,
+                   max_total_bytes: int = COPY_MAX_TOTAL_BYTES, max_entries: int = 20_000) -> list[str]:
+    """Copy what an agent left under ``src`` to ``dst``: folders and regular files only, nothing followed.
+
+    Links, FIFOs, sockets and devices are skipped (never opened, never recreated), files are read through
+    :func:`mdbench.untrusted.read_bytes` (``O_NOFOLLOW``, size-capped) and written with
+    :func:`mdbench.untrusted.write_new` (never through a link), the walk is depth- and entry-capped.
+    ``rewrite(bytes) -> bytes`` is applied to each file's content (container paths). A missing ``src`` copies
+    nothing. Returns one line per entry left out (``relpath: reason``).
+    """
+    from mdbench import untrusted
+
+    skipped: list[str] = []
+    if not os.path.lexists(src):
+        return skipped
+    if os.path.islink(src) or not os.path.isdir(src):
+        if os.path.islink(src):
+            return [f"{src.name}: symlink"]
+        entries = None
+    else:
+        entries = untrusted.walk(src, max_depth=32, max_entries=max_entries)
+    dst.mkdir(parents=True, exist_ok=True)
+    total = 0
+    dir_modes: list[tuple[Path, int]] = []      # permission bits are kept (an integrity check may compare them;
+    file_modes: dict[Path, int] = {}            # set-id bits never are)
+    if entries is None:   # a single file
+        items = [(src, dst / src.name)]
+    else:
+        if entries.truncated:
+            skipped.append(f".: walk stopped ({entries.reason})")
+        items = []
+        for e in entries.entries:
+            if e.kind == "dir":
+                (dst / e.relpath).mkdir(parents=True, exist_ok=True)
+                dir_modes.append((dst / e.relpath, e.mode & 0o777))
+            elif e.kind == "file":
+                items.append((src / e.relpath, dst / e.relpath))
+                file_modes[src / e.relpath] = e.mode & 0o777
+            else:
+                skipped.append(f"{e.relpath}: {e.kind}")
+    for s, d in items:
+        try:
+            data = untrusted.read_bytes(s, max_bytes=max_file_bytes)
+        except untrusted.Refused as exc:
+            skipped.append(f"{s.relative_to(src) if s != src else s.name}: {exc.reason}")
+            continue
+        total += len(data)
+        if total > max_total_bytes:
+            skipped.append(f"{s.relative_to(src) if s != src else s.name}: total_too_large")
+            break
+        if rewrite is not None:
+            data = rewrite(data)
+        d.parent.mkdir(parents=True, exist_ok=True)
+        untrusted.write_new(d, data, mode=file_modes.get(s, 0o644))
+        os.chmod(d, file_modes.get(s, 0o644))
+    for d, mode in sorted(dir_modes, key=lambda x: -len(x[0].parts)):
+        os.chmod(d, mode)
+    return skipped
 
 
 def command_env(ws: Workspace, python: str, *, task: str = "") -> dict[str, str]:
@@ -185,16 +326,13 @@ def command_env(ws: Workspace, python: str, *, task: str = "") -> dict[str, str]
     return env
 
 
-def _rewrite_file(p: Path, ws: Workspace) -> None:
-    if p.suffix not in TEXT_SUFFIXES or p.is_symlink():
-        return
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (UnicodeDecodeError, OSError):
-        return
-    new = ws.rewrite(text)
-    if new != text:
-        p.write_text(new, encoding="utf-8")
+def _real_dir(path: Path) -> None:
+    """Make ``path`` a real folder: whatever non-folder (a planted link, a file) is there is removed first."""
+    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
+        os.unlink(path)
+    if not os.path.lexists(path):
+        _real_dir(path.parent) if not os.path.isdir(path.parent) or os.path.islink(path.parent) else None
+        path.mkdir(exist_ok=True)
 
 
 # --- Dockerfile replay ---------------------------------------------------------------------------
@@ -305,118 +443,77 @@ def replay_dockerfile(env_dir: Path, ws: Workspace, run, *, timeout_s: float) ->
 
 # --- the agent's sandbox ----------------------------------------------------------------------------
 
-@lru_cache(maxsize=None)
-def unshare_permitted(*flags: str) -> bool:
-    """Whether ``unshare <flags> true`` works here (root, or unprivileged user namespaces)."""
-    if shutil.which("unshare") is None:
-        return False
-    try:
-        return subprocess.run(["unshare", *flags, "true"], capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
+#: Environment variables naming the agent toolchain (a virtualenv with GROMACS-era scientific Python and no
+#: mdbench, built by ``scripts/agent_env.sh``): the interpreter itself, or the virtualenv folder.
+AGENT_PYTHON_ENV, AGENT_ENV_ENV = "MDBENCH_AGENT_PYTHON", "MDBENCH_AGENT_ENV"
+
+
+def agent_python() -> str:
+    """The interpreter an agent gets as ``MDBENCH_PYTHON`` / first on ``PATH``: the agent toolchain.
+
+    ``$MDBENCH_AGENT_PYTHON``, else ``$MDBENCH_AGENT_ENV/bin/python``, else the project's ``.agent-env/``
+    (``scripts/agent_env.sh``), else the project's ``.venv`` interpreter — whose editable ``mdbench`` points
+    into the project checkout, which the sandbox hides, so ``import mdbench`` fails there too.
+    """
+    from mdbench.paths import PROJECT_ROOT
+
+    if os.environ.get(AGENT_PYTHON_ENV):
+        return os.environ[AGENT_PYTHON_ENV]
+    if os.environ.get(AGENT_ENV_ENV):
+        return str(Path(os.environ[AGENT_ENV_ENV]) / "bin" / "python")
+    own = PROJECT_ROOT / ".agent-env" / "bin" / "python"
+    return str(own) if own.is_file() else default_python()
+
+
+def network_cut_available() -> bool:
+    """Whether commands can be put in namespaces of their own here (network, PID, mount)."""
+    from mdbench.sandbox import capabilities
+
+    return bool(capabilities().get("namespaces"))
 
 
 def is_root() -> bool:
     return os.geteuid() == 0
 
 
-def ensure_host_user(name: str = HOST_AGENT_USER) -> tuple[int, int]:
-    """(uid, gid) of the unprivileged host account for agents; created idempotently (root only)."""
-    try:
-        pw = pwd.getpwnam(name)
-    except KeyError:
-        if not is_root():
-            raise InputError(f"host user {name!r} does not exist and only root can create it") from None
-        subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-                        "--shell", "/usr/sbin/nologin", "--user-group", name], capture_output=True)
-        pw = pwd.getpwnam(name)
-    return pw.pw_uid, pw.pw_gid
-
-
 @dataclass
 class Sandbox:
-    """How one command is confined (see :func:`sandbox_argv`)."""
+    """How one command of a trial is confined (:func:`make_sandbox`; run by :func:`start`).
 
-    user: tuple[int, int] | None = None     # (uid, gid) to run as; None = this process's user
-    hide: tuple[Path, ...] = ()             # folders covered by an empty tmpfs (root only)
-    no_network: bool = False                # run in a fresh network namespace (loopback only, down)
-    runtime: tuple[Path, ...] = ()          # folders the user must reach (interpreter, venv, mdbench source)
-    stage: Path | None = None               # a folder outside every closed one, for the mount shuffle
+    A *root step* (the build, Harbor's bookkeeping, the verifier in its own fresh workspace) runs as this
+    process's user in its own PID (and, for ``no-network`` tasks, network) namespace. An *agent step* runs as
+    ``user`` through :func:`mdbench.sandbox.spawn_confined` with ``minimal_root``: only the system folders,
+    the workspace's ``/app`` (working folder, not chowned), its agent-writable folders, the toolchain and
+    ``readonly`` folders are visible; ``hidden`` (project checkout, task and dataset folders, the jobs tree)
+    and the host's ``/tmp`` and homes are covered.
+    """
+
+    user: str | None = None                 # host account of an agent step; None = a root step
+    no_network: bool = False
+    hidden: tuple[Path, ...] = ()
+    readonly: tuple[Path, ...] = ()
+    writable: tuple[Path, ...] = ()
+    python: str = ""                        # the interpreter the step gets (MDBENCH_PYTHON)
 
     @property
     def confined(self) -> bool:
-        return self.user is not None or bool(self.hide) or self.no_network
+        return self.user is not None
 
+    def confinement(self, *, cwd: Path, env: dict[str, str], timeout_s: float | None, tag: str = "arena"):
+        from mdbench.sandbox import Confinement
 
-def _blocked_ancestor(path: Path) -> Path | None:
-    """The outermost ancestor of ``path`` that others cannot enter (no ``o+x``), e.g. ``/root``."""
-    for anc in reversed(path.parents):
-        if anc != Path("/") and anc.is_dir() and not anc.stat().st_mode & 0o001:
-            return anc
-    return None
-
-
-def _runtime_mounts(box: Sandbox) -> list[str]:
-    """Shell steps that let the unprivileged user reach ``box.runtime`` inside folders closed to it.
-
-    A closed ancestor (``/root`` with mode 700 holding pyenv's interpreters) is covered by an empty
-    tmpfs — so nothing else in it is visible — and each needed folder is bound back inside it.
-    """
-    covers: dict[Path, list[Path]] = {}
-    for r in box.runtime:
-        r = Path(r).resolve()
-        anc = _blocked_ancestor(r)
-        if anc is not None and r.exists():
-            covers.setdefault(anc, []).append(r)
-    if not covers or box.stage is None:
-        return []
-    stage = shlex.quote(str(box.stage))   # covered by a tmpfs of this namespace only while the mounts move
-    steps = [f"mount -t tmpfs -o mode=0700 mdbench-stage {stage}"]
-    k = 0
-    for anc, keep in covers.items():
-        moved = []
-        for r in keep:
-            steps += [f"mkdir -p {stage}/{k}", f"mount --rbind {shlex.quote(str(r))} {stage}/{k}"]
-            moved.append((k, r))
-            k += 1
-        steps.append(f"mount -t tmpfs -o mode=0755 mdbench-cover {shlex.quote(str(anc))}")
-        for i, r in moved:
-            steps += [f"mkdir -p {shlex.quote(str(r))}", f"mount --move {stage}/{i} {shlex.quote(str(r))}"]
-    steps.append(f"umount {stage}")
-    return steps
-
-
-def sandbox_argv(command: str, box: Sandbox) -> list[str]:
-    """The argv that runs ``bash -c command`` under ``box``.
-
-    As root: ``unshare --mount --pid --fork --kill-child [--net]``; the runtime folders made reachable
-    (:func:`_runtime_mounts`), an empty tmpfs over each hidden folder, then ``setpriv`` to the
-    unprivileged user with no groups and ``no_new_privs``; when the command ends, the PID namespace
-    ends and no process of it survives. Without root only ``unshare --map-root-user --net`` (the
-    caller checks :func:`unshare_permitted` first and records what it could not enforce).
-    """
-    inner = ["bash", "-c", command]
-    if not box.confined:
-        return inner
-    if not is_root():
-        return ["unshare", "--map-root-user", "--net", "--", *inner] if box.no_network else inner
-    steps = ["set -e", "mount --make-rprivate /"]
-    if box.user is not None:
-        steps += _runtime_mounts(box)
-    # a hidden folder inside a covered closed ancestor is already gone: mount only where it still exists
-    steps += [f"if [ -e {shlex.quote(str(p))} ]; then mount -t tmpfs -o size=4k,mode=0700 mdbench-hidden "
-              f"{shlex.quote(str(p))}; fi" for p in box.hide]
-    drop = ""
-    if box.user is not None:
-        uid, gid = box.user
-        drop = f"setpriv --reuid={uid} --regid={gid} --clear-groups --no-new-privs -- "
-    steps.append(f"exec {drop}bash -c {shlex.quote(command)}")
-    flags = ["--mount", "--pid", "--fork", "--kill-child", "--mount-proc"] + (["--net"] if box.no_network else [])
-    return ["unshare", *flags, "--", "bash", "-c", "\n".join(steps)]
+        if not self.confined:
+            return Confinement(workdir=Path(cwd), env=env, network=not self.no_network, user=None,
+                               private_tmp=False, hide_home=False, minimal_root=False, chown_workdir=False,
+                               timeout_s=timeout_s, grace_s=5.0, tag=tag)
+        return Confinement(workdir=Path(cwd), env=env, readonly=self.readonly, writable=self.writable,
+                           hidden=self.hidden, network=not self.no_network, user=self.user, private_tmp=True,
+                           hide_home=True, minimal_root=True, chown_workdir=False, timeout_s=timeout_s,
+                           grace_s=5.0, tag=tag)
 
 
 def default_python() -> str:
-    """The interpreter task scripts get as ``MDBENCH_PYTHON``: the project's ``.venv`` when present.
+    """The interpreter of root steps and the oracle (``MDBENCH_PYTHON``): the project's ``.venv`` when present.
 
     It carries mdbench and every scientific dependency; the Harbor environment's own interpreter
     (Python 3.12) would do as well, but the project is tested on 3.11.
@@ -429,87 +526,125 @@ def default_python() -> str:
     return str(venv) if venv.is_file() else sys.executable
 
 
-def runtime_folders(python: str) -> tuple[Path, ...]:
-    """Folders a confined ``python`` needs: its venv, the real interpreter's prefix, this package's source."""
+def toolchain_folders(python: str, *, with_mdbench: bool = False) -> tuple[Path, ...]:
+    """Folders a confined ``python`` needs (read-only): its virtualenv and the real interpreter's prefix.
+
+    ``with_mdbench`` adds this package's source folder (the oracle's interpreter: its ``solve.py`` records
+    its trajectory with :mod:`mdbench.arena.atif`); an agent's toolchain never gets it.
+    """
     exe = Path(python)
-    out = {exe.parent.parent, exe.resolve().parent.parent, Path(__file__).resolve().parents[2]}
-    return tuple(sorted(out))
+    out = {exe.parent.parent, exe.resolve().parent.parent}
+    if with_mdbench:
+        out.add(Path(__file__).resolve().parents[2])
+    return tuple(sorted(p for p in out if p.exists()))
 
 
 def hidden_folders(task_dir: Path, *extra: Path) -> tuple[Path, ...]:
-    """Folders an agent must not see: the task, its dataset folder when it holds other tasks, ``extra``."""
+    """Folders an agent must not see: the project checkout, the task, its dataset folder, ``extra`` (jobs).
+
+    The sandbox's ``minimal_root`` already covers everything outside the system folders (``/work``, homes,
+    ``/srv``, …) and its private ``/tmp`` the host's; these are named as well for checkouts that lie under a
+    system folder (``/opt``, ``/var``).
+    """
+    from mdbench.paths import PROJECT_ROOT
+
     task_dir = task_dir.resolve()
-    out = [task_dir]
+    out = [task_dir, PROJECT_ROOT.resolve()]
     parent = task_dir.parent
     if any(p != task_dir and (p / "task.toml").is_file() for p in parent.iterdir() if p.is_dir()):
         out.append(parent)
     out += [Path(e).resolve() for e in extra]
-    # hide the outermost folders only (a tmpfs over a parent already covers its children)
-    return tuple(p for p in out if not any(q != p and p.is_relative_to(q) for q in out))
+    return tuple(dict.fromkeys(out))
 
 
-def network_cut_available() -> bool:
-    """Whether commands can be put in a network namespace of their own here."""
-    return unshare_permitted("--net") if is_root() else unshare_permitted("--map-root-user", "--net")
+#: System folders an agent step also loses (re-exposed parts, e.g. a toolchain under /opt, stay visible);
+#: /tmp, /var/tmp, /dev/shm are private to the sandbox already.
+EXTRA_HIDDEN = (Path("/opt"), Path("/srv"), Path("/mnt"), Path("/media"))
 
 
 def make_sandbox(ws: Workspace, *, user: str | int | None, no_network: bool, python: str,
-                 hide: tuple[Path, ...] = (), host_user: str = HOST_AGENT_USER) -> Sandbox:
+                 hide: tuple[Path, ...] = (), host_user: str = HOST_AGENT_USER, oracle: bool = False,
+                 expose: tuple[Path, ...] = ()) -> Sandbox:
     """The confinement of one command of a trial.
 
-    ``user`` is the task's user for the phase (``[agent] user``; ``None``/``root`` for the verifier and
-    the build). A non-root user becomes ``host_user`` when this process is root; ``hide`` is then
-    covered (never a folder that holds the workspace). The network is cut when the task asks for it
-    and :func:`network_cut_available`.
+    ``user`` is the task's user for the phase (``[agent] user``; ``None``/``root`` for the build and the
+    verifier). A non-root user becomes ``host_user`` when this process is root, with the agent toolchain
+    ``python`` (or, for the ``oracle``, the project's interpreter and package source) and ``expose`` (the
+    agent's own install) read-only; ``/solution`` is visible only to the oracle. The network is cut when the
+    task asks for it (and namespaces are available).
     """
     no_net = no_network and network_cut_available()
     if not is_root() or user in (None, "root", 0):
-        return Sandbox(no_network=no_net)
-    hide = tuple(h for h in hide if not ws.root.is_relative_to(h))
-    # the mount shuffle's scratch folder must lie outside every closed folder: the workspace's tmp/, or else
-    # /mnt (covered inside the namespace only)
-    stage = ws.tmp if _blocked_ancestor(ws.tmp) is None else Path("/mnt")
-    return Sandbox(user=ensure_host_user(host_user), hide=hide, no_network=no_net,
-                   runtime=(*runtime_folders(python), ws.root), stage=stage)
+        return Sandbox(no_network=no_net, python=python)
+    readonly = [*toolchain_folders(python, with_mdbench=oracle), *(Path(e).resolve() for e in expose)]
+    if oracle:   # the reference solution is this project's own code: its templates and parameters, read-only
+        from mdbench.paths import PROJECT_ROOT
+
+        readonly.append(PROJECT_ROOT.resolve())
+    if oracle and ws.host("/solution").is_dir():
+        readonly.append(ws.host("/solution"))
+    writable = tuple(p for p in (ws.host("/logs/agent"), ws.host("/logs/artifacts"), ws.tmp, ws.home)
+                     if p.is_dir())
+    # beyond minimal_root (which keeps /opt and /var): where other checkouts and scratch copies often lie
+    hidden = tuple(dict.fromkeys([*(h for h in hide if h.is_absolute()), *EXTRA_HIDDEN]))
+    return Sandbox(user=host_user, no_network=no_net, hidden=hidden, readonly=tuple(dict.fromkeys(readonly)),
+                   writable=writable, python=python)
 
 
 def describe(box: Sandbox, *, requested_user: str | int | None, no_network: bool) -> dict[str, object]:
     """What a sandbox enforced, for the trial record (``mdbench.sandbox`` in ``result.json``)."""
     return {"requested_user": requested_user,
-            "ran_as": HOST_AGENT_USER if box.user is not None else pwd.getpwuid(os.geteuid()).pw_name,
-            "hidden": [str(p) for p in box.hide], "network_cut": box.no_network,
-            "network_requested_off": no_network}
+            "ran_as": box.user if box.confined else pwd.getpwuid(os.geteuid()).pw_name,
+            "via": "mdbench.sandbox.spawn_confined", "minimal_root": box.confined,
+            "hidden": [str(p) for p in box.hidden], "readonly": [str(p) for p in box.readonly],
+            "writable": [str(p) for p in box.writable], "python": box.python,
+            "network_cut": box.no_network, "network_requested_off": no_network}
+
+
+def start(command: str, box: Sandbox, *, cwd: Path, env: dict[str, str], timeout_s: float | None):
+    """Start ``bash -c command`` under ``box``; return ``(process, output_file)`` for :func:`finish`.
+
+    Output (stdout and stderr) goes to an anonymous root-only temporary file — never to a path an agent
+    could have replaced by a link.
+    """
+    from mdbench.sandbox import spawn_confined
+
+    out = tempfile.TemporaryFile("w+b")
+    env = {**env, "MDBENCH_PYTHON": box.python or env.get("MDBENCH_PYTHON", "")}
+    if box.python:   # the step's interpreter (the agent toolchain, or the project's) first on PATH
+        env["PATH"] = str(Path(box.python).parent) + os.pathsep + env.get("PATH", "/usr/bin:/bin")
+    proc = spawn_confined(["bash", "-c", command], box.confinement(cwd=cwd, env=env, timeout_s=timeout_s),
+                          stdout=out, stderr=subprocess.STDOUT)
+    return proc, out
+
+
+def finish(proc, out, *, log_path: Path | None = None, max_chars: int = 20000) -> tuple[int | None, bool, str]:
+    """Wait for a started command; return (returncode, timed_out, the last ``max_chars`` of its output)."""
+    try:
+        res = proc.wait()
+        out.seek(0, os.SEEK_END)
+        size = out.tell()
+        out.seek(max(0, size - 4 * max_chars))
+        text = out.read().decode("utf-8", errors="replace")[-max_chars:]
+    finally:
+        out.close()
+    if res.status == "failed_to_start":
+        text += f"\nsandbox setup failed: {res.method.get('setup_error')}"
+    if log_path is not None:
+        with open(log_path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+    rc = res.exit_code if res.status != "failed_to_start" else 1
+    return rc, res.status == "timeout", text
 
 
 def run_sync(command: str, box: Sandbox, *, cwd: Path, env: dict[str, str], timeout_s: float | None,
              log_path: Path | None = None) -> tuple[int | None, bool, str]:
-    """Run ``command`` under ``box`` in its own process group; return (returncode, timed_out, output).
+    """Run ``command`` under ``box`` to its end; return (returncode, timed_out, output).
 
-    Output goes to ``log_path`` when given (and is returned, last 20,000 characters). On timeout the
-    whole group is killed (and, as root, the PID namespace ends with it).
+    The whole process tree ends with the command (its PID namespace), on timeout too.
     """
-    import signal
-
-    argv = sandbox_argv(command, box)
-    out = open(log_path, "w", encoding="utf-8") if log_path else tempfile.TemporaryFile("w+", encoding="utf-8")
-    try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        try:
-            rc, timed_out = proc.wait(timeout=timeout_s), False
-        except subprocess.TimeoutExpired:
-            rc, timed_out = None, True
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)   # the group this call started, and nothing left in it
-        except (ProcessLookupError, PermissionError):
-            pass
-        proc.wait()
-        out.flush()
-        out.seek(0) if not log_path else None
-        text = Path(log_path).read_text(encoding="utf-8", errors="replace") if log_path else out.read()
-    finally:
-        out.close()
-    return rc, timed_out, text[-20000:]
+    proc, out = start(command, box, cwd=cwd, env=env, timeout_s=timeout_s)
+    return finish(proc, out, log_path=log_path)
 
 
 def build_workspace(env_dir: Path, ws: Workspace, *, env: dict[str, str], log_path: Path, timeout_s: float,

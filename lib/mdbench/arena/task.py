@@ -75,8 +75,10 @@ SUITE_TOML_SCHEMA: dict[str, Any] = {
             },
         },
         "verifier": {
-            "type": "object", "required": ["timeout_sec"],
+            # the grader never shares the agent's sandbox (Harbor lint rule shared-verifier)
+            "type": "object", "required": ["timeout_sec", "environment_mode"],
             "properties": {"timeout_sec": {"type": "number", "exclusiveMinimum": 0},
+                           "environment_mode": {"const": "separate"},
                            "user": {"not": {"const": "agent"}}},
         },
         "agent": {

@@ -20,7 +20,11 @@ Layout written by :func:`write_harbor_task` (Harbor's task format, ``task.toml``
 
 ``reward.json`` is ``{"reward": score/100, "simulation": S, "analysis": A, "evidence": E, "outcome": O}``
 (dimension means in [0, 1]; always finite numbers, as Harbor requires), beside the audit's ``saeo.json`` and
-``findings.md``. A verifier that cannot finish writes reward 0 and exits non-zero. ``harbor lint`` passes with its
+``findings.md``. A verifier that cannot finish writes reward 0 and exits non-zero. The agent has no network
+(``network_mode = "no-network"``); GROMACS and packmol are pinned to Debian 12's versions. With
+``base_image="mdbench-arena-base:0.2"`` (``--base-image``) the task runs under ``harbor run`` with the mdbench host
+plug-in: the environment holds only the bundle and the prompt (no project source), the agent runs confined with
+the agent toolchain, and the oracle and the verifier use this machine's mdbench. ``harbor lint`` passes with its
 default rules; ``--select ALL`` also asks for the base image pinned to a digest: pass ``base_image=
 "python:3.11-slim@sha256:<digest>"`` (``--base-image``) with the digest of the day of the build.
 """
@@ -50,11 +54,15 @@ REWARD_KEYS = ("reward", "simulation", "analysis", "evidence", "outcome")
 SOURCE_ENTRIES = ("lib", "params", "templates", "pyproject.toml", "README.md")
 _SKIP = ("__pycache__", ".egg-info", ".pyc", ".pytest_cache")
 
+#: Image repository of the arena's base image: a task built FROM it also runs under the mdbench host plug-in
+#: (``harbor run -e mdbench.arena.harbor_env:HostEnvironment``), which provides GROMACS, packmol and Python.
+HOST_BASE_REPO = "mdbench-arena-base"
+
 DOCKERFILE = """\
 # ElectrolyteMD-Bench episode ({preset} preset) as a Harbor task environment, written by mdbench episode harbor-task.
 FROM {base_image}
 RUN apt-get update \\
- && apt-get install -y --no-install-recommends gromacs packmol bash \\
+ && apt-get install -y --no-install-recommends gromacs=2022.5-2 packmol=1:20.14.0-1 bash \\
  && rm -rf /var/lib/apt/lists/*
 COPY mdbench/ /opt/mdbench/
 RUN pip install --no-cache-dir /opt/mdbench && python -m ipykernel install --sys-prefix --name mdbench \\
@@ -72,6 +80,23 @@ ENV MDBENCH_PROMPT=/app/PROMPT.md MDBENCH_AGENT_INPUT=/app/agent_input MDBENCH_T
     MDBENCH_THREAD_CAP={cap} OMP_NUM_THREADS={cpus} MPLBACKEND=Agg MDBENCH_ROOT=/opt/mdbench
 """
 
+HOST_DOCKERFILE = """\
+# ElectrolyteMD-Bench episode ({preset} preset) as a Harbor task environment, written by mdbench episode harbor-task.
+# FROM the arena base image: under `harbor run -e mdbench.arena.harbor_env:HostEnvironment` this machine provides
+# GROMACS, packmol and Python; the agent runs confined with the agent toolchain only (no mdbench, no project
+# checkout), the verifier in a fresh workspace with the project's interpreter. /app is the run directory (sticky:
+# the agent adds files, the root-owned inputs stay).
+FROM {base_image}
+WORKDIR /app
+COPY agent_input/ /app/agent_input/
+COPY PROMPT.md /app/PROMPT.md
+RUN find /app/agent_input -type d -exec chmod 0555 {{}} + \\
+ && find /app/agent_input -type f -exec chmod 0444 {{}} + \\
+ && chmod 0444 /app/PROMPT.md && chmod 1777 /app
+ENV MDBENCH_PROMPT=/app/PROMPT.md MDBENCH_AGENT_INPUT=/app/agent_input MDBENCH_THREADS={cpus} \\
+    MDBENCH_THREAD_CAP={cap} OMP_NUM_THREADS={cpus} MPLBACKEND=Agg
+"""
+
 TEST_SH = """\
 #!/bin/bash
 # Harbor verifier: input integrity of /app/agent_input, then the SAEO audit of the run directory /app against the
@@ -79,11 +104,12 @@ TEST_SH = """\
 # a fresh container (verifier.environment_mode = "separate"); Harbor copies the agent's /app into it as an
 # artifact. Every path rewrites reward.json: a verifier that cannot finish scores 0 and exits non-zero.
 set -u
-OUT="${{MDBENCH_VERIFIER_DIR:-/logs/verifier}}"
+OUT="${{MDBENCH_VERIFIER_DIR:-${{ARENA_VERIFIER_DIR:-/logs/verifier}}}}"
 mkdir -p "$OUT"
 rm -f "$OUT/reward.json" "$OUT/reward.txt"
-if ! "${{MDBENCH_PYTHON:-python3}}" -m mdbench.episode.harbor verify --workspace "${{MDBENCH_WORKSPACE:-/app}}" \\
-  --bundle "${{MDBENCH_TESTS_DIR:-/tests}}/bundle" --out "$OUT"; then
+if ! "${{MDBENCH_PYTHON:-python3}}" -m mdbench.episode.harbor verify \\
+  --workspace "${{MDBENCH_WORKSPACE:-${{ARENA_APP_DIR:-/app}}}}" \\
+  --bundle "${{MDBENCH_TESTS_DIR:-${{ARENA_TESTS_DIR:-/tests}}}}/bundle" --out "$OUT"; then
   echo "mdbench verifier failed; reward 0 written to $OUT/reward.json" >&2
   echo '{zero}' > "$OUT/reward.json"
   exit 1
@@ -128,7 +154,7 @@ def task_toml(preset: str, bundle_sha256: str, limits: Limits, *, cpus: int, mem
         ("verifier", {"timeout_sec": 3600.0, "user": "root", "environment_mode": "separate"}),
         ("agent", {"timeout_sec": float(limits.timeout_min * 60.0), "user": "agent"}),
         ("environment", {"build_timeout_sec": 1800.0, "cpus": cpus, "memory_mb": memory_mb, "storage_mb": 20480,
-                         "gpus": gpus, "workdir": WORKDIR}),
+                         "gpus": gpus, "workdir": WORKDIR, "network_mode": "no-network"}),
     ]
     # /app (the run directory) is collected after the agent and re-materialised in the verifier's container
     lines = ['schema_version = "1.3"', f"artifacts = {_toml_value([WORKDIR])}", ""]
@@ -177,14 +203,17 @@ def write_harbor_task(preset: str, out: str | Path, *, timeout_min: float | None
     env.mkdir(parents=True)
     (out / "task.toml").write_text(task_toml(preset, sha, limits, cpus=cpus, memory_mb=memory_mb, gpus=gpus))
     (out / "instruction.md").write_bytes(files["PROMPT_TEMPLATE.md"])
-    (env / "Dockerfile").write_text(DOCKERFILE.format(preset=preset, base_image=base_image,
-                                                      cpus=min(cpus, limits.cpu_threads_max),
-                                                      cap=limits.cpu_threads_max))
+    host = base_image.split("@")[0].split(":")[0].split("/")[-1] == HOST_BASE_REPO
+    template = HOST_DOCKERFILE if host else DOCKERFILE
+    (env / "Dockerfile").write_text(template.format(preset=preset, base_image=base_image,
+                                                    cpus=min(cpus, limits.cpu_threads_max),
+                                                    cap=limits.cpu_threads_max))
     for rel, content in files.items():
         (env / AGENT_INPUT / rel).parent.mkdir(parents=True, exist_ok=True)
         (env / AGENT_INPUT / rel).write_bytes(content)
     (env / PROMPT).write_bytes(files["PROMPT_TEMPLATE.md"])
-    _copy_source(env / "mdbench")
+    if not host:     # the host plug-in's verifier uses this machine's mdbench; nothing of the project in the task
+        _copy_source(env / "mdbench")
     test_sh = TEST_SH.format(zero=json.dumps(dict.fromkeys(REWARD_KEYS, 0.0)))
     for rel, text in (("tests/test.sh", test_sh), ("solution/solve.sh", SOLVE_SH)):
         (out / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ data = aux.data_dict
 t = np.asarray(data["Time"])
 keep = t >= 0.5 - 1e-9
 n = int(keep.sum()); m = n // 5
-g.check("output_exists", out.is_file, "output/thermo.json exists")
+g.check("output_exists", out.is_file, "output/thermo.json exists", weight=0.0)
 res = lambda: read_json(out)
 g.check("n_frames", lambda: (res()["n_frames"] == n, res()["n_frames"]), f"{n} frames with t >= 0.5 ps")
 dt = float(np.median(np.diff(t)))

@@ -41,7 +41,7 @@ elif 9 * prod_ns <= remaining:
 else:
     decision, ext = "extend_partial", math.floor(remaining * 1000 + 1e-9) / 1000
 res = lambda: read_json(out)
-g.check("output_exists", out.is_file, "output/decision.json exists")
+g.check("output_exists", out.is_file, "output/decision.json exists", weight=0.0)
 g.check("beta", lambda: (abs(res()["beta"] - beta) <= 0.05, res()["beta"]), f"beta = {beta:.3f} +/- 0.05 (fit 5-20 ps)")
 g.check("diffusive", lambda: (res()["diffusive"] is diffusive, res()["diffusive"]), f"diffusive = {diffusive}")
 g.check("charged_ns", lambda: (abs(res()["charged_ns"] - charged) <= 1e-6, res()["charged_ns"]), f"charged {charged:.4f} ns")

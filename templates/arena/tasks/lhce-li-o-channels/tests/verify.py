@@ -32,7 +32,7 @@ for k, idx in sets.items():
     after = np.where((centres > centres[ipk] + 1e-9) & (centres <= centres[ipk] + 0.15 + 1e-9))[0]
     imin = after[np.argmin(gr[after])]
     expect[k] = {"n_sites": len(idx), "r_peak": centres[ipk], "r_min": centres[imin], "d": d}
-g.check("output_exists", out.is_file, "output/li_o_channels.json exists")
+g.check("output_exists", out.is_file, "output/li_o_channels.json exists", weight=0.0)
 res = lambda: read_json(out)
 for k, e in expect.items():
     g.check(f"{k}_n_sites", lambda k=k, e=e: (res()[k]["n_sites"] == e["n_sites"], res()[k]["n_sites"]),

@@ -31,11 +31,18 @@ if kind == "state":
             a["status"] = "failed"
 for n, a in enumerate(att, start=1):
     ev.append({"id": n, "time_utc": f"2026-11-0{1 + n // 6}T{n % 24:02d}:00:00Z", "type": "attempt_completed", "payload": {"attempt": a["id"]}})
+truth = {"file": "attempts.jsonl", "record_id": victim["id"], "field": kind}
+if kind == "state":
+    truth = {"file": "stage_states.json", "record_id": "LHCE/prod", "field": "state"}
 if kind == "event":
     k = int(rng.integers(2, len(ev) - 1))
     ev[k]["id"] = ev[k - 2]["id"]
+    truth = {"file": "events.jsonl", "record_id": str(ev[k]["id"]), "field": "id"}
 with open("run_record/attempts.jsonl", "w") as fh:
     fh.writelines(json.dumps(a) + "\n" for a in att)
 with open("run_record/events.jsonl", "w") as fh:
     fh.writelines(json.dumps(e) + "\n" for e in ev)
 json.dump(states, open("run_record/stage_states.json", "w"), indent=2)
+# what was planted, for the verifier only (the Dockerfile makes .grader/ root-only: the agent user cannot read it)
+os.makedirs(".grader", exist_ok=True)
+json.dump({**truth, "kind": kind}, open(".grader/planted.json", "w"))

@@ -8,7 +8,7 @@ conc = float(re.match(r"([\d.]+)", c["concentration"]).group(1))
 ms = c["n_solvent"] * c["M_solvent_g_mol"]                       # g/mol of solvent per box (x N_A)
 molar = conc * ms / (1000 * c["density_solution_g_cm3"] - conc * c["M_salt_g_mol"])   # self-consistent volume
 molal = conc * ms / 1000.0
-g.check("output_exists", out.is_file, "output/salt.json exists")
+g.check("output_exists", out.is_file, "output/salt.json exists", weight=0.0)
 res = lambda: read_json(out)
 def convention():
     conv = str(res()["convention"]).lower()
