@@ -16,5 +16,5 @@ the future decisions; :mod:`~mdbench.sdl.runner` signs per-campaign and per-run 
 :mod:`~mdbench.sdl.verify` checks traces and whole runs against them; :mod:`~mdbench.sdl.scoring` and
 :mod:`~mdbench.sdl.metrics` score forecasts from the chain; :mod:`~mdbench.sdl.leaderboard`,
 :mod:`~mdbench.sdl.figures` and :mod:`~mdbench.sdl.report` rank systems that ran identical assignment sets and
-render the leaderboard page. Trust model: ``docs/security-sdl.md``. CLI: ``mdbench sdl compile | run | score | leaderboard``.
+render the leaderboard page. Trust model: ``docs/security.md`` (campaign replay). CLI: ``mdbench sdl compile | run | score | leaderboard``.
 """
