@@ -189,7 +189,7 @@ def _guard_ps(run: Any, case: str) -> float | None:
 def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str | Path, reanalysis: bool = True,
               judge_cmd: str | None = None, adjudication: str | Path | None = None,
               verbose: bool = False, judge_llm: str | None = None, judge_model: str | None = None,
-              judge_key_env: str = "OPENAI_API_KEY") -> AuditResult:
+              judge_key_env: str = "OPENAI_API_KEY", force: bool = False) -> AuditResult:
     """SAEO audit of one run directory.
 
     Parameters
@@ -209,6 +209,9 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
         holding the key (:func:`mdbench.audit.judges.run_llm_judge`).
     adjudication : path, optional
         Expert ``adjudication.yaml``, applied last.
+    force : bool
+        Audit a folder without ``run_record/`` too (everything it lacks scores 0) — an agent's workspace is
+        scored whatever it left; otherwise :class:`~mdbench.audit.fabrication.NotARunDirectory` is raised.
     verbose : bool
         Show a progress bar over cases.
 
@@ -220,7 +223,8 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
     run_path = Path(run_dir)
     if not run_path.is_dir():
         raise InputError("run directory not found; pass the directory holding run_record/", str(run_dir))
-    fabrication.require_run_directory(run_path)  # NotARunDirectory: no run_record/, nothing scored
+    if not force:
+        fabrication.require_run_directory(run_path)  # NotARunDirectory: no run_record/, nothing scored
     out = Path(out_dir)
     real_run, real_out = run_path.resolve(), out.resolve()
     if real_out == real_run or real_run in real_out.parents:

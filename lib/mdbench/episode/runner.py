@@ -283,7 +283,8 @@ def audit_workspace(workspace: Path, bundle: Path, out: Path, integrity: dict[st
         adjudication = integrity_adjudication(integrity, adjudication, work_dir or out.parent)
     started = time.perf_counter()
     try:
-        res = audit_run(workspace, bundle, out, reanalysis=reanalysis, adjudication=adjudication)
+        # an agent's workspace is scored whatever it left: a missing run_record/ scores 0 where it is needed
+        res = audit_run(workspace, bundle, out, reanalysis=reanalysis, adjudication=adjudication, force=True)
     except Exception as exc:  # noqa: BLE001 — an audit that fails on what the agent left is recorded
         return {"error": f"{type(exc).__name__}: {exc}"[:500], "seconds": round(time.perf_counter() - started, 3)}
     states: dict[str, int] = {}
