@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from _harness_run import UPSTREAM_KEY, harbor_validate, need_cli, need_isolation
-from mdbench.arena.atif import check_trajectory
+from mdbench.atif import check_trajectory
 from mdbench.episode.toolchain import agent_toolchain
 from mdbench.llm.fake_server import FakeChatServer
 from mdbench.llm.scripted import ScriptedModel

@@ -18,7 +18,7 @@ from _harness_run import (
     need_isolation,
     run_harness,
 )
-from mdbench.arena.atif import check_trajectory
+from mdbench.atif import check_trajectory
 from mdbench.episode.harnesses import find_cli
 from mdbench.llm.fake_server import FakeChatServer
 from mdbench.llm.scripted import ScriptedModel

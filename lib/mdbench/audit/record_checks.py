@@ -355,6 +355,10 @@ def production_findings(run: Any, bundle: Any, case: str, pf: Any) -> tuple[list
         if off:
             sim4.append(f"the production run input couples to {', '.join(f'{t:g}' for t in off)} K, the case's target "
                         f"is {float(target):g} K")
+    if (pf.extra or {}).get("torn"):
+        # a trajectory cut mid-frame is already a finding (trajectory_truncated, Sim4 = ½): its end before the
+        # log's and the checkpoint's is that same fact, not a second one
+        return sim4, e5
     text = run.fs.read_text(pf.log, item="Sim4") or "" if pf.log else ""
     steps = _LOG_STEP.findall(text)
     dt_x = float((pf.extra or {}).get("xtc_dt_ps") or 0.0)
@@ -378,6 +382,11 @@ def production_findings(run: Any, bundle: Any, case: str, pf: Any) -> tuple[list
         except (TypeError, ValueError):
             span = 0.0
         fresh = a.get("relation") not in ("continuation", "extension", "restart")
+        # a segment killed and continued: the trajectory holds the whole chain, the fresh row only its part
+        continued = any(b.get("parent") == pf.attempt and b.get("relation") in ("continuation", "extension",
+                                                                                 "restart")
+                        for b in run.attempts.values() if isinstance(b, dict))
+        fresh = fresh and not continued
         if span > 0 and fresh and abs(span - (pf.t_last_ps - pf.t_first_ps)) > max(2 * tol, 0.01 * span) and \
                 a.get("parent") is not None:  # (parent None: Sim4 compares these already)
             msg = (f"the ledger says attempt {pf.attempt} completed {span:g} ps, the trajectory spans "

@@ -414,6 +414,7 @@ def check_production(run: RunData, case: str, decode: bool = True) -> tuple[Judg
             raise ValueError("trajectory has no frames")
         pf.t_first_ps, pf.t_last_ps = float(times[0]), float(times[-1])
         if integrity.truncated:  # issue 25: stated as a finding, rated as a partial production
+            pf.extra["torn"] = True  # the length checks of record_checks defer to this finding
             run.fs.add("trajectory_truncated", integrity.describe()[:300], pf.xtc, item="Sim4", case=case)
             partial.append(f"trajectory cut mid-frame: {integrity.n_frames} complete frames used")
     except Exception as exc:  # noqa: BLE001

@@ -1,6 +1,6 @@
 """The evaluator's trajectory of an episode: the proxy's log (``EP/llm/calls.jsonl``) converted to ATIF.
 
-Harbor's Agent Trajectory Interchange Format (:mod:`mdbench.arena.atif`): the first answered call's request gives
+Harbor's Agent Trajectory Interchange Format (:mod:`mdbench.atif`): the first answered call's request gives
 the ``system`` step (system/developer instructions) and the ``user`` step(s) (the prompt, as the CLI sent it);
 every answered model call is one ``agent`` step — its text, reasoning, tool calls and the metrics the proxy
 metered (prompt tokens with cached included, cached, completion tokens, USD). A tool call's observation is the
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mdbench import untrusted
-from mdbench.arena.atif import SCHEMA_VERSION, check_trajectory
+from mdbench.atif import SCHEMA_VERSION, check_trajectory
 
 #: A line of the log longer than this is skipped (the proxy caps what it logs well below it).
 MAX_LINE_BYTES = 64 * 1024 * 1024
