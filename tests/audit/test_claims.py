@@ -142,6 +142,13 @@ def test_surrogate_delivered_as_the_required_quantity_is_A2_F_and_A1_missing(run
         obs = doc["observables"]
         if group == "transference_number":     # recognised by its number: D+/(D+ + D-) of the run's own D
             dp, dm = obs["self_diffusion"]["D_na"]["value"], obs["self_diffusion"]["D_cl"]["value"]
+            honest = obs[group]["value"]
+            if abs(dp / (dp + dm) - honest) < 0.1 * abs(honest):
+                # on some trajectories the Nernst-Einstein ratio lies within 2 % of the correlated t+, where no
+                # rule can tell them apart: give this run a cation D that makes the surrogate a different number
+                d_na = obs["self_diffusion"]["D_na"]
+                d_na["value"] = dp = 3.0 * dp
+                d_na["blocks"] = [3.0 * b for b in d_na.get("blocks") or []]
             t = dp / (dp + dm)
             obs[group]["value"] = t
             obs[group]["blocks"] = [t * g for g in (0.99, 1.01, 1.0, 1.0)]
