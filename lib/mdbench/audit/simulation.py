@@ -414,7 +414,6 @@ def check_production(run: RunData, case: str, decode: bool = True) -> tuple[Judg
             raise ValueError("trajectory has no frames")
         pf.t_first_ps, pf.t_last_ps = float(times[0]), float(times[-1])
         if integrity.truncated:  # issue 25: stated as a finding, rated as a partial production
-            pf.extra["torn"] = True  # the length checks of record_checks defer to this finding
             run.fs.add("trajectory_truncated", integrity.describe()[:300], pf.xtc, item="Sim4", case=case)
             partial.append(f"trajectory cut mid-frame: {integrity.n_frames} complete frames used")
     except Exception as exc:  # noqa: BLE001
@@ -435,6 +434,8 @@ def check_production(run: RunData, case: str, decode: bool = True) -> tuple[Judg
         partial.append("production log does not show a finished mdrun")
     pf.extra = {"n_atoms": n_atoms, "edr_dt_ps": dt_e, "xtc_dt_ps": dt_x, "edr_keys": sorted(edr),
                 "charges_e": species_charges(tpr_universe(run, pf.tpr))}
+    if integrity.truncated:
+        pf.extra["torn"] = True  # the length checks of record_checks defer to the trajectory_truncated finding
     if "Temperature" in edr and len(edr["Temperature"]):
         pf.extra["temperature_K_mean"] = float(np.mean(edr["Temperature"]))
     if "Volume" in edr and len(edr["Volume"]):
