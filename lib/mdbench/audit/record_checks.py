@@ -625,7 +625,8 @@ def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment
         rel = f"{REC}/episode_terminal.json" if doc == "episode_terminal" else f"{REC}/observables.json"
         add("E3", None, 0.5, m, "terminal_reference_unresolved", f"{rel}#/{ptr.replace('.', '/')}")
     o5 = next((j for j in judgments if j.item == "O5" and j.case is None), None)
-    if o5 is not None and o5.rating is not None and o5.rating < 1:
+    if o5 is not None and o5.rating is not None and o5.rating < 1 and run.claimed_outcome() is not None:
+        # a claim that the evidence contradicts (no claim at all is O5's own matter, not an inconsistency)
         add("E5", None, 0.5, f"the terminal claim is contradicted by the evidence (O5: {o5.reason[:200]})",
             "claim_contradicted", f"{REC}/episode_terminal.json")
     for i, j in enumerate(judgments):
