@@ -58,11 +58,13 @@ def decoys(tmp_path):
     other = Path("/opt") / f"mdbench-other-checkout-{os.getpid()}"
     shutil.copytree(TASK / "solution", other / "templates/arena/tasks/cutoff-minimum-image/solution")
     before = {p: _fingerprint(p) for p in made}
-    yield {"files": made, "other_checkout": other}
-    for p, fp in before.items():
-        assert _fingerprint(p) == fp, f"decoy {p} outside the trial changed"
-    shutil.rmtree(var, ignore_errors=True)
-    shutil.rmtree(other, ignore_errors=True)
+    try:
+        yield {"files": made, "other_checkout": other}
+        for p, fp in before.items():
+            assert _fingerprint(p) == fp, f"decoy {p} outside the trial changed"
+    finally:  # never leave a decoy checkout on the machine, whatever the test found
+        shutil.rmtree(var, ignore_errors=True)
+        shutil.rmtree(other, ignore_errors=True)
 
 
 def _fingerprint(p: Path) -> tuple:
