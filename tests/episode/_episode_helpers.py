@@ -9,6 +9,8 @@ seconds (null, the cheater in ``cheater.py``).
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -84,3 +86,20 @@ def run_verifier(task: Path, workspace: Path, out: Path) -> dict:
                           timeout=1800)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads((out / "reward.json").read_text())
+
+
+def processes_of(user: str) -> list[int]:
+    """PIDs (host view) of every process owned by the account ``user`` (none when it does not exist)."""
+    try:
+        uid = pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return []
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if os.stat(f"/proc/{d}").st_uid == uid:
+                    out.append(int(d))
+            except FileNotFoundError:
+                pass
+    return out

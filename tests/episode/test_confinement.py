@@ -16,7 +16,8 @@ from mdbench.episode.aggregate import load_episodes, notes
 from mdbench.episode.runner import AGENT_USER
 from mdbench.paths import PROJECT_ROOT
 
-from _episode_helpers import AGENT_PY, HERE, mdbench, needs_namespaces, needs_root, prepare, run, saeo
+from _episode_helpers import (AGENT_PY, HERE, mdbench, needs_namespaces, needs_root, prepare, processes_of, run,
+                              saeo)
 
 CHEATER = f"{AGENT_PY} {HERE / 'cheater.py'}"
 #: The agent sees only the system folders, the installation and its workspace: its own code must be exposed.
@@ -25,19 +26,7 @@ EXPOSE = ("--expose", str(HERE / "cheater.py"))
 
 def _agent_processes() -> list[int]:
     """PIDs (host view) of processes owned by the agent account."""
-    try:
-        uid = pwd.getpwnam(AGENT_USER).pw_uid
-    except KeyError:
-        return []
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                if os.stat(f"/proc/{d}").st_uid == uid:
-                    out.append(int(d))
-            except FileNotFoundError:
-                pass
-    return out
+    return processes_of(AGENT_USER)
 
 
 @needs_namespaces

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from mdbench.episode import collect
 from mdbench.episode.agents import share_readable
 from mdbench.paths import PROJECT_ROOT
 
-from _episode_helpers import AGENT_PY, mdbench, needs_namespaces, needs_root, prepare, run
+from _episode_helpers import AGENT_PY, mdbench, needs_namespaces, needs_root, prepare, processes_of, run
 
 HERE = Path(__file__).resolve().parent
 ATTACKER = f"{AGENT_PY} {HERE / 'attacker.py'}"
@@ -47,22 +46,6 @@ def report(ep: Path) -> dict:
 def null_score(tmp_path_factory) -> float:
     ep = prepare(tmp_path_factory.mktemp("null") / "ep", "harness=reference", "model=null")
     return run(ep, "null", "--no-reanalysis")["score"]
-
-
-def _uid_processes(user: str) -> list[int]:
-    try:
-        uid = pwd.getpwnam(user).pw_uid
-    except KeyError:
-        return []
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                if os.stat(f"/proc/{d}").st_uid == uid:
-                    out.append(int(d))
-            except FileNotFoundError:
-                pass
-    return out
 
 
 def _cgroups_of(pid: int) -> list[str]:
@@ -228,7 +211,7 @@ def test_200_children_and_a_daemon_ignoring_sigterm_leave_no_process_no_cgroup_n
     result = json.loads((ep / "result.json").read_text())
     assert report(ep)["children"] == 200
     assert result["status"] == "completed" and result["stragglers_killed"] >= 201, result["stragglers_killed"]
-    assert _uid_processes(user) == []
+    assert processes_of(user) == []
     assert _cgroups_of(proc.pid) == []
     assert sorted(os.listdir(tmpdir)) == []  # no mdbench-sandbox-* folder, no spec.json with the env
     assert result["limits"]["pids_max"] == 4096 and result["sandbox_limits"]["pids_max"] == 4096
@@ -251,13 +234,13 @@ def test_the_runner_killed_mid_episode_leaves_an_interrupted_result_and_nothing_
     while not started.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
     assert started.exists(), proc.communicate(timeout=30)
-    assert len(_uid_processes(user)) >= 21
+    assert len(processes_of(user)) >= 21
     t_kill = time.monotonic()
     proc.send_signal(signum)
     proc.communicate(timeout=120)
-    while _uid_processes(user) and time.monotonic() - t_kill < grace_s + 15:
+    while processes_of(user) and time.monotonic() - t_kill < grace_s + 15:
         time.sleep(0.1)
-    assert _uid_processes(user) == [], "the agent's tree outlived its runner"
+    assert processes_of(user) == [], "the agent's tree outlived its runner"
     assert time.monotonic() - t_kill < grace_s + 15
     for _ in range(50):  # the supervisor cleans up right after the tree is gone
         if not os.listdir(tmpdir) and not _cgroups_of(proc.pid):
