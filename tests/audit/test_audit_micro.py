@@ -9,15 +9,15 @@ import sys
 import pytest
 
 from _testseed import seed_for
+from mdbench.analysis import pipeline
 from mdbench.audit import audit_run
+from mdbench.inputs.bundle import build_bundle
 
 
 @pytest.mark.slow
 @pytest.mark.gromacs
 def test_audit_of_our_micro_DE_run(tmp_path):
-    bundle_mod = pytest.importorskip("mdbench.inputs.bundle")
-    pipeline = pytest.importorskip("mdbench.analysis.pipeline")
-    bundle = bundle_mod.build_bundle("micro", tmp_path / "bundle")
+    bundle = build_bundle("micro", tmp_path / "bundle")
     run = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "mdbench.cli", "study", "run", "--preset", "micro", "--systems",
                            "DE", "--out", str(run), "--threads", "1", "--workers", "1", "--seed",

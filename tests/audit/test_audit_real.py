@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 import _runbuilder as rb
 from _audit_helpers import edit_results, judgment, saeo, state
+from mdbench.analysis import pipeline
 from mdbench.audit import audit_run
 from mdbench.audit.analysis_items import tplus_conventions
 from mdbench.audit.model import ITEMS
@@ -86,7 +87,6 @@ def test_run_that_records_SI_gets_A6_half_and_full_outcome_marks(run_copy, bundl
 
 
 def test_honest_run_with_canonical_reanalysis(built, tmp_path):
-    pytest.importorskip("mdbench.analysis.pipeline")
     run, bundle = built
     before = sorted(p.name for p in (run / "cases/W/prod").iterdir())
     res = audit_run(run, bundle, tmp_path / "audit", reanalysis=True)
@@ -299,7 +299,6 @@ def test_our_pipeline_run_is_the_oracle(run_copy, bundle, tmp_path):
     """A run whose results come from our analysis pipeline, with states and terminal record written from them
     honestly, gets the same observable states back and full marks on detection, classification, propagation,
     claim, provenance and consistency."""
-    pipeline = pytest.importorskip("mdbench.analysis.pipeline")
     from mdbench.audit.runread import group_entries
 
     prod = run_copy / "cases/W/prod"

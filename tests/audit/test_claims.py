@@ -47,7 +47,6 @@ def _declare(run: Path, group: str, st: str, reason: str = "declared by the run"
                                                 ("cn_na_o_sol", "coordination", 1.6, 3.0)])
 def test_reported_value_outside_the_reanalysis_interval_is_A3(built, run_copy, bundle, tmp_path, target, group, lo,
                                                               hi):
-    pytest.importorskip("mdbench.analysis.pipeline")
     f = _factor(lo, hi)
     cutoff = None
     if group == "coordination":
@@ -78,7 +77,6 @@ def test_reported_value_outside_the_reanalysis_interval_is_A3(built, run_copy, b
 
 
 def test_outside_interval_explained_by_a_wrong_volume_is_A4_not_A3(run_copy, bundle, tmp_path):
-    pytest.importorskip("mdbench.analysis.pipeline")
     f = _factor(1.25, 1.5)
 
     def wrong_volume(doc):

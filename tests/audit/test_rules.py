@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from mdbench.analysis import onsager
 from mdbench.audit.analysis_items import r5_agrees, r5_interval, tplus_conventions
 from mdbench.audit.model import DIMENSIONS, ITEMS, composite_score
 
@@ -47,7 +48,6 @@ def test_tplus_conventions_analytic():
 
 
 def test_tplus_agrees_with_analysis_room():
-    onsager = pytest.importorskip("mdbench.analysis.onsager")
     L = [[3.0, 1.0], [1.0, 2.0]]
     chk = onsager.transference_conventions(L, ["Li", "FSI"], {"Li": 1.0, "FSI": -1.0})
     ours = tplus_conventions(3.0, 2.0, 1.0)
