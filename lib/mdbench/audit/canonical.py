@@ -15,6 +15,7 @@ from mdbench.analysis.observables import (
     SELF_DIFFUSION_GROUP,
     audit_group,
 )
+from mdbench.audit import registered
 from mdbench.audit.codes import CODES, _check, is_regime_check
 from mdbench.audit.definitions import _definition_text
 from mdbench.audit.model import Check, Evidence
@@ -264,7 +265,8 @@ def _canonical_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] |
             out.append(_check("definition_differs_from_canonical",
                               f"{e.key}: definition differs from the canonical one (not compared)", e, path=path))
             continue
-        window = reported_window(e.raw) if g.regime else None
+        # the run's window: stated by the result, else the one it registered (mdbench.audit.registered)
+        window = (reported_window(e.raw) or registered.fit_window(ce)) if g.regime else None
         cwin = reported_window(ce.raw)
         rf = None
         if window is not None and not (cwin is not None and same_window(window, cwin, dt)):
@@ -336,66 +338,79 @@ def recorded_curve_checks(g: Any, chosen: list[Entry], run: RunData, case: str, 
         curve = read_recorded_curve(run, case, e, species)
         if curve is None:
             continue
-        window = reported_window(e.raw)
-        follows: bool | None = None
-        src = f"{curve.source}, {curve.units}"
-        if window is None:
-            out.append(_check("recorded_curve_not_compared", f"{e.key}: recorded MSD ({src}) not re-fitted: the "
-                              "result reports no fit window", e, path=path))
-        else:
-            D, beta, n = curve_diffusion(curve.lag_ps, curve.msd_nm2, window)
-            step = float(np.median(np.diff(curve.lag_ps)))
-            covers = curve.lag_ps[0] <= window[0] + step + 1e-9 and curve.lag_ps[-1] >= window[1] - step - 1e-9
-            if n < 2 or not math.isfinite(D) or not covers:
-                out.append(_check("recorded_curve_not_compared", f"{e.key}: recorded MSD ({src}, lags "
-                                  f"{curve.lag_ps[0]:g}–{curve.lag_ps[-1]:g} ps) does not cover the reported fit "
-                                  f"window [{window[0]:g}, {window[1]:g}] ps; D not re-computed from it", e, path=path))
-            else:
-                # located at the reported value (apart from the file-level comparison with the reanalysis)
-                ev = Evidence(json_pointer(path, e.key), key=e.key,
-                              note=f"reported {e.value:.6g} m^2/s; its recorded MSD gives {D:.6g} m^2/s over "
-                                   f"[{window[0]:g}, {window[1]:g}] ps ({n} lags; {src})")
-                follows = abs(e.value - D) <= R5_REL_TOL * abs(D)
-                if follows:
-                    out.append(Check("agrees_with_recorded_curve", "note", f"{e.key}: D follows from its recorded "
-                                     f"MSD ({D:.5g} m^2/s re-fitted)", (ev,)))
-                else:
-                    out.append(Check("value_contradicts_reanalysis", CODES["value_contradicts_reanalysis"],
-                                     f"{e.key}: reported D = {e.value:.5g} m^2/s does not follow from its own recorded "
-                                     f"MSD ({curve.source}): slope/6 over the reported fit window [{window[0]:g}, "
-                                     f"{window[1]:g}] ps gives {D:.5g} m^2/s ({e.value / D:.3g} ×)", (ev,)))
-                out += beta_contradiction(g, e, beta, window, "its recorded MSD's", f"recorded in {curve.source}",
-                                          path)
+        window = reported_window(e.raw) or registered.fit_window(ce)  # stated, else registered
+        own, follows = _own_curve_checks(g, e, curve, window, path)
+        out += own
         canon = refit.msd(species) if refit is not None and species else None
         if canon is None:
             continue
-        cmp = compare_curves(curve.lag_ps, curve.msd_nm2, canon, window, R5_REL_TOL)
-        if cmp is None:
-            out.append(_check("recorded_curve_not_compared", f"{e.key}: recorded MSD ({src}) shares fewer than three "
-                              "lags with the trajectory's; not compared", e, path=path))
-            continue
-        what = (f"{e.key}: its recorded MSD ({curve.source}) against the trajectory's (canonical, barycentric) "
-                f"over {cmp.n_lags} common lags {cmp.lag_range_ps[0]:.3g}–{cmp.lag_range_ps[1]:.3g} ps")
-        if not cmp.disagrees:
-            out.append(_check("agrees_with_recorded_curve", f"{what}: agree (median deviation "
-                              f"{cmp.median_excess:.2f} × the tolerance)", e, path=path))
-            continue
-        shape = None
-        if cmp.shape_differs:
-            shape = (f"it grows with an exponent {cmp.exponent_shift:+.2f} off the trajectory's, "
-                     + ("faster (centre-of-mass drift not removed: another reference frame)" if cmp.exponent_shift > 0
-                        else "slower (wrapped or wrongly unwrapped coordinates)"))
-        cause = _treatment_problem(e, prod_state) or shape
-        code = "trajectory_treatment_differs" if cause else "value_contradicts_reanalysis"
-        ev = Evidence(curve.location or path, key=e.key, note=f"{cmp.worst}; recorded/trajectory median "
-                                                                f"{cmp.ratio_median:.3g}")
-        out.append(Check(code, CODES[code], f"{what}: disagree beyond the uncertainty (median deviation "
-                         f"{cmp.median_excess:.1f} × the tolerance, recorded/trajectory ≈ {cmp.ratio_median:.3g}); "
-                         + (f"cause: {cause}" if cause else "a constant factor (units or normalisation of the MSD)"),
-                         (ev,)))
+        check, cause = _curve_against_trajectory(e, curve, canon, window, path, prod_state)
+        out.append(check)
         if cause and follows is not False:
             causes[e.key] = cause
     return out, causes
+
+
+def _own_curve_checks(g: Any, e: Entry, curve: Any, window: tuple[float, float] | None, path: str
+                      ) -> tuple[list[Check], bool | None]:
+    """A reported D (and β) against its own recorded MSD re-fitted over the reported window (step 1 of
+    :func:`recorded_curve_checks`). Returns the checks and whether D follows from the curve (None: not
+    re-computed)."""
+    src = f"{curve.source}, {curve.units}"
+    if window is None:
+        return [_check("recorded_curve_not_compared", f"{e.key}: recorded MSD ({src}) not re-fitted: the "
+                       "result reports no fit window", e, path=path)], None
+    D, beta, n = curve_diffusion(curve.lag_ps, curve.msd_nm2, window)
+    step = float(np.median(np.diff(curve.lag_ps)))
+    covers = curve.lag_ps[0] <= window[0] + step + 1e-9 and curve.lag_ps[-1] >= window[1] - step - 1e-9
+    if n < 2 or not math.isfinite(D) or not covers:
+        return [_check("recorded_curve_not_compared", f"{e.key}: recorded MSD ({src}, lags "
+                       f"{curve.lag_ps[0]:g}–{curve.lag_ps[-1]:g} ps) does not cover the reported fit "
+                       f"window [{window[0]:g}, {window[1]:g}] ps; D not re-computed from it", e, path=path)], None
+    # located at the reported value (apart from the file-level comparison with the reanalysis)
+    ev = Evidence(json_pointer(path, e.key), key=e.key,
+                  note=f"reported {e.value:.6g} m^2/s; its recorded MSD gives {D:.6g} m^2/s over "
+                       f"[{window[0]:g}, {window[1]:g}] ps ({n} lags; {src})")
+    follows = abs(e.value - D) <= R5_REL_TOL * abs(D)
+    if follows:
+        out = [Check("agrees_with_recorded_curve", "note", f"{e.key}: D follows from its recorded "
+                     f"MSD ({D:.5g} m^2/s re-fitted)", (ev,))]
+    else:
+        out = [Check("value_contradicts_reanalysis", CODES["value_contradicts_reanalysis"],
+                     f"{e.key}: reported D = {e.value:.5g} m^2/s does not follow from its own recorded "
+                     f"MSD ({curve.source}): slope/6 over the reported fit window [{window[0]:g}, "
+                     f"{window[1]:g}] ps gives {D:.5g} m^2/s ({e.value / D:.3g} ×)", (ev,))]
+    return out + beta_contradiction(g, e, beta, window, "its recorded MSD's", f"recorded in {curve.source}",
+                                    path), follows
+
+
+def _curve_against_trajectory(e: Entry, curve: Any, canon: Any, window: tuple[float, float] | None, path: str,
+                              prod_state: dict[str, Any] | None) -> tuple[Check, str | None]:
+    """The recorded curve against the trajectory's MSD of the same species (step 2 of
+    :func:`recorded_curve_checks`). Returns the check and the treatment cause it found (None: none)."""
+    src = f"{curve.source}, {curve.units}"
+    cmp = compare_curves(curve.lag_ps, curve.msd_nm2, canon, window, R5_REL_TOL)
+    if cmp is None:
+        return _check("recorded_curve_not_compared", f"{e.key}: recorded MSD ({src}) shares fewer than three "
+                      "lags with the trajectory's; not compared", e, path=path), None
+    what = (f"{e.key}: its recorded MSD ({curve.source}) against the trajectory's (canonical, barycentric) "
+            f"over {cmp.n_lags} common lags {cmp.lag_range_ps[0]:.3g}–{cmp.lag_range_ps[1]:.3g} ps")
+    if not cmp.disagrees:
+        return _check("agrees_with_recorded_curve", f"{what}: agree (median deviation "
+                      f"{cmp.median_excess:.2f} × the tolerance)", e, path=path), None
+    shape = None
+    if cmp.shape_differs:
+        shape = (f"it grows with an exponent {cmp.exponent_shift:+.2f} off the trajectory's, "
+                 + ("faster (centre-of-mass drift not removed: another reference frame)" if cmp.exponent_shift > 0
+                    else "slower (wrapped or wrongly unwrapped coordinates)"))
+    cause = _treatment_problem(e, prod_state) or shape
+    code = "trajectory_treatment_differs" if cause else "value_contradicts_reanalysis"
+    ev = Evidence(curve.location or path, key=e.key, note=f"{cmp.worst}; recorded/trajectory median "
+                                                            f"{cmp.ratio_median:.3g}")
+    return Check(code, CODES[code], f"{what}: disagree beyond the uncertainty (median deviation "
+                 f"{cmp.median_excess:.1f} × the tolerance, recorded/trajectory ≈ {cmp.ratio_median:.3g}); "
+                 + (f"cause: {cause}" if cause else "a constant factor (units or normalisation of the MSD)"),
+                 (ev,)), cause
 
 
 def frame_drift_checks(g: Any, e: Entry, ce: Entry, window: tuple[float, float] | None, path: str) -> list[Check]:

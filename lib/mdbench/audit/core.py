@@ -16,6 +16,7 @@ import json
 import re
 import logging
 import time
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -176,14 +177,8 @@ def _report_values(assessments: list[Any]) -> dict[str, float]:
     return out
 
 
-def _guard_ps(run: Any, case: str) -> float | None:
-    """The guard interval [ps] of the registration in force for ``case`` (its latest revision), if any."""
-    for reg in run.in_force("guard", case=case):
-        d = reg.get("definition") or {}
-        for k in ("guard_ps", "guard_interval_ps", "exclude_ps"):
-            if isinstance(d.get(k), (int, float)):
-                return float(d[k])
-    return None
+#: The guard [ps] of the registration in force for a case (kept under its old name for the registry tests).
+_guard_ps = registered.registered_guard_ps
 
 
 def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str | Path, reanalysis: bool = True,
@@ -220,6 +215,29 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
     AuditResult
     """
     t_start = time.perf_counter()
+    run_path, out, entries = _prepare(run_dir, out_dir, adjudication, force)
+    fs = RunFS(run_path)
+    bundle = load_bundle(bundle_dir)
+    run = load_run(fs, bundle_cases=list(bundle.cases))
+    st = _case_pass(run, fs, bundle, bundle_dir, run_path, out, reanalysis, verbose)
+    expected = _episode_pass(run, bundle, st)
+    prelim, judge_info = _run_judges(run, run_path, out, st, expected, judge_cmd, judge_llm, judge_model,
+                                     judge_key_env)
+    result = _result(run, run_path, out, st, prelim, entries, expected, judge_info, bundle_dir)
+    result.meta["seconds"] = round(time.perf_counter() - t_start, 3)
+    write_outputs(result)
+    if adjudication is not None:
+        (out / APPLIED).write_text(json.dumps([{"digest": entry_digest({k: v for k, v in e.items() if k != "line"}),
+                                                "item": e["item"], "case": e["case"]} for e in entries], indent=1))
+    log.info("audit of %s: composite %.1f (preliminary %.1f)", run_path, result.composite_final,
+             result.composite_preliminary)
+    return result
+
+
+def _prepare(run_dir: str | Path, out_dir: str | Path, adjudication: str | Path | None, force: bool
+             ) -> tuple[Path, Path, list[dict[str, Any]]]:
+    """(run path, output folder, adjudication entries) after the refusals: no run directory, no run_record/
+    (unless ``force``), an output folder inside the run, an adjudication file that is not append-only."""
     run_path = Path(run_dir)
     if not run_path.is_dir():
         raise InputError("run directory not found; pass the directory holding run_record/", str(run_dir))
@@ -236,95 +254,136 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
         if prev_path.is_file():
             check_append_only(entries, json.loads(prev_path.read_text()), adjudication)
     out.mkdir(parents=True, exist_ok=True)
-    fs = RunFS(run_path)
-    bundle = load_bundle(bundle_dir)
-    run = load_run(fs, bundle_cases=list(bundle.cases))
-    findings: list[Finding] = list(bundle.checksum_findings)
+    return run_path, out, entries
+
+
+@dataclass
+class _AuditState:
+    """What the per-case pass leaves for the episode items, the judges and the result."""
+
+    fs: RunFS
+    reinfo: dict[str, Any]
+    findings: list[Finding] = field(default_factory=list)
+    judgments: list[Judgment] = field(default_factory=list)
+    assessments: list[Any] = field(default_factory=list)
+    prods: dict[str, simulation.ProdFiles] = field(default_factory=dict)
+    upstream: dict[str, str | None] = field(default_factory=dict)
+    extra: list[Finding] = field(default_factory=list)   # the record validator's findings (E3)
+    refs: list[Finding] = field(default_factory=list)    # ... those that are not parse findings
+
+
+def _case_pass(run: Any, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: Path, out: Path, reanalysis: bool,
+               verbose: bool) -> _AuditState:
+    """Sim1–Sim4 per case, the canonical reanalyses (beside the checks that do not need them) and A1–A7 with
+    the observable states, and this room's checks on each case's delivered observables."""
+    st = _AuditState(fs, {"enabled": reanalysis, "cases": {}}, findings=list(bundle.checksum_findings))
     if bundle.root is None:
-        findings.append(Finding("bundle_missing", f"agent input bundle not found: {bundle_dir}", item="Sim1"))
-    judgments: list[Judgment] = []
-    prods: dict[str, simulation.ProdFiles] = {}
-    upstream: dict[str, str | None] = {}
-    reinfo: dict[str, Any] = {"enabled": reanalysis, "cases": {}}
-    assessments = []
+        st.findings.append(Finding("bundle_missing", f"agent input bundle not found: {bundle_dir}", item="Sim1"))
     # Sim1, Sim2 and Sim4 first: they decide which productions the canonical reanalysis reads; with a
     # reanalysis, Sim4 reads the trajectory's frame headers and the reanalysis decompresses the frames
     per_case: dict[str, list[Judgment]] = {}
     sim4_found: dict[str, list[Finding]] = {}  # what each first Sim4 noted (replaced if it runs again)
     for case in run.cases:
         n0 = len(fs.findings)
-        s4, prods[case] = simulation.check_production(run, case, decode=not reanalysis)
+        s4, st.prods[case] = simulation.check_production(run, case, decode=not reanalysis)
         sim4_found[case] = fs.findings[n0:]
         per_case[case] = [simulation.check_setup(run, bundle, case), simulation.check_minimization(run, case), s4]
-        upstream[case] = _upstream(run, case, s4)
+        st.upstream[case] = _upstream(run, case, s4)
     jobs = {case: ((pf.tpr, pf.xtc, pf.edr), _guard_ps(run, case),
                    registered.settings_overrides(run, case, pf.extra.get("charges_e")))  # issue 37: as registered
-            for case, pf in prods.items() if reanalysis and upstream[case] is None and pf.readable}
+            for case, pf in st.prods.items() if reanalysis and st.upstream[case] is None and pf.readable}
     with Reanalyses(fs, jobs, out) as canonical:  # a child process analyses beside the checks where it can
-        record_checks.prefetch(run, prods)  # issue 37: the run inputs' gmx dump in threads meanwhile
+        record_checks.prefetch(run, st.prods)  # issue 37: the run inputs' gmx dump in threads meanwhile
         for case in run.cases:  # Sim3 reads the equilibration energy files meanwhile, E3 the record, E2 hashes
             per_case[case].insert(2, simulation.check_equilibration(run, bundle, case))
-        extra, refs = _record_findings(run_path)
+        st.extra, st.refs = _record_findings(run_path)
         if canonical.in_background and isinstance(run.artifacts, dict):
             fs.prefetch_sha256(str(p) for p in run.artifacts)
         for case in tqdm(run.cases, desc="audit", disable=not verbose):
             canon = None
             if case in jobs:
-                canon, reinfo["cases"][case], re_findings = canonical.result(case)
-                canon = registered.annotate(canon)  # issue 37: its association entries carry their cutoff
-                findings += re_findings
+                canon, st.reinfo["cases"][case], re_findings = canonical.result(case)
+                canon = registered.annotate(canon, run, case)  # cutoffs on its entries, registered windows
+                st.findings += re_findings
                 if canon is None:  # failed or unavailable: nobody decompressed the frames, Sim4 does it now
                     first = {id(f) for f in sim4_found[case]}
                     fs.findings[:] = [f for f in fs.findings if id(f) not in first]
-                    s4, prods[case] = simulation.check_production(run, case, decode=True)
+                    s4, st.prods[case] = simulation.check_production(run, case, decode=True)
                     per_case[case][3] = s4
-                    upstream[case] = _upstream(run, case, s4)
-            pf = prods[case]
-            links = out / "reanalysis" / case / "inputs"  # the reanalysis' links: offset caches stay out of the run
-            refit = (WindowRefit.for_case(links / Path(pf.tpr).name, links / Path(pf.xtc).name, canon)
-                     if canon else None)
-            js, groups = analysis_items.assess_case(run, bundle, case, upstream[case], canon, pf.extra, refit)
-            findings += amend.case_checks(run, case, upstream[case], canon, pf, groups, js)  # issue 37
-            judgments += per_case[case] + js
-            assessments += [g.assessment for g in groups]
-    valid_cases = [c for c in run.cases if upstream.get(c) is None]
+                    st.upstream[case] = _upstream(run, case, s4)
+            st.judgments += per_case[case]
+            _assess(run, bundle, case, canon, out, st)
+    return st
+
+
+def _assess(run: Any, bundle: Any, case: str, canon: Any, out: Path, st: _AuditState) -> None:
+    """A1–A7 and the observable states of one case (against ``canon``, the reanalysis, where it ran), then
+    this room's checks that see through the run's own numbers."""
+    pf = st.prods[case]
+    links = out / "reanalysis" / case / "inputs"  # the reanalysis' links: offset caches stay out of the run
+    refit = WindowRefit.for_case(links / Path(pf.tpr).name, links / Path(pf.xtc).name, canon) if canon else None
+    js, groups = analysis_items.assess_case(run, bundle, case, st.upstream[case], canon, pf.extra, refit)
+    st.findings += amend.case_checks(run, case, st.upstream[case], canon, pf, groups, js)  # issue 37
+    if canon is not None:  # a required observable the reanalysis could not compare as registered: A2
+        st.findings += amend.apply(case, groups, js, registered.not_compared_extras(
+            groups, analysis_items.required_targets(case, bundle)))
+    st.judgments += js
+    st.assessments += [g.assessment for g in groups]
+
+
+def _episode_pass(run: Any, bundle: Any, st: _AuditState) -> str:
+    """E1–E5 and O1–O5 (the budget from the ledger), then this room's record checks and the findings'
+    de-duplication. Returns the outcome the evidence supports."""
+    valid_cases = [c for c in run.cases if st.upstream.get(c) is None]
     consumption = evidence.ledger_consumption(run)
-    late = [f.message for f in claim_findings(assessments) if f.code == "registered_after_results"]
-    judgments += [evidence.check_lineage(run, valid_cases), evidence.check_provenance(run, bundle, prods),
-                  evidence.check_records(run, refs), evidence.check_delivery(run, valid_cases),
-                  evidence.check_consistency(run, _report_values(assessments), consumption, sorted(set(late)))]
-    ojs, expected = outcome.judge_outcome(run, assessments, valid_cases)
+    late = [f.message for f in claim_findings(st.assessments) if f.code == "registered_after_results"]
+    st.judgments += [evidence.check_lineage(run, valid_cases), evidence.check_provenance(run, bundle, st.prods),
+                     evidence.check_records(run, st.refs), evidence.check_delivery(run, valid_cases),
+                     evidence.check_consistency(run, _report_values(st.assessments), consumption, sorted(set(late)))]
+    ojs, expected = outcome.judge_outcome(run, st.assessments, valid_cases)
     if consumption.over:  # seed O3: action and stopping must address the remaining budget
         ojs = [Judgment("O3", 0.0, "MD consumption exceeds the budget: " + "; ".join(consumption.over),
                         evidence=[Evidence(f"{evidence.REC}/attempts.jsonl")]) if j.item == "O3" else j for j in ojs]
-    judgments += ojs
-    findings += record_checks.amend(run, bundle, prods, judgments, assessments)  # issue 37: the run's own record
+    st.judgments += ojs
+    st.findings += record_checks.amend(run, bundle, st.prods, st.judgments, st.assessments)  # issue 37
     budget = [Finding("budget_exceeded", m, f"{evidence.REC}/attempts.jsonl", item="E5") for m in consumption.over]
     budget += [Finding("budget_statement_disagrees", m, "report.md" if m.startswith("report.md") else
                        f"{evidence.REC}/episode_terminal.json", item="E5") for m in consumption.statements]
-    findings = deduplicate(findings + fs.findings + extra + claim_findings(assessments) + budget
-                           + outcome.state_disagreements(run, assessments))
-    # ---- judges
+    st.findings = deduplicate(st.findings + st.fs.findings + st.extra + claim_findings(st.assessments) + budget
+                              + outcome.state_disagreements(run, st.assessments))
+    return expected
+
+
+def _run_judges(run: Any, run_path: Path, out: Path, st: _AuditState, expected: str, judge_cmd: str | None,
+                judge_llm: str | None, judge_model: str | None, judge_key_env: str
+                ) -> tuple[list[Judgment], dict[str, Any]]:
+    """The preliminary judgments: the rules', with an external or LLM judge's verdicts applied where one is
+    named (its findings join ``st.findings``). Returns them and the judge's record."""
     judge_info: dict[str, Any] = {"kind": "rule"}
-    prelim = judgments
-    if judge_cmd or judge_llm:
-        bundle_doc = {"protocol": "mdbench-saeo-judge/1", "run_dir": str(run_path),
-                      "items": [j.to_dict() for j in judgments], "item_titles": ITEM_TITLES,
-                      "observables": [a.to_dict() for a in assessments],
-                      "findings": [f.to_dict() for f in findings],
-                      "unresolved": outcome.unresolved_summary(assessments),
-                      "claimed_outcome": run.claimed_outcome(), "expected_outcome": expected}
-        if judge_llm:
-            verdicts, jf, judge_info = run_llm_judge(judge_llm, judge_model or "default", bundle_doc, out,
-                                                     api_key_env=judge_key_env)
-            judge_info["kind"] = "llm"
-        else:
-            verdicts, jf, judge_info = run_external_judge(judge_cmd, bundle_doc, out)
-            judge_info["kind"] = "external"
-        findings += jf
-        prelim = _apply(judgments, verdicts)
-    episode_pre, derived_pre = aggregate(prelim, run.cases)
-    # ---- adjudication
+    if not (judge_cmd or judge_llm):
+        return st.judgments, judge_info
+    bundle_doc = {"protocol": "mdbench-saeo-judge/1", "run_dir": str(run_path),
+                  "items": [j.to_dict() for j in st.judgments], "item_titles": ITEM_TITLES,
+                  "observables": [a.to_dict() for a in st.assessments],
+                  "findings": [f.to_dict() for f in st.findings],
+                  "unresolved": outcome.unresolved_summary(st.assessments),
+                  "claimed_outcome": run.claimed_outcome(), "expected_outcome": expected}
+    if judge_llm:
+        verdicts, jf, judge_info = run_llm_judge(judge_llm, judge_model or "default", bundle_doc, out,
+                                                 api_key_env=judge_key_env)
+        judge_info["kind"] = "llm"
+    else:
+        verdicts, jf, judge_info = run_external_judge(judge_cmd, bundle_doc, out)
+        judge_info["kind"] = "external"
+    st.findings += jf
+    return _apply(st.judgments, verdicts), judge_info
+
+
+def _result(run: Any, run_path: Path, out: Path, st: _AuditState, prelim: list[Judgment],
+            entries: list[dict[str, Any]], expected: str, judge_info: dict[str, Any], bundle_dir: Any
+            ) -> AuditResult:
+    """Aggregation (preliminary), expert adjudication applied last, the composite scores and the result."""
+    episode_pre, _derived_pre = aggregate(prelim, run.cases)
     adj_low = [Judgment(e["item"], e["rating"], e["reason"], e["case"], e["observable"], source="expert",
                         reviewer=e["reviewer"]) for e in entries if e["case"] is not None]
     adj_ep = {e["item"]: e for e in entries if e["case"] is None}
@@ -339,21 +398,14 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
     comp_fin, means_fin = composite_score(fin_r)
     items = {i: ItemScore(i, pre_r[i], fin_r[i], episode_fin[i].reason, episode_fin[i].source) for i in ITEMS}
     all_js = [j for j in final_js if j.source != "aggregate"] + derived_fin
-    result = AuditResult(
+    return AuditResult(
         run_dir=str(run_path), out_dir=str(out), cases=run.cases, judgments=all_js, episode_items=items,
-        observables=assessments, findings=findings, composite_preliminary=comp_pre, composite_final=comp_fin,
+        observables=st.assessments, findings=st.findings, composite_preliminary=comp_pre, composite_final=comp_fin,
         dimension_means_preliminary=means_pre, dimension_means_final=means_fin,
-        claimed_outcome=run.claimed_outcome(), expected_outcome=expected, reanalysis=reinfo, judge=judge_info,
+        claimed_outcome=run.claimed_outcome(), expected_outcome=expected, reanalysis=st.reinfo, judge=judge_info,
         adjudications=[{k: v for k, v in e.items()} for e in entries],
         meta={"bundle_dir": str(bundle_dir) if bundle_dir else None, "seconds": 0.0,
               "preliminary_items": {i: episode_pre[i].to_dict() for i in ITEMS}})
-    result.meta["seconds"] = round(time.perf_counter() - t_start, 3)
-    write_outputs(result)
-    if adjudication is not None:
-        (out / APPLIED).write_text(json.dumps([{"digest": entry_digest({k: v for k, v in e.items() if k != "line"}),
-                                                "item": e["item"], "case": e["case"]} for e in entries], indent=1))
-    log.info("audit of %s: composite %.1f (preliminary %.1f)", run_path, comp_fin, comp_pre)
-    return result
 
 
 #: What a Markdown viewer would read as raw HTML: a tag opening (``<img``, ``</p``, ``<!--``) or an entity.

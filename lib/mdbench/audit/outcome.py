@@ -84,11 +84,10 @@ def state_disagreements(run: RunData, assessments: list[ObservableAssessment]) -
     return out
 
 
-def judge_outcome(run: RunData, assessments: list[ObservableAssessment], valid_cases: list[str]) -> tuple[
-        list[Judgment], str]:
-    """O1–O5 judgments and the expected outcome."""
-    unresolved = [a for a in assessments if a.state in UNRESOLVED_STATES]
-    ev_t, ev_o = Evidence(TERM, key="unresolved"), Evidence(OBS)
+def _detection(run: RunData, assessments: list[ObservableAssessment], unresolved: list[ObservableAssessment]
+               ) -> tuple[list[ObservableAssessment], list[str], list[ObservableAssessment], list[str]]:
+    """(unresolved observables the run recognised in the contract vocabulary, mislabelled lines, failures it
+    labelled SI/C, F↔SI confusions among every labelled observable)."""
     detected, mislabelled, f_as_si = [], [], []
     for a in unresolved:
         rs = _run_state(run, a.case, a.observable)
@@ -102,8 +101,6 @@ def judge_outcome(run: RunData, assessments: list[ObservableAssessment], valid_c
                 mislabelled.append(f"{a.case}/{a.observable}: run says {claimed}, audit finds {a.state}")
                 if a.state == "F" and claimed in ("SI", "C"):
                     f_as_si.append(a)
-    n = len(unresolved)
-    names = ", ".join(f"{a.case}/{a.observable}={a.state}" for a in unresolved)
     # classification: every observable the run labelled, against the audit's own state
     confusions: list[str] = []
     for a in assessments:
@@ -115,35 +112,41 @@ def judge_outcome(run: RunData, assessments: list[ObservableAssessment], valid_c
             mislabelled.append(line)
         if (a.state, rs) in _F_SI_CONFUSIONS:
             confusions.append(line)
-    out: list[Judgment] = []
-    # O1 detection
+    return detected, mislabelled, f_as_si, confusions
+
+
+def _o1(n: int, detected: list[ObservableAssessment], names: str, ev_o: Evidence, ev_t: Evidence) -> Judgment:
+    """O1 detection: the share of the audit's unresolved observables the run recognised."""
     if n == 0:
-        out.append(Judgment("O1", 1.0, "no unresolved obligation found by the audit", evidence=[ev_o]))
-    else:
-        frac = len(detected) / n
-        r = 1.0 if frac == 1 else (0.5 if frac > 0 else 0.0)
-        out.append(Judgment("O1", r, f"run recognised {len(detected)}/{n} unresolved observables ({names})",
-                            evidence=[ev_o, ev_t]))
-    # O2 classification
+        return Judgment("O1", 1.0, "no unresolved obligation found by the audit", evidence=[ev_o])
+    frac = len(detected) / n
+    r = 1.0 if frac == 1 else (0.5 if frac > 0 else 0.0)
+    return Judgment("O1", r, f"run recognised {len(detected)}/{n} unresolved observables ({names})",
+                    evidence=[ev_o, ev_t])
+
+
+def _o2(n: int, detected: list[ObservableAssessment], mislabelled: list[str], f_as_si: list[ObservableAssessment],
+        confusions: list[str], ev_o: Evidence) -> Judgment:
+    """O2 classification: F, SI and M told apart as the audit finds them."""
     if n == 0 and mislabelled:
-        out.append(Judgment("O2", 0.0 if confusions else 0.5, "; ".join((confusions or mislabelled)[:8]),
-                            evidence=[ev_o]))
-    elif n == 0:
-        out.append(Judgment("O2", 1.0, "nothing to classify", evidence=[ev_o]))
-    elif not detected:
-        out.append(Judgment("O2", 0.0, "no unresolved observable was recognised, so none was classified",
-                            evidence=[ev_o]))
-    elif f_as_si or confusions:
-        out.append(Judgment("O2", 0.0, "deterministic failure and sampling limitation confused: " + "; ".join(
-            (confusions or mislabelled)[:8]), evidence=[ev_o]))
-    elif mislabelled:
-        out.append(Judgment("O2", 0.5, "; ".join(mislabelled[:8]), evidence=[ev_o]))
-    else:
-        out.append(Judgment("O2", 1.0, "missing, failed and sampling-limited results distinguished as the audit "
-                            "finds them", evidence=[ev_o]))
-    # O3 action / stopping: every unresolved item needs an auditable reason (a per-item reason or next action in
-    # the terminal record, a repair/reanalysis event, or — for SI/M/not-reached items — a recorded stopping decision)
-    t = run.terminal if isinstance(run.terminal, dict) else {}
+        return Judgment("O2", 0.0 if confusions else 0.5, "; ".join((confusions or mislabelled)[:8]), evidence=[ev_o])
+    if n == 0:
+        return Judgment("O2", 1.0, "nothing to classify", evidence=[ev_o])
+    if not detected:
+        return Judgment("O2", 0.0, "no unresolved observable was recognised, so none was classified", evidence=[ev_o])
+    if f_as_si or confusions:
+        return Judgment("O2", 0.0, "deterministic failure and sampling limitation confused: " + "; ".join(
+            (confusions or mislabelled)[:8]), evidence=[ev_o])
+    if mislabelled:
+        return Judgment("O2", 0.5, "; ".join(mislabelled[:8]), evidence=[ev_o])
+    return Judgment("O2", 1.0, "missing, failed and sampling-limited results distinguished as the audit finds them",
+                    evidence=[ev_o])
+
+
+def _o3(run: RunData, unresolved: list[ObservableAssessment], t: dict[str, Any], ev_t: Evidence) -> Judgment:
+    """O3 action / stopping: every unresolved item needs an auditable reason (a per-item reason or next action in
+    the terminal record, a repair/reanalysis event, or — for SI/M/not-reached items — a recorded stopping
+    decision)."""
     actions = [e for _, e in run.events if any(w in str(e.get("type", "")).lower() for w in _ACTION_WORDS)]
     stops = [e for e in actions if any(w in str(e.get("type", "")).lower() for w in _STOP_WORDS)]
     global_stop = bool(stops) or any(k in t for k in ("stop_reason", "stopping_reason", "stopping", "next_action"))
@@ -154,41 +157,56 @@ def judge_outcome(run: RunData, assessments: list[ObservableAssessment], valid_c
         per_item = isinstance(lu, dict) and bool(lu.get("reason") or lu.get("next_action"))
         ok = per_item or (a.state == "F" and repaired) or (a.state != "F" and global_stop)
         (addressed if ok else unaddressed).append(a)
-    if n == 0:
-        out.append(Judgment("O3", 1.0 if t else 0.5, "no unresolved obligation; stop " + (
-            "recorded" if t else "without terminal record"), evidence=[ev_t]))
-    elif not unaddressed:
-        out.append(Judgment("O3", 1.0, "every unresolved obligation has a recorded action or stopping reason",
-                            evidence=[ev_t]))
-    else:
-        out.append(Judgment("O3", 0.5 if addressed else 0.0, "no action or stopping reason recorded for: " + ", ".join(
-            f"{a.case}/{a.observable}={a.state}" for a in unaddressed[:8]),
-            evidence=[ev_t, Evidence("run_record/events.jsonl")]))
-    # O4 propagation
+    if not unresolved:
+        return Judgment("O3", 1.0 if t else 0.5, "no unresolved obligation; stop " + (
+            "recorded" if t else "without terminal record"), evidence=[ev_t])
+    if not unaddressed:
+        return Judgment("O3", 1.0, "every unresolved obligation has a recorded action or stopping reason",
+                        evidence=[ev_t])
+    return Judgment("O3", 0.5 if addressed else 0.0, "no action or stopping reason recorded for: " + ", ".join(
+        f"{a.case}/{a.observable}={a.state}" for a in unaddressed[:8]),
+        evidence=[ev_t, Evidence("run_record/events.jsonl")])
+
+
+def _o4(run: RunData, unresolved: list[ObservableAssessment], t: dict[str, Any], ev_t: Evidence) -> Judgment:
+    """O4 propagation: the terminal record lists the unresolved observables."""
+    n = len(unresolved)
     if not t:
-        out.append(Judgment("O4", 0.0, "no terminal record", evidence=[ev_t]))
-    elif n == 0:
-        out.append(Judgment("O4", 1.0, "nothing unresolved to propagate", evidence=[ev_t]))
-    else:
-        listed = [a for a in unresolved if _listed_unresolved(run, a.case, a.observable) is not None]
-        frac = len(listed) / n
-        r = 1.0 if frac == 1 else (0.5 if frac > 0 else 0.0)
-        out.append(Judgment("O4", r, f"terminal record lists {len(listed)}/{n} unresolved observables",
-                            evidence=[ev_t]))
-    # O5 final claim
-    expected = expected_outcome(run, assessments, valid_cases)
-    claimed = run.claimed_outcome()
+        return Judgment("O4", 0.0, "no terminal record", evidence=[ev_t])
+    if n == 0:
+        return Judgment("O4", 1.0, "nothing unresolved to propagate", evidence=[ev_t])
+    listed = [a for a in unresolved if _listed_unresolved(run, a.case, a.observable) is not None]
+    frac = len(listed) / n
+    r = 1.0 if frac == 1 else (0.5 if frac > 0 else 0.0)
+    return Judgment("O4", r, f"terminal record lists {len(listed)}/{n} unresolved observables", evidence=[ev_t])
+
+
+def _o5(claimed: str | None, expected: str, n: int, t: dict[str, Any], ev_t: Evidence) -> Judgment:
+    """O5 final claim against the outcome the evidence supports."""
     if claimed is None:
-        out.append(Judgment("O5", 0.0, "no final completion claim", evidence=[ev_t]))
-    elif claimed == expected:
-        out.append(Judgment("O5", 1.0, f"claim {claimed} matches the evidence", evidence=[ev_t]))
-    elif claimed in ("clean_valid", "recovered_valid") and expected in ("partial", "candidate_failure"):
+        return Judgment("O5", 0.0, "no final completion claim", evidence=[ev_t])
+    if claimed == expected:
+        return Judgment("O5", 1.0, f"claim {claimed} matches the evidence", evidence=[ev_t])
+    if claimed in ("clean_valid", "recovered_valid") and expected in ("partial", "candidate_failure"):
         listed = len(t.get("unresolved") or [])
-        out.append(Judgment("O5", 0.0, f"claims {claimed} while the evidence supports {expected} "
-                            f"({n} unresolved; the terminal record itself lists {listed})", evidence=[ev_t]))
-    else:
-        out.append(Judgment("O5", 0.5, f"claims {claimed}; evidence supports {expected}", evidence=[ev_t]))
-    return out, expected
+        return Judgment("O5", 0.0, f"claims {claimed} while the evidence supports {expected} "
+                        f"({n} unresolved; the terminal record itself lists {listed})", evidence=[ev_t])
+    return Judgment("O5", 0.5, f"claims {claimed}; evidence supports {expected}", evidence=[ev_t])
+
+
+def judge_outcome(run: RunData, assessments: list[ObservableAssessment], valid_cases: list[str]) -> tuple[
+        list[Judgment], str]:
+    """O1–O5 judgments and the expected outcome."""
+    unresolved = [a for a in assessments if a.state in UNRESOLVED_STATES]
+    ev_t, ev_o = Evidence(TERM, key="unresolved"), Evidence(OBS)
+    detected, mislabelled, f_as_si, confusions = _detection(run, assessments, unresolved)
+    n = len(unresolved)
+    names = ", ".join(f"{a.case}/{a.observable}={a.state}" for a in unresolved)
+    t = run.terminal if isinstance(run.terminal, dict) else {}
+    expected = expected_outcome(run, assessments, valid_cases)
+    return [_o1(n, detected, names, ev_o, ev_t), _o2(n, detected, mislabelled, f_as_si, confusions, ev_o),
+            _o3(run, unresolved, t, ev_t), _o4(run, unresolved, t, ev_t),
+            _o5(run.claimed_outcome(), expected, n, t, ev_t)], expected
 
 
 def unresolved_summary(assessments: list[ObservableAssessment]) -> list[dict[str, Any]]:
