@@ -28,7 +28,8 @@ import math
 import re
 from typing import Any
 
-from mdbench.analysis.observables import ASSOCIATION, ASSOCIATION_GROUP, COORDINATION_GROUP
+from mdbench.analysis.observables import (ASSOCIATION, ASSOCIATION_GROUP, CONDUCTIVITY, COORDINATION_GROUP,
+                                          SELF_DIFFUSION, TRANSFERENCE)
 
 #: Site labels of a contact channel (``mdbench.analysis`` atom selections: ``<species>:<label>``).
 SITE_LABELS = ("ion", "O", "N", "O_carbonyl", "O_ether", "F", "S", "C")
@@ -133,7 +134,7 @@ def registered_guard_ps(run: Any, case: str) -> float | None:
 
 #: Words that put a registered fit window on the self-diffusion MSD or on the collective (Onsager) fits.
 _WINDOW_KINDS = {"diffusion": ("diffusion", "msd", "self"),
-                 "collective": ("onsager", "conductiv", "collective", "transference", "sigma", "charge")}
+                 "collective": ("onsager", "conductiv", "collective", "transfer", "sigma", "charge")}
 _BRACKET = re.compile(r"\[\s*([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*,\s*([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*\]"
                       r"\s*(ps|x|×|\*|times)?\s*(?:the\s+)?(block)?", re.I)
 
@@ -189,7 +190,8 @@ def registered_fit_windows(run: Any, case: str) -> dict[str, tuple[str, tuple[fl
 #: Where :func:`annotate` puts a registered fit window [ps] on the reanalysis' entries (``details``).
 REGISTERED_WINDOW_KEY = "registered_fit_window_ps"
 #: Reanalysis categories → the kind of registered fit window that applies to them.
-_WINDOW_CATEGORY = {"self_diffusion": "diffusion", "conductivity": "collective", "transference": "collective"}
+_WINDOW_CATEGORY = {SELF_DIFFUSION.category: "diffusion", CONDUCTIVITY.category: "collective",
+                    TRANSFERENCE.category: "collective"}
 
 
 def fit_window(canonical_entry: Any) -> tuple[float, float] | None:
