@@ -247,3 +247,17 @@ def test_registered_windows_and_cutoffs_are_read_from_fields_and_text():
     far = Run([{"kind": "coordination_definition", "definition": {"cutoff_nm": 0.9}}])
     assert registered.registered_cn_cutoff(far, "W") is None       # beyond the stored neighbour range
     assert registered.registered_contact_channels({"FSI:O": 0.3, "FSI:N": 0.3}) == {"FSI": ["O", "N"]}
+
+
+def test_contact_channel_named_by_the_registration_goes_to_the_reanalysis(run_copy, bundle, tmp_path):
+    """A registration naming its contact channel one by one ({"CL:ion": 0.35}) runs the reanalysis with that
+    channel and cutoff (contact_channels / contact_cutoffs_nm); the honest CIP/AGG are then compared, not
+    "not compared"."""
+    _rewrite_registration(run_copy, "association_contact_definition",
+                          lambda d: (d.pop("contact_cutoff_nm"), d.update(contact_cutoff_nm={"CL:ion": 0.35})))
+    _res, doc = reanalysed(run_copy, bundle, tmp_path / "a")
+    reg = doc["reanalysis"]["cases"][CASE]["registered_settings"]
+    assert reg["contact_channels"]["CL"] == ["ion"] and reg["contact_cutoffs_nm"]["CL:ion"] == 0.35
+    codes = _codes(doc, "association")
+    assert "definition_differs_from_canonical" not in codes and "agrees_with_canonical" in codes, codes
+    assert judgment(doc, "A3", CASE, "association")["rating"] == 1.0
