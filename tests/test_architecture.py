@@ -56,7 +56,7 @@ LONG_FUNCTIONS = {
     "analysis/viscosity.py:green_kubo_viscosity",
     "arena/runner.py:run_trial",
     "audit/canonical.py:recorded_curve_checks", "audit/core.py:audit_run",
-    "audit/outcome.py:judge_outcome", "audit/simulation.py:check_production", "build/system.py:build_system",
+    "audit/outcome.py:judge_outcome", "build/system.py:build_system",
     "engine/segments.py:run_segment", "engine/stages.py:equilibrate", "episode/runner.py:run_episode",
     "execute/stage.py:run_stage", "record/validate.py:validate_run",
     "sandbox.py:_supervise", "sandbox.py:spawn_confined",
