@@ -212,7 +212,7 @@ def _bounded_output(argv: list[str], max_bytes: int, timeout_s: float) -> tuple[
     return b"".join(chunks), None if killed else rc
 
 
-def _dump(run: Any, rel: str) -> tuple[dict[str, str], tuple | None]:
+def _dump(run: Any, rel: str) -> tuple[dict[str, str], tuple | None, dict | None]:
     """:func:`_dump_now`, or the result of its :func:`prefetch`."""
     cache = run.fs.__dict__.setdefault("_tpr_dump", {})
     fut = run.fs.__dict__.get("_tpr_dump_futures", {}).pop(rel, None)
@@ -226,12 +226,15 @@ def _dump(run: Any, rel: str) -> tuple[dict[str, str], tuple | None]:
     return cache[rel]
 
 
-def _dump_now(run: Any, rel: str) -> tuple[dict[str, str], tuple | None]:
+def _dump_now(run: Any, rel: str) -> tuple[dict[str, str], tuple | None, dict | None]:
     """(run parameters, force-field fingerprint) of a ``.tpr`` by ``gmx dump -s`` (a reader, 60 s, its output
     capped); ({}, None) when GROMACS is unavailable or the file does not parse. The fingerprint is (the LJ
-    parameter matrix, the atom types and charges of the molecule types), as printed."""
+    parameter matrix, the atom types and charges of the molecule types), as printed; the third element is
+    the force field by atom-type name (:func:`mdbench.audit.frozen_ff.parse_dump_topology`)."""
+    from mdbench.audit.frozen_ff import parse_dump_topology  # noqa: PLC0415
+
     params: dict[str, str] = {}
-    finger = None
+    finger = ff = None
     path = run.fs.resolve(rel)
     gmx = shutil.which("gmx")
     if path is not None and gmx is not None and _regular(path):
@@ -244,9 +247,10 @@ def _dump_now(run: Any, rel: str) -> tuple[dict[str, str], tuple | None]:
             if rc == 0 and len(raw) <= MAX_DUMP_BYTES and topo:
                 moltypes = topo.split("moltype (", 1)[-1] if "moltype (" in topo else topo
                 finger = (tuple(_LJ.findall(topo)), tuple(_ATOM.findall(moltypes)))
+                ff = parse_dump_topology(topo)
         except (OSError, subprocess.SubprocessError) as exc:
             log.info("gmx dump of %s failed: %s", rel, exc)
-    return params, finger
+    return params, finger, ff
 
 
 def _equil_tpr(run: Any, case: str) -> str | None:
@@ -567,6 +571,7 @@ def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment
           ) -> list[Finding]:
     """Apply the checks of the module docstring to ``judgments`` (in place, ratings only lowered); returns
     their findings."""
+    from mdbench.audit import frozen_ff  # noqa: PLC0415
     from mdbench.audit.fabrication import lineage_artifacts  # noqa: PLC0415
 
     findings: list[Finding] = []
@@ -589,6 +594,8 @@ def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment
         ff = force_field_differs(run, case, prods.get(case))
         if ff:
             add("Sim1", case, 0.0, ff, "production_force_field_differs", getattr(prods.get(case), "tpr", None))
+        if (fb := frozen_ff.production_vs_bundle(run, bundle, case, prods.get(case))):  # issue 37: vs the bundle
+            add("Sim1", case, 0.0, fb, "production_force_field_not_bundle", getattr(prods.get(case), "tpr", None))
         p4, p5 = production_findings(run, bundle, case, prods.get(case))
         for m in p4:
             add("Sim4", case, 0.0, m, "production_state_point_differs" if "couples" in m else
