@@ -18,6 +18,8 @@ from mdbench.audit.model import Check, Finding, Judgment
 
 #: States a check of this room leaves alone (nothing delivered or nothing applicable).
 _FIXED_STATES = frozenset({M, "invalid_upstream", "not_reached"})
+#: Codes stated whatever the group's state (their item is episode-level, e.g. E1), without changing it.
+_ANY_STATE = frozenset({"value_without_artifact"})
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,10 @@ def apply(case: str, groups: list[Any], judgments: list[Judgment], extras: list[
     for gr in groups:
         a = gr.assessment
         mine = by_group.get(a.observable)
-        if not mine or a.state in _FIXED_STATES:
+        fixed = a.state in _FIXED_STATES
+        if mine and fixed:  # nothing delivered by the rules; a value without evidence is still stated, state kept
+            mine = [x for x in mine if x.check.code in _ANY_STATE]
+        if not mine:
             continue
         for x in mine:
             a.checks.append(x.check)
@@ -71,7 +76,9 @@ def apply(case: str, groups: list[Any], judgments: list[Judgment], extras: list[
                                     case=case))
         hard = [x.check.message for x in mine if x.check.severity in ("definition", "implementation")]
         soft = [x.check.message for x in mine if x.check.severity == "sampling"]
-        if hard and a.state != F:
+        if fixed:
+            pass
+        elif hard and a.state != F:
             a.state, a.reason = F, "; ".join(hard)[:900]
             gr.failure_kind = "definition" if any(x.check.severity == "definition" for x in mine) else \
                 "implementation"
@@ -94,13 +101,18 @@ def apply(case: str, groups: list[Any], judgments: list[Judgment], extras: list[
 
 
 def case_checks(run: Any, case: str, upstream: str | None, canonical_results: Any, prod: Any, groups: list[Any],
-                judgments: list[Judgment]) -> list[Finding]:
+                judgments: list[Judgment], refit: Any = None) -> list[Finding]:
     """Every check of this room on one case's delivered observables; ``groups`` and ``judgments`` (from
-    :func:`mdbench.audit.analysis_items.assess_case`) are amended in place. Returns the findings."""
+    :func:`mdbench.audit.analysis_items.assess_case`) are amended in place; ``refit`` is the case's
+    :class:`~mdbench.audit.transport.WindowRefit` (its cached trajectory MSDs). Returns the findings."""
     if upstream is not None:
         return []
-    from mdbench.audit import blocklayout, consistency, fabrication  # noqa: PLC0415
+    from mdbench.audit import blocklayout, consistency, fabrication, own_diffusion, own_values  # noqa: PLC0415
 
     extras = (consistency.checks(run, case, prod) + fabrication.block_spread_checks(run, case, canonical_results)
-              + blocklayout.checks(run, case, prod))
+              + blocklayout.checks(run, case, prod)
+              + own_diffusion.checks(run, case, canonical_results, refit, groups)
+              + consistency.cn_checks(run, case, prod)
+              + consistency.sigma_charge_checks(run, case, canonical_results, prod, refit))
+    extras += own_values.checks(run, case, canonical_results, groups, extras)
     return apply(case, groups, judgments, extras)

@@ -284,7 +284,7 @@ def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str |
             refit = (WindowRefit.for_case(links / Path(pf.tpr).name, links / Path(pf.xtc).name, canon)
                      if canon else None)
             js, groups = analysis_items.assess_case(run, bundle, case, upstream[case], canon, pf.extra, refit)
-            findings += amend.case_checks(run, case, upstream[case], canon, pf, groups, js)  # issue 37
+            findings += amend.case_checks(run, case, upstream[case], canon, pf, groups, js, refit)  # issue 37
             judgments += per_case[case] + js
             assessments += [g.assessment for g in groups]
     valid_cases = [c for c in run.cases if upstream.get(c) is None]

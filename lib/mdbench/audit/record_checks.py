@@ -604,6 +604,10 @@ def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment
             add("E5", None, 0.5, m, "production_length_disagrees", getattr(prods.get(case), "log", None))
     for m in lineage_artifacts(run, prods):
         add("E1", None, 0.0, m, "lineage_artifact_missing", f"{REC}/attempts.jsonl")
+    for a in assessments:  # issue 37: a delivered value no artifact supports (its finding is the group's)
+        for c in getattr(a, "checks", [])[:200]:
+            if c.code == "value_without_artifact":
+                caps.setdefault(("E1", None), []).append((0.5, c.message))
     hidden: dict[str, float] = {}
     for m in unclaimed_md_files(run, hidden):
         add("E1", None, 0.5, m, "md_files_unclaimed", f"{REC}/attempts.jsonl")
