@@ -335,7 +335,8 @@ def _rdf_arrays(r: Any, g: Any) -> tuple[np.ndarray, np.ndarray] | None:
         ra, ga = np.asarray(r, dtype=np.float64), np.asarray(g, dtype=np.float64)
     except (TypeError, ValueError):
         return None
-    if not (np.all(np.isfinite(ra)) and np.all(np.isfinite(ga)) and np.all(np.diff(ra) > 0) and ra[0] >= 0):
+    if ra.ndim != 1 or ga.ndim != 1 or not (np.all(np.isfinite(ra)) and np.all(np.isfinite(ga))
+                                           and np.all(np.diff(ra) > 0) and ra[0] >= 0):
         return None
     return ra, ga
 
@@ -424,12 +425,13 @@ def cn_checks(run: Any, case: str, prod: Any) -> list[Extra]:
             continue
         rc = _num(e.raw.get("cutoff_nm"))
         curve = recorded_rdf(run, case, e.raw) if rc is not None and rc > 0 else None
-        if curve is None or curve[0][-1] < rc:
+        if curve is None or curve[0][-1] < rc or curve[0][0] > 0.5 * rc:
             continue
         dens = _partner_density(run, case, e, prod)
         if dens is None:
             continue
-        cn, allow = rdf_integral(curve[0], curve[1], dens[0], rc)
+        with np.errstate(all="ignore"):  # a hostile curve may hold numbers near the float range's ends
+            cn, allow = rdf_integral(curve[0], curve[1], dens[0], rc)
         if not math.isfinite(cn) or abs(e.value - cn) <= CN_REL_TOL * abs(cn) + allow:
             continue
         out.append(Extra(cn_group, Check(

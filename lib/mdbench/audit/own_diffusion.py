@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -57,7 +58,9 @@ def rederived_window(lag_ps: np.ndarray, msd_nm2: np.ndarray) -> tuple[tuple[flo
 
     lag = np.asarray(lag_ps, dtype=np.float64)
     hi_max = MAX_LAG_FRACTION * float(lag[-1])
-    w = select_diffusive_window(lag, np.asarray(msd_nm2, dtype=np.float64), max_lag_ps=hi_max)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):  # a hostile curve: all-nan slopes
+        warnings.simplefilter("ignore", RuntimeWarning)
+        w = select_diffusive_window(lag, np.asarray(msd_nm2, dtype=np.float64), max_lag_ps=hi_max)
     if math.isfinite(w.lo_ps) and math.isfinite(w.hi_ps) and w.hi_ps > w.lo_ps and \
             _n_lags(lag, (w.lo_ps, w.hi_ps)) >= 2:
         return (float(w.lo_ps), float(w.hi_ps)), bool(w.found)
