@@ -567,11 +567,35 @@ def unresolved_references(run: Any) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------ hook
+def _case_findings(run: Any, bundle: Any, case: str, pf: Any, add: Any) -> None:
+    """The gate, force-field and production checks of one case, reported through ``add`` (see :func:`amend`)."""
+    from mdbench.audit import frozen_ff  # noqa: PLC0415
+
+    sim3, e5 = gate_findings(run, case)
+    for m in sim3:
+        add("Sim3", case, 0.0, f"{case}: {m}", "production_after_failed_gate" if "entered" in m
+            else "registered_gate_fails" if "re-evaluated" in m else "gate_record_inconsistent",
+            f"{REC}/events.jsonl")
+    for m in e5:
+        code = "stage_state_contradicts_gate" if "stage_states" in m else "gate_record_inconsistent"
+        add("E5", None, 0.5, m, code, f"{REC}/stage_states.json")
+    ff = force_field_differs(run, case, pf)
+    if ff:
+        add("Sim1", case, 0.0, ff, "production_force_field_differs", getattr(pf, "tpr", None))
+    if (fb := frozen_ff.production_vs_bundle(run, bundle, case, pf)):  # issue 37: vs the bundle
+        add("Sim1", case, 0.0, fb, "production_force_field_not_bundle", getattr(pf, "tpr", None))
+    p4, p5 = production_findings(run, bundle, case, pf)
+    for m in p4:
+        add("Sim4", case, 0.0, m, "production_state_point_differs" if "couples" in m else
+            "production_length_disagrees", getattr(pf, "tpr", None))
+    for m in p5:
+        add("E5", None, 0.5, m, "production_length_disagrees", getattr(pf, "log", None))
+
+
 def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment], assessments: list[Any]
           ) -> list[Finding]:
     """Apply the checks of the module docstring to ``judgments`` (in place, ratings only lowered); returns
     their findings."""
-    from mdbench.audit import frozen_ff  # noqa: PLC0415
     from mdbench.audit.fabrication import lineage_artifacts  # noqa: PLC0415
 
     findings: list[Finding] = []
@@ -583,25 +607,7 @@ def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment
         findings.append(Finding(code, msg[:600], path, line, item=item, case=case))
 
     for case in run.cases:
-        sim3, e5 = gate_findings(run, case)
-        for m in sim3:
-            add("Sim3", case, 0.0, f"{case}: {m}", "production_after_failed_gate" if "entered" in m
-                else "registered_gate_fails" if "re-evaluated" in m else "gate_record_inconsistent",
-                f"{REC}/events.jsonl")
-        for m in e5:
-            code = "stage_state_contradicts_gate" if "stage_states" in m else "gate_record_inconsistent"
-            add("E5", None, 0.5, m, code, f"{REC}/stage_states.json")
-        ff = force_field_differs(run, case, prods.get(case))
-        if ff:
-            add("Sim1", case, 0.0, ff, "production_force_field_differs", getattr(prods.get(case), "tpr", None))
-        if (fb := frozen_ff.production_vs_bundle(run, bundle, case, prods.get(case))):  # issue 37: vs the bundle
-            add("Sim1", case, 0.0, fb, "production_force_field_not_bundle", getattr(prods.get(case), "tpr", None))
-        p4, p5 = production_findings(run, bundle, case, prods.get(case))
-        for m in p4:
-            add("Sim4", case, 0.0, m, "production_state_point_differs" if "couples" in m else
-                "production_length_disagrees", getattr(prods.get(case), "tpr", None))
-        for m in p5:
-            add("E5", None, 0.5, m, "production_length_disagrees", getattr(prods.get(case), "log", None))
+        _case_findings(run, bundle, case, prods.get(case), add)
     for m in lineage_artifacts(run, prods):
         add("E1", None, 0.0, m, "lineage_artifact_missing", f"{REC}/attempts.jsonl")
     for a in assessments:  # issue 37: a delivered value no artifact supports (its finding is the group's)
