@@ -41,7 +41,15 @@ BAND_FACTOR = 1.5
 #: Fraction of the longest MSD lag (one block) up to which a diffusive window is looked for (the analysis'
 #: ``max_lag_fraction``).
 MAX_LAG_FRACTION = 0.5
+#: Values [m²/s] a self-diffusion coefficient in SI units can take; others (another unit, a ratio) are skipped.
+D_RANGE_M2_S = (1e-14, 1e-5)
 _GROUP = SELF_DIFFUSION_GROUP.name
+_SI_UNITS = {"", "m^2/s", "m2/s", "m²/s", "m^2s^-1", "m2s-1", "m^2*s^-1", "m**2/s"}
+
+
+def _si_unit(raw: dict) -> bool:
+    unit = raw.get("unit", raw.get("units", ""))
+    return isinstance(unit, str) and unit.replace(" ", "").lower()[:32] in _SI_UNITS
 
 
 def _n_lags(lag: np.ndarray, w: tuple[float, float]) -> int:
@@ -132,8 +140,9 @@ def checks(run: Any, case: str, canonical_results: Any, refit: Any, groups: list
     canon = (group_entries(canonical_results) or {}).get(_GROUP) or {}
     out: list[Extra] = []
     for e in list(mine.values())[:50]:
-        if not e.finite_value or e.value <= 0 or _already_treatment(groups, e.key):
-            continue
+        if not e.finite_value or not D_RANGE_M2_S[0] <= e.value <= D_RANGE_M2_S[1] or not _si_unit(e.raw) \
+                or _already_treatment(groups, e.key):
+            continue  # another unit or a ratio: the unit checks' matter, not a value off the trajectory
         species = _species(e, canon)
         traj = refit.msd(species) if species else None
         if traj is None:
