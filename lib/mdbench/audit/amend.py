@@ -1,8 +1,10 @@
 """Checks that see through a run's own numbers, applied after the analysis items (issue 37).
 
 The analysis items (:mod:`mdbench.audit.analysis_items`) give each observable group its state and A2–A7
-ratings. The checks of this room — internal consistency (:mod:`mdbench.audit.consistency`), fabricated
-evidence (:mod:`mdbench.audit.fabrication`), the block layout (:mod:`mdbench.audit.blocklayout`) — add
+ratings. The checks of this room — internal consistency (:mod:`mdbench.audit.consistency`: σ, t+, ionicity,
+CN against ∫g(r), σ classified by its charges), fabricated evidence (:mod:`mdbench.audit.fabrication`), the
+block layout (:mod:`mdbench.audit.blocklayout`), D against the trajectory's MSD
+(:mod:`mdbench.audit.own_diffusion`), values without any artifact (:mod:`mdbench.audit.own_values`) — add
 :class:`~mdbench.audit.model.Check` records to a group with a cap on the items they land on. Applying them
 is monotone: a check can lower a rating or worsen a state (C → SI for a sampling check, → F for a
 definition or implementation check), never raise one, so an honest run keeps its score when none fires.
