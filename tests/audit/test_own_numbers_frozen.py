@@ -7,6 +7,7 @@ Planted magnitudes are drawn from ``MDBENCH_TEST_SEED`` (:func:`_testseed.seed_f
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -100,3 +101,43 @@ def test_honest_run_matches_the_bundle_force_field_and_a_changed_charge_is_named
     doc = saeo(tmp_path / "a")
     assert judgment(doc, "Sim1", CASE)["rating"] == 1.0
     assert not any(x["code"].startswith("production_force_field") for x in doc["findings"])
+
+
+def test_water_charges_changed_in_a_renamed_itp_is_Sim1_zero_against_the_bundle(run_copy, bundle, tmp_path):
+    """The water model's charges scaled (planted, neutral) in a copy of spce.itp under another name, which the
+    topology now includes — the bundle's spce.itp itself is untouched, so the checksum comparison of setup/ finds
+    nothing — and both run inputs regenerated: the production's SOL charges are not the bundle's, Sim1 = 0."""
+    s = float(_rng("q-water").uniform(1.03, 1.12))
+    setup = run_copy / "cases" / CASE / "setup"
+    rows = []
+    for line in (setup / "spce.itp").read_text().splitlines():
+        f = line.split()
+        if len(f) == 7 and f[1] in ("opls_116", "opls_117") and f[0].isdigit():
+            f[6] = f"{float(f[6]) * s:.6f}"
+            line = "  ".join(f)
+        rows.append(line)
+    (setup / "spce_tuned.itp").write_text("\n".join(rows) + "\n")
+    top = (setup / "topol.top").read_text().replace('#include "spce.itp"', '#include "spce_tuned.itp"')
+    assert "spce_tuned.itp" in top
+    (setup / "topol.top").write_text(top)
+    eq, prod = run_copy / "cases" / CASE / "equil", run_copy / "cases" / CASE / "prod"
+    for cwd, args in ((eq, ["-f", "npt.mdp", "-c", "../em/em.gro", "-o", "npt.tpr"]),
+                      (prod, ["-f", "prod.mdp", "-c", "../equil/npt.gro", "-t", "../equil/npt.cpt", "-o", "prod.tpr"])):
+        proc = subprocess.run(["gmx", "-quiet", "grompp", *args, "-p", "../setup/topol.top", "-po", "/dev/null",
+                               "-maxwarn", "2"], cwd=cwd, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-800:]
+    for d in (eq, prod, setup):
+        for p in d.glob("#*"):
+            p.unlink()
+    rec = RunRecord(run_copy)
+    for rel in (f"cases/{CASE}/prod/prod.tpr", f"cases/{CASE}/equil/npt.tpr", f"cases/{CASE}/setup/topol.top",
+                f"cases/{CASE}/setup/spce_tuned.itp"):
+        rec.add_artifact(rel)
+    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
+    doc = saeo(tmp_path / "a")
+    assert "production_force_field_differs" not in {x["code"] for x in doc["findings"]}
+    hit = next(x for x in doc["findings"] if x["code"] == "production_force_field_not_bundle")
+    m = re.search(r"molecule type SOL, atom 1: the production run input has type opls_116, charge ([-+0-9.e]+) e; "
+                  r"the bundle type opls_116, charge ([-+0-9.e]+) e", hit["message"])
+    assert m and float(m.group(1)) == pytest.approx(-0.8476 * s, abs=2e-5) and float(m.group(2)) == -0.8476, hit
+    assert judgment(doc, "Sim1", CASE)["rating"] == 0.0
