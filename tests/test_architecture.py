@@ -53,7 +53,7 @@ LONG_FUNCTIONS = {
     "analysis/reduce/onepass.py:reduce_universe",
     "analysis/viscosity.py:green_kubo_viscosity",
     "arena/runner.py:run_trial",
-    "audit/simulation.py:check_production", "build/system.py:build_system",
+    "build/system.py:build_system",
     "engine/segments.py:run_segment", "engine/stages.py:equilibrate", "episode/runner.py:run_episode",
     "execute/stage.py:run_stage", "record/validate.py:validate_run",
     "sandbox.py:_supervise", "sandbox.py:spawn_confined",

@@ -1,8 +1,10 @@
 """Checks that see through a run's own numbers, applied after the analysis items (issue 37).
 
 The analysis items (:mod:`mdbench.audit.analysis_items`) give each observable group its state and A2–A7
-ratings. The checks of this room — internal consistency (:mod:`mdbench.audit.consistency`), fabricated
-evidence (:mod:`mdbench.audit.fabrication`), the block layout (:mod:`mdbench.audit.blocklayout`) — add
+ratings. The checks of this room — internal consistency (:mod:`mdbench.audit.consistency`: σ, t+, ionicity,
+CN against ∫g(r), σ classified by its charges), fabricated evidence (:mod:`mdbench.audit.fabrication`), the
+block layout (:mod:`mdbench.audit.blocklayout`), D against the trajectory's MSD
+(:mod:`mdbench.audit.own_diffusion`), values without any artifact (:mod:`mdbench.audit.own_values`) — add
 :class:`~mdbench.audit.model.Check` records to a group with a cap on the items they land on. Applying them
 is monotone: a check can lower a rating or worsen a state (C → SI for a sampling check, → F for a
 definition or implementation check), never raise one, so an honest run keeps its score when none fires.
@@ -18,6 +20,8 @@ from mdbench.audit.model import Check, Finding, Judgment
 
 #: States a check of this room leaves alone (nothing delivered or nothing applicable).
 _FIXED_STATES = frozenset({M, "invalid_upstream", "not_reached"})
+#: Codes stated whatever the group's state (their item is episode-level, e.g. E1), without changing it.
+_ANY_STATE = frozenset({"value_without_artifact"})
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,10 @@ def apply(case: str, groups: list[Any], judgments: list[Judgment], extras: list[
     for gr in groups:
         a = gr.assessment
         mine = by_group.get(a.observable)
-        if not mine or a.state in _FIXED_STATES:
+        fixed = a.state in _FIXED_STATES
+        if mine and fixed:  # nothing delivered by the rules; a value without evidence is still stated, state kept
+            mine = [x for x in mine if x.check.code in _ANY_STATE]
+        if not mine:
             continue
         for x in mine:
             a.checks.append(x.check)
@@ -71,7 +78,9 @@ def apply(case: str, groups: list[Any], judgments: list[Judgment], extras: list[
                                     case=case))
         hard = [x.check.message for x in mine if x.check.severity in ("definition", "implementation")]
         soft = [x.check.message for x in mine if x.check.severity == "sampling"]
-        if hard and a.state != F:
+        if fixed:
+            pass
+        elif hard and a.state != F:
             a.state, a.reason = F, "; ".join(hard)[:900]
             gr.failure_kind = "definition" if any(x.check.severity == "definition" for x in mine) else \
                 "implementation"
@@ -94,13 +103,18 @@ def apply(case: str, groups: list[Any], judgments: list[Judgment], extras: list[
 
 
 def case_checks(run: Any, case: str, upstream: str | None, canonical_results: Any, prod: Any, groups: list[Any],
-                judgments: list[Judgment]) -> list[Finding]:
+                judgments: list[Judgment], refit: Any = None) -> list[Finding]:
     """Every check of this room on one case's delivered observables; ``groups`` and ``judgments`` (from
-    :func:`mdbench.audit.analysis_items.assess_case`) are amended in place. Returns the findings."""
+    :func:`mdbench.audit.analysis_items.assess_case`) are amended in place; ``refit`` is the case's
+    :class:`~mdbench.audit.transport.WindowRefit` (its cached trajectory MSDs). Returns the findings."""
     if upstream is not None:
         return []
-    from mdbench.audit import blocklayout, consistency, fabrication  # noqa: PLC0415
+    from mdbench.audit import blocklayout, consistency, fabrication, own_diffusion, own_values  # noqa: PLC0415
 
     extras = (consistency.checks(run, case, prod) + fabrication.block_spread_checks(run, case, canonical_results)
-              + blocklayout.checks(run, case, prod))
+              + blocklayout.checks(run, case, prod)
+              + own_diffusion.checks(run, case, canonical_results, refit, groups)
+              + consistency.cn_checks(run, case, prod)
+              + consistency.sigma_charge_checks(run, case, canonical_results, prod, refit))
+    extras += own_values.checks(run, case, canonical_results, groups, extras)
     return apply(case, groups, judgments, extras)

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.blocks import T_975_DOF3
-from mdbench.analysis.observables import (ASSOCIATION_GROUP, CONDUCTIVITY_GROUP, THERMODYNAMICS_GROUP,
-                                          TRANSFERENCE_GROUP)
+from mdbench.analysis.observables import (ASSOCIATION_GROUP, CONDUCTIVITY_GROUP, COORDINATION_GROUP,
+                                          THERMODYNAMICS_GROUP, TRANSFERENCE_GROUP)
 from mdbench.audit.amend import Extra
 from mdbench.audit.model import Check, Evidence
 from mdbench.audit.runread import Entry, as_entry, group_entries
@@ -315,3 +315,227 @@ def checks(run: Any, case: str, prod: Any) -> list[Extra]:
                     flat[e.key] = e
     out += _ionicity(case, flat)
     return out
+
+
+# ---------------------------------------------------------------------------------------------- CN vs g(r)
+#: Keys under which a coordination result may carry (or cite) the RDF it integrates.
+RDF_KEYS = ("rdf", "g_r", "rdf_file", "rdf_curve")
+#: Relative tolerance of a CN against the integral of its own RDF (besides the half-bin term).
+CN_REL_TOL = 0.05
+#: Largest recorded RDF read [bytes] and number of points.
+MAX_RDF_BYTES = 4 << 20
+MAX_RDF_POINTS = 200_000
+_NUM_ROW = re.compile(r"^\s*([-+0-9.eE]+)[\s,;]+([-+0-9.eE]+)")
+
+
+def _rdf_arrays(r: Any, g: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    if not (isinstance(r, list) and isinstance(g, list)) or len(r) != len(g) or not 3 <= len(r) <= MAX_RDF_POINTS:
+        return None
+    try:
+        ra, ga = np.asarray(r, dtype=np.float64), np.asarray(g, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    if ra.ndim != 1 or ga.ndim != 1 or not (np.all(np.isfinite(ra)) and np.all(np.isfinite(ga))
+                                           and np.all(np.diff(ra) > 0) and ra[0] >= 0):
+        return None
+    return ra, ga
+
+
+def recorded_rdf(run: Any, case: str, raw: dict) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """(r [nm], g(r), source) of the RDF a coordination result carries inline (``{"r_nm": [...], "g_r": [...]}``
+    under :data:`RDF_KEYS` or ``curves``) or cites as a two-column file (xvg/csv/dat, run-relative or relative to
+    ``analysis/<case>/``, read through the run's safe reader); None when it records none or an unusable one."""
+    for key in (*RDF_KEYS, "curves"):
+        val = raw.get(key)
+        if isinstance(val, dict):
+            r = next((val[k] for k in ("r_nm", "r") if k in val), None)
+            g = next((val[k] for k in ("g_r", "g", "rdf") if k in val), None)
+            got = _rdf_arrays(r, g)
+            if got is not None:
+                return got[0], got[1], f"inline {key!r}"
+        elif isinstance(val, str) and key != "curves" and len(val) < 512 and ".." not in val.split("/"):
+            rel = val if val.startswith(("analysis/", "cases/")) else f"analysis/{case}/{val}"
+            text = run.fs.read_text(rel, item="E3", follow_symlinks=False, max_bytes=MAX_RDF_BYTES)
+            if not text:
+                continue
+            rows = [(float(m.group(1)), float(m.group(2))) for line in text.splitlines()[:MAX_RDF_POINTS]
+                    if not line.lstrip().startswith(("#", "@")) and (m := _NUM_ROW.match(line))]
+            got = _rdf_arrays([a for a, _ in rows], [b for _, b in rows])
+            if got is not None:
+                return got[0], got[1], rel
+    return None
+
+
+def rdf_integral(r_nm: np.ndarray, g: np.ndarray, rho_nm3: float, cutoff_nm: float) -> tuple[float, float]:
+    """(CN, its discretisation allowance) of :math:`4\\pi\\rho\\int_0^{r_c} g(r) r^2 dr` by the trapezoid rule on
+    the recorded points (the curve interpolated at :math:`r_c`); the allowance is the half-bin term
+    :math:`4\\pi\\rho r_c^2 g(r_c) \\Delta r / 2`."""
+    rc = float(cutoff_nm)
+    keep = r_nm < rc
+    gc = float(np.interp(rc, r_nm, g))
+    r = np.r_[r_nm[keep], rc]
+    y = np.r_[g[keep], gc] * r ** 2
+    cn = 4.0 * math.pi * rho_nm3 * float(np.sum(0.5 * (y[1:] + y[:-1]) * np.diff(r)))
+    dr = float(np.median(np.diff(r_nm)))
+    return cn, 4.0 * math.pi * rho_nm3 * rc * rc * abs(gc) * dr / 2.0
+
+
+def _partner_density(run: Any, case: str, e: Entry, prod: Any) -> tuple[float, str] | None:
+    """(ρ [nm⁻³], how) of the partner atoms of a coordination result: the density it records, else the number
+    of atoms named by its selection (the entry's or the registered coordination definition's ``A-B``, atom
+    name B in the production topology) over the production's mean volume."""
+    raw = e.raw
+    for k in ("number_density_nm3", "partner_number_density_nm3", "rho_nm3"):
+        v = _num(raw.get(k))
+        if v is not None and v > 0:
+            return v, f"its recorded {k}"
+    vol = _num(raw.get("volume_nm3")) or _num(((getattr(prod, "extra", None) or {}).get("volume_nm3_mean")))
+    tpr = getattr(prod, "tpr", None)
+    if not vol or vol <= 0 or tpr is None:
+        return None
+    sel = raw.get("selection")
+    if not isinstance(sel, str):
+        reg = run.in_force("coordination", case=case)
+        d = reg[0].get("definition") if reg and isinstance(reg[0].get("definition"), dict) else {}
+        sel = d.get("selection") if isinstance(d.get("selection"), str) else None
+    if not sel or not re.fullmatch(r"\s*[A-Za-z0-9_+]+\s*[-–]\s*[A-Za-z0-9_]+\s*", sel[:64]):
+        return None
+    atom = re.split(r"[-–]", sel)[-1].strip()
+    try:
+        from mdbench.audit.simulation import tpr_universe  # noqa: PLC0415
+
+        names = np.asarray(tpr_universe(run, tpr).atoms.names).astype(str)
+    except Exception:  # noqa: BLE001 - no topology: no density, nothing compared
+        return None
+    n = int(np.sum(names == atom))
+    if n == 0:
+        return None
+    return n / vol, f"{n} {atom} atoms (selection {sel.strip()!r}) / {vol:.4g} nm^3"
+
+
+def cn_checks(run: Any, case: str, prod: Any) -> list[Extra]:
+    """``cn_inconsistent_with_own_rdf`` (A3, F): a coordination number that is not
+    :math:`4\\pi\\rho\\int_0^{r_c} g(r) r^2 dr` of the run's own recorded RDF (:func:`recorded_rdf`) with its own
+    cutoff and the partner density of the run (:func:`_partner_density`), beyond :data:`CN_REL_TOL` plus the
+    half-bin allowance. Both numbers in the message."""
+    out: list[Extra] = []
+    cn_group = COORDINATION_GROUP.name
+    for e in list((group_entries(run.results.get(case)).get(cn_group) or {}).values())[:50]:
+        if not e.finite_value or e.value <= 0:
+            continue
+        rc = _num(e.raw.get("cutoff_nm"))
+        curve = recorded_rdf(run, case, e.raw) if rc is not None and rc > 0 else None
+        if curve is None or curve[0][-1] < rc or curve[0][0] > 0.5 * rc:
+            continue
+        dens = _partner_density(run, case, e, prod)
+        if dens is None:
+            continue
+        with np.errstate(all="ignore"):  # a hostile curve may hold numbers near the float range's ends
+            cn, allow = rdf_integral(curve[0], curve[1], dens[0], rc)
+        if not math.isfinite(cn) or abs(e.value - cn) <= CN_REL_TOL * abs(cn) + allow:
+            continue
+        out.append(Extra(cn_group, Check(
+            "cn_inconsistent_with_own_rdf", "implementation", f"{e.key} = {e.value:.4g} is not the integral of its "
+            f"own RDF ({curve[2]}): 4πρ∫₀^{rc:g} g(r) r² dr = {cn:.4g} (ρ = {dens[0]:.4g} nm^-3 from {dens[1]}; "
+            f"tolerance {100 * CN_REL_TOL:g} % + {allow:.2g})", _ev(case, e, "rdf")), {"A3": 0.0}))
+    return out
+
+
+# ------------------------------------------------------------------------ σ classified by its charges
+#: A weighting is told apart only when it changes σ by at least this factor (log distance from the model's).
+CHARGE_CLASS_MIN_FACTOR = 1.15
+#: A reported σ is classified as a weighting when its log ratio to the reference lies within this fraction of
+#: the weighting's log distance from the model's (and at least 1 − this fraction of it away from the model).
+CHARGE_CLASS_FRACTION = 0.25
+
+
+def charge_weightings(L: np.ndarray, species: list[str], charges: dict[str, float]) -> dict[str, float]:
+    """σ under other charges relative to σ at the model's charges, :math:`\\sum c_i c_j L^{ij} / \\sum q_i q_j
+    L^{ij}`, from an unweighted Onsager matrix: ``formal`` (each ion's charge rounded to its integer, ±1 for a
+    model scaled to ±0.72: × 1/0.72² = 1.93) and ``unsigned`` (every ion weighted +1: cross terms added).
+    Empty when the model's σ vanishes or the matrix does not match the species."""
+    L = np.asarray(L, dtype=np.float64)
+    if L.shape != (len(species), len(species)) or not np.all(np.isfinite(L)):
+        return {}
+    q = np.array([float(charges.get(s, 0.0)) for s in species])
+    ions = np.abs(q) > 1e-3
+    model = float(q @ L @ q)
+    if not ions.any() or model == 0 or not math.isfinite(model):
+        return {}
+    formal = np.where(ions, np.where(np.rint(q) != 0, np.rint(q), np.sign(q)), 0.0)
+    unsigned = ions.astype(np.float64)
+    return {"formal": float(formal @ L @ formal) / model, "unsigned": float(unsigned @ L @ unsigned) / model}
+
+
+def classify_sigma(ratio: float, weightings: dict[str, float]) -> str | None:
+    """The weighting (of :func:`charge_weightings`) that a reported σ / the model's σ = ``ratio`` follows, when it
+    follows one clearly (module constants); None when it follows the model's charges or none clearly."""
+    if not (math.isfinite(ratio) and ratio > 0):
+        return None
+    lr = math.log(ratio)
+    for name, k in weightings.items():
+        if not (math.isfinite(k) and k > 0) or abs(math.log(k)) < math.log(CHARGE_CLASS_MIN_FACTOR):
+            continue
+        lk = math.log(k)
+        if abs(lr - lk) <= CHARGE_CLASS_FRACTION * abs(lk) and abs(lr) >= (1 - CHARGE_CLASS_FRACTION) * abs(lk):
+            return name
+    return None
+
+
+def sigma_charge_checks(run: Any, case: str, canonical_results: Any, prod: Any, refit: Any = None) -> list[Extra]:
+    """``charge_weighting_differs`` (A2, F): a collective σ *without* a recorded matrix, classified by the charges
+    that reproduce it from the canonical Onsager matrix of the same trajectory (:func:`charge_weightings`,
+    :func:`classify_sigma`): σ at formal ±1 charges under a model scaled to ±0.72 (× 1.93), or with unsigned
+    weights. The reference σ is the canonical one on the window the result reports (re-fitted where it differs,
+    :class:`~mdbench.audit.transport.WindowRefit`), else the canonical σ. A definition error: F in every case
+    where it is present, whatever the sampling state."""
+    if not isinstance(canonical_results, dict):
+        return []
+    cond = group_entries(run.results.get(case)).get(CONDUCTIVITY_GROUP.name) or {}
+    sig = next((e for e in cond.values() if not _IONICITY.search(e.key)
+                and not re.search(r"(sigma_?ne|nernst)", e.key, re.I)), None)
+    if sig is None or not sig.finite_value or sig.value <= 0:
+        return []
+    det = sig.raw.get("details") if isinstance(sig.raw.get("details"), dict) else {}
+    if _onsager(sig.raw) is not None or isinstance(sig.raw.get("sigma_ij_S_m", det.get("sigma_ij_S_m")), list) \
+            or isinstance(det.get("L"), dict):
+        return []  # a recorded matrix: _sigma_checks compares with it
+    ons = canonical_results.get("onsager") if isinstance(canonical_results.get("onsager"), dict) else {}
+    L = (ons.get("L") or {}).get("whole") if isinstance(ons.get("L"), dict) else None
+    species, charges = ons.get("species"), ons.get("charges_e")
+    canon = (group_entries(canonical_results).get(CONDUCTIVITY_GROUP.name) or {})
+    ref = next((e for k, e in canon.items() if k.rsplit("/", 1)[-1] == "sigma" and e.finite_value), None)
+    if not isinstance(L, list) or not isinstance(species, list) or not isinstance(charges, dict) or ref is None:
+        return []
+    try:
+        ks = charge_weightings(np.asarray(L, dtype=np.float64), [str(s) for s in species], charges)
+    except (TypeError, ValueError):
+        return []
+    ref_value, ref_label = ref.value, f"canonical {ref.key}"
+    try:
+        from mdbench.audit.transport import reported_window, same_window  # noqa: PLC0415
+
+        win, cwin = reported_window(sig.raw), reported_window(ref.raw)
+        if refit is not None and win is not None and not (cwin is not None and same_window(win, cwin, 0.0)):
+            rf = refit.collective(ref.key.split(".", 1)[-1] if ref.key.startswith("observables.") else ref.key, win)
+            if rf is not None and rf.value > 0:
+                ref_value, ref_label = rf.value, f"canonical {ref.key} re-fitted on [{win[0]:g}, {win[1]:g}] ps"
+    except Exception:  # noqa: BLE001 - no re-fit: the canonical window's σ
+        pass
+    if not ref_value or ref_value <= 0:
+        return []
+    if ref_label != f"canonical {ref.key}":  # re-fitted: the weightings of the matrix on that window
+        try:
+            o = refit.onsager(win)
+            ks = charge_weightings(np.asarray(o.L_matrix), list(o.species), dict(o.charges_e)) or ks
+        except Exception:  # noqa: BLE001 - the canonical window's weightings
+            pass
+    name = classify_sigma(sig.value / ref_value, ks)
+    if name is None:
+        return []
+    q = ", ".join(f"{s} {float(charges.get(s, 0)):+g}" for s in species if abs(float(charges.get(s, 0))) > 1e-3)
+    return [Extra(CONDUCTIVITY_GROUP.name, Check(
+        "charge_weighting_differs", "definition", f"{sig.key} = {sig.value:.4g} S/m is {sig.value / ref_value:.3g} × "
+        f"the σ at the model's charges ({q}: {ref_value:.4g} S/m, {ref_label}); the same trajectory's Onsager "
+        f"matrix gives × {ks[name]:.3g} with {name} charges: σ computed with {name} charges, not the model's — a "
+        "definition error, F whatever the sampling", _ev(case, sig, "value")), {"A2": 0.0}, item="A2")]

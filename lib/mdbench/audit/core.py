@@ -323,7 +323,7 @@ def _assess(run: Any, bundle: Any, case: str, canon: Any, out: Path, st: _AuditS
     links = out / "reanalysis" / case / "inputs"  # the reanalysis' links: offset caches stay out of the run
     refit = WindowRefit.for_case(links / Path(pf.tpr).name, links / Path(pf.xtc).name, canon) if canon else None
     js, groups = analysis_items.assess_case(run, bundle, case, st.upstream[case], canon, pf.extra, refit)
-    st.findings += amend.case_checks(run, case, st.upstream[case], canon, pf, groups, js)  # issue 37
+    st.findings += amend.case_checks(run, case, st.upstream[case], canon, pf, groups, js, refit)  # issue 37
     if canon is not None:  # a required observable the reanalysis could not compare as registered: A2
         st.findings += amend.apply(case, groups, js, registered.not_compared_extras(
             groups, analysis_items.required_targets(case, bundle)))

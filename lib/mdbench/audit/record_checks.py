@@ -212,7 +212,7 @@ def _bounded_output(argv: list[str], max_bytes: int, timeout_s: float) -> tuple[
     return b"".join(chunks), None if killed else rc
 
 
-def _dump(run: Any, rel: str) -> tuple[dict[str, str], tuple | None]:
+def _dump(run: Any, rel: str) -> tuple[dict[str, str], tuple | None, dict | None]:
     """:func:`_dump_now`, or the result of its :func:`prefetch`."""
     cache = run.fs.__dict__.setdefault("_tpr_dump", {})
     fut = run.fs.__dict__.get("_tpr_dump_futures", {}).pop(rel, None)
@@ -226,12 +226,15 @@ def _dump(run: Any, rel: str) -> tuple[dict[str, str], tuple | None]:
     return cache[rel]
 
 
-def _dump_now(run: Any, rel: str) -> tuple[dict[str, str], tuple | None]:
+def _dump_now(run: Any, rel: str) -> tuple[dict[str, str], tuple | None, dict | None]:
     """(run parameters, force-field fingerprint) of a ``.tpr`` by ``gmx dump -s`` (a reader, 60 s, its output
     capped); ({}, None) when GROMACS is unavailable or the file does not parse. The fingerprint is (the LJ
-    parameter matrix, the atom types and charges of the molecule types), as printed."""
+    parameter matrix, the atom types and charges of the molecule types), as printed; the third element is
+    the force field by atom-type name (:func:`mdbench.audit.frozen_ff.parse_dump_topology`)."""
+    from mdbench.audit.frozen_ff import parse_dump_topology  # noqa: PLC0415
+
     params: dict[str, str] = {}
-    finger = None
+    finger = ff = None
     path = run.fs.resolve(rel)
     gmx = shutil.which("gmx")
     if path is not None and gmx is not None and _regular(path):
@@ -244,9 +247,10 @@ def _dump_now(run: Any, rel: str) -> tuple[dict[str, str], tuple | None]:
             if rc == 0 and len(raw) <= MAX_DUMP_BYTES and topo:
                 moltypes = topo.split("moltype (", 1)[-1] if "moltype (" in topo else topo
                 finger = (tuple(_LJ.findall(topo)), tuple(_ATOM.findall(moltypes)))
+                ff = parse_dump_topology(topo)
         except (OSError, subprocess.SubprocessError) as exc:
             log.info("gmx dump of %s failed: %s", rel, exc)
-    return params, finger
+    return params, finger, ff
 
 
 def _equil_tpr(run: Any, case: str) -> str | None:
@@ -563,6 +567,31 @@ def unresolved_references(run: Any) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------ hook
+def _case_findings(run: Any, bundle: Any, case: str, pf: Any, add: Any) -> None:
+    """The gate, force-field and production checks of one case, reported through ``add`` (see :func:`amend`)."""
+    from mdbench.audit import frozen_ff  # noqa: PLC0415
+
+    sim3, e5 = gate_findings(run, case)
+    for m in sim3:
+        add("Sim3", case, 0.0, f"{case}: {m}", "production_after_failed_gate" if "entered" in m
+            else "registered_gate_fails" if "re-evaluated" in m else "gate_record_inconsistent",
+            f"{REC}/events.jsonl")
+    for m in e5:
+        code = "stage_state_contradicts_gate" if "stage_states" in m else "gate_record_inconsistent"
+        add("E5", None, 0.5, m, code, f"{REC}/stage_states.json")
+    ff = force_field_differs(run, case, pf)
+    if ff:
+        add("Sim1", case, 0.0, ff, "production_force_field_differs", getattr(pf, "tpr", None))
+    if (fb := frozen_ff.production_vs_bundle(run, bundle, case, pf)):  # issue 37: vs the bundle
+        add("Sim1", case, 0.0, fb, "production_force_field_not_bundle", getattr(pf, "tpr", None))
+    p4, p5 = production_findings(run, bundle, case, pf)
+    for m in p4:
+        add("Sim4", case, 0.0, m, "production_state_point_differs" if "couples" in m else
+            "production_length_disagrees", getattr(pf, "tpr", None))
+    for m in p5:
+        add("E5", None, 0.5, m, "production_length_disagrees", getattr(pf, "log", None))
+
+
 def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment], assessments: list[Any]
           ) -> list[Finding]:
     """Apply the checks of the module docstring to ``judgments`` (in place, ratings only lowered); returns
@@ -578,25 +607,13 @@ def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment
         findings.append(Finding(code, msg[:600], path, line, item=item, case=case))
 
     for case in run.cases:
-        sim3, e5 = gate_findings(run, case)
-        for m in sim3:
-            add("Sim3", case, 0.0, f"{case}: {m}", "production_after_failed_gate" if "entered" in m
-                else "registered_gate_fails" if "re-evaluated" in m else "gate_record_inconsistent",
-                f"{REC}/events.jsonl")
-        for m in e5:
-            code = "stage_state_contradicts_gate" if "stage_states" in m else "gate_record_inconsistent"
-            add("E5", None, 0.5, m, code, f"{REC}/stage_states.json")
-        ff = force_field_differs(run, case, prods.get(case))
-        if ff:
-            add("Sim1", case, 0.0, ff, "production_force_field_differs", getattr(prods.get(case), "tpr", None))
-        p4, p5 = production_findings(run, bundle, case, prods.get(case))
-        for m in p4:
-            add("Sim4", case, 0.0, m, "production_state_point_differs" if "couples" in m else
-                "production_length_disagrees", getattr(prods.get(case), "tpr", None))
-        for m in p5:
-            add("E5", None, 0.5, m, "production_length_disagrees", getattr(prods.get(case), "log", None))
+        _case_findings(run, bundle, case, prods.get(case), add)
     for m in lineage_artifacts(run, prods):
         add("E1", None, 0.0, m, "lineage_artifact_missing", f"{REC}/attempts.jsonl")
+    for a in assessments:  # issue 37: a delivered value no artifact supports (its finding is the group's)
+        for c in getattr(a, "checks", [])[:200]:
+            if c.code == "value_without_artifact":
+                caps.setdefault(("E1", None), []).append((0.5, c.message))
     hidden: dict[str, float] = {}
     for m in unclaimed_md_files(run, hidden):
         add("E1", None, 0.5, m, "md_files_unclaimed", f"{REC}/attempts.jsonl")

@@ -338,19 +338,10 @@ def production_attempts(run: RunData, case: str) -> list[dict]:
     return [a for a in done if a.get("id") not in parents]
 
 
-def check_production(run: RunData, case: str, decode: bool = True) -> tuple[Judgment, ProdFiles]:
-    """Sim4: one canonical production branch whose files are readable and mutually consistent.
-
-    ``decode=False`` takes frame count, times, atom count, box and coordinate precision from the frame headers
-    alone (:func:`mdbench.trajcheck.scan_xtc`) and leaves decompressing every frame to the canonical
-    reanalysis, which reads them all anyway; the audit repeats this check with ``decode=True`` when the
-    reanalysis cannot read the trajectory.
-    """
-    pf = ProdFiles()
+def _production_files(run: RunData, case: str, pf: ProdFiles, problems: list[str], partial: list[str]) -> None:
+    """Fill ``pf`` with the canonical production branch's attempt and files (tpr, xtc, edr, log, cpt), noting
+    a non-unique branch or missing files in ``partial``/``problems``."""
     leaves = production_attempts(run, case)
-    notes: list[str] = []
-    problems: list[str] = []
-    partial: list[str] = []
     arts: dict[str, str] | None = None
     if len(leaves) == 1:
         pf.attempt = leaves[0].get("id")
@@ -367,63 +358,57 @@ def check_production(run: RunData, case: str, decode: bool = True) -> tuple[Judg
         if len(hits) > 1 and arts is None:
             partial.append(f"{len(hits)} .{ext} files in production without a canonical attempt naming one")
         setattr(pf, ext, hits[-1] if hits else None)
-    ev = [Evidence(p) for p in (pf.tpr, pf.xtc, pf.edr, pf.log, pf.cpt) if p]
     for ext in ("tpr", "xtc", "edr", "log"):
         if getattr(pf, ext) is None:
             problems.append(f"production .{ext} missing")
-    if problems:
-        return Judgment("Sim4", 0.0, "; ".join(problems + partial), case, evidence=ev), pf
-    if pf.cpt is None:
-        partial.append("no checkpoint retained")
-    # tpr atoms
-    try:
-        n_atoms = len(tpr_universe(run, pf.tpr).atoms)
-    except Exception as exc:  # noqa: BLE001
-        run.fs.add("unreadable_tpr", f"cannot read production run input: {type(exc).__name__}"[:300], pf.tpr,
-                   item="Sim4", case=case)
-        return Judgment("Sim4", 0.0, "production .tpr unreadable", case, evidence=ev), pf
-    # the trajectory: frame headers always, every frame's coordinates when decode (or the header scan cannot say)
-    try:
-        integrity = scan_xtc(run.fs.resolve(pf.xtc))  # issue 25: a trajectory cut mid-frame is read to its last
-        first_box = None                              # complete frame; a file that is no xtc is one clear error
-        if not decode and integrity.checked and integrity.n_atoms > 9:
-            if integrity.n_atoms != n_atoms:
-                raise ValueError(f"trajectory has {integrity.n_atoms} atoms, run input {n_atoms}")
-            if integrity.bad_precision_frames or integrity.non_finite_box_frames:
-                bad = integrity.bad_precision_frames + integrity.non_finite_box_frames
-                raise ValueError(f"non-finite coordinates or box in {bad} frame header(s)")
-            if integrity.first_box_nm is not None:
-                first_box = np.asarray(integrity.first_box_nm, dtype=np.float64).reshape(3, 3)
-            times = [integrity.first_time_ps, integrity.last_time_ps]
-            pf.n_frames = int(integrity.n_frames)
-        else:
-            from MDAnalysis.lib.formats.libmdaxdr import XTCFile  # noqa: PLC0415
 
-            times = []
-            with XTCFile(str(run.fs.resolve(pf.xtc))) as fh:
-                for frame in itertools.islice(fh, integrity.n_frames):
-                    if first_box is None:
-                        first_box = np.asarray(frame.box, dtype=np.float64)
-                    if frame.x.shape[0] != n_atoms:
-                        raise ValueError(f"trajectory has {frame.x.shape[0]} atoms, run input {n_atoms}")
-                    if not np.all(np.isfinite(frame.x)):
-                        raise ValueError(f"non-finite coordinates at t = {frame.time} ps")
-                    times.append(float(frame.time))
-            pf.n_frames = len(times)
-        if not times or pf.n_frames == 0:
-            raise ValueError("trajectory has no frames")
-        pf.t_first_ps, pf.t_last_ps = float(times[0]), float(times[-1])
-        if integrity.truncated:  # issue 25: stated as a finding, rated as a partial production
-            run.fs.add("trajectory_truncated", integrity.describe()[:300], pf.xtc, item="Sim4", case=case)
-            partial.append(f"trajectory cut mid-frame: {integrity.n_frames} complete frames used")
-    except Exception as exc:  # noqa: BLE001
-        run.fs.add("unreadable_trajectory", f"trajectory unreadable or inconsistent: {exc}"[:300], pf.xtc,
-                   item="Sim4", case=case)
-        return Judgment("Sim4", 0.0, f"production trajectory unreadable or inconsistent ({exc})"[:300], case,
-                        evidence=ev), pf
-    edr = _edr(run, pf.edr, "Sim4", case)
-    if edr is None or "Time" not in edr or len(edr["Time"]) == 0:
-        return Judgment("Sim4", 0.0, "production energy file unreadable", case, evidence=ev), pf
+
+def _read_trajectory(run: RunData, case: str, pf: ProdFiles, n_atoms: int, decode: bool,
+                     partial: list[str]) -> tuple[Any, np.ndarray | None]:
+    """Frame count and first/last time of the production trajectory into ``pf``: frame headers always,
+    every frame's coordinates when ``decode`` (or the header scan cannot say). Returns (the integrity scan,
+    the first frame's box [nm] or None); raises ``ValueError`` (or a reader error) on an unreadable or
+    inconsistent trajectory."""
+    integrity = scan_xtc(run.fs.resolve(pf.xtc))  # issue 25: a trajectory cut mid-frame is read to its last
+    first_box = None                              # complete frame; a file that is no xtc is one clear error
+    if not decode and integrity.checked and integrity.n_atoms > 9:
+        if integrity.n_atoms != n_atoms:
+            raise ValueError(f"trajectory has {integrity.n_atoms} atoms, run input {n_atoms}")
+        if integrity.bad_precision_frames or integrity.non_finite_box_frames:
+            bad = integrity.bad_precision_frames + integrity.non_finite_box_frames
+            raise ValueError(f"non-finite coordinates or box in {bad} frame header(s)")
+        if integrity.first_box_nm is not None:
+            first_box = np.asarray(integrity.first_box_nm, dtype=np.float64).reshape(3, 3)
+        times = [integrity.first_time_ps, integrity.last_time_ps]
+        pf.n_frames = int(integrity.n_frames)
+    else:
+        from MDAnalysis.lib.formats.libmdaxdr import XTCFile  # noqa: PLC0415
+
+        times = []
+        with XTCFile(str(run.fs.resolve(pf.xtc))) as fh:
+            for frame in itertools.islice(fh, integrity.n_frames):
+                if first_box is None:
+                    first_box = np.asarray(frame.box, dtype=np.float64)
+                if frame.x.shape[0] != n_atoms:
+                    raise ValueError(f"trajectory has {frame.x.shape[0]} atoms, run input {n_atoms}")
+                if not np.all(np.isfinite(frame.x)):
+                    raise ValueError(f"non-finite coordinates at t = {frame.time} ps")
+                times.append(float(frame.time))
+        pf.n_frames = len(times)
+    if not times or pf.n_frames == 0:
+        raise ValueError("trajectory has no frames")
+    pf.t_first_ps, pf.t_last_ps = float(times[0]), float(times[-1])
+    if integrity.truncated:  # issue 25: stated as a finding, rated as a partial production
+        run.fs.add("trajectory_truncated", integrity.describe()[:300], pf.xtc, item="Sim4", case=case)
+        partial.append(f"trajectory cut mid-frame: {integrity.n_frames} complete frames used")
+    return integrity, first_box
+
+
+def _production_consistency(run: RunData, pf: ProdFiles, edr: dict[str, np.ndarray], n_atoms: int,
+                            integrity: Any, first_box: np.ndarray | None, problems: list[str],
+                            partial: list[str]) -> None:
+    """Energy file, log and ledger against the trajectory; ``pf.extra`` (atom count, sampling intervals,
+    species charges, mean temperature and volume) filled on the way."""
     t_edr = edr["Time"]
     dt_x = (pf.t_last_ps - pf.t_first_ps) / max(1, pf.n_frames - 1)
     dt_e = float(np.median(np.diff(t_edr))) if len(t_edr) > 1 else 0.0
@@ -453,8 +438,44 @@ def check_production(run: RunData, case: str, decode: bool = True) -> tuple[Judg
                                 f"{pf.t_last_ps - pf.t_first_ps:.3f} ps")
         except (TypeError, ValueError):
             partial.append("attempt ledger row lacks numeric steps/dt")
+
+
+def check_production(run: RunData, case: str, decode: bool = True) -> tuple[Judgment, ProdFiles]:
+    """Sim4: one canonical production branch whose files are readable and mutually consistent.
+
+    ``decode=False`` takes frame count, times, atom count, box and coordinate precision from the frame headers
+    alone (:func:`mdbench.trajcheck.scan_xtc`) and leaves decompressing every frame to the canonical
+    reanalysis, which reads them all anyway; the audit repeats this check with ``decode=True`` when the
+    reanalysis cannot read the trajectory.
+    """
+    pf = ProdFiles()
+    problems: list[str] = []
+    partial: list[str] = []
+    _production_files(run, case, pf, problems, partial)
+    ev = [Evidence(p) for p in (pf.tpr, pf.xtc, pf.edr, pf.log, pf.cpt) if p]
+    if problems:
+        return Judgment("Sim4", 0.0, "; ".join(problems + partial), case, evidence=ev), pf
+    if pf.cpt is None:
+        partial.append("no checkpoint retained")
+    try:
+        n_atoms = len(tpr_universe(run, pf.tpr).atoms)
+    except Exception as exc:  # noqa: BLE001
+        run.fs.add("unreadable_tpr", f"cannot read production run input: {type(exc).__name__}"[:300], pf.tpr,
+                   item="Sim4", case=case)
+        return Judgment("Sim4", 0.0, "production .tpr unreadable", case, evidence=ev), pf
+    try:
+        integrity, first_box = _read_trajectory(run, case, pf, n_atoms, decode, partial)
+    except Exception as exc:  # noqa: BLE001
+        run.fs.add("unreadable_trajectory", f"trajectory unreadable or inconsistent: {exc}"[:300], pf.xtc,
+                   item="Sim4", case=case)
+        return Judgment("Sim4", 0.0, f"production trajectory unreadable or inconsistent ({exc})"[:300], case,
+                        evidence=ev), pf
+    edr = _edr(run, pf.edr, "Sim4", case)
+    if edr is None or "Time" not in edr or len(edr["Time"]) == 0:
+        return Judgment("Sim4", 0.0, "production energy file unreadable", case, evidence=ev), pf
+    _production_consistency(run, pf, edr, n_atoms, integrity, first_box, problems, partial)
     pf.readable = not problems
-    notes.append(f"{pf.n_frames} frames, {pf.t_first_ps:.3f}–{pf.t_last_ps:.3f} ps, {n_atoms} atoms")
+    notes = [f"{pf.n_frames} frames, {pf.t_first_ps:.3f}–{pf.t_last_ps:.3f} ps, {n_atoms} atoms"]
     if problems:
         return Judgment("Sim4", 0.0, "; ".join(problems + partial), case, evidence=ev), pf
     if partial:
