@@ -13,11 +13,12 @@ from mdbench.llm.process import ACTION_ITEMS, classify, process_evidence, write_
 from mdbench.llm.trajectory import build_trajectory
 
 
-def _call(seq: int, *, tools: list[tuple[str, dict]] | None = None, text: str = "", offer_tools: bool = True) -> dict:
+def _call(seq: int, *, tools: list[tuple[str, dict]] | None = None, text: str = "", offer_tools: bool = True,
+          history: list[dict] | None = None) -> dict:
     """One answered call as the proxy logs it."""
     return {"seq": seq, "session": "s", "time": "2026-01-01T00:00:00Z", "method": "POST", "path": "/v1/responses",
             "api": "responses", "status": 200, "outcome": "ok", "model": "gpt-5",
-            "request": {"model": "gpt-5", "input": [{"role": "user", "content": "Run the study."}],
+            "request": {"model": "gpt-5", "input": [{"role": "user", "content": "Run the study."}, *(history or [])],
                         **({"tools": [{"type": "function", "name": "exec_command"}]} if offer_tools else {})},
             "response": {"text": text, "complete": True,
                          "tool_calls": [{"id": f"c{seq}_{k}", "name": n, "arguments": json.dumps(a)}
@@ -29,7 +30,8 @@ def _trajectory(tmp_path):
     calls = [_call(1, tools=[("exec_command", {"cmd": "ls agent_input && cat PROMPT.md"})]),
              _call(2, tools=[("exec_command", {"cmd": "gmx grompp -f em.mdp -c box.gro -o em.tpr"}),
                              ("shell", {"command": ["bash", "-lc", "gmx mdrun -deffnm prod -nt 2"]})]),
-             _call(3, tools=[("exec_command", {"cmd": "curl -s https://example.com/ || true"})]),
+             _call(3, tools=[("exec_command", {"cmd": "curl -s https://example.com/ || true"})],
+                   history=[{"type": "function_call_output", "call_id": "c2_1", "output": "Finished mdrun on rank 0"}]),
              _call(4, tools=[("apply_patch", {"input": "*** Begin Patch\n*** Add File: run_record/ledger.json\n"})]),
              _call(5, text="session title", offer_tools=False),    # a side call (no tools offered): not the final
              _call(6, text="Stopping: the production run is done; D is reported in results/.")]
@@ -60,6 +62,9 @@ def test_tool_calls_become_actions_and_item_evidence(tmp_path):
     assert final["message"].startswith("Stopping:") and ev["items"]["O5"] == [final["step_id"]]
     cmds = {a["command"]: a["actions"] for a in ev["actions"]}
     assert cmds["bash -lc gmx mdrun -deffnm prod -nt 2"] == ["run_md"]
+    outs = {a["command"]: a["output_head"] for a in ev["actions"]}
+    assert outs["bash -lc gmx mdrun -deffnm prod -nt 2"] == "Finished mdrun on rank 0"   # what the CLI got back
+    assert outs["curl -s https://example.com/ || true"] is None                          # no output sent back
     assert cmds["curl -s https://example.com/ || true"] == ["network"]
 
 

@@ -9,7 +9,9 @@ it), so this evidence is the evaluator's, unlike anything in the workspace.
 :func:`process_evidence` lists every tool call of the trajectory (step, tool, the command or file it names,
 cut to :data:`MAX_COMMAND_CHARS`) and classifies it into *actions* by the rules of :data:`ACTION_RULES`; each
 action bears on the SAEO items of :data:`ACTION_ITEMS` (``items`` maps an item to the steps that evidence
-it). The final agent message is the evidence of O5 (final claim). Nothing here rates an item: the evidence is
+it), with the head of the output the CLI sent back. The final agent message is the evidence of O5 (final
+claim). An action is what a command *names* (``echo gmx mdrun`` names ``run_md``), not proof that it ran or
+succeeded: the output head and the workspace audit say that. Nothing here rates an item: the evidence is
 recorded beside the audit (``EP/audit/process_evidence.json``, ``result.json`` ``audit.process_evidence``)
 for the judge — rule-based, external or expert — to cite.
 
@@ -30,6 +32,8 @@ from mdbench import untrusted
 MAX_TRAJECTORY_BYTES = 256 * 1024 * 1024
 #: A command (or file path) is kept to this many characters in the evidence.
 MAX_COMMAND_CHARS = 500
+#: The head of a tool call's output kept beside it [characters].
+MAX_OUTPUT_CHARS = 300
 #: At most this many tool calls are listed (the counts cover all of them).
 MAX_ACTIONS = 2000
 
@@ -74,6 +78,17 @@ def _command(args: Any) -> str:
     return json.dumps(args, default=str)[:MAX_COMMAND_CHARS]
 
 
+def _outputs(step: dict[str, Any]) -> dict[str, str]:
+    """tool call id → the head of the output the CLI sent back for it (the step's ATIF observation)."""
+    obs = step.get("observation")
+    results = obs.get("results") if isinstance(obs, dict) else None
+    out: dict[str, str] = {}
+    for r in results if isinstance(results, list) else []:
+        if isinstance(r, dict) and isinstance(r.get("content"), str) and r.get("source_call_id") is not None:
+            out[str(r["source_call_id"])] = r["content"][:MAX_OUTPUT_CHARS]
+    return out
+
+
 def classify(command: str) -> list[str]:
     """The actions of :data:`ACTION_RULES` a command shows, in the rules' order."""
     return [kind for kind, rx in ACTION_RULES.items() if rx.search(command)]
@@ -84,7 +99,7 @@ def evidence_from_trajectory(traj: Any) -> dict[str, Any]:
     steps = traj.get("steps") if isinstance(traj, dict) else None
     steps = [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else []
     actions: list[dict[str, Any]] = []
-    by_action: dict[str, list[int]] = {k: [] for k in ACTION_ITEMS}
+    by_action: dict[str, set[int]] = {k: set() for k in ACTION_ITEMS}
     n_calls = 0
     final: dict[str, Any] | None = None
     for st in steps:
@@ -93,31 +108,33 @@ def evidence_from_trajectory(traj: Any) -> dict[str, Any]:
         sid = st.get("step_id") if isinstance(st.get("step_id"), int) else None
         calls = [c for c in st.get("tool_calls") or [] if isinstance(c, dict)] if isinstance(
             st.get("tool_calls"), list) else []
+        outputs = _outputs(st)
         for c in calls:
             n_calls += 1
             cmd = _command(c.get("arguments"))
             kinds = classify(cmd)
             for k in kinds:
-                if sid is not None and sid not in by_action[k]:
-                    by_action[k].append(sid)
+                if sid is not None:
+                    by_action[k].add(sid)
             if len(actions) < MAX_ACTIONS:
                 actions.append({"step_id": sid, "tool": str(c.get("function_name") or "unknown")[:100],
-                                "command": cmd, "actions": kinds})
+                                "command": cmd, "actions": kinds,
+                                "output_head": outputs.get(str(c.get("tool_call_id"))) if c.get("tool_call_id")
+                                else None})
         msg = st.get("message")
         side = isinstance(st.get("extra"), dict) and st["extra"].get("side_call")
         if not calls and isinstance(msg, str) and msg.strip() and not side:
             final = {"step_id": sid, "message": msg[:2000]}
     if final is not None and final["step_id"] is not None:
-        by_action["final_message"].append(final["step_id"])
-    items: dict[str, list[int]] = {}
+        by_action["final_message"].add(final["step_id"])
+    items: dict[str, set[int]] = {}
     for kind, sids in by_action.items():
         for item in ACTION_ITEMS[kind]:
-            items.setdefault(item, [])
-            items[item] = sorted(set(items[item]) | set(sids))
+            items.setdefault(item, set()).update(sids)
     return {"agent_steps": sum(1 for s in steps if s.get("source") == "agent"), "tool_calls": n_calls,
             "actions_listed": len(actions), "actions": actions,
-            "steps_by_action": {k: v for k, v in by_action.items() if v},
-            "items": {k: v for k, v in items.items() if v}, "final_message": final,
+            "steps_by_action": {k: sorted(v) for k, v in by_action.items() if v},
+            "items": {k: sorted(v) for k, v in items.items() if v}, "final_message": final,
             "rules": {k: rx.pattern for k, rx in ACTION_RULES.items()}}
 
 
