@@ -45,8 +45,9 @@ VERSIONS = {"codex": "0.171.0", "opencode": "1.18.33"}
 #: The port the proxy listens on inside the agent's network namespace (its own: no clash between episodes).
 PROXY_PORT = 4141
 INSTALL_CMD = "make agent-harnesses   (or: scripts/agent_harnesses.sh)"
-#: Default per-episode caps (override with harness_launch(max_tokens=…, max_usd=…) or the environment
-#: variables MDBENCH_LLM_MAX_TOKENS / MDBENCH_LLM_MAX_USD).
+#: Default per-episode caps (override with ``mdbench episode run --max-tokens/--max-usd`` =
+#: harness_launch(max_tokens=…, max_usd=…), else the environment variables MDBENCH_LLM_MAX_TOKENS /
+#: MDBENCH_LLM_MAX_USD: see :func:`episode_caps`).
 DEFAULT_MAX_TOKENS = 200_000_000
 DEFAULT_MAX_USD = 200.0
 PROXY_TOKEN_ENV = "MDBENCH_PROXY_TOKEN"
