@@ -57,8 +57,6 @@ LONG_FUNCTIONS = {
     "engine/segments.py:run_segment", "engine/stages.py:equilibrate", "episode/runner.py:run_episode",
     "execute/stage.py:run_stage", "record/validate.py:validate_run",
     "sandbox.py:_supervise", "sandbox.py:spawn_confined",
-    # the harness room (issue 36): the launch recipe, the fake endpoint's server and the proxy's request handler
-    "episode/harnesses.py:harness_launch", "llm/fake_server.py:start", "llm/proxy.py:_handler",
 }
 
 

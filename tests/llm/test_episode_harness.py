@@ -57,7 +57,8 @@ def test_episode_run_with_a_real_harness_is_metered_traced_and_audited(name, bas
         {"final": "Stopping: scripted test agent."}], "usage": USAGE}
     with FakeChatServer(ScriptedModel(script), api_key=UPSTREAM_KEY) as up:
         res = _mdbench("episode", "run", str(ep), "--harness", name, "--model", "gpt-5", "--endpoint", up.base_url,
-                       env={"MDBENCH_LLM_API_KEY": UPSTREAM_KEY})
+                       "--max-usd", "7.5", "--endpoint-api", "native",
+                       env={"MDBENCH_LLM_API_KEY": UPSTREAM_KEY, "MDBENCH_LLM_MAX_USD": "1000"})
         totals = up.totals()
     result = json.loads((ep / "result.json").read_text())
     assert res.returncode == 0, res.stdout + res.stderr
@@ -65,6 +66,9 @@ def test_episode_run_with_a_real_harness_is_metered_traced_and_audited(name, bas
     # the harness, its version and model are recorded
     h = result["harness"]
     assert (h["harness"], h["model"], h["network"]) == (name, "gpt-5", "model-only")
+    # the CLI's caps and endpoint API are what applied (the flag wins over $MDBENCH_LLM_MAX_USD) and were asked
+    assert h["caps"]["max_usd"] == 7.5 and h["endpoint_api"] == "native"
+    assert result["limits"]["harness_requested"] == {"max_tokens": None, "max_usd": 7.5, "endpoint_api": "native"}
     assert h["version"] and h["version"] in subprocess.run(
         [h["binary"], "--version"], capture_output=True, text=True, timeout=60).stdout
     # the scripted commands ran in the workspace as the agent, and the outside world was not reachable
@@ -90,6 +94,15 @@ def test_episode_run_with_a_real_harness_is_metered_traced_and_audited(name, bas
         assert problems == []
     # the audit ran on what the agent left
     assert (ep / "audit" / "saeo.json").is_file()
+    # the process judge's evidence is the evaluator's trajectory: the scripted actions appear, by step
+    pe = result["audit"]["process_evidence"]
+    assert pe["path"] == "audit/process_evidence.json" and (ep / pe["path"]).is_file()
+    read = next(a for a in pe["actions"] if "ls agent_input" in a["command"])
+    net = next(a for a in pe["actions"] if "example.com" in a["command"])
+    assert "read_inputs" in read["actions"] and read["step_id"] in pe["items"]["E1"]
+    assert net["actions"] == ["network"] and net["step_id"] in pe["steps_by_action"]["network"]
+    assert pe["final_message"]["message"].startswith("Stopping: scripted test agent.")
+    assert pe["tool_calls"] == sum(len(st.get("tool_calls") or []) for st in traj["steps"])
     # the endpoint's key is nowhere the agent could read, nor in the records
     for p in [*ws.rglob("*"), ep / "result.json", ep / "llm" / "calls.jsonl"]:
         if p.is_file() and not p.is_symlink() and p.stat().st_size < 5_000_000:
@@ -97,7 +110,7 @@ def test_episode_run_with_a_real_harness_is_metered_traced_and_audited(name, bas
 
 
 def test_episode_past_the_token_cap_ends_with_the_cap_named_in_the_result(base):
-    """A scripted model that never stops: the runner's proxy refuses once MDBENCH_LLM_MAX_TOKENS is spent, Codex
+    """A scripted model that never stops: the runner's proxy refuses once --max-tokens is spent, Codex
     stops, and result.json names the cap beside the metered tokens."""
     need_cli("codex")
     need_isolation()
@@ -110,7 +123,7 @@ def test_episode_past_the_token_cap_ends_with_the_cap_named_in_the_result(base):
               "usage": {"input": 6000, "cached": 0, "output": 200}}
     with FakeChatServer(ScriptedModel(script), api_key=UPSTREAM_KEY) as up:
         res = _mdbench("episode", "run", str(ep), "--harness", "codex", "--model", "gpt-5", "--endpoint", up.base_url,
-                       env={"MDBENCH_LLM_API_KEY": UPSTREAM_KEY, "MDBENCH_LLM_MAX_TOKENS": "30000"})
+                       "--max-tokens", "30000", env={"MDBENCH_LLM_API_KEY": UPSTREAM_KEY})
         answered = up.totals()["calls"]
     result = json.loads((ep / "result.json").read_text())
     assert res.returncode == 0, res.stdout + res.stderr          # the runner never crashes
@@ -128,9 +141,28 @@ def test_a_missing_harness_cli_blocks_the_episode_with_the_install_command(base)
     ep = base / "ep"
     assert _mdbench("episode", "prepare", "--preset", "micro", "--out", str(ep)).returncode == 0
     res = _mdbench("episode", "run", str(ep), "--harness", "codex", "--model", "gpt-5", "--endpoint",
-                   "http://127.0.0.1:9/v1", env={"MDBENCH_AGENT_HARNESSES": str(base / "no-harnesses")})
+                   "http://127.0.0.1:9/v1", "--max-tokens", "5000", "--endpoint-api", "chat",
+                   env={"MDBENCH_AGENT_HARNESSES": str(base / "no-harnesses")})
     assert "Traceback" not in res.stderr
     result = json.loads((ep / "result.json").read_text())
     assert result["status"] == "infrastructure_blocked"
+    assert result["limits"]["harness_requested"] == {"max_tokens": 5000, "max_usd": None, "endpoint_api": "chat"}
+    assert "process_evidence" not in result["audit"]      # no model call, no trajectory, no evidence invented
     text = json.dumps(result) + (ep / "agent" / "stderr.log").read_text()
     assert "codex CLI is not installed" in text and "make agent-harnesses" in text
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--harness", "codex", "--model", "m", "--endpoint", "http://127.0.0.1:9/v1", "--max-usd", "-1"], "--max-usd"),
+    (["--harness", "codex", "--model", "m", "--endpoint", "http://127.0.0.1:9/v1", "--max-tokens", "0"],
+     "--max-tokens"),
+    (["--harness", "codex", "--model", "m", "--endpoint", "http://127.0.0.1:9/v1", "--endpoint-api", "grpc"],
+     "--endpoint-api"),
+    (["--agent", "null", "--max-tokens", "100"], "apply to --harness runs only"),
+])
+def test_bad_cap_flags_are_one_clear_error_and_nothing_runs(base, args, needle):
+    ep = base / "ep"
+    assert _mdbench("episode", "prepare", "--preset", "micro", "--out", str(ep)).returncode == 0
+    res = _mdbench("episode", "run", str(ep), *args)
+    assert res.returncode == 2 and needle in res.stderr and "Traceback" not in res.stderr
+    assert not (ep / "result.json").exists() and not (ep / "agent").exists()

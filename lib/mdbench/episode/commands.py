@@ -44,6 +44,14 @@ def prepare_cmd(preset: str, out: Path, bundle_dir: Path | None, config: tuple[s
 @click.option("--model", default=None, help="Model the harness uses.")
 @click.option("--endpoint", default=None, help="OpenAI-compatible endpoint URL the runner meters for the harness.")
 @click.option("--reasoning", default=None, help="Reasoning effort passed to the harness.")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=None,
+              help="Harness: token cap of the episode (in + out, metered by the proxy) "
+                   "[default $MDBENCH_LLM_MAX_TOKENS or 200000000].")
+@click.option("--max-usd", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Harness: USD cap of the episode [default $MDBENCH_LLM_MAX_USD or 200].")
+@click.option("--endpoint-api", type=click.Choice(["native", "chat"]), default=None,
+              help="Harness: chat when the endpoint serves Chat Completions only (the proxy translates Codex's "
+                   "Responses calls) [default $MDBENCH_LLM_ENDPOINT_API or native].")
 @click.option("--timeout", "timeout_min", type=float, default=None, help="Wall-clock limit [min] (default: episode's).")
 @click.option("--grace", "grace_s", type=float, default=None, help="SIGTERM → SIGKILL grace period [s].")
 @click.option("--threads", type=int, default=None, help="CPU threads (cores) for the agent; default min(16, cores).")
@@ -79,9 +87,14 @@ def run_cmd(ep: Path, agent: str | None, harness: str | None, model: str | None,
             memory_mib: int | None, pids_max: int, tmp_size_mib: int,
             env: tuple[str, ...], expose: tuple[Path, ...], hide: tuple[Path, ...], network: str | None,
             as_caller: bool, allow_unconfined: bool, force: bool, no_reanalysis: bool, adjudication: Path | None,
-            progress_s: float | None, cpus: str | None, user: str | None) -> None:
+            progress_s: float | None, cpus: str | None, user: str | None, max_tokens: int | None,
+            max_usd: float | None, endpoint_api: str | None) -> None:
     """Run AGENT (or a --harness) in EP/workspace under the episode's limits, audit it, write EP/result.json."""
     from mdbench.episode.runner import AGENT_USER, RunOptions, parse_cpus, parse_env, run_episode  # noqa: PLC0415
+
+    if not harness and (max_tokens is not None or max_usd is not None or endpoint_api is not None):
+        raise click.UsageError("--max-tokens, --max-usd and --endpoint-api apply to --harness runs only (an --agent "
+                               "command is not metered by mdbench's proxy)")
 
     opts = RunOptions(timeout_min=timeout_min, grace_s=grace_s, threads=threads, gpus=gpus, env=parse_env(env),
                       expose=tuple(p.resolve() for p in expose), hide=tuple(p.resolve() for p in hide),
@@ -90,7 +103,8 @@ def run_cmd(ep: Path, agent: str | None, harness: str | None, model: str | None,
                       progress_s=progress_s if progress_s is not None else (60.0 if sys.stderr.isatty() else None),
                       cpus=parse_cpus(cpus) if cpus else None, user=user or AGENT_USER, memory_mib=memory_mib,
                       pids_max=pids_max, tmp_size_mib=tmp_size_mib, harness=harness, model=model,
-                      endpoint=endpoint, reasoning=reasoning)
+                      endpoint=endpoint, reasoning=reasoning, max_tokens=max_tokens, max_usd=max_usd,
+                      endpoint_api=endpoint_api)
     res = run_episode(ep, agent, opts)
     click.echo(summary_line(res) + f" → {ep / 'result.json'}")
     for f in (res.get("input_integrity") or {}).get("findings", [])[:10]:

@@ -45,8 +45,9 @@ VERSIONS = {"codex": "0.171.0", "opencode": "1.18.33"}
 #: The port the proxy listens on inside the agent's network namespace (its own: no clash between episodes).
 PROXY_PORT = 4141
 INSTALL_CMD = "make agent-harnesses   (or: scripts/agent_harnesses.sh)"
-#: Default per-episode caps (override with harness_launch(max_tokens=…, max_usd=…) or the environment
-#: variables MDBENCH_LLM_MAX_TOKENS / MDBENCH_LLM_MAX_USD).
+#: Default per-episode caps (override with ``mdbench episode run --max-tokens/--max-usd`` =
+#: harness_launch(max_tokens=…, max_usd=…), else the environment variables MDBENCH_LLM_MAX_TOKENS /
+#: MDBENCH_LLM_MAX_USD: see :func:`episode_caps`).
 DEFAULT_MAX_TOKENS = 200_000_000
 DEFAULT_MAX_USD = 200.0
 PROXY_TOKEN_ENV = "MDBENCH_PROXY_TOKEN"
@@ -230,6 +231,53 @@ def _cap_from_env(name: str, default: float, kind: type) -> Any:
     return val
 
 
+def episode_caps(max_tokens: int | None, max_usd: float | None, max_calls: int | None = None) -> Caps:
+    """The episode's caps: what was given (``--max-tokens``, ``--max-usd``), else ``$MDBENCH_LLM_MAX_TOKENS`` /
+    ``$MDBENCH_LLM_MAX_USD``, else :data:`DEFAULT_MAX_TOKENS` / :data:`DEFAULT_MAX_USD`.
+
+    Raises
+    ------
+    InputError
+        A cap that is not a number > 0.
+    """
+    if max_tokens is not None and (isinstance(max_tokens, bool) or max_tokens <= 0):
+        raise InputError(f"--max-tokens {max_tokens} must be > 0")
+    if max_usd is not None and (isinstance(max_usd, bool) or not max_usd > 0 or max_usd == float("inf")):
+        raise InputError(f"--max-usd {max_usd} must be a finite number > 0")
+    return Caps(max_tokens=max_tokens if max_tokens is not None else _cap_from_env(
+                    "MDBENCH_LLM_MAX_TOKENS", DEFAULT_MAX_TOKENS, int),
+                max_usd=max_usd if max_usd is not None else _cap_from_env("MDBENCH_LLM_MAX_USD", DEFAULT_MAX_USD, float),
+                max_calls=max_calls)
+
+
+def resolve_endpoint_api(endpoint_api: str | None) -> str:
+    """``native`` or ``chat``: what was given (``--endpoint-api``), else ``$MDBENCH_LLM_ENDPOINT_API``, else native."""
+    value = endpoint_api or os.environ.get("MDBENCH_LLM_ENDPOINT_API") or "native"
+    if value not in ("native", "chat"):
+        raise InputError(f"endpoint API {value!r} (--endpoint-api or MDBENCH_LLM_ENDPOINT_API) must be native or chat")
+    return value
+
+
+def _cli_recipe(name: str, binary: Path, *, model: str, prompt: str, workspace: Path, home: Path, proxy_url: str,
+                reasoning: str | None, endpoint_api: str) -> tuple[list[str], dict[str, str], dict[str, str], str]:
+    """``(argv, home files, environment, API the CLI speaks)`` of one non-interactive CLI run on the prompt."""
+    # stdin closed: `codex exec` appends piped stdin to the prompt, `opencode run` waits on it
+    wrap = ["/bin/sh", "-c", 'exec "$0" "$@" </dev/null']
+    if name == "codex":
+        argv = wrap + [str(binary), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+                       "--json", "--color", "never", "-C", str(workspace), "-m", model, "--", prompt]
+        home_files = {".codex/config.toml": codex_config(model, proxy_url, reasoning,
+                                                         buffered=endpoint_api == "chat")}
+        env = {"CODEX_HOME": str(Path(home) / ".codex"), "CODEX_MANAGED_BY_NPM": "1"}
+        api = "responses (translated to chat by the proxy)" if endpoint_api == "chat" else "responses"
+        return argv, home_files, env, api
+    argv = wrap + [str(binary), "run", "--model", f"mdbench/{model}", "--format", "json", "--", prompt]
+    home_files = {".config/opencode/opencode.json": opencode_config(model, proxy_url, reasoning)}
+    env = {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1",
+           "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_SHARE": "1"}
+    return argv, home_files, env, "chat"
+
+
 def harness_launch(*, name: str, model: str, endpoint: str, reasoning: str | None, workspace: Path, home: Path,
                    prompt: str, episode_dir: Path, api_key_env: str | None = None, max_tokens: int | None = None,
                    max_usd: float | None = None, max_calls: int | None = None, prices: PriceTable | None = None,
@@ -275,13 +323,8 @@ def harness_launch(*, name: str, model: str, endpoint: str, reasoning: str | Non
     binary, version = find_cli(name)
     root = harness_root()
     prices = prices or PriceTable.load()
-    caps = Caps(max_tokens=max_tokens if max_tokens is not None else _cap_from_env(
-                    "MDBENCH_LLM_MAX_TOKENS", DEFAULT_MAX_TOKENS, int),
-                max_usd=max_usd if max_usd is not None else _cap_from_env("MDBENCH_LLM_MAX_USD", DEFAULT_MAX_USD, float),
-                max_calls=max_calls)
-    endpoint_api = endpoint_api or os.environ.get("MDBENCH_LLM_ENDPOINT_API") or "native"
-    if endpoint_api not in ("native", "chat"):
-        raise InputError(f"endpoint API {endpoint_api!r} (MDBENCH_LLM_ENDPOINT_API) must be native or chat")
+    caps = episode_caps(max_tokens, max_usd, max_calls)
+    endpoint_api = resolve_endpoint_api(endpoint_api)
     token = "mdbench-proxy-" + secrets.token_hex(16)
     episode_dir = Path(episode_dir)
     proxy = MeteringProxy(endpoint, log_dir=episode_dir / "llm", api_key_env=api_key_env, client_token=token,
@@ -289,29 +332,16 @@ def harness_launch(*, name: str, model: str, endpoint: str, reasoning: str | Non
                           endpoint_api=endpoint_api)
     proxy_url = f"http://127.0.0.1:{port}/v1"
     env = {PROXY_TOKEN_ENV: token, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
-    # stdin closed: `codex exec` appends piped stdin to the prompt, `opencode run` waits on it
-    wrap = ["/bin/sh", "-c", 'exec "$0" "$@" </dev/null']
-    if name == "codex":
-        argv = wrap + [str(binary), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-                       "--json", "--color", "never", "-C", str(workspace), "-m", model, "--", prompt]
-        home_files = {".codex/config.toml": codex_config(model, proxy_url, reasoning,
-                                                         buffered=endpoint_api == "chat")}
-        env.update({"CODEX_HOME": str(Path(home) / ".codex"), "CODEX_MANAGED_BY_NPM": "1"})
-        api = "responses"
-    else:
-        argv = wrap + [str(binary), "run", "--model", f"mdbench/{model}", "--format", "json", "--", prompt]
-        home_files = {".config/opencode/opencode.json": opencode_config(model, proxy_url, reasoning)}
-        env.update({"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1",
-                    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_SHARE": "1"})
-        api = "chat"
+    argv, home_files, cli_env, api = _cli_recipe(name, binary, model=model, prompt=prompt, workspace=workspace,
+                                                  home=home, proxy_url=proxy_url, reasoning=reasoning,
+                                                  endpoint_api=endpoint_api)
+    env.update(cli_env)
     price = prices.describe(model)
-    if name == "codex" and endpoint_api == "chat":
-        api = "responses (translated to chat by the proxy)"
     info = {"harness": name, "version": version, "model": model, "reasoning": reasoning, "api": api,
             "endpoint": proxy.endpoint, "api_key_env": proxy.api_key_env, "proxy_url": proxy_url,
             "binary": str(binary), "caps": {"max_tokens": caps.max_tokens, "max_usd": caps.max_usd,
                                             "max_calls": caps.max_calls},
-            "price_usd_per_mtok": price, "network": "model-only"}
+            "price_usd_per_mtok": price, "network": "model-only", "endpoint_api": endpoint_api}
     if price is None:
         log.warning("no price for model %r in %s: USD will be unknown and the USD cap cannot apply", model,
                     prices.source)

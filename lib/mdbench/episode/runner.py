@@ -58,7 +58,7 @@ REFERENCE_AGENTS = {"oracle": "mdbench-oracle", "null": "mdbench-null-agent", "b
 #: Network modes: none (loopback only), model-only (loopback plus the harness's model port), host.
 NETWORK_MODES = ("none", "model-only", "host")
 #: Files of an earlier run moved to ``previous/<n>/`` by ``--force`` (the workspace too).
-RUN_FILES = (RESULT_JSON, "agent", "audit", "integrity", "home", "workspace")
+RUN_FILES = (RESULT_JSON, "agent", "audit", "integrity", "home", "workspace", "llm", "trajectory.json")
 #: Default limits of the agent's tree (the sandbox records what it applied).
 DEFAULT_PIDS_MAX = 4096
 DEFAULT_TMP_SIZE_MIB = 2048
@@ -103,6 +103,9 @@ class RunOptions:
     model: str | None = None
     endpoint: str | None = None
     reasoning: str | None = None
+    max_tokens: int | None = None     # harness caps and endpoint API (None: $MDBENCH_LLM_* or the defaults)
+    max_usd: float | None = None
+    endpoint_api: str | None = None
 
 
 def network_mode(opts: RunOptions) -> str:
@@ -412,7 +415,8 @@ def _harness(opts: RunOptions, ep: Episode, home: Path) -> tuple[Any | None, str
         prompt = untrusted.read_text(ep.bundle / "PROMPT_TEMPLATE.md")
         launch = harness_launch(name=opts.harness, model=opts.model, endpoint=opts.endpoint,
                                 reasoning=opts.reasoning, workspace=ep.workspace.resolve(), home=home,
-                                prompt=prompt, episode_dir=ep.root.resolve())
+                                prompt=prompt, episode_dir=ep.root.resolve(), max_tokens=opts.max_tokens,
+                                max_usd=opts.max_usd, endpoint_api=opts.endpoint_api)
     except Exception as exc:  # noqa: BLE001 — a harness that cannot start blocks the episode, never crashes it
         return None, (f"harness {opts.harness!r} cannot start: {type(exc).__name__}: {str(exc)[:300]} — install it "
                       f"with: {HARNESS_INSTALL_HINT}")
@@ -589,6 +593,9 @@ def run_episode(path: str | Path, agent: str | None, opts: RunOptions | None = N
                    "md_budget_ns_total": ep.limits.md_budget_ns_total, "network": mode,
                    "env_passed": sorted(opts.env), **requested_limits(opts)},
     }
+    if opts.harness:   # what was asked (flags; None = $MDBENCH_LLM_* or the default); result["harness"] has what applied
+        result["limits"]["harness_requested"] = {"max_tokens": opts.max_tokens, "max_usd": opts.max_usd,
+                                                 "endpoint_api": opts.endpoint_api}
     write_result(ep.root / RESULT_JSON, result)
     old = {}
     if threading.current_thread() is threading.main_thread():
@@ -669,6 +676,8 @@ def _run_and_collect(ep: Episode, opts: RunOptions, spec: str, argv: list[str], 
     else:
         sandbox = _launch(ep, argv, opts, env, tools, cpus, timeout_min, grace_s, logs, harness, writable)
     t_end = time.perf_counter()
+    if harness is not None:
+        _trajectory_before_audit(harness)
     status = sandbox.pop("episode_status")
     before_agent = t_launch - t0 + sandbox.pop("prepared_s", 0.0)
     (logs / "sandbox.json").write_text(json.dumps(sandbox, indent=1, sort_keys=True, default=str) + "\n")
@@ -688,10 +697,31 @@ def _run_and_collect(ep: Episode, opts: RunOptions, spec: str, argv: list[str], 
     else:
         audit = audit_workspace(ep.workspace, ep.bundle, ep.root / "audit", integrity, reanalysis=opts.reanalysis,
                                 adjudication=opts.adjudication, work_dir=ep.root / "integrity")
+    if harness is not None and status != "interrupted":   # the process judge's evidence: the evaluator's trajectory
+        audit["process_evidence"] = _process_evidence(ep)
     t_audited = time.perf_counter()
     result.update(score=audit.get("composite"), dimensions=audit.get("dimensions"), audit=audit,
                   harness_s={"before_agent": round(before_agent, 3), "after_agent": round(t_collected - t_end, 3),
                              "audit": round(t_audited - t_collected, 3)})
+
+
+def _trajectory_before_audit(harness: Any) -> None:
+    """Stop the harness's proxy now: its log becomes ``EP/trajectory.json`` before the audit (``launch.stop()`` is
+    idempotent; :func:`_stop_harness` takes the metered figures from the same summary at the end)."""
+    try:
+        harness.stop()
+    except Exception:  # noqa: BLE001 — _stop_harness records the failure
+        log.exception("the harness proxy did not stop cleanly")
+
+
+def _process_evidence(ep: Episode) -> dict[str, Any] | None:
+    """The tool calls of ``EP/trajectory.json`` as process evidence, in ``EP/audit/process_evidence.json``."""
+    from mdbench.llm.process import write_process_evidence  # noqa: PLC0415
+
+    try:
+        return write_process_evidence(ep.root, ep.root / "audit")
+    except Exception as exc:  # noqa: BLE001 — evidence that cannot be read is recorded, never fatal
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
 
 
 def _costs(ep: Episode, opts: RunOptions, sandbox: dict[str, Any], logs: Path, grace_s: float) -> dict[str, Any]:

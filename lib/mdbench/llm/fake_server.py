@@ -114,103 +114,9 @@ class FakeChatServer:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
     def start(self) -> FakeChatServer:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:   # keep test output clean
-                pass
-
-            def _send(self, status: int, body: dict[str, Any] | str, headers: dict[str, str] | None = None) -> None:
-                raw = (body if isinstance(body, str) else json.dumps(body)).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(raw)))
-                    for k, v in (headers or {}).items():
-                        self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(raw)
-                except (BrokenPipeError, ConnectionResetError):   # the client gave up (a timeout test)
-                    pass
-
-            def _stream(self, events: list[bytes], cut: bool) -> bool:
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/event-stream")
-                    self.send_header("Cache-Control", "no-cache")
-                    self.end_headers()
-                    for ev in events[:1] if cut else events:
-                        self.wfile.write(ev)
-                        self.wfile.flush()
-                    return True
-                except (BrokenPipeError, ConnectionResetError):
-                    return False
-
-            def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
-                    return self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
-                self._send(404, {"error": {"message": f"no route {self.path}"}})
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                try:
-                    req = json.loads(self.rfile.read(length))
-                except ValueError:
-                    return self._send(400, {"error": {"message": "body is not JSON"}})
-                with server._lock:
-                    server.requests.append({"path": self.path, "authorization": self.headers.get("Authorization"),
-                                            "body": req})
-                    n = len(server.requests)
-                route = self.path.split("?")[0].rstrip("/")
-                api = ("chat" if route.endswith("/chat/completions") else
-                       "responses" if route.endswith("/responses") else
-                       "compact" if route.endswith("/responses/compact") else None)
-                if api is None:
-                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
-                if server.api_key is not None and self.headers.get("Authorization") != f"Bearer {server.api_key}":
-                    return self._send(401, {"error": {"message": "invalid API key"}})
-                fault = server._take_fault()
-                if fault and fault[0] == "status":
-                    status, retry_after = fault[1]
-                    extra = {"Retry-After": str(retry_after)} if retry_after is not None else {}
-                    return self._send(status, {"error": {"message": f"injected {status}"}}, extra)
-                if fault and fault[0] == "delay":
-                    time.sleep(fault[1])
-                if fault and fault[0] == "garble":
-                    return self._send(200, "<html>gateway</html>")
-                stream = bool(req.get("stream"))
-                if fault and fault[0] == "garble_stream" and stream:
-                    self._stream([b"data: <html>gateway</html>\n\n"], False)
-                    return None
-                try:
-                    reply = server.responder(req)
-                except Exception as exc:  # noqa: BLE001 — a responder bug is a 500, visible to the client
-                    return self._send(500, {"error": {"message": f"responder failed: {exc}"}})
-                if not isinstance(reply, Reply):
-                    text = str(reply)
-                    msgs = req.get("messages") if api == "chat" else req.get("input")
-                    prompt = (sum(_tokens(json.dumps(m.get("content", ""))) for m in msgs if isinstance(m, dict))
-                              if isinstance(msgs, list) else _tokens(json.dumps(msgs)))
-                    reply = Reply(text=text, input_tokens=prompt, output_tokens=_tokens(text))
-                model = req.get("model", server.model)
-                cost = server.cost_per_call
-                rid = f"fake-{n}"
-                cut = bool(fault and fault[0] == "truncate" and stream)
-                if api == "chat":
-                    body = encode_chat(reply, model, rid, cost)
-                    events = sse_chat(reply, model, rid, cost, include_usage=True) if stream else []
-                else:
-                    body = encode_responses(reply, model, rid, cost)
-                    events = sse_responses(reply, model, rid, cost) if stream else []
-                ok = self._stream(events, cut) if stream else (self._send(200, body) or True)
-                with server._lock:
-                    server.served.append({"api": api, "stream": stream, "model": model, "completed": ok and not cut,
-                                          "tool_calls": [c.name for c in reply.tool_calls],
-                                          "usage": {"input": reply.input_tokens, "cached": reply.cached_tokens,
-                                                    "output": reply.output_tokens}})
-                return None
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        """Serve on ``127.0.0.1:port`` (0: a free one) from a daemon thread; returns ``self``."""
+        handler = type("Handler", (_FakeHandler,), {"fake": self})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-chat-server", daemon=True)
         self._thread.start()
@@ -231,6 +137,105 @@ class FakeChatServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _FakeHandler(BaseHTTPRequestHandler):
+    """One connection to a :class:`FakeChatServer` (``fake`` is set per server by ``FakeChatServer.start``)."""
+
+    fake: FakeChatServer
+
+    def log_message(self, *args: Any) -> None:   # keep test output clean
+        pass
+
+    def _send(self, status: int, body: dict[str, Any] | str, headers: dict[str, str] | None = None) -> None:
+        raw = (body if isinstance(body, str) else json.dumps(body)).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(raw)
+        except (BrokenPipeError, ConnectionResetError):   # the client gave up (a timeout test)
+            pass
+
+    def _stream(self, events: list[bytes], cut: bool) -> bool:
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            for ev in events[:1] if cut else events:
+                self.wfile.write(ev)
+                self.wfile.flush()
+            return True
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            return self._send(200, {"object": "list", "data": [{"id": self.fake.model, "object": "model"}]})
+        self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            req = json.loads(self.rfile.read(length))
+        except ValueError:
+            return self._send(400, {"error": {"message": "body is not JSON"}})
+        with self.fake._lock:
+            self.fake.requests.append({"path": self.path, "authorization": self.headers.get("Authorization"),
+                                    "body": req})
+            n = len(self.fake.requests)
+        route = self.path.split("?")[0].rstrip("/")
+        api = ("chat" if route.endswith("/chat/completions") else
+               "responses" if route.endswith("/responses") else
+               "compact" if route.endswith("/responses/compact") else None)
+        if api is None:
+            return self._send(404, {"error": {"message": f"no route {self.path}"}})
+        if self.fake.api_key is not None and self.headers.get("Authorization") != f"Bearer {self.fake.api_key}":
+            return self._send(401, {"error": {"message": "invalid API key"}})
+        fault = self.fake._take_fault()
+        if fault and fault[0] == "status":
+            status, retry_after = fault[1]
+            extra = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+            return self._send(status, {"error": {"message": f"injected {status}"}}, extra)
+        if fault and fault[0] == "delay":
+            time.sleep(fault[1])
+        if fault and fault[0] == "garble":
+            return self._send(200, "<html>gateway</html>")
+        stream = bool(req.get("stream"))
+        if fault and fault[0] == "garble_stream" and stream:
+            self._stream([b"data: <html>gateway</html>\n\n"], False)
+            return None
+        try:
+            reply = self.fake.responder(req)
+        except Exception as exc:  # noqa: BLE001 — a responder bug is a 500, visible to the client
+            return self._send(500, {"error": {"message": f"responder failed: {exc}"}})
+        if not isinstance(reply, Reply):
+            text = str(reply)
+            msgs = req.get("messages") if api == "chat" else req.get("input")
+            prompt = (sum(_tokens(json.dumps(m.get("content", ""))) for m in msgs if isinstance(m, dict))
+                      if isinstance(msgs, list) else _tokens(json.dumps(msgs)))
+            reply = Reply(text=text, input_tokens=prompt, output_tokens=_tokens(text))
+        model = req.get("model", self.fake.model)
+        cost = self.fake.cost_per_call
+        rid = f"fake-{n}"
+        cut = bool(fault and fault[0] == "truncate" and stream)
+        if api == "chat":
+            body = encode_chat(reply, model, rid, cost)
+            events = sse_chat(reply, model, rid, cost, include_usage=True) if stream else []
+        else:
+            body = encode_responses(reply, model, rid, cost)
+            events = sse_responses(reply, model, rid, cost) if stream else []
+        ok = self._stream(events, cut) if stream else (self._send(200, body) or True)
+        with self.fake._lock:
+            self.fake.served.append({"api": api, "stream": stream, "model": model, "completed": ok and not cut,
+                                  "tool_calls": [c.name for c in reply.tool_calls],
+                                  "usage": {"input": reply.input_tokens, "cached": reply.cached_tokens,
+                                            "output": reply.output_tokens}})
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:

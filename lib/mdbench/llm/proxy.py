@@ -484,149 +484,8 @@ class MeteringProxy:
 
     # ------------------------------------------------------------------------------------------ handler
     def _handler(self) -> type[BaseHTTPRequestHandler]:
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            server_version = "mdbench-llm-proxy"
-            timeout = 300   # [s] a client that stops sending its request holds a thread at most this long
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _reply(self, status: int, body: dict[str, Any] | bytes, ctype: str = "application/json") -> None:
-                raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", ctype)
-                    self.send_header("Content-Length", str(len(raw)))
-                    self.send_header("Connection", "close")
-                    self.end_headers()
-                    self.wfile.write(raw)
-                except OSError:
-                    pass
-
-            def _error(self, status: int, message: str, code: str) -> None:
-                self._reply(status, {"error": {"message": message, "type": "mdbench_proxy", "code": code}})
-
-            def _body(self) -> bytes | None:
-                if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-                    out = bytearray()
-                    while True:
-                        size = int(self.rfile.readline(100).split(b";")[0].strip() or b"0", 16)
-                        if size == 0:
-                            self.rfile.readline(100)
-                            return bytes(out)
-                        out += self.rfile.read(size)
-                        self.rfile.readline(100)
-                        if len(out) > MAX_REQUEST_BYTES:
-                            return None
-                try:
-                    n = int(self.headers.get("Content-Length") or 0)
-                except ValueError:
-                    return None
-                return None if n < 0 or n > MAX_REQUEST_BYTES else self.rfile.read(n)
-
-            def _decoded(self, raw: bytes) -> bytes | str:
-                """The body without its Content-Encoding (gzip, deflate), or why not (a short reason)."""
-                enc = (self.headers.get("Content-Encoding") or "identity").strip().lower()
-                if enc in ("", "identity"):
-                    return raw
-                if enc not in ("gzip", "deflate"):
-                    return f"Content-Encoding {enc} is not supported (send identity, gzip or deflate)"
-                try:
-                    d = zlib.decompressobj(zlib.MAX_WBITS | 32)    # gzip or zlib header
-                    out = d.decompress(raw, MAX_REQUEST_BYTES + 1)
-                except zlib.error as exc:
-                    return f"bad {enc} body: {exc}"
-                return out if len(out) <= MAX_REQUEST_BYTES else "request body too large once decompressed"
-
-            def _route(self) -> str:
-                path = self.path.split("?", 1)[0]
-                return path[3:] if path.startswith("/v1/") else path
-
-            def _authorised(self, base: dict[str, Any]) -> bool:
-                if proxy.client_token is None or self.headers.get("Authorization") == f"Bearer {proxy.client_token}":
-                    return True
-                proxy._record({**base, "outcome": "refused", "status": 401, "error": "wrong proxy token"}, None)
-                self._error(401, "mdbench proxy: wrong token", "invalid_api_key")
-                return False
-
-            def do_GET(self) -> None:
-                base = {"time": _now(), "method": "GET", "path": self.path, "api": None}
-                if not self._authorised(base):
-                    return
-                if self._route().rstrip("/") != "/models":
-                    proxy._record({**base, "outcome": "refused", "status": 404, "error": "route not served"}, None)
-                    return self._error(404, f"mdbench proxy: {self.path} is not served", "not_found")
-                query = self.path.partition("?")[2]
-                status, _h, raw, attempts = proxy._get("/models" + (f"?{query}" if query else ""))
-                proxy._record({**base, "outcome": "ok" if status == 200 else "failed", "status": status,
-                               "attempts": attempts}, None)
-                self._reply(status, raw)
-
-            def do_POST(self) -> None:
-                try:
-                    self._post()
-                except Exception as exc:  # a proxy bug must not drop the agent's call silently nor stop serving
-                    log.exception("proxy failed on %s", self.path)
-                    proxy._record({"time": _now(), "method": "POST", "path": self.path, "outcome": "failed",
-                                   "status": 500, "error": f"proxy error: {type(exc).__name__}: {exc}"[:500]}, None)
-                    self._error(500, f"mdbench proxy error: {type(exc).__name__}", "proxy_error")
-
-            def _post(self) -> None:
-                t0 = time.monotonic()
-                route = self._route().rstrip("/")
-                api = ("chat" if route == "/chat/completions" else "responses" if route == "/responses" else
-                       "compact" if route == "/responses/compact" else None)   # Codex's remote context compaction
-                base: dict[str, Any] = {"time": _now(), "method": "POST", "path": self.path, "api": api}
-                raw = self._body()
-                if not self._authorised(base):
-                    return
-                if api is None:
-                    proxy._record({**base, "outcome": "refused", "status": 404, "error": "route not served"}, None)
-                    return self._error(404, f"mdbench proxy: {self.path} is not served (only /v1/chat/completions,"
-                                            " /v1/responses, /v1/responses/compact, /v1/models)", "not_found")
-                if raw is None:
-                    proxy._record({**base, "outcome": "refused", "status": 413, "error": "request too large"}, None)
-                    return self._error(413, "mdbench proxy: request body too large", "request_too_large")
-                raw = self._decoded(raw)
-                if isinstance(raw, str):
-                    proxy._record({**base, "outcome": "refused", "status": 415, "error": raw}, None)
-                    return self._error(415, f"mdbench proxy: {raw}", "unsupported_encoding")
-                req = _json(raw)
-                if not isinstance(req, dict):
-                    proxy._record({**base, "outcome": "refused", "status": 400, "error": "body not a JSON object",
-                                   "request": _loggable(raw, None)}, None)
-                    return self._error(400, "mdbench proxy: request body is not a JSON object (or nests too deep)",
-                                       "invalid_request")
-                model = req.get("model") if isinstance(req.get("model"), str) else None
-                stream = req.get("stream") is True
-                base.update(model=model, stream=stream, request=_loggable(raw, req))
-                if proxy.allowed_models is not None and model not in proxy.allowed_models:
-                    msg = (f"model {model!r} is not this episode's model "
-                           f"({', '.join(sorted(proxy.allowed_models))})")
-                    proxy._record({**base, "outcome": "refused", "status": 403, "error": msg, "refused": "model"},
-                                  None)
-                    return self._error(403, f"mdbench proxy: {msg}", "mdbench_model_not_allowed")
-                if api == "chat" and stream:
-                    so = req.get("stream_options") if isinstance(req.get("stream_options"), dict) else {}
-                    if so.get("include_usage") is not True:
-                        req["stream_options"] = {**so, "include_usage": True}   # metering needs the usage chunk
-                        raw = json.dumps(req).encode()
-                with proxy._inflight:   # the cap is checked once the call may go: overshoot <= calls in flight
-                    with proxy._lock:
-                        cap = proxy._cap_reached()
-                    if cap:
-                        proxy._record({**base, "outcome": "refused", "status": 403, "error": cap, "refused": "cap"},
-                                      None)
-                        return self._error(403, f"mdbench proxy: {cap}; this episode may make no further model "
-                                                "calls", "mdbench_cap_reached")
-                    if api == "responses" and proxy.endpoint_api == "chat":
-                        proxy._forward_translated(self, req, stream, base, t0)
-                    else:
-                        proxy._forward(self, api, route, raw, stream, base, t0)
-
-        return Handler
+        """The request handler class of this proxy (:class:`_ProxyHandler` bound to it)."""
+        return type("Handler", (_ProxyHandler,), {"proxy": self})
 
     # ------------------------------------------------------------------------------------------ upstream
     def _conn(self) -> http.client.HTTPConnection:
@@ -672,121 +531,23 @@ class MeteringProxy:
                 self._sleep(self._delay(attempt, ra))
         return 502, {}, json.dumps({"error": {"message": f"mdbench proxy: {attempts[-1]}"}}).encode(), attempts
 
-    def _forward_translated(self, h: BaseHTTPRequestHandler, req: dict[str, Any], stream: bool,
-                            base: dict[str, Any], t0: float) -> None:
-        """A Responses call answered by a chat endpoint (:mod:`mdbench.llm.translate`), with the same retries."""
-        from mdbench.llm.scripted import encode_responses, sse_responses  # noqa: PLC0415
-        from mdbench.llm.translate import chat_to_reply, responses_to_chat  # noqa: PLC0415
+    def _retrying(self, h: BaseHTTPRequestHandler, base: dict[str, Any], t0: float,
+                  once: Callable[[http.client.HTTPConnection, list[dict[str, Any]]], None]) -> None:
+        """Call ``once(conn, attempts)`` until it has answered the agent, at most ``1 + max_retries`` times.
 
-        raw = json.dumps(responses_to_chat(req)).encode()
+        ``once`` returns once it has answered (and logged) the call, raises :class:`_Retry` (after noting the
+        failed attempt in ``attempts``) for a transient failure; a dropped connection or a timeout is one too.
+        After the last attempt the agent gets HTTP 502 with the cause, and the call is logged ``failed``.
+        """
         attempts: list[dict[str, Any]] = []
-        base = {**base, "api": "chat", "translated_from": "responses"}
         for attempt in range(self.retry.max_retries + 1):
             conn = self._conn()
             retry_after = None
             try:
-                conn.request("POST", self._base_path + "/chat/completions", body=raw,
-                             headers=self._headers("application/json"))
-                if conn.sock is not None:
-                    conn.sock.settimeout(self.retry.read_timeout_s)
-                resp = conn.getresponse()
-                body = resp.read(MAX_RESPONSE_BYTES + 1)
-                if resp.status != 200:
-                    attempts.append({"status": resp.status, "error": body[:300].decode("utf-8", "replace")})
-                    if resp.status in RETRY_STATUS:
-                        retry_after = resp.getheader("Retry-After")
-                        raise _Retry
-                    self._record({**base, "outcome": "failed", "status": resp.status, "attempts": attempts,
-                                  "latency_s": round(time.monotonic() - t0, 4),
-                                  "error": f"endpoint answered {resp.status}: {attempts[-1]['error']}"}, None)
-                    h._reply(resp.status, body, resp.getheader("Content-Type") or "application/json")  # type: ignore[attr-defined]
-                    return
-                data = _json(body, MAX_RESPONSE_BYTES)
-                asm = _Assembler("chat")
-                reply = chat_to_reply(data) if isinstance(data, dict) else None
-                if reply is None or not asm.body(data):
-                    attempts.append({"status": 200, "error": f"not a chat answer: {body[:200]!r}"})
-                    raise _Retry
-                model = str(req.get("model") or "")
-                rid = f"mdbench-{self._seq + 1}-{int(time.time() * 1000)}"
-                if stream:
-                    events = b"".join(sse_responses(reply, model, rid))
-                    try:
-                        h.send_response(200)
-                        h.send_header("Content-Type", "text/event-stream")
-                        h.send_header("Connection", "close")
-                        h.end_headers()
-                        h.wfile.write(events)
-                    except OSError:
-                        pass
-                else:
-                    h._reply(200, encode_responses(reply, model, rid))  # type: ignore[attr-defined]
-                self._record({**base, "outcome": "ok", "status": 200, "attempts": attempts + [{"status": 200}],
-                              "latency_s": round(time.monotonic() - t0, 4), "response": asm.to_json()}, asm)
+                once(conn, attempts)
                 return
-            except _Retry:
-                pass
-            except (OSError, http.client.HTTPException) as exc:
-                attempts.append({"error": f"{type(exc).__name__}: {exc}"[:300]})
-            finally:
-                conn.close()
-            if attempt < self.retry.max_retries:
-                self._sleep(self._delay(attempt, retry_after))
-        last = attempts[-1] if attempts else {"error": "no attempt"}
-        msg = (f"mdbench proxy: the model endpoint {self.endpoint} failed after {len(attempts)} attempt(s): "
-               f"{last.get('status', '')} {last.get('error', '')}".strip()[:500])
-        self._record({**base, "outcome": "failed", "status": 502, "attempts": attempts,
-                      "latency_s": round(time.monotonic() - t0, 4), "error": msg}, None)
-        h._error(502, msg, "upstream_failed")  # type: ignore[attr-defined]
-
-    def _forward(self, h: BaseHTTPRequestHandler, api: str, route: str, raw: bytes, stream: bool,
-                 base: dict[str, Any], t0: float) -> None:
-        """Send the call upstream with retries and pass the answer on (see the module docstring)."""
-        attempts: list[dict[str, Any]] = []
-        path = self._base_path + route
-        accept = "text/event-stream" if stream else "application/json"
-        for attempt in range(self.retry.max_retries + 1):
-            conn = self._conn()
-            retry_after = None
-            try:
-                conn.request("POST", path, body=raw, headers=self._headers(accept))
-                if conn.sock is not None:
-                    conn.sock.settimeout(self.retry.read_timeout_s)
-                resp = conn.getresponse()
-                status = resp.status
-                if status != 200:
-                    body = resp.read(MAX_RESPONSE_BYTES)
-                    if status in RETRY_STATUS:
-                        attempts.append({"status": status, "error": body[:300].decode("utf-8", "replace")})
-                        retry_after = resp.getheader("Retry-After")
-                        raise _Retry
-                    # a non-transient error (400, 401, 404, …): the agent sees what the endpoint said
-                    attempts.append({"status": status, "error": body[:300].decode("utf-8", "replace")})
-                    self._record({**base, "outcome": "failed", "status": status, "attempts": attempts,
-                                  "latency_s": round(time.monotonic() - t0, 4),
-                                  "error": f"endpoint answered {status}: {body[:300].decode('utf-8', 'replace')}"},
-                                 None)
-                    h._reply(status, body, resp.getheader("Content-Type") or "application/json")  # type: ignore[attr-defined]
-                    return
-                ctype = (resp.getheader("Content-Type") or "").lower()
-                if stream and "text/event-stream" in ctype:
-                    if self._pipe_stream(h, api, resp, base, attempts, t0):
-                        return
-                    raise _Retry
-                body = resp.read(MAX_RESPONSE_BYTES + 1)
-                asm = _Assembler(api)
-                data = _json(body, MAX_RESPONSE_BYTES)
-                ok = len(body) <= MAX_RESPONSE_BYTES and (asm.body(data) if api != "compact" else
-                                                          asm.compact(data))
-                if not ok:
-                    attempts.append({"status": 200, "error": f"not a {api} answer: {body[:200]!r}"})
-                    raise _Retry
-                h._reply(200, body)  # type: ignore[attr-defined]
-                self._record({**base, "outcome": "ok", "status": 200, "attempts": attempts + [{"status": 200}],
-                              "latency_s": round(time.monotonic() - t0, 4), "response": asm.to_json()}, asm)
-                return
-            except _Retry:
-                pass
+            except _Retry as r:
+                retry_after = r.retry_after
             except (OSError, http.client.HTTPException) as exc:
                 attempts.append({"error": f"{type(exc).__name__}: {exc}"[:300]})
             finally:
@@ -799,6 +560,94 @@ class MeteringProxy:
         self._record({**base, "outcome": "failed", "status": 502, "attempts": attempts,
                       "latency_s": round(time.monotonic() - t0, 4), "error": msg}, None)
         h._error(502, msg, "upstream_failed")  # type: ignore[attr-defined]
+
+    def _post_upstream(self, conn: http.client.HTTPConnection, path: str, raw: bytes,
+                       accept: str) -> http.client.HTTPResponse:
+        conn.request("POST", path, body=raw, headers=self._headers(accept))
+        if conn.sock is not None:
+            conn.sock.settimeout(self.retry.read_timeout_s)
+        return conn.getresponse()
+
+    def _pass_error(self, h: BaseHTTPRequestHandler, resp: http.client.HTTPResponse, base: dict[str, Any],
+                    attempts: list[dict[str, Any]], t0: float) -> None:
+        """A non-200 answer: a transient one raises :class:`_Retry`; any other (400, 401, 404, …) is logged and
+        passed on as the endpoint said it."""
+        body = resp.read(MAX_RESPONSE_BYTES)
+        attempts.append({"status": resp.status, "error": body[:300].decode("utf-8", "replace")})
+        if resp.status in RETRY_STATUS:
+            raise _Retry(resp.getheader("Retry-After"))
+        self._record({**base, "outcome": "failed", "status": resp.status, "attempts": attempts,
+                      "latency_s": round(time.monotonic() - t0, 4),
+                      "error": f"endpoint answered {resp.status}: {attempts[-1]['error']}"}, None)
+        h._reply(resp.status, body, resp.getheader("Content-Type") or "application/json")  # type: ignore[attr-defined]
+
+    def _forward_translated(self, h: BaseHTTPRequestHandler, req: dict[str, Any], stream: bool,
+                            base: dict[str, Any], t0: float) -> None:
+        """A Responses call answered by a chat endpoint (:mod:`mdbench.llm.translate`), with the same retries."""
+        from mdbench.llm.scripted import encode_responses, sse_responses  # noqa: PLC0415
+        from mdbench.llm.translate import chat_to_reply, responses_to_chat  # noqa: PLC0415
+
+        raw = json.dumps(responses_to_chat(req)).encode()
+        base = {**base, "api": "chat", "translated_from": "responses"}
+
+        def once(conn: http.client.HTTPConnection, attempts: list[dict[str, Any]]) -> None:
+            resp = self._post_upstream(conn, self._base_path + "/chat/completions", raw, "application/json")
+            if resp.status != 200:
+                return self._pass_error(h, resp, base, attempts, t0)
+            body = resp.read(MAX_RESPONSE_BYTES + 1)
+            data = _json(body, MAX_RESPONSE_BYTES)
+            asm = _Assembler("chat")
+            reply = chat_to_reply(data) if isinstance(data, dict) else None
+            if reply is None or not asm.body(data):
+                attempts.append({"status": 200, "error": f"not a chat answer: {body[:200]!r}"})
+                raise _Retry
+            model = str(req.get("model") or "")
+            rid = f"mdbench-{self._seq + 1}-{int(time.time() * 1000)}"
+            if stream:
+                events = b"".join(sse_responses(reply, model, rid))
+                try:
+                    h.send_response(200)
+                    h.send_header("Content-Type", "text/event-stream")
+                    h.send_header("Connection", "close")
+                    h.end_headers()
+                    h.wfile.write(events)
+                except OSError:
+                    pass
+            else:
+                h._reply(200, encode_responses(reply, model, rid))  # type: ignore[attr-defined]
+            self._record({**base, "outcome": "ok", "status": 200, "attempts": attempts + [{"status": 200}],
+                          "latency_s": round(time.monotonic() - t0, 4), "response": asm.to_json()}, asm)
+            return None
+
+        self._retrying(h, base, t0, once)
+
+    def _forward(self, h: BaseHTTPRequestHandler, api: str, route: str, raw: bytes, stream: bool,
+                 base: dict[str, Any], t0: float) -> None:
+        """Send the call upstream with retries and pass the answer on (see the module docstring)."""
+        accept = "text/event-stream" if stream else "application/json"
+
+        def once(conn: http.client.HTTPConnection, attempts: list[dict[str, Any]]) -> None:
+            resp = self._post_upstream(conn, self._base_path + route, raw, accept)
+            if resp.status != 200:
+                return self._pass_error(h, resp, base, attempts, t0)
+            ctype = (resp.getheader("Content-Type") or "").lower()
+            if stream and "text/event-stream" in ctype:
+                if self._pipe_stream(h, api, resp, base, attempts, t0):
+                    return None
+                raise _Retry
+            body = resp.read(MAX_RESPONSE_BYTES + 1)
+            asm = _Assembler(api)
+            data = _json(body, MAX_RESPONSE_BYTES)
+            ok = len(body) <= MAX_RESPONSE_BYTES and (asm.body(data) if api != "compact" else asm.compact(data))
+            if not ok:
+                attempts.append({"status": 200, "error": f"not a {api} answer: {body[:200]!r}"})
+                raise _Retry
+            h._reply(200, body)  # type: ignore[attr-defined]
+            self._record({**base, "outcome": "ok", "status": 200, "attempts": attempts + [{"status": 200}],
+                          "latency_s": round(time.monotonic() - t0, 4), "response": asm.to_json()}, asm)
+            return None
+
+        self._retrying(h, base, t0, once)
 
     def _pipe_stream(self, h: BaseHTTPRequestHandler, api: str, resp: http.client.HTTPResponse,
                      base: dict[str, Any], attempts: list[dict[str, Any]], t0: float) -> bool:
@@ -872,8 +721,156 @@ class MeteringProxy:
         return True
 
 
+class _ProxyHandler(BaseHTTPRequestHandler):
+    """One agent connection to :class:`MeteringProxy` (``proxy`` is set per proxy by ``MeteringProxy._handler``)."""
+
+    proxy: MeteringProxy
+    server_version = "mdbench-llm-proxy"
+    timeout = 300   # [s] a client that stops sending its request holds a thread at most this long
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _reply(self, status: int, body: dict[str, Any] | bytes, ctype: str = "application/json") -> None:
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(raw)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(raw)
+        except OSError:
+            pass
+
+    def _error(self, status: int, message: str, code: str) -> None:
+        self._reply(status, {"error": {"message": message, "type": "mdbench_proxy", "code": code}})
+
+    def _body(self) -> bytes | None:
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            out = bytearray()
+            while True:
+                size = int(self.rfile.readline(100).split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline(100)
+                    return bytes(out)
+                out += self.rfile.read(size)
+                self.rfile.readline(100)
+                if len(out) > MAX_REQUEST_BYTES:
+                    return None
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            return None
+        return None if n < 0 or n > MAX_REQUEST_BYTES else self.rfile.read(n)
+
+    def _decoded(self, raw: bytes) -> bytes | str:
+        """The body without its Content-Encoding (gzip, deflate), or why not (a short reason)."""
+        enc = (self.headers.get("Content-Encoding") or "identity").strip().lower()
+        if enc in ("", "identity"):
+            return raw
+        if enc not in ("gzip", "deflate"):
+            return f"Content-Encoding {enc} is not supported (send identity, gzip or deflate)"
+        try:
+            d = zlib.decompressobj(zlib.MAX_WBITS | 32)    # gzip or zlib header
+            out = d.decompress(raw, MAX_REQUEST_BYTES + 1)
+        except zlib.error as exc:
+            return f"bad {enc} body: {exc}"
+        return out if len(out) <= MAX_REQUEST_BYTES else "request body too large once decompressed"
+
+    def _route(self) -> str:
+        path = self.path.split("?", 1)[0]
+        return path[3:] if path.startswith("/v1/") else path
+
+    def _authorised(self, base: dict[str, Any]) -> bool:
+        if self.proxy.client_token is None or self.headers.get("Authorization") == f"Bearer {self.proxy.client_token}":
+            return True
+        self.proxy._record({**base, "outcome": "refused", "status": 401, "error": "wrong proxy token"}, None)
+        self._error(401, "mdbench proxy: wrong token", "invalid_api_key")
+        return False
+
+    def do_GET(self) -> None:
+        base = {"time": _now(), "method": "GET", "path": self.path, "api": None}
+        if not self._authorised(base):
+            return
+        if self._route().rstrip("/") != "/models":
+            self.proxy._record({**base, "outcome": "refused", "status": 404, "error": "route not served"}, None)
+            return self._error(404, f"mdbench proxy: {self.path} is not served", "not_found")
+        query = self.path.partition("?")[2]
+        status, _h, raw, attempts = self.proxy._get("/models" + (f"?{query}" if query else ""))
+        self.proxy._record({**base, "outcome": "ok" if status == 200 else "failed", "status": status,
+                       "attempts": attempts}, None)
+        self._reply(status, raw)
+
+    def do_POST(self) -> None:
+        try:
+            self._post()
+        except Exception as exc:  # a proxy bug must not drop the agent's call silently nor stop serving
+            log.exception("proxy failed on %s", self.path)
+            self.proxy._record({"time": _now(), "method": "POST", "path": self.path, "outcome": "failed",
+                           "status": 500, "error": f"proxy error: {type(exc).__name__}: {exc}"[:500]}, None)
+            self._error(500, f"mdbench proxy error: {type(exc).__name__}", "proxy_error")
+
+    def _post(self) -> None:
+        t0 = time.monotonic()
+        route = self._route().rstrip("/")
+        api = ("chat" if route == "/chat/completions" else "responses" if route == "/responses" else
+               "compact" if route == "/responses/compact" else None)   # Codex's remote context compaction
+        base: dict[str, Any] = {"time": _now(), "method": "POST", "path": self.path, "api": api}
+        raw = self._body()
+        if not self._authorised(base):
+            return
+        if api is None:
+            self.proxy._record({**base, "outcome": "refused", "status": 404, "error": "route not served"}, None)
+            return self._error(404, f"mdbench proxy: {self.path} is not served (only /v1/chat/completions,"
+                                    " /v1/responses, /v1/responses/compact, /v1/models)", "not_found")
+        if raw is None:
+            self.proxy._record({**base, "outcome": "refused", "status": 413, "error": "request too large"}, None)
+            return self._error(413, "mdbench proxy: request body too large", "request_too_large")
+        raw = self._decoded(raw)
+        if isinstance(raw, str):
+            self.proxy._record({**base, "outcome": "refused", "status": 415, "error": raw}, None)
+            return self._error(415, f"mdbench proxy: {raw}", "unsupported_encoding")
+        req = _json(raw)
+        if not isinstance(req, dict):
+            self.proxy._record({**base, "outcome": "refused", "status": 400, "error": "body not a JSON object",
+                           "request": _loggable(raw, None)}, None)
+            return self._error(400, "mdbench proxy: request body is not a JSON object (or nests too deep)",
+                               "invalid_request")
+        model = req.get("model") if isinstance(req.get("model"), str) else None
+        stream = req.get("stream") is True
+        base.update(model=model, stream=stream, request=_loggable(raw, req))
+        if self.proxy.allowed_models is not None and model not in self.proxy.allowed_models:
+            msg = (f"model {model!r} is not this episode's model "
+                   f"({', '.join(sorted(self.proxy.allowed_models))})")
+            self.proxy._record({**base, "outcome": "refused", "status": 403, "error": msg, "refused": "model"},
+                          None)
+            return self._error(403, f"mdbench proxy: {msg}", "mdbench_model_not_allowed")
+        if api == "chat" and stream:
+            so = req.get("stream_options") if isinstance(req.get("stream_options"), dict) else {}
+            if so.get("include_usage") is not True:
+                req["stream_options"] = {**so, "include_usage": True}   # metering needs the usage chunk
+                raw = json.dumps(req).encode()
+        with self.proxy._inflight:   # the cap is checked once the call may go: overshoot <= calls in flight
+            with self.proxy._lock:
+                cap = self.proxy._cap_reached()
+            if cap:
+                self.proxy._record({**base, "outcome": "refused", "status": 403, "error": cap, "refused": "cap"},
+                              None)
+                return self._error(403, f"mdbench proxy: {cap}; this episode may make no further model "
+                                        "calls", "mdbench_cap_reached")
+            if api == "responses" and self.proxy.endpoint_api == "chat":
+                self.proxy._forward_translated(self, req, stream, base, t0)
+            else:
+                self.proxy._forward(self, api, route, raw, stream, base, t0)
+
+
 class _Retry(Exception):
-    pass
+    """A transient failure of one upstream attempt; ``retry_after`` is the endpoint's ``Retry-After``, if any."""
+
+    def __init__(self, retry_after: str | None = None):
+        super().__init__(retry_after)
+        self.retry_after = retry_after
 
 
 def _now() -> str:

@@ -1,11 +1,12 @@
-"""A real Codex, scripted as a cheater: it forges the cost and trajectory files an agent could write, tries to
-reach the endpoint around the proxy, and rewrites its own CLI config. The cheat must gain nothing: the result's
-measured tokens, USD and trajectory are the proxy's, the forgeries stay labelled self-reported, nothing
-outside the proxy answered.
+"""A real Codex, scripted as a cheater: it forges the cost and trajectory files an agent could write (and the
+process evidence the runner derives from the trajectory), tries to reach the endpoint around the proxy, and
+rewrites its own CLI config. The cheat must gain nothing: the result's measured tokens, USD, trajectory and
+process evidence are the proxy's, the forgeries stay labelled self-reported, nothing outside the proxy answered.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -26,8 +27,16 @@ from mdbench.llm.scripted import ScriptedModel  # noqa: E402
 USAGE = {"input": 3000, "cached": 0, "output": 100}
 FAKE_TRAJ = {"schema_version": "ATIF-v1.6", "agent": {"name": "codex", "version": "0.171.0"},
              "steps": [{"step_id": 1, "source": "agent", "message": "cheap",
+                        "tool_calls": [{"tool_call_id": "x", "function_name": "exec_command",
+                                        "arguments": {"cmd": "gmx mdrun -deffnm prod"}}],
                         "metrics": {"prompt_tokens": 1, "completion_tokens": 1, "cost_usd": 0.0}}],
              "final_metrics": {"total_prompt_tokens": 1, "total_completion_tokens": 1, "total_cost_usd": 0.0}}
+
+FAKE_EVIDENCE = {"origin": "forged", "steps_by_action": {"run_md": [1]}, "items": {"Sim4": [1]}}
+
+
+def _b64(doc: dict) -> str:
+    return base64.b64encode(json.dumps(doc).encode()).decode()
 
 
 def test_forged_cost_files_and_a_bypass_attempt_gain_nothing():
@@ -49,7 +58,9 @@ def test_forged_cost_files_and_a_bypass_attempt_gain_nothing():
                 {"write": {"path": "cost.json", "content": json.dumps(
                     {"agent": "codex", "model": "gpt-5", "tokens": {"prompt": 1, "completion": 1, "total": 2},
                      "usd": 0.0})}},
-                {"write": {"path": "trajectory.json", "content": json.dumps(FAKE_TRAJ)}},
+                # base64: the forged run_md claim is in the files only, not in the command the model sent
+                {"shell": f"echo {_b64(FAKE_TRAJ)} | base64 -d > trajectory.json; mkdir -p audit; "
+                          f"echo {_b64(FAKE_EVIDENCE)} | base64 -d > audit/process_evidence.json"},
                 {"shell": f"curl -s -m 5 -H 'Authorization: Bearer {UPSTREAM_KEY}' "
                           f"http://127.0.0.1:{port}/v1/models > bypass.txt; echo \"exit $?\" >> bypass.txt"},
                 {"shell": f"sed -i 's#127.0.0.1:4141#127.0.0.1:{port}#' \"$HOME/.codex/config.toml\"; "
@@ -71,7 +82,14 @@ def test_forged_cost_files_and_a_bypass_attempt_gain_nothing():
         assert result["tokens"] == m["tokens"] > 2
         traj_path = Path(result["trajectory_path"])
         assert traj_path == ep / "trajectory.json"
-        assert json.loads(traj_path.read_text())["final_metrics"]["total_prompt_tokens"] == answered["tokens_in"]
+        traj = json.loads(traj_path.read_text())
+        assert traj["final_metrics"]["total_prompt_tokens"] == answered["tokens_in"]
+        # the process evidence is the evaluator's trajectory's: the forged mdrun step and evidence file count nothing
+        pe = result["audit"]["process_evidence"]
+        assert pe["tool_calls"] == sum(len(st.get("tool_calls") or []) for st in traj["steps"]) >= 3
+        assert "run_md" not in pe["steps_by_action"] and "Sim4" not in pe["items"]
+        assert "forged" not in (ep / "audit" / "process_evidence.json").read_text()
+        assert "forged" in (ep / "workspace" / "audit" / "process_evidence.json").read_text()
         # the bypass attempts failed inside the sandbox and never reached the endpoint
         bypass = (ep / "workspace" / "bypass.txt").read_text()
         assert bypass.count("exit 0") == 0 and bypass.count("exit ") == 2
