@@ -54,7 +54,6 @@ LONG_FUNCTIONS = {
     "analysis/onsager.py:onsager_transport", "analysis/reduce/frames.py:_process",
     "analysis/reduce/onepass.py:reduce_universe",
     "analysis/viscosity.py:green_kubo_viscosity",
-    "arena/runner.py:run_trial",
     "audit/canonical.py:recorded_curve_checks", "audit/core.py:audit_run",
     "audit/outcome.py:judge_outcome", "audit/simulation.py:check_production", "build/system.py:build_system",
     "engine/segments.py:run_segment", "engine/stages.py:equilibrate", "episode/runner.py:run_episode",
