@@ -324,3 +324,45 @@ def test_harbor_run_oracle_with_the_host_plugin_gives_the_audits_reward(tmp_path
     assert rewards["reward"] == pytest.approx(verifier["audit"]["composite"] / 100.0, abs=1e-6)
     assert (trial / "artifacts" / "app" / "run_record" / "episode_terminal.json").is_file() or \
         any(trial.glob("artifacts/**/episode_terminal.json"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(os.geteuid() != 0, reason="the host plug-in's agent sandbox needs root")
+def test_an_interrupt_ends_harbor_run_of_the_episode_and_the_whole_agent_tree(tmp_path):
+    """SIGINT to `harbor run` on the episode task (host plug-in) while the agent runs: harbor exits within two
+    minutes and no process of the agent outlives it (last session it sat at "0/1 running trials" ignoring
+    SIGINT and SIGTERM)."""
+    import signal
+    import time
+
+    py = _harbor_or_skip()
+    task = write_harbor_task("micro", tmp_path / "task", base_image="mdbench-arena-base:0.2", cpus=2,
+                             memory_mb=4096, timeout_min=30)
+    n = 7000 + os.getpid() % 1000
+    marker = f"sleep {n}"                  # the agent's processes; harbor's own argv holds $((…)), not this
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
+    cmd = [str(py.parent / "harbor"), "run", "-p", str(task), "-a", "mdbench.arena.harbor_agent:CommandAgent",
+           "--ak", "agent_name=sleeper", "--ak", f"command=(sleep $((7000 + {n - 7000})) &) ; sleep $((7000 + {n - 7000}))",
+           "-e", "mdbench.arena.harbor_env:HostEnvironment", "-o", str(tmp_path / "jobs"), "--job-name", "int",
+           "-n", "1", "-y", "-q"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None and \
+                subprocess.run(["pgrep", "-x", "-f", marker], capture_output=True).returncode:
+            time.sleep(1)
+        assert subprocess.run(["pgrep", "-x", "-f", marker], capture_output=True).returncode == 0, \
+            f"the agent never started (harbor exit {proc.poll()})"
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail("harbor run did not end within 120 s of SIGINT")
+        time.sleep(2)
+        assert subprocess.run(["pgrep", "-x", "-f", marker], capture_output=True).returncode != 0, \
+            "agent processes survived"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
