@@ -343,7 +343,8 @@ def test_an_interrupt_ends_harbor_run_of_the_episode_and_the_whole_agent_tree(tm
     marker = f"sleep {n}"                  # the agent's processes; harbor's own argv holds $((…)), not this
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
     cmd = [str(py.parent / "harbor"), "run", "-p", str(task), "-a", "mdbench.arena.harbor_agent:CommandAgent",
-           "--ak", "agent_name=sleeper", "--ak", f"command=(sleep $((7000 + {n - 7000})) &) ; sleep $((7000 + {n - 7000}))",
+           "--ak", "agent_name=sleeper",
+           "--ak", f"command=(sleep $((7000 + {n - 7000})) &) ; sleep $((7000 + {n - 7000}))",
            "-e", "mdbench.arena.harbor_env:HostEnvironment", "-o", str(tmp_path / "jobs"), "--job-name", "int",
            "-n", "1", "-y", "-q"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path)

@@ -1,4 +1,5 @@
-"""CLI commands of the ``arena`` room: ``mdbench arena validate | oracle | run | aggregate | list | inputs | pin-base``."""
+"""CLI commands of the ``arena`` room: ``mdbench arena validate | oracle | run | aggregate | list | inputs |
+pin-base``."""
 
 from __future__ import annotations
 
