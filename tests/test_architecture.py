@@ -52,7 +52,6 @@ LONG_FUNCTIONS = {
     "analysis/onsager.py:onsager_transport", "analysis/reduce/frames.py:_process",
     "analysis/reduce/onepass.py:reduce_universe",
     "analysis/viscosity.py:green_kubo_viscosity",
-    "arena/runner.py:run_trial",
     "build/system.py:build_system",
     "engine/segments.py:run_segment", "engine/stages.py:equilibrate", "episode/runner.py:run_episode",
     "execute/stage.py:run_stage", "record/validate.py:validate_run",

@@ -2,9 +2,11 @@
 # mdbench package and its dependencies, GROMACS 2022.5 and packmol 20.14 from Debian 12, and the
 # unprivileged user `agent` that the tasks' [agent] user names. Build it from the repository root:
 #   docker build -t mdbench-arena-base:0.2 -f templates/arena/base.Dockerfile .
-# Versions are pinned; the Harbor host environment (mdbench.arena.harbor_env) stands in for this
+# Versions are pinned (push it and run `mdbench arena pin-base REGISTRY/mdbench-arena-base:0.2@sha256:<digest>`
+# to pin the tasks' FROM too); the Harbor host environment (mdbench.arena.harbor_env) stands in for this
 # image with the machine's own mdbench, gmx and packmol.
-FROM python:3.11.13-slim-bookworm
+# Python 3.11.13 on Debian 12, pinned to the digest of its published image index.
+FROM python:3.11.13-slim-bookworm@sha256:86adf8dbadc3d6e82ee5dd2c74bec2e1c2467cdad47886280501df722372d2e1
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gromacs=2022.5-2 packmol=1:20.14.0-1 bash \
  && rm -rf /var/lib/apt/lists/*

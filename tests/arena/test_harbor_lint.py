@@ -26,12 +26,52 @@ def test_harbor_lint_default_rules_pass_on_every_task(harbor_env):
 
 def test_harbor_lint_all_rules_leave_only_the_local_base_image(harbor_env):
     """With ``--select ALL`` the one remaining finding is the FROM of the suite's own local base image (built
-    from templates/arena/base.Dockerfile, never pulled from a registry, so it has no registry digest)."""
+    from templates/arena/base.Dockerfile, never pulled from a registry, so it has no registry digest; a
+    maintainer who pushed it pins it with `mdbench arena pin-base`, tested below)."""
     from mdbench.arena.harbor_compat import harbor_lint
 
     _, findings = harbor_lint(*(t.path for t in TASKS), select=("ALL",))
     assert {f["rule"] for f in findings} <= {"unpinned-image"}
     assert all(f["path"].endswith("environment/Dockerfile") for f in findings)
+
+
+#: A digest-pinned reference of a pushed base image (the digest is syntactic: no registry is reached here).
+PUSHED = "ghcr.io/example/mdbench-arena-base:0.2@sha256:" + "1f" * 32
+
+
+def test_pin_base_pins_every_task_so_harbor_lint_all_rules_pass(harbor_env, tmp_path):
+    """`mdbench arena pin-base REF` on a copy of the suite: every FROM names the pushed digest, `harbor lint
+    --select ALL` is clean, our own suite rules still accept the tasks and the host plug-in still builds them;
+    a reference without a digest or of another image is refused in one line and changes nothing."""
+    import shutil
+    import subprocess
+    import sys
+
+    from click.testing import CliRunner
+
+    from mdbench.arena.harbor_compat import harbor_lint
+    from mdbench.arena.staging import base_image
+    from mdbench.arena.task import validate_task
+    from mdbench.cli import cli
+
+    suite = tmp_path / "tasks"
+    shutil.copytree(TASKS_DIR, suite)
+    before = {p: p.read_bytes() for p in suite.glob("*/environment/Dockerfile")}
+    for bad in ("mdbench-arena-base:0.2", "ghcr.io/example/python:3.11@sha256:" + "1f" * 32,
+                "mdbench-arena-base:0.1@sha256:" + "1f" * 32):
+        proc = subprocess.run([sys.executable, "-m", "mdbench.cli", "arena", "pin-base", bad, str(suite)],
+                              capture_output=True, text=True, timeout=300)
+        err = proc.stderr.strip().splitlines()
+        assert proc.returncode != 0 and len(err) == 1 and "not a digest-pinned reference" in err[0], proc.stderr
+    assert {p: p.read_bytes() for p in before} == before
+    out = CliRunner().invoke(cli, ["arena", "pin-base", PUSHED, str(suite)])
+    assert out.exit_code == 0 and f"{len(TASKS)} Dockerfile(s) now FROM {PUSHED}" in out.output, out.output
+    assert {base_image(p) for p in before} == {PUSHED}
+    rc, findings = harbor_lint(*sorted(p.parent.parent for p in before), select=("ALL",))
+    assert (rc, findings) == (0, [])
+    assert not [pr for t in sorted(p.parent.parent for p in before) for pr in validate_task(t, rules=("suite",))]
+    again = CliRunner().invoke(cli, ["arena", "pin-base", PUSHED, str(suite)])   # idempotent
+    assert again.exit_code == 0 and "0 Dockerfile(s)" in again.output
 
 
 def test_cli_validate_with_harbor_runs_harbors_linter(harbor_env, tmp_path):
@@ -108,6 +148,7 @@ def test_base_image_pins_every_python_dependency_and_its_context_is_minimal():
 
     docker = (PROJECT_ROOT / "templates/arena/base.Dockerfile").read_text()
     assert "pip install --no-cache-dir -c /opt/mdbench/constraints.txt /opt/mdbench" in docker
+    assert re.search(r"^FROM python:3\.11\.13-slim-bookworm@sha256:[0-9a-f]{64}$", docker, re.M)   # pinned base
     pins = [line for line in (PROJECT_ROOT / "templates/arena/constraints.txt").read_text().splitlines()
             if line.strip() and not line.startswith("#")]
     assert pins and all(re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[A-Za-z0-9_.+\-!]+", p) for p in pins), \

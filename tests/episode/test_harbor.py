@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from mdbench.episode.harbor import write_harbor_task
+from mdbench.episode.harbor import DEFAULT_BASE_IMAGE, write_harbor_task
 from mdbench.errors import InputError
 from mdbench.paths import PROJECT_ROOT
 
@@ -40,8 +42,17 @@ r = VerifierResult(rewards=json.load(open(sys.argv[1])))
 assert all(isinstance(v, (int, float)) and math.isfinite(v) for v in r.rewards.values()), r.rewards
 print(json.dumps(r.rewards))
 """
-#: A syntactically valid digest for the lint check (placeholder: no image is pulled).
-PINNED = "python:3.11-slim@sha256:" + "0" * 64
+#: Harbor's resolution of the separate verifier's environment (which folder its image is built from).
+VERIFIER_ENV = """
+import json, sys
+from harbor.models.task.task import Task
+from harbor.models.task.verifier_mode import resolve_verifier_environment_definition
+t = Task(sys.argv[1])
+d = resolve_verifier_environment_definition(t.config, t.paths)
+print(json.dumps({"directory": str(d.directory), "network_mode": t.config.environment.network_mode}))
+"""
+#: An unpinned base image (the lint check must flag it).
+UNPINNED = "python:3.11-slim"
 
 
 def harbor_python() -> Path | None:
@@ -82,15 +93,20 @@ def test_harbor_task_for_micro_loads_with_harbors_task_model(tmp_path):
     assert (got["verifier_mode"], got["artifacts"]) == ("separate", ["/app"])
 
 
-def test_harbor_lint_passes_with_default_rules_and_all_rules_once_the_image_is_pinned(tmp_path):
+def test_harbor_lint_passes_with_default_rules_and_all_rules_with_the_default_pinned_image(tmp_path):
     py = _harbor_or_skip()
-    default = _harbor(py, "lint", "--json", str(write_harbor_task("micro", tmp_path / "default")))
+    task = write_harbor_task("micro", tmp_path / "default")
+    default = _harbor(py, "lint", "--json", str(task))
     assert default.returncode == 0 and json.loads(default.stdout) == [], default.stdout + default.stderr
-    pinned = write_harbor_task("micro", tmp_path / "pinned", base_image=PINNED)
-    every = _harbor(py, "lint", "--select", "ALL", "--json", str(pinned))
+    every = _harbor(py, "lint", "--select", "ALL", "--json", str(task))
     assert every.returncode == 0 and json.loads(every.stdout) == [], every.stdout + every.stderr
-    unpinned = _harbor(py, "lint", "--select", "ALL", "--json", str(tmp_path / "default"))
-    assert [f["rule"] for f in json.loads(unpinned.stdout)] == ["unpinned-image"]  # the check can fail
+    # the check can fail: an unpinned FROM is flagged in both images (the agent's and the verifier's)
+    unpinned = _harbor(py, "lint", "--select", "ALL", "--json",
+                       str(write_harbor_task("micro", tmp_path / "unpinned", base_image=UNPINNED)))
+    found = json.loads(unpinned.stdout)
+    assert unpinned.returncode == 1 and {f["rule"] for f in found} == {"unpinned-image"}
+    assert sorted(Path(f["path"]).relative_to(tmp_path / "unpinned").as_posix() for f in found) == [
+        "environment/Dockerfile", "tests/Dockerfile"]
 
 
 def test_bad_base_image_is_refused(tmp_path):
@@ -105,14 +121,18 @@ def test_harbor_task_layout_is_complete_and_deterministic(tmp_path):
     files = sorted(p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file())
     assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
-    for f in ("task.toml", "instruction.md", "environment/Dockerfile", "tests/test.sh", "solution/solve.sh",
+    for f in ("task.toml", "instruction.md", "environment/Dockerfile", "environment/agent-requirements.txt",
+              "tests/test.sh", "tests/Dockerfile", "solution/solve.sh",
               "tests/bundle/bundle_checksums.sha256", "environment/agent_input/bundle_checksums.sha256",
-              "environment/mdbench/pyproject.toml", "environment/mdbench/lib/mdbench/episode/harbor.py"):
+              "tests/mdbench/pyproject.toml", "tests/mdbench/constraints.txt",
+              "tests/mdbench/lib/mdbench/episode/harbor.py", "solution/mdbench/lib/mdbench/episode/agents.py"):
         assert f in files, f
     docker = (a / "environment" / "Dockerfile").read_text()
-    for needle in ("gromacs", "packmol", "pip install --no-cache-dir /opt/mdbench", "chmod 0444", "chmod 0555",
-                   "useradd", "COPY agent_input/ /app/agent_input/"):
+    for needle in ("gromacs", "packmol", "pip install --no-cache-dir -r /tmp/agent-requirements.txt", "chmod 0444",
+                   "chmod 0555", "useradd", "COPY agent_input/ /app/agent_input/"):
         assert needle in docker, needle
+    verifier = (a / "tests" / "Dockerfile").read_text()
+    assert "pip install --no-cache-dir -c /opt/mdbench/constraints.txt /opt/mdbench" in verifier
     assert not any("__pycache__" in f for f in files)
     assert os.access(a / "tests" / "test.sh", os.X_OK) and os.access(a / "solution" / "solve.sh", os.X_OK)
 
@@ -152,12 +172,118 @@ def test_a_verifier_that_cannot_finish_writes_reward_zero_and_fails(tmp_path):
         ("reward", "simulation", "analysis", "evidence", "outcome"), 0.0)
 
 
-def test_harbor_task_has_no_network_and_pinned_packages(tmp_path):
+def test_harbor_task_has_no_network_and_pinned_images_and_packages(tmp_path):
     task = write_harbor_task("micro", tmp_path / "t")
     toml = (task / "task.toml").read_text()
     assert 'network_mode = "no-network"' in toml and 'environment_mode = "separate"' in toml
-    docker = (task / "environment" / "Dockerfile").read_text()
-    assert "gromacs=2022.5-2" in docker and "packmol=1:20.14.0-1" in docker
+    for rel in ("environment/Dockerfile", "tests/Dockerfile"):
+        docker = (task / rel).read_text()
+        assert "gromacs=2022.5-2" in docker and "packmol=1:20.14.0-1" in docker, rel
+        (image,) = re.findall(r"^FROM (\S+)$", docker, re.M)
+        assert image == DEFAULT_BASE_IMAGE and re.search(r"@sha256:[0-9a-f]{64}$", image), (rel, image)
+    for rel in ("environment/agent-requirements.txt", "tests/mdbench/constraints.txt"):
+        pins = _requirements(task / rel)
+        assert pins and all(v for v in pins.values()), (rel, [k for k, v in pins.items() if not v])
+
+
+def _requirements(path: Path) -> dict[str, str | None]:
+    """name -> exact version (``None`` where the line is not an ``==`` pin), comments skipped."""
+    out: dict[str, str | None] = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            m = re.fullmatch(r"([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([A-Za-z0-9_.+!\-]+)", line)
+            out[(m.group(1) if m else re.split(r"[<>=!~ \[;]", line)[0]).lower().replace("_", "-")] = \
+                m.group(2) if m else None
+    return out
+
+
+def _agent_env_packages() -> dict[str, str | None]:
+    """scripts/agent_env.sh's PACKAGES: name -> pinned version (None where it names no version)."""
+    text = (PROJECT_ROOT / "scripts" / "agent_env.sh").read_text()
+    block = re.search(r"^PACKAGES=\((.*?)^\)", text, re.M | re.S).group(1)
+    out = {}
+    for spec in re.findall(r'"([^"]+)"', block):
+        name, _, version = spec.partition("==")
+        out[name.lower().replace("_", "-")] = version or None
+    return out
+
+
+def test_the_agents_image_carries_the_agent_toolchain_and_no_mdbench(tmp_path):
+    """environment/ (the agent's image) holds the agent toolchain of scripts/agent_env.sh at exact versions and
+    nothing of mdbench: no project source, no mdbench install, no mdbench-oracle on the PATH. The project lives
+    only in the verifier's image (tests/) and the oracle's upload (solution/), which Harbor builds or copies
+    for the verifier and the oracle only — Harbor itself resolves the verifier's image to tests/."""
+    task = write_harbor_task("micro", tmp_path / "t")
+    env = task / "environment"
+    assert sorted(p.name for p in env.iterdir()) == ["Dockerfile", "PROMPT.md", "agent-requirements.txt",
+                                                    "agent_input"]
+    assert not [p for p in env.rglob("*") if p.suffix == ".py" or p.name == "pyproject.toml"]
+    docker = (env / "Dockerfile").read_text()
+    code = "\n".join(line for line in docker.splitlines() if not line.lstrip().startswith("#"))
+    assert not re.search(r"(?i)/opt/mdbench|mdbench-oracle|ipykernel|COPY\s+mdbench|pip install[^\n]*mdbench",
+                         code), code
+    pins = _requirements(env / "agent-requirements.txt")
+    assert "mdbench" not in pins and all(pins.values()), pins
+    wanted = _agent_env_packages()
+    assert set(wanted) <= set(pins), sorted(set(wanted) - set(pins))
+    assert {k: pins[k] for k, v in wanted.items() if v} == {k: v for k, v in wanted.items() if v}
+    for rel in ("tests/mdbench/lib/mdbench/episode/harbor.py", "solution/mdbench/lib/mdbench/episode/agents.py"):
+        assert (task / rel).is_file(), rel
+    py = harbor_python()
+    if py is not None:
+        proc = subprocess.run([str(py), "-c", VERIFIER_ENV, str(task)], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        got = json.loads(proc.stdout)
+        assert Path(got["directory"]).resolve() == (task / "tests").resolve(), got
+
+
+def test_the_docker_oracle_brings_its_own_wheels_or_says_how(tmp_path):
+    """Under Docker the oracle installs mdbench offline from solution/wheels; an empty wheel folder is refused
+    when the task is written, and solve.sh without wheels stops with one line naming the fix."""
+    with pytest.raises(InputError, match="no wheels"):
+        write_harbor_task("micro", tmp_path / "t0", oracle_wheels=tmp_path)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "mdbench-0.1.0-py3-none-any.whl").write_bytes(b"PK\x05\x06" + b"\0" * 18)
+    task = write_harbor_task("micro", tmp_path / "t1", oracle_wheels=wheels)
+    assert [p.name for p in (task / "solution" / "wheels").iterdir()] == ["mdbench-0.1.0-py3-none-any.whl"]
+    bare = write_harbor_task("micro", tmp_path / "t2")
+    solve = (bare / "solution" / "solve.sh").read_text()
+    assert "--no-index --find-links /solution/wheels" in solve and "oracle_wheels=DIR" in solve
+    script = solve.replace("cd /app", f"cd {tmp_path}")   # no /app on this host; the check comes before any install
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "oracle_wheels" in proc.stderr
+
+
+def test_harbor_artifact_transfer_resets_modes_and_the_verifier_still_judges_content(tmp_path):
+    """Harbor re-materialises /app in the verifier through a tar ``data`` filter, which resets permission bits
+    (0444 files come back 0644): the verifier does not count that as tampering, but a changed, missing or
+    extra input still is one."""
+    import tarfile
+
+    from mdbench.episode.harbor import transported_integrity
+    from mdbench.episode.workspace import compare_inputs
+
+    bundle = write_harbor_task("micro", tmp_path / "task") / "tests" / "bundle"
+    src = tmp_path / "app"
+    shutil.copytree(bundle, src / "agent_input")
+    (src / "PROMPT.md").write_bytes((bundle / "PROMPT_TEMPLATE.md").read_bytes())
+    with tarfile.open(tmp_path / "app.tar", "w") as tar:
+        tar.add(src, arcname="app")
+    with tarfile.open(tmp_path / "app.tar") as tar:
+        tar.extractall(tmp_path / "copy", filter="data")           # what Harbor's copy_via_tar does
+    app = tmp_path / "copy" / "app"
+    raw = compare_inputs(app / "agent_input", bundle, app / "PROMPT.md")
+    assert not raw["intact"] and all(f.startswith("mode: ") for f in raw["findings"])   # the transfer's doing
+    moved = transported_integrity(raw)
+    assert moved["intact"] and moved["modes_ignored"] == raw["findings"] and moved["modes_not_checked"]
+    victim = sorted(p for p in (app / "agent_input").rglob("*") if p.is_file() and p.suffix != ".sha256")[0]
+    victim.write_text("tampered\n")
+    (app / "agent_input" / "extra.txt").write_text("planted\n")
+    moved = transported_integrity(compare_inputs(app / "agent_input", bundle, app / "PROMPT.md"))
+    assert not moved["intact"]
+    assert {f.split(":")[0] for f in moved["findings"]} == {"changed", "extra"}, moved["findings"]
 
 
 def test_host_variant_carries_no_project_source_and_lints_clean(tmp_path):
@@ -198,3 +324,46 @@ def test_harbor_run_oracle_with_the_host_plugin_gives_the_audits_reward(tmp_path
     assert rewards["reward"] == pytest.approx(verifier["audit"]["composite"] / 100.0, abs=1e-6)
     assert (trial / "artifacts" / "app" / "run_record" / "episode_terminal.json").is_file() or \
         any(trial.glob("artifacts/**/episode_terminal.json"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(os.geteuid() != 0, reason="the host plug-in's agent sandbox needs root")
+def test_an_interrupt_ends_harbor_run_of_the_episode_and_the_whole_agent_tree(tmp_path):
+    """SIGINT to `harbor run` on the episode task (host plug-in) while the agent runs: harbor exits within two
+    minutes and no process of the agent outlives it (last session it sat at "0/1 running trials" ignoring
+    SIGINT and SIGTERM)."""
+    import signal
+    import time
+
+    py = _harbor_or_skip()
+    task = write_harbor_task("micro", tmp_path / "task", base_image="mdbench-arena-base:0.2", cpus=2,
+                             memory_mb=4096, timeout_min=30)
+    n = 7000 + os.getpid() % 1000
+    marker = f"sleep {n}"                  # the agent's processes; harbor's own argv holds $((…)), not this
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
+    cmd = [str(py.parent / "harbor"), "run", "-p", str(task), "-a", "mdbench.arena.harbor_agent:CommandAgent",
+           "--ak", "agent_name=sleeper",
+           "--ak", f"command=(sleep $((7000 + {n - 7000})) &) ; sleep $((7000 + {n - 7000}))",
+           "-e", "mdbench.arena.harbor_env:HostEnvironment", "-o", str(tmp_path / "jobs"), "--job-name", "int",
+           "-n", "1", "-y", "-q"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None and \
+                subprocess.run(["pgrep", "-x", "-f", marker], capture_output=True).returncode:
+            time.sleep(1)
+        assert subprocess.run(["pgrep", "-x", "-f", marker], capture_output=True).returncode == 0, \
+            f"the agent never started (harbor exit {proc.poll()})"
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail("harbor run did not end within 120 s of SIGINT")
+        time.sleep(2)
+        assert subprocess.run(["pgrep", "-x", "-f", marker], capture_output=True).returncode != 0, \
+            "agent processes survived"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)

@@ -1,4 +1,5 @@
-"""CLI commands of the ``arena`` room: ``mdbench arena validate | oracle | run | aggregate | list``."""
+"""CLI commands of the ``arena`` room: ``mdbench arena validate | oracle | run | aggregate | list | inputs |
+pin-base``."""
 
 from __future__ import annotations
 
@@ -204,6 +205,20 @@ def aggregate(job_dirs: tuple[str, ...], out_html: str, tasks_dirs: tuple[str, .
 def _verbose(ctx: click.Context) -> bool:
     root = ctx.find_root()
     return bool(root.params.get("verbose")) if root is not None else False
+
+
+@arena.command(name="pin-base")
+@click.argument("reference")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False))
+def pin_base(reference: str, paths: tuple[str, ...]) -> None:
+    """Pin every task's FROM to REFERENCE, the base image's pushed digest
+    (REGISTRY/mdbench-arena-base:0.2@sha256:<digest>), so that `harbor lint --select ALL` passes."""
+    from mdbench.arena.task import pin_base_image
+
+    changed = pin_base_image(_task_dirs(paths), reference)
+    for path in changed:
+        click.echo(f"pinned {path}")
+    click.echo(f"{len(changed)} Dockerfile(s) now FROM {reference}")
 
 
 @arena.command()

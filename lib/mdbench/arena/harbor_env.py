@@ -116,7 +116,7 @@ class HostEnvironment(BaseEnvironment):
                 f"{self.environment_dir}: no Dockerfile; the mdbench host environment builds a task by replaying "
                 "environment/Dockerfile (a prebuilt docker_image alone needs Docker)")
         image = staging.base_image(self.environment_dir / "Dockerfile")
-        if image is None or image.split("@")[0].split(":")[0].split("/")[-1] != staging.BASE_IMAGE_REPO:
+        if image is None or staging.image_repo(image) != staging.BASE_IMAGE_REPO:
             raise ValueError(f"{self.environment_dir / 'Dockerfile'}: FROM {image}; the mdbench host environment "
                              f"provides only {staging.BASE_IMAGE_REPO}")
 

@@ -326,7 +326,30 @@ def run_trial(task_dir: str | Path, agent: AgentSpec, job_dir: str | Path, *, py
     for sub in ("agent", "verifier", "artifacts"):
         (trial_dir / sub).mkdir(parents=True, exist_ok=True)
     python = python or staging.default_python()
-    # who is being scored, from the runner (never from the agent's files): expert scores are keyed by it
+    verifier_env = _verifier_env(name, agent, judge_cmd=judge_cmd, process_scores=process_scores,
+                                 judge_llm=judge_llm, judge_model=judge_model)
+    extra = {"runner": "mdbench arena (local, no Harbor)", "python": python, "judge_cmd": judge_cmd,
+             "process_scores": verifier_env.get("ARENA_PROCESS_SCORES"), "judge_llm": judge_llm,
+             "judge_model": judge_model}
+    config = trial_config(task, agent, name=name, job_dir=job_dir, source=source,
+                          timeout_multiplier=timeout_multiplier, job_id=job_id, keep_workspace=keep_workspace,
+                          extra=extra)
+    (trial_dir / "config.json").write_text(json.dumps(config, indent=4), encoding="utf-8")
+    result = _initial_result(task, agent, name, trial_dir, source, config)
+    trial = _Trial(task, agent, trial_dir, python, timeout_multiplier=timeout_multiplier, verifier_env=verifier_env,
+                   agent_python=agent_python, expose=tuple(Path(e).resolve() for e in expose))
+    try:
+        _run_phases(trial, result)
+    finally:
+        _finish_trial(trial, result, keep_workspace=keep_workspace)
+    rewards = (result.get("verifier_result") or {}).get("rewards")
+    return TrialOutcome(trial_dir, task.name, rewards, (trial.exception or {}).get("exception_type"))
+
+
+def _verifier_env(name: str, agent: AgentSpec, *, judge_cmd: str | None, process_scores: str | Path | None,
+                  judge_llm: str | None, judge_model: str | None) -> dict[str, str]:
+    """What the verifier (only) is told: who is scored — from the runner, never from the agent's files (expert
+    scores are keyed by it) — and the process judge."""
     verifier_env = {"ARENA_TRIAL_NAME": name, "ARENA_AGENT_NAME": agent.name}
     if judge_cmd:
         verifier_env["ARENA_JUDGE_CMD"] = judge_cmd
@@ -337,14 +360,13 @@ def run_trial(task_dir: str | Path, agent: AgentSpec, job_dir: str | Path, *, py
         verifier_env.update({"ARENA_JUDGE_LLM_URL": judge_llm, "ARENA_JUDGE_API_KEY_ENV": key_env,
                              **({"ARENA_JUDGE_MODEL": judge_model} if judge_model else {}),
                              **({key_env: os.environ[key_env]} if os.environ.get(key_env) else {})})
-    extra = {"runner": "mdbench arena (local, no Harbor)", "python": python, "judge_cmd": judge_cmd,
-             "process_scores": verifier_env.get("ARENA_PROCESS_SCORES"), "judge_llm": judge_llm,
-             "judge_model": judge_model}
-    config = trial_config(task, agent, name=name, job_dir=job_dir, source=source,
-                          timeout_multiplier=timeout_multiplier, job_id=job_id, keep_workspace=keep_workspace,
-                          extra=extra)
-    (trial_dir / "config.json").write_text(json.dumps(config, indent=4), encoding="utf-8")
-    result: dict[str, Any] = {
+    return verifier_env
+
+
+def _initial_result(task: Task, agent: AgentSpec, name: str, trial_dir: Path, source: str | None,
+                    config: dict[str, Any]) -> dict[str, Any]:
+    """Harbor's trial ``result.json`` before any phase ran."""
+    return {
         "schema_version": 1, "id": str(uuid.uuid4()), "task_name": task.name, "trial_name": name,
         "trial_uri": trial_dir.resolve().as_uri(), "task_id": {"path": str(task.path)}, "source": source,
         "task_checksum": "", "config": config,
@@ -353,39 +375,43 @@ def run_trial(task_dir: str | Path, agent: AgentSpec, job_dir: str | Path, *, py
         "exception_info": None, "started_at": _now(), "finished_at": None, "environment_setup": None,
         "agent_setup": None, "agent_execution": None, "verifier": None, "step_results": None,
     }
-    trial = _Trial(task, agent, trial_dir, python, timeout_multiplier=timeout_multiplier, verifier_env=verifier_env,
-                   agent_python=agent_python, expose=tuple(Path(e).resolve() for e in expose))
-    try:
-        t0 = _now()
-        built = trial.build()
-        result["environment_setup"] = {"started_at": t0, "finished_at": _now()}
-        if built:
-            now = _now()
-            result["agent_setup"] = {"started_at": now, "finished_at": now}
-            result["agent_execution"] = {"started_at": _now(), "finished_at": None}
-            result["agent_result"] = trial.run_agent()
-            result["agent_execution"]["finished_at"] = _now()
-            trial.collect()
-            if trial.exception is None or trial.exception["exception_type"] in rw.GRADED_AFTER:
-                result["verifier"] = {"started_at": _now(), "finished_at": None}
-                result["verifier_result"] = trial.verify()
-                result["verifier"]["finished_at"] = _now()
-    finally:
-        result["exception_info"] = trial.exception
-        result["finished_at"] = _now()
-        result["mdbench"] = {"task_sha256": task_sha256(task.path), "sandbox": trial.sandboxes,
-                             "usage_findings": trial.usage_findings, "collect_skipped": trial.collect_skipped[:100]}
-        if trial.exception is not None:
-            (trial_dir / "exception.txt").write_text(
-                f"{trial.exception['exception_type']}: {trial.exception['exception_message']}\n", encoding="utf-8")
-        (trial_dir / "result.json").write_text(json.dumps(result, indent=4), encoding="utf-8")
-        if keep_workspace:
-            log.info("workspace kept at %s", trial.ws.root)
-        else:
-            trial.ws.remove()
-        trial.ws.remove_pristine()
-    rewards = (result.get("verifier_result") or {}).get("rewards")
-    return TrialOutcome(trial_dir, task.name, rewards, (trial.exception or {}).get("exception_type"))
+
+
+def _run_phases(trial: _Trial, result: dict[str, Any]) -> None:
+    """Build, agent, collection and (unless the agent phase failed in a way Harbor does not grade) the separate
+    verifier; fills ``result`` in place as each phase ends."""
+    t0 = _now()
+    built = trial.build()
+    result["environment_setup"] = {"started_at": t0, "finished_at": _now()}
+    if not built:
+        return
+    now = _now()
+    result["agent_setup"] = {"started_at": now, "finished_at": now}
+    result["agent_execution"] = {"started_at": _now(), "finished_at": None}
+    result["agent_result"] = trial.run_agent()
+    result["agent_execution"]["finished_at"] = _now()
+    trial.collect()
+    if trial.exception is None or trial.exception["exception_type"] in rw.GRADED_AFTER:
+        result["verifier"] = {"started_at": _now(), "finished_at": None}
+        result["verifier_result"] = trial.verify()
+        result["verifier"]["finished_at"] = _now()
+
+
+def _finish_trial(trial: _Trial, result: dict[str, Any], *, keep_workspace: bool) -> None:
+    """Whatever happened: the exception, ``result.json`` and the workspace removed (or kept, logged)."""
+    result["exception_info"] = trial.exception
+    result["finished_at"] = _now()
+    result["mdbench"] = {"task_sha256": task_sha256(trial.task.path), "sandbox": trial.sandboxes,
+                         "usage_findings": trial.usage_findings, "collect_skipped": trial.collect_skipped[:100]}
+    if trial.exception is not None:
+        (trial.trial_dir / "exception.txt").write_text(
+            f"{trial.exception['exception_type']}: {trial.exception['exception_message']}\n", encoding="utf-8")
+    (trial.trial_dir / "result.json").write_text(json.dumps(result, indent=4), encoding="utf-8")
+    if keep_workspace:
+        log.info("workspace kept at %s", trial.ws.root)
+    else:
+        trial.ws.remove()
+    trial.ws.remove_pristine()
 
 
 def run_job(task_dirs: list[Path], agent: AgentSpec, jobs_dir: str | Path, *, job_name: str | None = None,

@@ -370,6 +370,12 @@ def parse_dockerfile(path: Path) -> list[Instruction]:
     return out
 
 
+def image_repo(image: str) -> str:
+    """The repository name of an image reference, without registry, path, tag or digest
+    (``ghcr.io:443/org/mdbench-arena-base:0.2@sha256:…`` → ``mdbench-arena-base``)."""
+    return image.split("@")[0].rsplit("/", 1)[-1].split(":")[0]
+
+
 def base_image(dockerfile: Path) -> str | None:
     """The image a Dockerfile builds ``FROM`` (its first ``FROM``), or ``None``."""
     for ins in parse_dockerfile(dockerfile):
@@ -411,7 +417,7 @@ def replay_dockerfile(env_dir: Path, ws: Workspace, run, *, timeout_s: float) ->
         where = f"{dockerfile}:{ins.line}"
         if ins.keyword == "FROM":
             image = ins.args.split()[0]
-            if image.split(":")[0].split("/")[-1] != BASE_IMAGE_REPO:
+            if image_repo(image) != BASE_IMAGE_REPO:
                 raise InputError(f"FROM {image}: the host environment provides only {BASE_IMAGE_REPO} "
                                  "(this machine's mdbench, GROMACS and packmol); build other images with Docker",
                                  where)

@@ -41,6 +41,9 @@ KINDS = ("standard", "negative", "underspecified")
 
 #: The base image every task builds FROM (templates/arena/base.Dockerfile).
 BASE_IMAGE = "mdbench-arena-base:0.2"
+#: The same image pinned to the digest of a pushed copy (``mdbench arena pin-base``):
+#: ``[registry/path/]mdbench-arena-base:0.2@sha256:<64 hex>``.
+PINNED_BASE_RE = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9.:_-]*/)*" + re.escape(BASE_IMAGE) + r"@sha256:[0-9a-f]{64}")
 
 #: Harbor's package-name pattern for ``[task] name`` (``harbor/constants.py``: ORG_NAME_PATTERN).
 ORG_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$")
@@ -289,10 +292,52 @@ def suite_problems(task_dir: str | Path) -> list[Problem]:
         from mdbench.arena.staging import base_image
 
         image = base_image(dockerfile)
-        if image != BASE_IMAGE:
+        if not is_base_image(image):
             out.append(bad(dockerfile, f"FROM {image}: arena tasks build FROM {BASE_IMAGE} "
-                                       "(templates/arena/base.Dockerfile, pinned versions)"))
+                                       "(templates/arena/base.Dockerfile, pinned versions), or that image "
+                                       "pinned to a digest (mdbench arena pin-base)"))
     return out
+
+
+def is_base_image(image: str | None) -> bool:
+    """Whether ``image`` is the suite's base image: :data:`BASE_IMAGE` or a digest-pinned copy of it."""
+    return image == BASE_IMAGE or bool(image and PINNED_BASE_RE.fullmatch(image))
+
+
+def pin_base_image(task_dirs: list[Path], reference: str) -> list[Path]:
+    """Rewrite the ``FROM`` of each task's ``environment/Dockerfile`` to ``reference``, the base image pinned to
+    the digest of a pushed copy (``harbor lint --select ALL`` then passes its ``unpinned-image`` rule).
+
+    Returns the Dockerfiles changed (one already pinned to ``reference`` is left alone).
+
+    Raises
+    ------
+    InputError
+        ``reference`` is not ``[registry/path/]mdbench-arena-base:0.2@sha256:<64 hex>``, or a task does not
+        build FROM the suite's base image.
+    """
+    if not PINNED_BASE_RE.fullmatch(reference):
+        raise InputError(f"not a digest-pinned reference of {BASE_IMAGE}: {reference!r}; push the image built "
+                         "from templates/arena/base.Dockerfile and pass REGISTRY/mdbench-arena-base:0.2@sha256:"
+                         "<digest> (docker inspect --format '{{index .RepoDigests 0}}')")
+    from mdbench.arena.staging import base_image
+
+    changed = []
+    for task in task_dirs:
+        dockerfile = Path(task) / "environment" / "Dockerfile"
+        image = base_image(dockerfile) if dockerfile.is_file() else None
+        if not is_base_image(image):
+            raise InputError(f"FROM {image}: not the suite's base image, left alone", str(dockerfile))
+        if image == reference:
+            continue
+        lines = dockerfile.read_text(encoding="utf-8").splitlines(keepends=True)
+        for i, line in enumerate(lines):
+            if re.match(r"\s*FROM\s", line, re.I):
+                lines[i] = line.replace(image, reference, 1)
+                break
+        dockerfile.write_text("".join(lines), encoding="utf-8")
+        changed.append(dockerfile)
+    return changed
 
 
 def validate_task(task_dir: str | Path, *, rules: tuple[str, ...] = ("harbor", "suite")) -> list[Problem]:

@@ -166,13 +166,16 @@ def aggregate_cmd(episodes: tuple[Path, ...], out: Path, title: str) -> None:
 @click.option("--cpus", type=int, default=16, show_default=True, help="CPUs of the task environment (seed: 16).")
 @click.option("--memory-mb", type=int, default=32768, show_default=True)
 @click.option("--gpus", type=int, default=0, show_default=True, help="GPUs of the task environment (seed: 1).")
-@click.option("--base-image", default="python:3.11-slim", show_default=True,
-              help="FROM of the Dockerfile; pin it for a paper, e.g. python:3.11-slim@sha256:<digest>.")
+@click.option("--base-image", default=None,
+              help="FROM of the agent's and the verifier's images (default: python:3.11.13-slim-bookworm pinned to "
+                   "its digest); mdbench-arena-base:0.2 writes the variant for the mdbench host plug-in.")
+@click.option("--oracle-wheels", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
+              help="Wheels of mdbench and its dependencies for Harbor's oracle under Docker (pip wheel -w DIR .).")
 def harbor_task_cmd(preset: str, out: Path, timeout_min: float | None, cpus: int, memory_mb: int, gpus: int,
-                    base_image: str) -> None:
+                    base_image: str | None, oracle_wheels: Path | None) -> None:
     """Write the episode as a Harbor task (task.toml, instruction.md, environment/, tests/, solution/)."""
-    from mdbench.episode.harbor import write_harbor_task  # noqa: PLC0415
+    from mdbench.episode.harbor import DEFAULT_BASE_IMAGE, write_harbor_task  # noqa: PLC0415
 
     path = write_harbor_task(preset, out, timeout_min=timeout_min, cpus=cpus, memory_mb=memory_mb, gpus=gpus,
-                             base_image=base_image)
+                             base_image=base_image or DEFAULT_BASE_IMAGE, oracle_wheels=oracle_wheels)
     click.echo(f"Harbor task written to {path}; run it with: harbor run -p {path} -a <agent> -m <model>")
