@@ -22,7 +22,7 @@ from mdbench.episode import collect
 from mdbench.episode.agents import share_readable
 from mdbench.paths import PROJECT_ROOT
 
-from _episode_helpers import AGENT_PY, mdbench, needs_namespaces, needs_root, prepare, processes_of, run
+from _episode_helpers import AGENT_PY, mdbench, needs_namespaces, needs_root, prepare, processes_of, run, seen_by
 
 HERE = Path(__file__).resolve().parent
 ATTACKER = f"{AGENT_PY} {HERE / 'attacker.py'}"
@@ -231,9 +231,9 @@ def test_the_runner_killed_mid_episode_leaves_an_interrupted_result_and_nothing_
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     started = ep / "workspace" / "started"
     deadline = time.monotonic() + 120
-    while not started.exists() and time.monotonic() < deadline and proc.poll() is None:
+    while not seen_by(user, started) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
-    assert started.exists(), proc.communicate(timeout=30)
+    assert seen_by(user, started), proc.communicate(timeout=30)
     assert len(processes_of(user)) >= 21
     t_kill = time.monotonic()
     proc.send_signal(signum)
