@@ -57,9 +57,8 @@ LONG_FUNCTIONS = {
     "arena/runner.py:run_trial",
     "audit/canonical.py:recorded_curve_checks", "audit/core.py:audit_run",
     "audit/outcome.py:judge_outcome", "audit/simulation.py:check_production", "build/system.py:build_system",
-    "engine/segments.py:run_segment", "engine/stages.py:equilibrate", "episode/runner.py:run_episode",
+    "engine/segments.py:run_segment", "engine/stages.py:equilibrate",
     "execute/stage.py:run_stage", "record/validate.py:validate_run",
-    "sandbox.py:_supervise", "sandbox.py:spawn_confined",
     # the harness room (issue 36): the launch recipe, the fake endpoint's server and the proxy's request handler
     "episode/harnesses.py:harness_launch", "llm/fake_server.py:start", "llm/proxy.py:_handler",
 }

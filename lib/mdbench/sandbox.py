@@ -327,6 +327,7 @@ class ConfinedProcess:
         self._sinks: list[_CappedSink] = []
         #: the workdir's quota image while the tree runs (copied back and removed by ``_finish``)
         self._image: Path | None = None
+        self._image_names: list[str] = []
 
     @property
     def workdir_view(self) -> Path:
@@ -443,7 +444,7 @@ class ConfinedProcess:
         image, self._image = self._image, None
         skip = tuple(p.name for p in self.conf.readonly if Path(p).parent == Path(self.conf.workdir))
         try:
-            info = sandbox_quota.copy_out(image, Path(self.conf.workdir), skip)
+            info = sandbox_quota.copy_out(image, Path(self.conf.workdir), skip, tuple(self._image_names))
         finally:
             _unlink_quiet(image)
         quota = self.method.setdefault("limits", {}).setdefault("workspace_quota", {}) or {}
@@ -595,7 +596,7 @@ def spawn_confined(argv: Sequence[str], conf: Confinement, *, stdin: Any = None,
     method["cgroup"] = bool(cgroups and cgroups.dirs)
     if cgroups is not None:
         method["limits"].update(cgroups.limits)
-    image = _prepare_quota(conf, isolate, uid_gid, method["limits"])
+    image, image_names = _prepare_quota(conf, isolate, uid_gid, method["limits"])
     report_dir = Path(tempfile.mkdtemp(prefix="mdbench-sandbox-"))
     spec_path = _write_spec(argv, conf, method, report_dir, uid_gid=uid_gid, isolate=isolate, cgroups=cgroups,
                             image=image)
@@ -634,7 +635,7 @@ def spawn_confined(argv: Sequence[str], conf: Confinement, *, stdin: Any = None,
     proc = ConfinedProcess(popen, conf, method, cgroups, started, rusage0, files, report_dir / "report.json")
     proc.listeners = _receive_listeners(handoff, ports, popen) if handoff is not None else {}
     proc._sinks = sinks
-    proc._image = image
+    proc._image, proc._image_names = image, image_names
     return proc
 
 
@@ -663,13 +664,13 @@ def _method(conf: Confinement, caps: dict[str, Any], uid_gid: tuple[int, int] | 
 
 
 def _prepare_quota(conf: Confinement, isolate: bool, uid_gid: tuple[int, int] | None,
-                   limits: dict[str, Any]) -> Path | None:
+                   limits: dict[str, Any]) -> tuple[Path | None, list[str]]:
     """The workdir's quota image (loop mount), or the per-file ``RLIMIT_FSIZE`` fallback; recorded in
-    ``limits["workspace_quota"]``. Returns the image path (None without one)."""
+    ``limits["workspace_quota"]``. Returns the image path (None without one) and the names copied into it."""
 
     if conf.workdir_quota_mib is None:
         limits["workspace_quota"] = None
-        return None
+        return None, []
     quota = int(conf.workdir_quota_mib)
     ok, why = sandbox_quota.available()
     if ok and not isolate:
@@ -677,14 +678,14 @@ def _prepare_quota(conf: Confinement, isolate: bool, uid_gid: tuple[int, int] | 
     if not ok:
         limits["workspace_quota"] = {"method": "rlimit_fsize_per_file", "quota_mib": quota,
                                      "why_not_loop": why, "enforced": "largest file only, not the total"}
-        return None
+        return None, []
     image = Path(conf.workdir_image) if conf.workdir_image else sandbox_quota.default_image(Path(conf.workdir))
     try:
-        sandbox_quota.make_image(image, quota, Path(conf.workdir), uid_gid)
+        names = sandbox_quota.make_image(image, quota, Path(conf.workdir), uid_gid)
     except OSError as exc:
         raise SandboxError(f"cannot make the workspace quota image {image}: {exc}") from None
     limits["workspace_quota"] = {"method": "loop_ext4", "quota_mib": quota, "image": str(image)}
-    return image
+    return image, names
 
 
 def _write_spec(argv: Sequence[str], conf: Confinement, method: dict[str, Any], report_dir: Path, *,

@@ -86,8 +86,11 @@ def available() -> tuple[bool, str | None]:
     return True, None
 
 
-def make_image(image: Path, quota_mib: int, source: Path, uid_gid: tuple[int, int] | None) -> None:
-    """Create the sparse ext4 ``image`` of ``quota_mib`` holding ``source``'s contents; OSError on failure."""
+def make_image(image: Path, quota_mib: int, source: Path, uid_gid: tuple[int, int] | None) -> list[str]:
+    """Create the sparse ext4 ``image`` of ``quota_mib`` holding ``source``'s contents; OSError on failure.
+
+    Returns the names at the top of ``source`` copied in (:func:`copy_out` replaces them with the image's)."""
+    names = sorted(os.listdir(source))
     fd = os.open(image, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         os.ftruncate(fd, int(quota_mib) * 2**20)
@@ -100,6 +103,7 @@ def make_image(image: Path, quota_mib: int, source: Path, uid_gid: tuple[int, in
     if proc.returncode != 0:
         os.unlink(image)
         raise OSError(f"mkfs.ext4 of the workspace quota image failed: {proc.stderr.strip()[-300:]}")
+    return names
 
 
 def attach_loop(image_fd: int) -> tuple[int, str]:
@@ -158,10 +162,14 @@ def wait_released(image: Path, timeout_s: float = 30.0) -> bool:
     return True
 
 
-def copy_out(image: Path, dest: Path, skip_top: tuple[str, ...] = (), timeout_s: float = 3600.0) -> dict[str, Any]:
+def copy_out(image: Path, dest: Path, skip_top: tuple[str, ...] = (), replace_top: tuple[str, ...] = (),
+             timeout_s: float = 3600.0) -> dict[str, Any]:
     """Copy the image's tree into ``dest`` (a child in its own mount namespace); returns usage and counts.
 
-    Never raises for what the tree holds: ``{"error": …}`` when the copy failed.
+    ``replace_top``: names at the top of ``dest`` that went into the image (:func:`make_image`); they are
+    removed from ``dest`` first, so that what the command changed or deleted shows. ``skip_top`` (read-only
+    binds, the host's copy is the pristine one) are neither removed nor copied. Never raises for what the tree
+    holds: ``{"error": …}`` when the copy failed.
     """
     if not wait_released(image):
         return {"error": f"the quota image {image} is still attached to {', '.join(attached(image))}; not copied"}
@@ -170,7 +178,7 @@ def copy_out(image: Path, dest: Path, skip_top: tuple[str, ...] = (), timeout_s:
            "LANG": "C.UTF-8"}
     try:
         proc = subprocess.run([sys.executable, "-s", "-m", "mdbench.sandbox_quota", str(image), str(dest),
-                               json.dumps(list(skip_top))], capture_output=True, text=True, env=env,
+                               json.dumps(list(skip_top)), json.dumps(list(replace_top))], capture_output=True, text=True, env=env,
                               preexec_fn=_enter_own_mount_namespace, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return {"error": f"copying the workspace out of its quota image took over {timeout_s:g} s"}
@@ -180,12 +188,20 @@ def copy_out(image: Path, dest: Path, skip_top: tuple[str, ...] = (), timeout_s:
         return {"error": f"copying the workspace out failed: {proc.stderr.strip()[-300:] or proc.returncode}"}
 
 
-def _copy_main(image: str, dest: str, skip_top: list[str]) -> dict[str, Any]:
+def _copy_main(image: str, dest: str, skip_top: list[str], replace_top: list[str]) -> dict[str, Any]:
     _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # one descriptor per folder waiting to be copied
     dst_fd = os.open(dest, _NOFOLLOW_DIR)  # the host's folder, before the image covers it
     image_fd = os.open(image, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    for name in sorted(set(replace_top) - set(skip_top)):  # the image holds their state after the run
+        try:
+            if stat.S_ISDIR(os.stat(name, dir_fd=dst_fd, follow_symlinks=False).st_mode):
+                shutil.rmtree(name, dir_fd=dst_fd)
+            else:
+                os.unlink(name, dir_fd=dst_fd)
+        except FileNotFoundError:
+            pass
     mount_image(image_fd, dest, readonly=True)
     os.close(image_fd)
     src_fd = os.open(dest, _NOFOLLOW_DIR)
@@ -287,6 +303,6 @@ def _copy_file(src: int, dst: int, name: str, st: os.stat_result, mode: int) -> 
 
 if __name__ == "__main__":  # the copy-out child, in its own mount namespace (see copy_out)
     try:
-        print(json.dumps(_copy_main(sys.argv[1], sys.argv[2], json.loads(sys.argv[3]))))
+        print(json.dumps(_copy_main(sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4]))))
     except OSError as exc:
         print(json.dumps({"error": f"copy out of the quota image: {exc}"}))
