@@ -178,8 +178,9 @@ def copy_out(image: Path, dest: Path, skip_top: tuple[str, ...] = (), replace_to
            "LANG": "C.UTF-8"}
     try:
         proc = subprocess.run([sys.executable, "-s", "-m", "mdbench.sandbox_quota", str(image), str(dest),
-                               json.dumps(list(skip_top)), json.dumps(list(replace_top))], capture_output=True, text=True, env=env,
-                              preexec_fn=_enter_own_mount_namespace, timeout=timeout_s)
+                               json.dumps(list(skip_top)), json.dumps(list(replace_top))],
+                              capture_output=True, text=True, env=env, preexec_fn=_enter_own_mount_namespace,
+                              timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return {"error": f"copying the workspace out of its quota image took over {timeout_s:g} s"}
     try:
