@@ -22,8 +22,10 @@ under a :class:`Confinement`:
 * **Resources.** A CPU set (cpuset cgroup where writable, else ``sched_setaffinity``), a wall-clock timeout
   (SIGTERM to every process of the tree, SIGKILL after a grace period), CPU time and peak memory of the whole
   tree (cgroup v1 ``cpuacct``/``memory`` where writable, else ``getrusage`` of the reaped children), a memory
-  limit and a process-count limit (cgroup ``memory``/``pids``), a largest file size (``RLIMIT_FSIZE``), and
-  stdout/stderr files capped to their head and tail.
+  limit and a process-count limit (cgroup ``memory``/``pids``), a largest file size (``RLIMIT_FSIZE``),
+  stdout/stderr files capped to their head and tail, and a hard byte quota on the workdir
+  (``workdir_quota_mib``: a sparse ext4 image loop-mounted in the sandbox's mount namespace only, copied back
+  when the tree has ended; :mod:`mdbench.sandbox_quota`).
 * **Lifetime.** The supervisor dies with its caller (``PR_SET_PDEATHSIG``): a runner killed even with SIGKILL
   takes the tree with it after the grace period, and the supervisor then removes the cgroup folders and its
   ``/tmp/mdbench-sandbox-*`` folder. The spec file (which holds the command's environment) is deleted as soon as

@@ -4,7 +4,8 @@
 directory it must write) through :mod:`mdbench.sandbox`: an unprivileged user (when the runner is root),
 mount/PID/network/IPC/UTS namespaces, everything of ``EP/`` but the workspace hidden, ``agent_input/`` and
 ``PROMPT.md`` read-only, private ``/tmp``, ``/dev/shm``, ``/var/tmp`` and ``/run/lock``, a CPU set of
-``threads`` cores, memory and process limits, a complete environment built here (nothing of the caller's leaks
+``threads`` cores, memory and process limits, a hard disk quota on the workspace (a sparse ext4 image
+``EP/.workspace.img`` mounted in the agent's namespace only, copied back afterwards), a complete environment built here (nothing of the caller's leaks
 in but what ``env`` names), and a wall-clock timeout that ends the whole process tree (SIGTERM, then SIGKILL
 after the grace period). The agent sees the *agent toolchain* (:mod:`mdbench.episode.toolchain`), never this
 installation; the reference agents get the installation through an explicit, recorded exposure.
