@@ -632,3 +632,27 @@ def _state(pid: int) -> str:
     except OSError:
         return ""
     return stat[stat.rindex(")") + 2:][:1]
+
+
+@needs_namespaces
+def test_without_loop_devices_the_quota_falls_back_to_a_poll_that_ends_the_tree(world, monkeypatch):
+    """Where no loop device can be had (no root, a container without /dev/loop-control): each file is capped by
+    RLIMIT_FSIZE and a poll of the workdir ends a tree that wrote past the quota in many files."""
+    from mdbench import sandbox_quota
+
+    monkeypatch.setattr(sandbox_quota, "available", lambda: (False, "refused for this test"))
+    conf = _conf(world["ws"], workdir_quota_mib=16, timeout_s=120, grace_s=1.0)
+    res, out, err = _python(world["tmp"], """
+        import time
+        print("START", flush=True)
+        for i in range(13):
+            with open(f"part{i}.bin", "wb") as f:
+                f.write(b"x" * (4 * 2**20))
+        time.sleep(120)
+    """, conf)
+    quota = res.method["limits"]["workspace_quota"]
+    assert "START" in out, err
+    assert quota["method"] == "poll_and_rlimit_fsize" and quota["why_not_loop"] == "refused for this test"
+    assert res.method["limits"]["file_size_max_mib"] == 16  # one file cannot pass the quota
+    assert quota["quota_reached"] and quota["used_bytes"] > 16 * 2**20, quota
+    assert res.wall_s < 60 and res.exit_code != 0  # ended by the poll, long before its sleep or the timeout

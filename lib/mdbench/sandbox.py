@@ -80,6 +80,8 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 #: Folders every confined tree gets as its own empty tmpfs when ``private_tmp`` (shared state between sessions).
 _PRIVATE_TMP = ("/tmp", "/dev/shm", "/var/tmp", "/run/lock")
 _CGROUP_CONTROLLERS = ("cpuacct", "memory", "cpuset", "pids")
+#: How often the fallback quota (no loop device) measures the workdir [s].
+_QUOTA_POLL_S = 1.0
 
 # Linux constants (include/uapi/linux/sched.h, mount.h, prctl.h).
 _CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
@@ -411,6 +413,9 @@ class ConfinedProcess:
             peak = r1.ru_maxrss / 1024.0  # kB → MiB; the largest reaped child, a lower bound for the tree
         if self._image is not None:
             self._copy_back()
+        if report.get("workspace_quota_exceeded_bytes"):
+            quota = self.method.setdefault("limits", {}).get("workspace_quota") or {}
+            quota.update(quota_reached=True, used_bytes=int(report["workspace_quota_exceeded_bytes"]))
         if "exit_code" in report:
             code = report["exit_code"]  # the command's own status (128 + signal when a signal ended it)
         elif code is not None and code < 0:
@@ -678,8 +683,9 @@ def _prepare_quota(conf: Confinement, isolate: bool, uid_gid: tuple[int, int] | 
     if ok and not isolate:
         ok, why = False, "no mount namespace of the sandbox's own"
     if not ok:
-        limits["workspace_quota"] = {"method": "rlimit_fsize_per_file", "quota_mib": quota,
-                                     "why_not_loop": why, "enforced": "largest file only, not the total"}
+        limits["workspace_quota"] = {"method": "poll_and_rlimit_fsize", "quota_mib": quota, "why_not_loop": why,
+                                     "poll_s": _QUOTA_POLL_S, "enforced": "each file by RLIMIT_FSIZE; the total by a "
+                                     "poll that ends the tree (it may overshoot between polls)"}
         return None, []
     image = Path(conf.workdir_image) if conf.workdir_image else sandbox_quota.default_image(Path(conf.workdir))
     try:
@@ -696,7 +702,7 @@ def _write_spec(argv: Sequence[str], conf: Confinement, method: dict[str, Any], 
     """``report_dir/spec.json`` for the supervisor (0600; it holds the env and is deleted once read)."""
     quota = method["limits"].get("workspace_quota") or {}
     fsize = conf.file_size_max_mib
-    if quota.get("method") == "rlimit_fsize_per_file":
+    if quota.get("method") == "poll_and_rlimit_fsize":
         fsize = min(x for x in (fsize, quota["quota_mib"]) if x is not None)
         method["limits"]["file_size_max_mib"] = fsize
     spec = {"argv": list(argv), "workdir": str(conf.workdir), "env": dict(conf.env),
@@ -708,6 +714,8 @@ def _write_spec(argv: Sequence[str], conf: Confinement, method: dict[str, Any], 
             "report": str(report_dir / "report.json"), "grace_s": conf.grace_s, "caller_pid": os.getpid(),
             "cgroups": [str(d) for d in cgroups.dirs.values()] if cgroups else [],
             "quota_image": None if image is None else str(image),
+            "quota_poll_bytes": (quota["quota_mib"] * 2**20 if quota.get("method") == "poll_and_rlimit_fsize"
+                                 else None),
             # the supervisor's own backstop: the tree ends even if the caller's clock never fires
             "deadline_s": None if conf.timeout_s is None else float(conf.timeout_s) + conf.grace_s + 5.0}
     spec_path = report_dir / "spec.json"
@@ -1062,6 +1070,8 @@ def _supervise(spec_path: str) -> int:
         data += chunk
     info = json.loads(data) if data else {"exit_code": None, "stragglers": 0,
                                           "reaper_status": os.waitstatus_to_exitcode(status)}
+    if spec.get("_quota_exceeded_bytes"):
+        info["workspace_quota_exceeded_bytes"] = spec["_quota_exceeded_bytes"]
     os.write(report_fd, json.dumps(info).encode())
     os.close(report_fd)
     if caller_gone or os.getppid() != spec.get("caller_pid"):
@@ -1106,7 +1116,7 @@ def _watch_reaper(spec: dict[str, Any], reaper: int) -> tuple[bool, int]:
 
     Returns (whether the caller went away, the reaper's wait status).
     """
-    state = {"caller_gone": False, "ended": False}
+    state = {"caller_gone": False, "ended": False, "polled": 0.0}
     started = time.monotonic()
 
     def end_tree(*_: Any) -> None:
@@ -1128,6 +1138,12 @@ def _watch_reaper(spec: dict[str, Any], reaper: int) -> tuple[bool, int]:
             end_tree()
         elif spec.get("deadline_s") is not None and time.monotonic() - started > spec["deadline_s"]:
             end_tree()
+        elif spec.get("quota_poll_bytes") and time.monotonic() - state["polled"] >= _QUOTA_POLL_S:
+            state["polled"] = time.monotonic()
+            used = _bytes_used(spec["workdir"], spec["quota_poll_bytes"])
+            if used > spec["quota_poll_bytes"]:
+                spec["_quota_exceeded_bytes"] = used
+                end_tree()
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, on_term)
@@ -1141,6 +1157,35 @@ def _watch_reaper(spec: dict[str, Any], reaper: int) -> tuple[bool, int]:
             continue
     signal.setitimer(signal.ITIMER_REAL, 0)
     return state["caller_gone"], status
+
+
+def _bytes_used(root: str, limit: int, max_entries: int = 1_000_000) -> int:
+    """Bytes allocated under ``root`` (a hard-linked file once, links not followed); stops past ``limit``.
+
+    More than ``max_entries`` entries counts as over the quota (a flood of empty files is a disk attack too)."""
+    total, seen, entries = 0, set(), 0
+    stack = [root]
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                entries += 1
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) in seen:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+                if total > limit or entries > max_entries:
+                    return max(total, limit + 1)
+    return total
 
 
 def _orphan_cleanup(spec: dict[str, Any]) -> None:
