@@ -53,9 +53,8 @@ LONG_FUNCTIONS = {
     "analysis/reduce/onepass.py:reduce_universe",
     "analysis/viscosity.py:green_kubo_viscosity",
     "build/system.py:build_system",
-    "engine/segments.py:run_segment", "engine/stages.py:equilibrate", "episode/runner.py:run_episode",
+    "engine/segments.py:run_segment", "engine/stages.py:equilibrate",
     "execute/stage.py:run_stage", "record/validate.py:validate_run",
-    "sandbox.py:_supervise", "sandbox.py:spawn_confined",
 }
 
 

@@ -483,7 +483,7 @@ code = (
     "print('READY', flush=True)\\n"
     "time.sleep(1000)\\n")
 conf = Confinement(workdir=ws, env={"PATH": "/usr/bin:/bin"}, readonly=runtime_paths(), grace_s=1.0,
-                   tag=sys.argv[2], timeout_s=600)
+                   tag=sys.argv[2], timeout_s=600, workdir_quota_mib=int(sys.argv[3]) or None)
 proc = spawn_confined([sys.executable, "-c", code], conf, stdout=ws / "out.txt", stderr=ws / "err.txt")
 print(proc.pid, flush=True)
 time.sleep(1000)
@@ -507,13 +507,16 @@ def _tree_of(pid: int) -> list[int]:
 
 @needs_root
 @needs_namespaces
-@pytest.mark.parametrize("signum", ["SIGKILL", "SIGTERM"])
-def test_a_killed_caller_takes_the_tree_and_leaves_no_cgroup_or_tmp_folder(world, signum):
-    before = set(Path(tempfile.gettempdir()).glob("mdbench-sandbox-*"))
+@pytest.mark.parametrize("signum,quota_mib", [("SIGKILL", 0), ("SIGTERM", 0), ("SIGKILL", 32)],
+                         ids=["SIGKILL", "SIGTERM", "SIGKILL-with-workdir-quota"])
+def test_a_killed_caller_takes_the_tree_and_leaves_no_cgroup_or_tmp_folder(world, signum, quota_mib):
+    caller_tmp = world["tmp"] / "caller-tmp"  # its own TMPDIR: other sandboxes on this machine do not count
+    caller_tmp.mkdir()
     tag = f"orphan-test-{os.getpid()}-{time.monotonic_ns()}"
-    caller = subprocess.Popen([sys.executable, "-c", _CALLER, str(world["ws"]), tag], stdout=subprocess.PIPE,
-                              text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]
-                                                                              / "lib")})
+    caller = subprocess.Popen([sys.executable, "-c", _CALLER, str(world["ws"]), tag, str(quota_mib)],
+                              stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "TMPDIR": str(caller_tmp),
+                                              "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "lib")})
     supervisor = int(caller.stdout.readline())
     deadline = time.monotonic() + 30
     while "READY" not in (world["ws"] / "out.txt").read_text() if (world["ws"] / "out.txt").exists() else True:
@@ -521,8 +524,8 @@ def test_a_killed_caller_takes_the_tree_and_leaves_no_cgroup_or_tmp_folder(world
         time.sleep(0.1)
     tree = _tree_of(supervisor)
     assert len(tree) >= 4  # supervisor, reaper, the command, its setsid sleeper
-    new_folders = set(Path(tempfile.gettempdir()).glob("mdbench-sandbox-*")) - before
-    assert all(not (f / "spec.json").exists() for f in new_folders), "spec.json (the agent's env) left on disk"
+    new_folders = set(caller_tmp.glob("mdbench-sandbox-*"))
+    assert new_folders and all(not (f / "spec.json").exists() for f in new_folders), "spec.json (the agent's env) left on disk"
     caller.send_signal(getattr(signal_module(), signum))
     caller.wait(10)
     deadline = time.monotonic() + 15  # grace 1 s, poll 0.5 s, generous for a loaded machine
@@ -532,7 +535,90 @@ def test_a_killed_caller_takes_the_tree_and_leaves_no_cgroup_or_tmp_folder(world
     time.sleep(0.5)
     left = [d for c in ("cpuacct", "memory", "pids") for d in (Path("/sys/fs/cgroup") / c).glob(f"mdbench-{tag}-*")]
     assert not left, left
-    assert not (set(Path(tempfile.gettempdir()).glob("mdbench-sandbox-*")) - before)
+    assert not list(caller_tmp.iterdir())
+    if quota_mib:  # the image was mounted in the dead namespace only: no mount, no loop device, no image left
+        assert _loop_devices_under(world["tmp"]) == [] and _mounts_under(world["tmp"]) == []
+        assert not list(world["tmp"].glob(".*.img"))
+
+
+def _loop_devices_under(folder: Path) -> list[str]:
+    """Loop devices whose backing file lies under ``folder`` (what ``losetup -a`` lists)."""
+    out = []
+    for f in Path("/sys/block").glob("loop*/loop/backing_file"):
+        try:
+            if f.read_text().strip().startswith(str(folder)):
+                out.append(f.parent.parent.name)
+        except OSError:
+            pass
+    return out
+
+
+def _mounts_under(folder: Path) -> list[str]:
+    return [line for line in Path("/proc/mounts").read_text().splitlines() if str(folder) in line]
+
+
+@needs_root
+@needs_namespaces
+def test_a_workdir_quota_stops_writes_at_the_quota_and_the_tree_comes_back_intact(world):
+    """One big file and many small ones past a 32 MiB quota get ENOSPC; what was written comes back to the host
+    with its holes, links and FIFOs as they were (nothing followed, nothing inflated), and nothing stays mounted."""
+    ws = world["ws"]
+    (ws / "given.txt").write_text("given\n")
+    conf = _conf(ws, readonly=(world["frozen"], *runtime_paths()), workdir_quota_mib=32, timeout_s=60)
+    res, out, err = _python(world["tmp"], """
+        import errno, json, os
+        got = {"view": open("given.txt").read()}
+        os.unlink("given.txt")  # the caller's file (root's): replaced, as in a bound workdir
+        with open("given.txt", "w") as f:
+            f.write("changed by the command")
+        def fill(path, size):
+            n = 0
+            try:
+                with open(path, "wb") as f:
+                    while n < size:
+                        f.write(b"x" * 65536); f.flush(); n += 65536
+            except OSError as exc:
+                return ("ENOSPC" if exc.errno == errno.ENOSPC else exc.strerror, n)
+            return ("ok", n)
+        got["big"] = fill("big.bin", 100 * 2**20)
+        os.unlink("big.bin")
+        os.mkdir("many")
+        made = 0
+        try:
+            for i in range(100000):
+                with open(f"many/f{i}", "wb") as f:
+                    f.write(b"y" * 4096)
+                made += 1
+        except OSError as exc:
+            got["many"] = (exc.strerror, made)
+        import shutil
+        shutil.rmtree("many")
+        with open("sparse.bin", "wb") as f:
+            f.truncate(2**40)
+        with open("data.bin", "wb") as f:
+            f.write(b"d" * 100000)
+        for i in range(50):
+            os.link("data.bin", f"link{i}")
+        os.symlink("/etc/shadow", "shadow")
+        os.mkfifo("pipe")
+        os.makedirs("a/b/c")
+        print(json.dumps(got))
+    """, conf)
+    assert res.status == "exited" and res.exit_code == 0, err
+    got = json.loads(out)
+    assert got["view"] == "given\n"  # the workdir's contents are in the image
+    assert got["big"][0] == "ENOSPC" and got["big"][1] <= 32 * 2**20, got
+    assert got["many"][0] == "No space left on device" and got["many"][1] < 32 * 2**20 // 4096, got
+    quota = res.method["limits"]["workspace_quota"]
+    assert quota["method"] == "loop_ext4" and quota["quota_mib"] == 32 and "error" not in quota, quota
+    assert (ws / "sparse.bin").stat().st_size == 2**40 and (ws / "sparse.bin").stat().st_blocks == 0
+    assert (ws / "data.bin").read_bytes() == b"d" * 100000 and (ws / "data.bin").stat().st_nlink == 51
+    assert os.readlink(ws / "shadow") == "/etc/shadow" and (ws / "shadow").is_symlink()
+    assert (ws / "pipe").is_fifo() and (ws / "a" / "b" / "c").is_dir() and not (ws / "many").exists()
+    assert (ws / "given.txt").read_text() == "changed by the command"  # what was there shows its new state
+    assert quota["fifos"] == 1 and quota["symlinks"] == 1 and quota["hardlinks"] == 50
+    assert _loop_devices_under(world["tmp"]) == [] and _mounts_under(world["tmp"]) == []
+    assert not list(world["tmp"].glob(".*.img"))
 
 
 def signal_module():
@@ -546,3 +632,27 @@ def _state(pid: int) -> str:
     except OSError:
         return ""
     return stat[stat.rindex(")") + 2:][:1]
+
+
+@needs_namespaces
+def test_without_loop_devices_the_quota_falls_back_to_a_poll_that_ends_the_tree(world, monkeypatch):
+    """Where no loop device can be had (no root, a container without /dev/loop-control): each file is capped by
+    RLIMIT_FSIZE and a poll of the workdir ends a tree that wrote past the quota in many files."""
+    from mdbench import sandbox_quota
+
+    monkeypatch.setattr(sandbox_quota, "available", lambda: (False, "refused for this test"))
+    conf = _conf(world["ws"], workdir_quota_mib=16, timeout_s=120, grace_s=1.0)
+    res, out, err = _python(world["tmp"], """
+        import time
+        print("START", flush=True)
+        for i in range(13):
+            with open(f"part{i}.bin", "wb") as f:
+                f.write(b"x" * (4 * 2**20))
+        time.sleep(120)
+    """, conf)
+    quota = res.method["limits"]["workspace_quota"]
+    assert "START" in out, err
+    assert quota["method"] == "poll_and_rlimit_fsize" and quota["why_not_loop"] == "refused for this test"
+    assert res.method["limits"]["file_size_max_mib"] == 16  # one file cannot pass the quota
+    assert quota["quota_reached"] and quota["used_bytes"] > 16 * 2**20, quota
+    assert res.wall_s < 60 and res.exit_code != 0  # ended by the poll, long before its sleep or the timeout

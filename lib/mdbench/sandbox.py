@@ -22,8 +22,10 @@ under a :class:`Confinement`:
 * **Resources.** A CPU set (cpuset cgroup where writable, else ``sched_setaffinity``), a wall-clock timeout
   (SIGTERM to every process of the tree, SIGKILL after a grace period), CPU time and peak memory of the whole
   tree (cgroup v1 ``cpuacct``/``memory`` where writable, else ``getrusage`` of the reaped children), a memory
-  limit and a process-count limit (cgroup ``memory``/``pids``), a largest file size (``RLIMIT_FSIZE``), and
-  stdout/stderr files capped to their head and tail.
+  limit and a process-count limit (cgroup ``memory``/``pids``), a largest file size (``RLIMIT_FSIZE``),
+  stdout/stderr files capped to their head and tail, and a hard byte quota on the workdir
+  (``workdir_quota_mib``: a sparse ext4 image loop-mounted in the sandbox's mount namespace only, copied back
+  when the tree has ended; :mod:`mdbench.sandbox_quota`).
 * **Lifetime.** The supervisor dies with its caller (``PR_SET_PDEATHSIG``): a runner killed even with SIGKILL
   takes the tree with it after the grace period, and the supervisor then removes the cgroup folders and its
   ``/tmp/mdbench-sandbox-*`` folder. The spec file (which holds the command's environment) is deleted as soon as
@@ -62,6 +64,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any, Mapping, Sequence
 
+from mdbench import sandbox_quota  # imported before the mounts hide this installation
 from mdbench.errors import MdbenchError
 
 __all__ = ["Confinement", "SandboxResult", "ConfinedProcess", "SandboxError", "spawn_confined", "run_confined",
@@ -77,6 +80,8 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 #: Folders every confined tree gets as its own empty tmpfs when ``private_tmp`` (shared state between sessions).
 _PRIVATE_TMP = ("/tmp", "/dev/shm", "/var/tmp", "/run/lock")
 _CGROUP_CONTROLLERS = ("cpuacct", "memory", "cpuset", "pids")
+#: How often the fallback quota (no loop device) measures the workdir [s].
+_QUOTA_POLL_S = 1.0
 
 # Linux constants (include/uapi/linux/sched.h, mount.h, prctl.h).
 _CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
@@ -128,6 +133,13 @@ class Confinement:
     #: TCP ports bound on 127.0.0.1 inside the sandbox's network namespace; their listening sockets are handed
     #: to the caller (:attr:`ConfinedProcess.listeners`), who serves them from the host side.
     loopback_listen: tuple[int, ...] = ()
+    #: Hard byte quota of ``workdir`` [MiB] (None: none). As root with loop devices: the workdir becomes a sparse
+    #: ext4 image (``workdir_image``) loop-mounted in the sandbox's own mount namespace, copied back afterwards
+    #: (:mod:`mdbench.quota`); elsewhere ``RLIMIT_FSIZE`` of the quota per file. The result records which.
+    workdir_quota_mib: int | None = None
+    #: Where the quota image lives while the tree runs (hidden from the command; removed afterwards). Default:
+    #: ``.<workdir name>.quota.img`` beside the workdir.
+    workdir_image: Path | None = None
 
 
 @dataclass
@@ -317,6 +329,17 @@ class ConfinedProcess:
         #: listening sockets on the sandbox's loopback (``Confinement.loopback_listen``), port → socket
         self.listeners: dict[int, socket.socket] = {}
         self._sinks: list[_CappedSink] = []
+        #: the workdir's quota image while the tree runs (copied back and removed by ``_finish``)
+        self._image: Path | None = None
+        self._image_names: list[str] = []
+
+    @property
+    def workdir_view(self) -> Path:
+        """The workdir as the command sees it, readable by the caller while the tree runs (with a quota image
+        it is mounted only in the sandbox's namespace: ``/proc/<supervisor>/root/<workdir>``)."""
+        if self._image is None or self._result is not None:
+            return Path(self.conf.workdir)
+        return Path(f"/proc/{self.popen.pid}/root") / Path(self.conf.workdir).relative_to("/")
 
     @property
     def stdin(self) -> IO[str] | None:
@@ -388,6 +411,11 @@ class ConfinedProcess:
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu = (r1.ru_utime - self._rusage0.ru_utime) + (r1.ru_stime - self._rusage0.ru_stime)
             peak = r1.ru_maxrss / 1024.0  # kB → MiB; the largest reaped child, a lower bound for the tree
+        if self._image is not None:
+            self._copy_back()
+        if report.get("workspace_quota_exceeded_bytes"):
+            quota = self.method.setdefault("limits", {}).get("workspace_quota") or {}
+            quota.update(quota_reached=True, used_bytes=int(report["workspace_quota_exceeded_bytes"]))
         if "exit_code" in report:
             code = report["exit_code"]  # the command's own status (128 + signal when a signal ended it)
         elif code is not None and code < 0:
@@ -417,6 +445,18 @@ class ConfinedProcess:
                                      peak_memory_mib=None if peak is None else round(peak, 1),
                                      stragglers_killed=stragglers, method=dict(self.method))
         return self._result
+
+    def _copy_back(self) -> None:
+        """The quota image's tree into the workdir, usage into ``limits["workspace_quota"]``; the image goes."""
+        image, self._image = self._image, None
+        skip = tuple(p.name for p in self.conf.readonly if Path(p).parent == Path(self.conf.workdir))
+        try:
+            info = sandbox_quota.copy_out(image, Path(self.conf.workdir), skip, tuple(self._image_names))
+        finally:
+            _unlink_quiet(image)
+        quota = self.method.setdefault("limits", {}).setdefault("workspace_quota", {}) or {}
+        quota.update(info)
+        self.method["limits"]["workspace_quota"] = quota
 
     def _read_report(self) -> dict[str, Any]:
         try:
@@ -548,17 +588,71 @@ def spawn_confined(argv: Sequence[str], conf: Confinement, *, stdin: Any = None,
         raise SandboxError("spawn_confined: empty command")
     _check_paths(conf)
     caps = capabilities()
-    root = caps["root"]
     isolate = bool(caps.get("namespaces"))
     if conf.loopback_listen and (not isolate or conf.network):
         raise SandboxError("loopback_listen needs the sandbox's own network namespace (network=False, and "
                            f"namespaces here: {caps.get('namespace_error', 'available')})")
-    uid_gid = ensure_user(conf.user) if (root and conf.user) else None
-    private_ipc = isolate and conf.private_ipc and caps.get("ipc_namespace", True)
+    uid_gid = ensure_user(conf.user) if (caps["root"] and conf.user) else None
+    private_ipc = bool(isolate and conf.private_ipc and caps.get("ipc_namespace", True))
+    method = _method(conf, caps, uid_gid, isolate, private_ipc)
+    if uid_gid:
+        for p in ((conf.workdir,) if conf.chown_workdir else ()) + tuple(conf.writable):
+            os.chown(p, *uid_gid)
+    cgroups = (_Cgroups(conf.tag, conf.cpus, conf.memory_mib, conf.pids_max)
+               if (caps["root"] and caps.get("cgroup")) else None)
+    method["cgroup"] = bool(cgroups and cgroups.dirs)
+    if cgroups is not None:
+        method["limits"].update(cgroups.limits)
+    image, image_names = _prepare_quota(conf, isolate, uid_gid, method["limits"])
+    report_dir = Path(tempfile.mkdtemp(prefix="mdbench-sandbox-"))
+    spec_path = _write_spec(argv, conf, method, report_dir, uid_gid=uid_gid, isolate=isolate, cgroups=cgroups,
+                            image=image)
+    flags = (_CLONE_NEWNS | _CLONE_NEWPID | (0 if conf.network else _CLONE_NEWNET)
+             | (_CLONE_NEWIPC | _CLONE_NEWUTS if private_ipc else 0) | (0 if caps["root"] else _CLONE_NEWUSER))
+    ports = tuple(int(p) for p in conf.loopback_listen)
+    handoff = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) if ports else None
+    enter = _child_setup(flags, isolate=isolate, root=caps["root"], cgroups=cgroups, handoff=handoff, ports=ports)
+    files: list[IO] = []
+    sinks: list[_CappedSink] = []
+    cap = conf.output_cap_bytes
+    streams = [_open_capped(stdout, cap, files, sinks) if cap else _open_stream(stdout, "w", files),
+               _open_capped(stderr, cap, files, sinks) if cap else _open_stream(stderr, "w", files)]
+    rusage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    supervisor_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": _package_parent(),
+                      "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
+    try:
+        popen = subprocess.Popen(
+            [sys.executable, "-s", "-m", "mdbench.sandbox", str(spec_path)],
+            stdin=_open_stream(stdin, "r", files), stdout=streams[0], stderr=streams[1], env=supervisor_env,
+            preexec_fn=enter, close_fds=True, text=True,
+            bufsize=1 if (stdin is subprocess.PIPE or stdout is subprocess.PIPE) else -1)
+    except BaseException:
+        shutil.rmtree(report_dir, ignore_errors=True)
+        if cgroups is not None:
+            cgroups.remove()
+        if image is not None:
+            _unlink_quiet(image)
+        for sink in sinks:
+            sink.abandon()
+        raise
+    finally:
+        for sink in sinks:
+            sink.close_writer()  # the supervisor holds the write end now
+    proc = ConfinedProcess(popen, conf, method, cgroups, started, rusage0, files, report_dir / "report.json")
+    proc.listeners = _receive_listeners(handoff, ports, popen) if handoff is not None else {}
+    proc._sinks = sinks
+    proc._image, proc._image_names = image, image_names
+    return proc
+
+
+def _method(conf: Confinement, caps: dict[str, Any], uid_gid: tuple[int, int] | None, isolate: bool,
+            private_ipc: bool) -> dict[str, Any]:
+    """What the confinement applies (``SandboxResult.method``), ``limits`` included (cgroups add theirs)."""
+    tmp = isolate and conf.private_tmp
     limits: dict[str, Any] = {
-        "tmp_size_mib": conf.tmp_size_mib if (isolate and conf.private_tmp) else None,
-        "shm_size_mib": conf.shm_size_mib if (isolate and conf.private_tmp) else None,
-        "private_paths": list(_PRIVATE_TMP) if (isolate and conf.private_tmp) else [],
+        "tmp_size_mib": conf.tmp_size_mib if tmp else None, "shm_size_mib": conf.shm_size_mib if tmp else None,
+        "private_paths": list(_PRIVATE_TMP) if tmp else [],
         "file_size_max_mib": conf.file_size_max_mib, "output_cap_bytes": conf.output_cap_bytes,
         "memory_mib": None, "pids_max": None,
     }
@@ -566,32 +660,62 @@ def spawn_confined(argv: Sequence[str], conf: Confinement, *, stdin: Any = None,
         "isolation": "namespaces" if isolate else "none",
         "user": conf.user if uid_gid else None, "uid": uid_gid[0] if uid_gid else os.geteuid(),
         "pid_namespace": isolate, "mount_namespace": isolate, "network_namespace": isolate and not conf.network,
-        "ipc_namespace": bool(private_ipc), "uts_namespace": bool(private_ipc),
-        "user_namespace": isolate and not root, "cpus": list(conf.cpus) if conf.cpus is not None else None,
+        "ipc_namespace": private_ipc, "uts_namespace": private_ipc,
+        "user_namespace": isolate and not caps["root"], "cpus": list(conf.cpus) if conf.cpus is not None else None,
         "hidden": [str(p) for p in _hidden_list(conf)], "readonly": [str(p) for p in conf.readonly],
         "loopback_listen": list(conf.loopback_listen), "limits": limits,
     }
     if not isolate:
         method["why_not"] = caps.get("namespace_error", "namespaces unavailable")
-    if uid_gid:
-        for p in ((conf.workdir,) if conf.chown_workdir else ()) + tuple(conf.writable):
-            os.chown(p, *uid_gid)
-    cgroups = (_Cgroups(conf.tag, conf.cpus, conf.memory_mib, conf.pids_max)
-               if (root and caps.get("cgroup")) else None)
-    method["cgroup"] = bool(cgroups and cgroups.dirs)
-    if cgroups is not None:
-        limits.update(cgroups.limits)
-    report_dir = Path(tempfile.mkdtemp(prefix="mdbench-sandbox-"))
-    report_path = report_dir / "report.json"
+    return method
+
+
+def _prepare_quota(conf: Confinement, isolate: bool, uid_gid: tuple[int, int] | None,
+                   limits: dict[str, Any]) -> tuple[Path | None, list[str]]:
+    """The workdir's quota image (loop mount), or the per-file ``RLIMIT_FSIZE`` fallback; recorded in
+    ``limits["workspace_quota"]``. Returns the image path (None without one) and the names copied into it."""
+
+    if conf.workdir_quota_mib is None:
+        limits["workspace_quota"] = None
+        return None, []
+    quota = int(conf.workdir_quota_mib)
+    ok, why = sandbox_quota.available()
+    if ok and not isolate:
+        ok, why = False, "no mount namespace of the sandbox's own"
+    if not ok:
+        limits["workspace_quota"] = {"method": "poll_and_rlimit_fsize", "quota_mib": quota, "why_not_loop": why,
+                                     "poll_s": _QUOTA_POLL_S, "enforced": "each file by RLIMIT_FSIZE; the total by a "
+                                     "poll that ends the tree (it may overshoot between polls)"}
+        return None, []
+    image = Path(conf.workdir_image) if conf.workdir_image else sandbox_quota.default_image(Path(conf.workdir))
+    try:
+        names = sandbox_quota.make_image(image, quota, Path(conf.workdir), uid_gid)
+    except OSError as exc:
+        raise SandboxError(f"cannot make the workspace quota image {image}: {exc}") from None
+    limits["workspace_quota"] = {"method": "loop_ext4", "quota_mib": quota, "image": str(image)}
+    return image, names
+
+
+def _write_spec(argv: Sequence[str], conf: Confinement, method: dict[str, Any], report_dir: Path, *,
+                uid_gid: tuple[int, int] | None, isolate: bool, cgroups: _Cgroups | None,
+                image: Path | None) -> Path:
+    """``report_dir/spec.json`` for the supervisor (0600; it holds the env and is deleted once read)."""
+    quota = method["limits"].get("workspace_quota") or {}
+    fsize = conf.file_size_max_mib
+    if quota.get("method") == "poll_and_rlimit_fsize":
+        fsize = min(x for x in (fsize, quota["quota_mib"]) if x is not None)
+        method["limits"]["file_size_max_mib"] = fsize
     spec = {"argv": list(argv), "workdir": str(conf.workdir), "env": dict(conf.env),
             "readonly": [str(p) for p in conf.readonly], "writable": [str(p) for p in conf.writable],
             "hidden": method["hidden"], "private_tmp": conf.private_tmp, "network": conf.network,
-            "tmp_size_mib": conf.tmp_size_mib, "shm_size_mib": conf.shm_size_mib,
-            "file_size_max_mib": conf.file_size_max_mib,
+            "tmp_size_mib": conf.tmp_size_mib, "shm_size_mib": conf.shm_size_mib, "file_size_max_mib": fsize,
             "cpus": list(conf.cpus) if conf.cpus is not None else None,
-            "uid_gid": list(uid_gid) if uid_gid else None, "isolate": isolate, "report": str(report_path),
-            "grace_s": conf.grace_s, "caller_pid": os.getpid(),
+            "uid_gid": list(uid_gid) if uid_gid else None, "isolate": isolate,
+            "report": str(report_dir / "report.json"), "grace_s": conf.grace_s, "caller_pid": os.getpid(),
             "cgroups": [str(d) for d in cgroups.dirs.values()] if cgroups else [],
+            "quota_image": None if image is None else str(image),
+            "quota_poll_bytes": (quota["quota_mib"] * 2**20 if quota.get("method") == "poll_and_rlimit_fsize"
+                                 else None),
             # the supervisor's own backstop: the tree ends even if the caller's clock never fires
             "deadline_s": None if conf.timeout_s is None else float(conf.timeout_s) + conf.grace_s + 5.0}
     spec_path = report_dir / "spec.json"
@@ -599,10 +723,12 @@ def spawn_confined(argv: Sequence[str], conf: Confinement, *, stdin: Any = None,
     with os.fdopen(fd, "w") as fh:
         fh.write(json.dumps(spec))
     os.chmod(report_dir, 0o700)
-    flags = (_CLONE_NEWNS | _CLONE_NEWPID | (0 if conf.network else _CLONE_NEWNET)
-             | (_CLONE_NEWIPC | _CLONE_NEWUTS if private_ipc else 0) | (0 if root else _CLONE_NEWUSER))
-    ports = tuple(int(p) for p in conf.loopback_listen)
-    handoff = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) if ports else None
+    return spec_path
+
+
+def _child_setup(flags: int, *, isolate: bool, root: bool, cgroups: _Cgroups | None,
+                 handoff: tuple[socket.socket, socket.socket] | None, ports: tuple[int, ...]) -> Any:
+    """The supervisor's ``preexec_fn``: new session, parent-death signal, cgroups, namespaces, loopback ports."""
     in_main_thread = threading.current_thread() is threading.main_thread()
 
     def enter() -> None:  # runs in the child between fork and exec
@@ -623,48 +749,30 @@ def spawn_confined(argv: Sequence[str], conf: Confinement, *, stdin: Any = None,
                 for sk in socks:
                     sk.close()
 
-    files: list[IO] = []
-    sinks: list[_CappedSink] = []
-    cap = conf.output_cap_bytes
-    streams = [_open_capped(stdout, cap, files, sinks) if cap else _open_stream(stdout, "w", files),
-               _open_capped(stderr, cap, files, sinks) if cap else _open_stream(stderr, "w", files)]
-    rusage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.monotonic()
-    supervisor_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": _package_parent(),
-                      "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
+    return enter
+
+
+def _receive_listeners(handoff: tuple[socket.socket, socket.socket], ports: tuple[int, ...],
+                       popen: subprocess.Popen) -> dict[int, socket.socket]:
+    """The listening sockets the supervisor bound on the sandbox's loopback, port → socket."""
     try:
-        popen = subprocess.Popen(
-            [sys.executable, "-s", "-m", "mdbench.sandbox", str(spec_path)],
-            stdin=_open_stream(stdin, "r", files), stdout=streams[0], stderr=streams[1], env=supervisor_env,
-            preexec_fn=enter, close_fds=True, text=True,
-            bufsize=1 if (stdin is subprocess.PIPE or stdout is subprocess.PIPE) else -1)
-    except BaseException:
-        shutil.rmtree(report_dir, ignore_errors=True)
-        if cgroups is not None:
-            cgroups.remove()
-        for sink in sinks:
-            sink.abandon()
-        raise
+        handoff[0].settimeout(30)
+        _msg, fds, _flags, _addr = socket.recv_fds(handoff[0], 1024, len(ports))
+        return {port: socket.socket(fileno=fd) for port, fd in zip(ports, fds)}
+    except OSError as exc:
+        popen.kill()
+        popen.wait()
+        raise SandboxError(f"could not bind the sandbox's loopback ports {list(ports)}: {exc}") from None
     finally:
-        for sink in sinks:
-            sink.close_writer()  # the supervisor holds the write end now
-    listeners: dict[int, socket.socket] = {}
-    if handoff is not None:
-        try:
-            handoff[0].settimeout(30)
-            _msg, fds, _flags, _addr = socket.recv_fds(handoff[0], 1024, len(ports))
-            listeners = {port: socket.socket(fileno=fd) for port, fd in zip(ports, fds)}
-        except OSError as exc:
-            popen.kill()
-            popen.wait()
-            raise SandboxError(f"could not bind the sandbox's loopback ports {list(ports)}: {exc}") from None
-        finally:
-            handoff[0].close()
-            handoff[1].close()
-    proc = ConfinedProcess(popen, conf, method, cgroups, started, rusage0, files, report_path)
-    proc.listeners = listeners
-    proc._sinks = sinks
-    return proc
+        handoff[0].close()
+        handoff[1].close()
+
+
+def _unlink_quiet(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def run_confined(argv: Sequence[str], conf: Confinement, *, stdout: Any = None, stderr: Any = None,
@@ -736,7 +844,9 @@ def _prepare_mounts(spec: dict[str, Any]) -> None:
                                       + [(p, "writable") for p in [spec["workdir"], *spec["writable"]]])
     if spec["private_tmp"]:
         entries.extend((p, "tmp") for p in _PRIVATE_TMP)
+    entries = list(dict.fromkeys(entries))  # the workdir may be listed as writable too: mounted once
     fds = {p: os.open(p, _O_PATH) for p, kind in entries if kind in ("readonly", "writable")}
+    image_fd = spec.get("_image_fd")
     covered: list[str] = []  # tmpfs we made (read-only at the end)
     for path, kind in sorted(entries, key=lambda e: (len(Path(e[0]).parts), e[1] != "tmp")):
         if kind in ("hidden", "tmp"):
@@ -759,6 +869,9 @@ def _prepare_mounts(spec: dict[str, Any]) -> None:
                 covered.append(path)
         else:
             _ensure_mountpoint(path, os.path.isdir(f"/proc/self/fd/{fds[path]}"))
+            if image_fd is not None and path == spec["workdir"]:
+                sandbox_quota.mount_image(image_fd, path)  # the quota: the workdir is the image, in this namespace only
+                continue
             _mount(f"/proc/self/fd/{fds[path]}", path, None, _MS_BIND | _MS_REC)
             if kind == "readonly":
                 _mount("none", path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _kept_flags(path))
@@ -932,30 +1045,18 @@ def _supervise(spec_path: str) -> int:
 
     The spec is deleted as soon as it is read (it holds the command's environment). If the caller dies (its
     SIGTERM through ``PR_SET_PDEATHSIG``, or a poll of the parent id for callers that spawned from a thread),
-    the tree is ended with its grace period and this process removes the cgroup folders and the report folder
-    itself, since nobody is left to read them.
+    the tree is ended with its grace period and this process removes the cgroup folders, the quota image and
+    the report folder itself, since nobody is left to read them.
     """
-    spec = json.loads(Path(spec_path).read_text())
-    try:
-        os.unlink(spec_path)
-    except OSError:
-        pass
+    spec = _read_spec(spec_path)
     report_fd = os.open(spec["report"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # before /tmp is covered
-    folder = os.path.dirname(spec["report"])
-    spec["_folder_fds"] = (os.open(folder, os.O_RDONLY | os.O_DIRECTORY),
-                           os.open(os.path.dirname(folder), os.O_RDONLY | os.O_DIRECTORY))
     try:
-        if spec["isolate"]:
-            _prepare_mounts(spec)
-            if not spec["network"]:
-                _loopback_up()
-            try:
-                socket.sethostname("mdbench-sandbox")
-            except OSError:
-                pass  # no UTS namespace of our own: leave the host's name alone (it failed, nothing changed)
+        _confine_self(spec)
     except OSError as exc:
         os.write(report_fd, json.dumps({"setup_error": str(exc)}).encode())
         sys.stderr.write(f"mdbench sandbox: could not confine the process: {exc}\n")
+        if os.getppid() != spec.get("caller_pid"):
+            _orphan_cleanup(spec)
         return 126
     read_fd, write_fd = os.pipe()
     reaper = os.fork()  # with a new PID namespace, this child is its process 1
@@ -963,7 +1064,59 @@ def _supervise(spec_path: str) -> int:
         os.close(read_fd)
         _reaper(spec, write_fd)
     os.close(write_fd)
-    state = {"caller_gone": False, "ended": False}
+    caller_gone, status = _watch_reaper(spec, reaper)
+    data = b""
+    while chunk := os.read(read_fd, 65536):
+        data += chunk
+    info = json.loads(data) if data else {"exit_code": None, "stragglers": 0,
+                                          "reaper_status": os.waitstatus_to_exitcode(status)}
+    if spec.get("_quota_exceeded_bytes"):
+        info["workspace_quota_exceeded_bytes"] = spec["_quota_exceeded_bytes"]
+    os.write(report_fd, json.dumps(info).encode())
+    os.close(report_fd)
+    if caller_gone or os.getppid() != spec.get("caller_pid"):
+        _orphan_cleanup(spec)
+    code = info["exit_code"]
+    return code if isinstance(code, int) and 0 <= code < 256 else 1
+
+
+def _read_spec(spec_path: str) -> dict[str, Any]:
+    """The spec (deleted at once), with descriptors of the folders to clean up opened before any mount."""
+    spec = json.loads(Path(spec_path).read_text())
+    try:
+        os.unlink(spec_path)
+    except OSError:
+        pass
+    folder = os.path.dirname(spec["report"])
+    spec["_folder_fds"] = (os.open(folder, os.O_RDONLY | os.O_DIRECTORY),
+                           os.open(os.path.dirname(folder), os.O_RDONLY | os.O_DIRECTORY))
+    if spec.get("quota_image"):
+        image = spec["quota_image"]
+        spec["_image_fd"] = os.open(image, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        spec["_image_dir_fd"] = os.open(os.path.dirname(image), os.O_RDONLY | os.O_DIRECTORY)
+    return spec
+
+
+def _confine_self(spec: dict[str, Any]) -> None:
+    """Mounts, loopback, host name (this process is already in the new namespaces)."""
+    if spec["isolate"]:
+        _prepare_mounts(spec)
+        if not spec["network"]:
+            _loopback_up()
+        try:
+            socket.sethostname("mdbench-sandbox")
+        except OSError:
+            pass  # no UTS namespace of our own: leave the host's name alone (it failed, nothing changed)
+    if spec.get("_image_fd") is not None:
+        os.close(spec.pop("_image_fd"))  # the mount holds the loop device now
+
+
+def _watch_reaper(spec: dict[str, Any], reaper: int) -> tuple[bool, int]:
+    """Wait for the reaper; end its tree when the caller goes or the backstop deadline passes.
+
+    Returns (whether the caller went away, the reaper's wait status).
+    """
+    state = {"caller_gone": False, "ended": False, "polled": 0.0}
     started = time.monotonic()
 
     def end_tree(*_: Any) -> None:
@@ -985,6 +1138,12 @@ def _supervise(spec_path: str) -> int:
             end_tree()
         elif spec.get("deadline_s") is not None and time.monotonic() - started > spec["deadline_s"]:
             end_tree()
+        elif spec.get("quota_poll_bytes") and time.monotonic() - state["polled"] >= _QUOTA_POLL_S:
+            state["polled"] = time.monotonic()
+            used = _bytes_used(spec["workdir"], spec["quota_poll_bytes"])
+            if used > spec["quota_poll_bytes"]:
+                spec["_quota_exceeded_bytes"] = used
+                end_tree()
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, on_term)
@@ -997,17 +1156,36 @@ def _supervise(spec_path: str) -> int:
         except InterruptedError:
             continue
     signal.setitimer(signal.ITIMER_REAL, 0)
-    data = b""
-    while chunk := os.read(read_fd, 65536):
-        data += chunk
-    info = json.loads(data) if data else {"exit_code": None, "stragglers": 0,
-                                          "reaper_status": os.waitstatus_to_exitcode(status)}
-    os.write(report_fd, json.dumps(info).encode())
-    os.close(report_fd)
-    if state["caller_gone"] or os.getppid() != spec.get("caller_pid"):
-        _orphan_cleanup(spec)
-    code = info["exit_code"]
-    return code if isinstance(code, int) and 0 <= code < 256 else 1
+    return state["caller_gone"], status
+
+
+def _bytes_used(root: str, limit: int, max_entries: int = 1_000_000) -> int:
+    """Bytes allocated under ``root`` (a hard-linked file once, links not followed); stops past ``limit``.
+
+    More than ``max_entries`` entries counts as over the quota (a flood of empty files is a disk attack too)."""
+    total, seen, entries = 0, set(), 0
+    stack = [root]
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                entries += 1
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) in seen:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+                if total > limit or entries > max_entries:
+                    return max(total, limit + 1)
+    return total
 
 
 def _orphan_cleanup(spec: dict[str, Any]) -> None:
@@ -1031,6 +1209,11 @@ def _orphan_cleanup(spec: dict[str, Any]) -> None:
             if _rmdir_quiet(Path(d)):
                 break
             time.sleep(0.02)
+    if spec.get("_image_dir_fd") is not None:  # nobody will copy the workspace back: the image goes
+        try:
+            os.unlink(os.path.basename(spec["quota_image"]), dir_fd=spec["_image_dir_fd"])
+        except OSError:
+            pass
     # the report folder was made before our mount namespace covered /tmp: reach it through descriptors opened
     # before the mounts (the folder holds only report.json; spec.json is gone already)
     folder_fd, parent_fd = spec["_folder_fds"]

@@ -103,3 +103,15 @@ def processes_of(user: str) -> list[int]:
             except FileNotFoundError:
                 pass
     return out
+
+
+def seen_by(user: str, path: Path) -> bool:
+    """``path`` exists as the processes of ``user`` see it (the workspace is a quota image mounted in the
+    sandbox's own namespace while the agent runs: read through ``/proc/<pid>/root``)."""
+    for pid in processes_of(user):
+        try:
+            if os.path.lexists(f"/proc/{pid}/root{Path(path).absolute()}"):
+                return True
+        except OSError:
+            continue
+    return False

@@ -63,6 +63,8 @@ def prepare_cmd(preset: str, out: Path, bundle_dir: Path | None, config: tuple[s
               help="Memory limit of the agent's whole tree [MiB] (default min(32768, 3/4 of RAM); 0: none).")
 @click.option("--pids-max", type=int, default=4096, show_default=True, help="Most processes at once (0: no limit).")
 @click.option("--tmp-size-mib", type=int, default=2048, show_default=True, help="Size of the agent's private /tmp.")
+@click.option("--workspace-quota-gib", type=float, default=32.0, show_default=True,
+              help="Hard disk quota of the agent's workspace [GiB] (a sparse loop-mounted image as root; 0: none).")
 @click.option("--env", "env", multiple=True, help="Pass KEY=VALUE (or KEY from this shell) to the agent.")
 @click.option("--expose", multiple=True, type=click.Path(path_type=Path, exists=True),
               help="Extra path the agent may read (read-only), e.g. the agent's own code.")
@@ -84,7 +86,7 @@ def prepare_cmd(preset: str, out: Path, bundle_dir: Path | None, config: tuple[s
               help="Print elapsed time and ns charged every so many seconds (default 60 on a terminal).")
 def run_cmd(ep: Path, agent: str | None, harness: str | None, model: str | None, endpoint: str | None,
             reasoning: str | None, timeout_min: float | None, grace_s: float | None, threads: int | None, gpus: str,
-            memory_mib: int | None, pids_max: int, tmp_size_mib: int,
+            memory_mib: int | None, pids_max: int, tmp_size_mib: int, workspace_quota_gib: float,
             env: tuple[str, ...], expose: tuple[Path, ...], hide: tuple[Path, ...], network: str | None,
             as_caller: bool, allow_unconfined: bool, force: bool, no_reanalysis: bool, adjudication: Path | None,
             progress_s: float | None, cpus: str | None, user: str | None, max_tokens: int | None,
@@ -102,7 +104,8 @@ def run_cmd(ep: Path, agent: str | None, harness: str | None, model: str | None,
                       reanalysis=not no_reanalysis, adjudication=adjudication,
                       progress_s=progress_s if progress_s is not None else (60.0 if sys.stderr.isatty() else None),
                       cpus=parse_cpus(cpus) if cpus else None, user=user or AGENT_USER, memory_mib=memory_mib,
-                      pids_max=pids_max, tmp_size_mib=tmp_size_mib, harness=harness, model=model,
+                      pids_max=pids_max, tmp_size_mib=tmp_size_mib,
+                      workspace_quota_mib=int(round(workspace_quota_gib * 1024)), harness=harness, model=model,
                       endpoint=endpoint, reasoning=reasoning, max_tokens=max_tokens, max_usd=max_usd,
                       endpoint_api=endpoint_api)
     res = run_episode(ep, agent, opts)

@@ -4,7 +4,8 @@
 directory it must write) through :mod:`mdbench.sandbox`: an unprivileged user (when the runner is root),
 mount/PID/network/IPC/UTS namespaces, everything of ``EP/`` but the workspace hidden, ``agent_input/`` and
 ``PROMPT.md`` read-only, private ``/tmp``, ``/dev/shm``, ``/var/tmp`` and ``/run/lock``, a CPU set of
-``threads`` cores, memory and process limits, a complete environment built here (nothing of the caller's leaks
+``threads`` cores, memory and process limits, a hard disk quota on the workspace (a sparse ext4 image
+``EP/.workspace.img`` mounted in the agent's namespace only, copied back afterwards), a complete environment built here (nothing of the caller's leaks
 in but what ``env`` names), and a wall-clock timeout that ends the whole process tree (SIGTERM, then SIGKILL
 after the grace period). The agent sees the *agent toolchain* (:mod:`mdbench.episode.toolchain`), never this
 installation; the reference agents get the installation through an explicit, recorded exposure.
@@ -58,11 +59,16 @@ REFERENCE_AGENTS = {"oracle": "mdbench-oracle", "null": "mdbench-null-agent", "b
 #: Network modes: none (loopback only), model-only (loopback plus the harness's model port), host.
 NETWORK_MODES = ("none", "model-only", "host")
 #: Files of an earlier run moved to ``previous/<n>/`` by ``--force`` (the workspace too).
-RUN_FILES = (RESULT_JSON, "agent", "audit", "integrity", "home", "workspace", "llm", "trajectory.json")
+RUN_FILES = (RESULT_JSON, "agent", "audit", "integrity", "home", "workspace", ".workspace.img", "llm",
+             "trajectory.json")
 #: Default limits of the agent's tree (the sandbox records what it applied).
 DEFAULT_PIDS_MAX = 4096
 DEFAULT_TMP_SIZE_MIB = 2048
 DEFAULT_OUTPUT_CAP_BYTES = 8 * 1024 * 1024
+#: The workspace's hard byte quota [MiB] (a sparse image: only what the agent writes takes host disk).
+DEFAULT_WORKSPACE_QUOTA_MIB = 32 * 1024
+#: Where the workspace's quota image lives while the agent runs (``EP/``, hidden from the agent).
+WORKSPACE_IMAGE = ".workspace.img"
 HARNESS_INSTALL_HINT = "bash scripts/agent_harnesses.sh   (installs the harness CLIs; lib/mdbench/episode/harnesses.py)"
 
 
@@ -99,6 +105,7 @@ class RunOptions:
     pids_max: int = DEFAULT_PIDS_MAX
     tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB
     output_cap_bytes: int = DEFAULT_OUTPUT_CAP_BYTES
+    workspace_quota_mib: int = DEFAULT_WORKSPACE_QUOTA_MIB  # 0: no quota
     harness: str | None = None
     model: str | None = None
     endpoint: str | None = None
@@ -361,7 +368,9 @@ def confinement_for(ep: Episode, opts: RunOptions, env: dict[str, str], cpus: li
         user=None if opts.as_caller else opts.user, private_tmp=True, minimal_root=True,
         timeout_s=timeout_s, grace_s=grace_s, tag="episode",
         private_ipc=True, memory_mib=memory, pids_max=opts.pids_max or None, tmp_size_mib=opts.tmp_size_mib,
-        output_cap_bytes=opts.output_cap_bytes, loopback_listen=tuple(loopback_listen))
+        output_cap_bytes=opts.output_cap_bytes, loopback_listen=tuple(loopback_listen),
+        workdir_quota_mib=opts.workspace_quota_mib or None,
+        workdir_image=(ep.root.resolve() / WORKSPACE_IMAGE) if opts.workspace_quota_mib else None)
     supported = _supported(Confinement)
     unsupported = sorted(k for k, v in kwargs.items() if k not in supported and v not in (None, (), False))
     if "loopback_listen" in unsupported:
@@ -380,7 +389,8 @@ def requested_limits(opts: RunOptions) -> dict[str, Any]:
     supported = _supported(Confinement)
     memory = default_memory_mib() if opts.memory_mib is None else (opts.memory_mib or None)
     asked = {"memory_mib": memory, "pids_max": opts.pids_max or None, "tmp_size_mib": opts.tmp_size_mib,
-             "output_cap_bytes": opts.output_cap_bytes, "private_ipc": True}
+             "output_cap_bytes": opts.output_cap_bytes, "private_ipc": True,
+             "workspace_quota_mib": opts.workspace_quota_mib or None}
     return {**asked, "not_supported_by_sandbox": sorted(k for k in asked if k not in supported)}
 
 
@@ -434,16 +444,16 @@ class _Ticker(threading.Thread):
     """Progress lines from a daemon thread: a tick that blocks (a slow terminal, a huge ledger) never delays
     the wall-clock limit, which the main thread enforces."""
 
-    def __init__(self, ep: Episode, every_s: float, timeout_min: float):
+    def __init__(self, workspace: Path, every_s: float, timeout_min: float):
         super().__init__(daemon=True, name="episode-progress")
-        self.ep, self.every_s, self.timeout_min = ep, every_s, timeout_min
+        self.workspace, self.every_s, self.timeout_min = workspace, every_s, timeout_min
         self.stop = threading.Event()
         self.started_at = time.monotonic()
 
     def run(self) -> None:
         while not self.stop.wait(self.every_s):
             try:
-                ns = collect.ns_charged(self.ep.workspace, max_bytes=4 * 1024 * 1024)["total_ns"]
+                ns = collect.ns_charged(self.workspace, max_bytes=4 * 1024 * 1024)["total_ns"]
             except Exception:  # noqa: BLE001 — a progress line is never worth an error
                 ns = None
             elapsed = time.monotonic() - self.started_at
@@ -480,7 +490,8 @@ def _launch(ep: Episode, argv: list[str], opts: RunOptions, env: dict[str, str],
                            writable=writable, loopback_listen=tuple(getattr(harness, "loopback_listen", ()) or ()))
     prepared_s = time.perf_counter() - t0
     proc = spawn_confined(argv, conf, stdout=logs / "stdout.log", stderr=logs / "stderr.log")
-    ticker = _Ticker(ep, opts.progress_s, timeout_min) if opts.progress_s else None
+    view = getattr(proc, "workdir_view", ep.workspace)  # the quota image is mounted in the sandbox only
+    ticker = _Ticker(view, opts.progress_s, timeout_min) if opts.progress_s else None
     interrupted: str | None = None
     try:
         if harness is not None:
@@ -527,36 +538,39 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def run_episode(path: str | Path, agent: str | None, opts: RunOptions | None = None) -> dict[str, Any]:
-    """Run ``agent`` (or the harness of ``opts.harness``) on the episode at ``path``; write and return
-    ``result.json`` (see the module docstring).
+@dataclass
+class _Plan:
+    """What :func:`run_episode` checked before anything is written: the agent, its limits and the machine's."""
 
-    Raises
-    ------
-    InputError
-        Not an episode folder; a finished run without ``force``; bad limits; isolation unavailable without
-        ``allow_unconfined``. Nothing is written then. Once the agent's folder exists, every outcome is a
-        ``result.json``.
-    """
-    from mdbench.sandbox import capabilities, ensure_user  # noqa: PLC0415
+    spec: str
+    argv: list[str]
+    reference: bool
+    mode: str
+    caps: dict[str, Any]
+    threads: int
+    cpus: list[int]
+    timeout_min: float
+    grace_s: float
 
-    t0 = time.perf_counter()
-    opts = opts or RunOptions()
-    ep = load_episode(path)
+
+def _agent_of(agent: str | None, opts: RunOptions) -> tuple[str, list[str], bool]:
+    """(spec, argv, reference) of the agent, or of the harness (its argv comes when it launches)."""
+    if opts.harness:
+        return agent or f"harness:{opts.harness}", [], False
+    if not agent:
+        raise InputError("give --agent (a command line, oracle, null or buggy:<kind>) or --harness NAME")
+    return agent, resolve_agent(agent), is_reference(agent)
+
+
+def _plan(ep: Episode, agent: str | None, opts: RunOptions) -> _Plan:
+    """Every check that refuses a run before its folder is touched (InputError, one line)."""
+    from mdbench.sandbox import capabilities  # noqa: PLC0415
+
     if os.path.lexists(ep.root / RESULT_JSON) or os.path.lexists(ep.root / "agent"):
         if not opts.force:
             raise InputError("this episode has already run; pass --force to run it again (the earlier run's "
                              "files and workspace move to previous/<n>/, nothing is deleted)", str(ep.root / RESULT_JSON))
-    if opts.harness:
-        spec = agent or f"harness:{opts.harness}"
-        argv: list[str] = []
-        reference = False
-    else:
-        if not agent:
-            raise InputError("give --agent (a command line, oracle, null or buggy:<kind>) or --harness NAME")
-        spec = agent
-        argv = resolve_agent(agent)
-        reference = is_reference(agent)
+    spec, argv, reference = _agent_of(agent, opts)
     mode = network_mode(opts)
     caps = capabilities()
     if not caps.get("namespaces") and not opts.allow_unconfined:
@@ -573,26 +587,52 @@ def run_episode(path: str | Path, agent: str | None, opts: RunOptions | None = N
         raise InputError(f"--timeout must be > 0 min and the grace period >= 0 s (got {timeout_min}, {grace_s})")
     if opts.memory_mib is not None and opts.memory_mib < 0 or opts.pids_max < 0 or opts.tmp_size_mib <= 0:
         raise InputError("--memory-mib and --pids-max must be >= 0 (0: no limit) and --tmp-size-mib > 0")
+    if opts.workspace_quota_mib < 0 or 0 < opts.workspace_quota_mib < 16:
+        raise InputError(f"--workspace-quota-gib: at least 16 MiB, or 0 for none (got {opts.workspace_quota_mib} MiB)")
+    return _Plan(spec, argv, reference, mode, caps, threads, cpus, timeout_min, grace_s)
+
+
+def _initial_result(ep: Episode, opts: RunOptions, plan: _Plan, tools: Toolchain, previous: int) -> dict[str, Any]:
+    """``result.json`` as written before the agent starts: status ``interrupted`` until the runner finishes."""
+    return {
+        "schema": RESULT_SCHEMA, "episode_id": ep.episode_id, "preset": ep.preset,
+        "configuration": ep.configuration, "status": "interrupted", "exit_code": None,
+        "reason": "the runner ended before the episode finished (killed); the agent's tree died with it",
+        "scored_as_candidate": True, "agent": {"spec": plan.spec, "argv": plan.argv, "reference": plan.reference},
+        "started_at": _now(), "finished_at": None, "wall_s": None, "cpu_s": None, "peak_memory_mib": None,
+        "score": None, "dimensions": None, "audit": {"error": "not audited: the runner did not finish"},
+        "agent_input_intact": None, "input_integrity": None, "stragglers_killed": None,
+        "previous_runs": previous, "toolchain": tools.to_json(),
+        "limits": {"timeout_min": plan.timeout_min, "grace_s": plan.grace_s, "threads": plan.threads,
+                   "cpus": plan.cpus, "md_budget_ns_per_case": ep.limits.md_budget_ns_per_case,
+                   "md_budget_ns_total": ep.limits.md_budget_ns_total, "network": plan.mode,
+                   "env_passed": sorted(opts.env), **requested_limits(opts)},
+    }
+
+
+def run_episode(path: str | Path, agent: str | None, opts: RunOptions | None = None) -> dict[str, Any]:
+    """Run ``agent`` (or the harness of ``opts.harness``) on the episode at ``path``; write and return
+    ``result.json`` (see the module docstring).
+
+    Raises
+    ------
+    InputError
+        Not an episode folder; a finished run without ``force``; bad limits; isolation unavailable without
+        ``allow_unconfined``. Nothing is written then. Once the agent's folder exists, every outcome is a
+        ``result.json``.
+    """
+    from mdbench.sandbox import ensure_user  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    opts = opts or RunOptions()
+    ep = load_episode(path)
+    plan = _plan(ep, agent, opts)
     previous = _archive_previous(ep) if opts.force and (os.path.lexists(ep.root / RESULT_JSON)
                                                          or os.path.lexists(ep.root / "agent")) else 0
     logs = ep.root / "agent"
     logs.mkdir()
-    tools = agent_toolchain(reference=reference)
-    started_at = _now()
-    result: dict[str, Any] = {
-        "schema": RESULT_SCHEMA, "episode_id": ep.episode_id, "preset": ep.preset,
-        "configuration": ep.configuration, "status": "interrupted", "exit_code": None,
-        "reason": "the runner ended before the episode finished (killed); the agent's tree died with it",
-        "scored_as_candidate": True, "agent": {"spec": spec, "argv": argv, "reference": reference},
-        "started_at": started_at, "finished_at": None, "wall_s": None, "cpu_s": None, "peak_memory_mib": None,
-        "score": None, "dimensions": None, "audit": {"error": "not audited: the runner did not finish"},
-        "agent_input_intact": None, "input_integrity": None, "stragglers_killed": None,
-        "previous_runs": previous, "toolchain": tools.to_json(),
-        "limits": {"timeout_min": timeout_min, "grace_s": grace_s, "threads": threads, "cpus": cpus,
-                   "md_budget_ns_per_case": ep.limits.md_budget_ns_per_case,
-                   "md_budget_ns_total": ep.limits.md_budget_ns_total, "network": mode,
-                   "env_passed": sorted(opts.env), **requested_limits(opts)},
-    }
+    tools = agent_toolchain(reference=plan.reference)
+    result = _initial_result(ep, opts, plan, tools, previous)
     if opts.harness:   # what was asked (flags; None = $MDBENCH_LLM_* or the default); result["harness"] has what applied
         result["limits"]["harness_requested"] = {"max_tokens": opts.max_tokens, "max_usd": opts.max_usd,
                                                  "endpoint_api": opts.endpoint_api}
@@ -600,10 +640,9 @@ def run_episode(path: str | Path, agent: str | None, opts: RunOptions | None = N
     old = {}
     if threading.current_thread() is threading.main_thread():
         old = {s: signal.signal(s, _raise_interrupted) for s in _HANDLED}
-    harness = None
     try:
-        _run_and_collect(ep, opts, spec, argv, reference, tools, threads, cpus, timeout_min, grace_s, logs, result,
-                         t0, ensure_user, caps)
+        _run_and_collect(ep, opts, plan.spec, plan.argv, plan.reference, tools, plan.threads, plan.cpus,
+                         plan.timeout_min, plan.grace_s, logs, result, t0, ensure_user, plan.caps)
     except (EpisodeInterrupted, KeyboardInterrupt) as exc:
         _ignore_signals()
         result.update(status="interrupted", reason=f"the runner was stopped ({exc or 'KeyboardInterrupt'}) after "
@@ -687,6 +726,7 @@ def _run_and_collect(ep: Episode, opts: RunOptions, spec: str, argv: list[str], 
                   isolation=sandbox.get("method") or {"isolation": "not_started"},
                   sandbox_limits=(sandbox.get("method") or {}).get("limits"),
                   stragglers_killed=sandbox["stragglers_killed"], sandbox_status=sandbox["status"])
+    _note_quota(result, (sandbox.get("method") or {}).get("limits") or {})
     integrity = check_integrity(ep)
     result.update(input_integrity=integrity, agent_input_intact=integrity["intact"])
     result.update(_costs(ep, opts, sandbox, logs, grace_s))
@@ -722,6 +762,23 @@ def _process_evidence(ep: Episode) -> dict[str, Any] | None:
         return write_process_evidence(ep.root, ep.root / "audit")
     except Exception as exc:  # noqa: BLE001 — evidence that cannot be read is recorded, never fatal
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def _note_quota(result: dict[str, Any], applied: dict[str, Any]) -> None:
+    """``workspace_quota`` of the result (what the sandbox applied and used); a full workspace is named in
+    ``reason`` (``workspace_quota_exceeded``) and ``limits_reached``, a failed copy-back in ``runner_error``."""
+    quota = applied.get("workspace_quota")
+    result["workspace_quota"] = quota
+    if not quota:
+        return
+    if quota.get("quota_reached"):
+        result["limits_reached"] = [*result.get("limits_reached", []), "workspace_quota"]
+        used = quota.get("used_bytes", 0) / 2**20
+        note = (f"workspace_quota_exceeded: the workspace reached its {quota['quota_mib']} MiB quota ({used:.0f} MiB "
+                f"used, {quota.get('inodes_free')} inodes free); writes past it failed")
+        result["reason"] = note if not result.get("reason") else f"{note}; {result['reason']}"
+    if quota.get("error"):
+        result["runner_error"] = quota["error"]
 
 
 def _costs(ep: Episode, opts: RunOptions, sandbox: dict[str, Any], logs: Path, grace_s: float) -> dict[str, Any]:

@@ -14,6 +14,9 @@ Modes (each records what it tried in ``attack.json`` in its working directory):
   a GROMACS log with a negative wall time on a GPU.
 * ``fabricate DIR`` — copy a fabricated run record (JSON, no MD) into the workspace and stop.
 * ``wait`` — write ``started`` and sleep (the runner gets killed meanwhile).
+* ``fill MIB big|many`` — try to write MIB MiB into the workspace as one big file, or as 8 KiB files; then a
+  sparse 1 TiB file and a file hard-linked 1,000 times; what each got is printed to stdout (the workspace
+  is full: attack.json cannot be written).
 """
 
 from __future__ import annotations
@@ -223,7 +226,39 @@ def wait():
     time.sleep(3600)
 
 
+def fill(mib: str, what: str):
+    total = int(mib) * 2**20
+    (WS / "small.bin").write_bytes(b"z" * 4096)
+    written = 0
+    try:
+        if what == "big":
+            with open(WS / "big.bin", "wb") as f:
+                while written < total:
+                    f.write(b"x" * 2**20)
+                    f.flush()
+                    written += 2**20
+        else:
+            (WS / "many").mkdir()
+            while written < total:
+                (WS / "many" / f"f{written // 8192}").write_bytes(b"y" * 8192)
+                written += 8192
+        REPORT[what] = f"ok: {written}"
+    except OSError as exc:
+        REPORT[what] = f"refused after {written} bytes: {exc.strerror}"
+    attempt("sparse", lambda: os.truncate(os.open(WS / "sparse.bin", os.O_WRONLY | os.O_CREAT), 2**40))
+    links = 0
+    for i in range(1000):
+        try:
+            os.link(WS / "small.bin", WS / f"link{i}")
+            links += 1
+        except OSError:
+            break
+    REPORT["links"] = links
+    print("FILL " + json.dumps(REPORT), flush=True)
+
+
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
     {"probe": probe, "crashfiles": crashfiles, "fifo-sleep": fifo_sleep, "stash": stash, "read-stash": read_stash,
-     "swarm": swarm, "fake-costs": fake_costs, "fabricate": fabricate, "wait": wait}[mode](*args)
+     "swarm": swarm, "fake-costs": fake_costs, "fabricate": fabricate, "wait": wait,
+     "fill": fill}[mode](*args)

@@ -22,7 +22,7 @@ from mdbench.episode import collect
 from mdbench.episode.agents import share_readable
 from mdbench.paths import PROJECT_ROOT
 
-from _episode_helpers import AGENT_PY, mdbench, needs_namespaces, needs_root, prepare, processes_of, run
+from _episode_helpers import AGENT_PY, mdbench, needs_namespaces, needs_root, prepare, processes_of, run, seen_by
 
 HERE = Path(__file__).resolve().parent
 ATTACKER = f"{AGENT_PY} {HERE / 'attacker.py'}"
@@ -231,9 +231,9 @@ def test_the_runner_killed_mid_episode_leaves_an_interrupted_result_and_nothing_
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     started = ep / "workspace" / "started"
     deadline = time.monotonic() + 120
-    while not started.exists() and time.monotonic() < deadline and proc.poll() is None:
+    while not seen_by(user, started) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
-    assert started.exists(), proc.communicate(timeout=30)
+    assert seen_by(user, started), proc.communicate(timeout=30)
     assert len(processes_of(user)) >= 21
     t_kill = time.monotonic()
     proc.send_signal(signum)
@@ -247,13 +247,83 @@ def test_the_runner_killed_mid_episode_leaves_an_interrupted_result_and_nothing_
             break
         time.sleep(0.1)
     assert os.listdir(tmpdir) == [] and _cgroups_of(proc.pid) == []
+    for _ in range(100):  # the workspace quota: its namespace is gone, so are its mount and its loop device
+        if not _loop_devices_of(ep) and not _mounts_under(ep) and not (ep / ".workspace.img").exists():
+            break
+        time.sleep(0.1)
+    assert _loop_devices_of(ep) == [] and _mounts_under(ep) == [], (_loop_devices_of(ep), _mounts_under(ep))
+    assert not (ep / ".workspace.img").exists()
     result = json.loads((ep / "result.json").read_text())
+    assert result["limits"]["workspace_quota_mib"] > 0
     assert result["status"] == "interrupted" and result["score"] is None
     if signum == signal.SIGTERM:
         assert proc.returncode == 130 and "SIGTERM" in result["reason"]
     (rec,) = agg.load_episodes([ep])  # never dropped: counted as 0
     assert rec.scored and agg.scores([rec])["composite"].tolist() == [0.0]
     assert any("scored 0" in n for n in agg.notes([rec]))
+
+
+def _loop_devices_of(folder: Path) -> list[str]:
+    """Loop devices whose backing file lies in ``folder`` (``losetup -a`` without parsing its output)."""
+    out = []
+    for f in Path("/sys/block").glob("loop*/loop/backing_file"):
+        try:
+            if f.read_text().strip().startswith(str(folder)):
+                out.append(f.parent.parent.name)
+        except OSError:
+            pass
+    return out
+
+
+def _mounts_under(folder: Path) -> list[str]:
+    return [line for line in Path("/proc/mounts").read_text().splitlines() if str(folder) in line]
+
+
+def _disk_bytes(root: Path) -> int:
+    """Bytes the tree takes on disk (allocated blocks; a hard-linked file once), links never followed."""
+    seen, total = set(), 0
+    for folder, dirs, names in os.walk(root):
+        for n in dirs + names:
+            st = os.lstat(os.path.join(folder, n))
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+    return total
+
+
+# --------------------------------------------------------------------------------- the workspace quota
+
+@needs_root
+@pytest.mark.parametrize("what", ["big", "many"], ids=["one-big-file", "many-small-files"])
+def test_an_agent_writing_past_its_workspace_quota_is_stopped_and_gains_nothing(tmp_path, null_score, what):
+    ep = prepare(tmp_path / "ep", "harness=redteam", f"model=fill-{what}")
+    quota_mib = 64
+    result = attack(ep, f"fill {4 * quota_mib} {what}", "--timeout", "3",
+                    "--workspace-quota-gib", str(quota_mib / 1024))
+    out = (ep / "agent" / "stdout.log").read_text()
+    assert "FILL " in out, out[-2000:] + (ep / "agent" / "stderr.log").read_text()[-2000:]
+    got = json.loads(out.split("FILL ", 1)[1].splitlines()[0])
+    # the kernel stopped the writes at the quota: the agent got ENOSPC, never 4x the quota
+    assert got[what].startswith("refused after") and "No space left" in got[what], got
+    assert int(got[what].split("after ")[1].split()[0]) <= quota_mib * 2**20
+    # the result says so, and records the method and the limit
+    q = result["workspace_quota"]
+    assert q["method"] == "loop_ext4" and q["quota_mib"] == quota_mib and q["quota_reached"], q
+    assert result["limits"]["workspace_quota_mib"] == quota_mib
+    assert "workspace_quota" in result["limits_reached"], result.get("limits_reached")
+    assert result["reason"].startswith("workspace_quota_exceeded"), result["reason"]
+    # copied back for the audit within the quota: a sparse 1 TiB file stays a hole, hard links stay links
+    ws = ep / "workspace"
+    assert _disk_bytes(ws) <= (quota_mib + 4) * 2**20
+    if got["sparse"].startswith("ok"):
+        assert (ws / "sparse.bin").stat().st_size == 2**40 and (ws / "sparse.bin").stat().st_blocks < 64
+    assert os.stat(ws / "small.bin").st_nlink == got["links"] + 1
+    assert q["bytes"] <= quota_mib * 2**20
+    # nothing left: no image, no loop device, no mount
+    assert not (ep / ".workspace.img").exists()
+    assert _loop_devices_of(ep) == [] and _mounts_under(ep) == []
+    assert result["agent_input_intact"] and result["status"] == "completed"
+    assert result["score"] is not None and result["score"] <= null_score
 
 
 # ------------------------------------------------------------------------------------------ item 6, 7

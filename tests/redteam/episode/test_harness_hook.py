@@ -97,6 +97,7 @@ def test_the_hook_launches_the_harness_with_its_home_env_port_and_metered_costs(
     assert Path(kw["workspace"]) == (ep / "workspace").resolve() and Path(kw["home"]) == (ep / "home").resolve()
     assert kw["prompt"] == (ep / "workspace" / "PROMPT.md").read_text()  # the prompt's text
     assert result["status"] == "completed", (ep / "agent" / "stderr.log").read_text()[-2000:]
+    assert (ep / "workspace" / "harness.json").is_file(), result.get("workspace_quota")
     seen = json.loads((ep / "workspace" / "harness.json").read_text())
     assert seen["env"] == "yes" and seen["config"] == "model = 'fake-model'\n" and seen["reply"] == "pong"
     assert seen["internet"].startswith("refused")  # model-only: the harness's port and nothing else
