@@ -41,7 +41,7 @@ KNOWN_CYCLES = {
 #: Private names imported across rooms: (importing file, module, name) → the fix.
 KNOWN_PRIVATE: dict[tuple[str, str, str], str] = {}
 #: Tests that still skip on an import error of our own modules: file → count (their owners' to replace).
-KNOWN_IMPORTORSKIP = {"tests/analysis_transport/test_diffusion.py": 2, "tests/audit/test_audit_micro.py": 2,
+KNOWN_IMPORTORSKIP = {"tests/audit/test_audit_micro.py": 2,
                       "tests/audit/test_claims.py": 2, "tests/audit/test_rules.py": 1,
                       "tests/audit/test_audit_real.py": 2}
 #: Rooms whose doctests run here (the numerics; the record and arena examples are illustrations of a run).
