@@ -40,7 +40,7 @@ def _produce(wd: Path) -> None:
     import pyedr
 
     from mdbench.build import build_system
-    from mdbench.inputs.validate_ff import protocol_segment, scale_to_volume
+    from mdbench.validation.forcefield import protocol_segment, scale_to_volume
 
     run = wd / "md"
     if not (run / "topol.top").is_file():  # an interrupted session resumes after its last finished segment

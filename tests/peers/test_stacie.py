@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from mdbench.inputs.validate_ff import stacie_viscosity
+from mdbench.validation.forcefield import stacie_viscosity
 
 from _peers import dump, observable
 
