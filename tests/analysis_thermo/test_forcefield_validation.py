@@ -37,6 +37,7 @@ def test_every_reference_names_a_source():
         for q, ref in doc[sp].items():
             assert ref["source"] and ("verified" in ref), (sp, q)
             assert ref["verified"] is False or ref["doi"], (sp, q)  # a verified value carries its DOI
+            assert ref["verified"] is True or len(ref.get("searched", "")) > 100, (sp, q)  # else: what was searched
     assert vff.REFERENCES["DMC"]["density"].doi == "10.1021/cr030203g"
 
 
