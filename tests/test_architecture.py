@@ -34,14 +34,11 @@ LIB = ROOT / "lib" / "mdbench"
 KNOWN_CYCLES = {
     ("analysis", "report"): "block_bars (report/figures.py) moves to the analysis or below it; "
                             "analysis/results.py imports it",
-    ("build", "inputs"): "inputs/validate_ff.py (a validation study that builds, runs and analyses) moves to "
-                         "a room above build, engine and analysis",
-    ("engine", "inputs"): "the same validate_ff.py move",
 }
 #: Private names imported across rooms: (importing file, module, name) → the fix.
 KNOWN_PRIVATE: dict[tuple[str, str, str], str] = {}
 #: Tests that still skip on an import error of our own modules: file → count (their owners' to replace).
-KNOWN_IMPORTORSKIP = {"tests/analysis_transport/test_diffusion.py": 2}
+KNOWN_IMPORTORSKIP: dict[str, int] = {}
 #: Rooms whose doctests run here (the numerics; the record and arena examples are illustrations of a run).
 DOCTEST_ROOMS = ("analysis", "audit")
 #: Numerics modules that teach with runnable examples.

@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run-template": ("mdbench.execute.commands:run_template", "Execute one template for one system."),
     "batch": ("mdbench.execute.commands:batch", "Run a plan of (run, system, stage) jobs."),
     "record": ("mdbench.record.commands:record", "Inspect and validate a run record."),
-    "bundle": ("mdbench.inputs.commands:bundle", "Build, verify and validate the agent input bundle."),
+    "bundle": ("mdbench.validation.commands:bundle", "Build, verify and validate the agent input bundle."),
     "study": ("mdbench.engine.commands:study", "Run the electrolyte study: setup to production."),
     "analyze": ("mdbench.analysis.commands:analyze", "Analyse the cases of a run directory."),
     "analyze-files": ("mdbench.analysis.commands:analyze_files", "Analyse any GROMACS tpr/xtc/edr."),

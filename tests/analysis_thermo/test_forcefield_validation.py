@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from mdbench.analysis.blocks import detect_equilibration
-from mdbench.inputs import validate_ff as vff
+from mdbench.validation import forcefield as vff
 
 ROOT = Path(__file__).parents[2]
-COMMITTED = Path(vff.__file__).parent / "data" / "validation" / "ff_validation_replicates.json"
+COMMITTED = vff.REFERENCES_FILE.parent / "validation" / "ff_validation_replicates.json"
 
 
 def test_replicate_interval_is_the_t_interval_of_the_mean():
@@ -37,6 +37,7 @@ def test_every_reference_names_a_source():
         for q, ref in doc[sp].items():
             assert ref["source"] and ("verified" in ref), (sp, q)
             assert ref["verified"] is False or ref["doi"], (sp, q)  # a verified value carries its DOI
+            assert ref["verified"] is True or len(ref.get("searched", "")) > 100, (sp, q)  # else: what was searched
     assert vff.REFERENCES["DMC"]["density"].doi == "10.1021/cr030203g"
 
 
@@ -79,3 +80,19 @@ def test_forcefield_doc_table_is_the_committed_validation_json():
         for e in lv.values():
             assert len(e["seeds"]) >= 3, "fewer than 3 independent seeds: no 95 % interval between replicates"
     assert re.search(r"0\.72", text)
+
+
+def test_validate_ff_is_a_bundle_command_of_the_validation_room(tmp_path):
+    """The study moved above build/engine/analysis (issue 35's room cycles); ``mdbench bundle validate-ff`` still
+    works, and the inputs room does not import it back."""
+    from click.testing import CliRunner
+
+    from mdbench.cli import cli
+
+    runner = CliRunner()
+    out = runner.invoke(cli, ["bundle", "validate-ff", "--help"])
+    assert out.exit_code == 0 and "--seeds" in out.output
+    bad = runner.invoke(cli, ["bundle", "validate-ff", "--out", str(tmp_path), "--seeds", "1,x"])
+    assert bad.exit_code != 0 and "comma-separated integers" in bad.output and "Traceback" not in bad.output
+    inputs_src = "\n".join(p.read_text() for p in (ROOT / "lib" / "mdbench" / "inputs").rglob("*.py"))
+    assert not re.search(r"^\s*(from|import) mdbench\.validation", inputs_src, re.M)

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from mdbench.analysis import reduce
 from mdbench.analysis.diffusion import (fit_slope, local_slope, msd_each_series, msd_fft, select_diffusive_window,
                                         self_diffusion, yeh_hummer_correction)
 from mdbench.analysis.states import classify_result
@@ -120,7 +121,6 @@ def _npt_universe(rng, n_frames, n_part, D_nm2_ps, dt_ps, at_rest=False):
 
 
 def test_brownian_in_fluctuating_box_through_reduce(rng):
-    reduce = pytest.importorskip("mdbench.analysis.reduce")
     n_frames, dt = 3000, 1.0
     u = _npt_universe(rng, n_frames, 60, D_TRUE, dt)
     red = reduce.reduce_universe(u, centre_species=[])
@@ -131,7 +131,6 @@ def test_brownian_in_fluctuating_box_through_reduce(rng):
 
 
 def test_particle_at_rest_in_fluctuating_box_through_reduce(rng):
-    reduce = pytest.importorskip("mdbench.analysis.reduce")
     u = _npt_universe(rng, 400, 8, D_TRUE, 1.0, at_rest=True)
     red = reduce.reduce_universe(u, centre_species=[])
     assert np.ptp(red.volume_nm3) > 0.05 * red.volume_nm3.mean()

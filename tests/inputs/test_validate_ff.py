@@ -7,7 +7,7 @@ import pytest
 
 from mdbench.errors import InputError
 from mdbench.inputs import forcefield
-from mdbench.inputs.validate_ff import (REFERENCES, LiquidResult, combined_transport_error, record_level,
+from mdbench.validation.forcefield import (REFERENCES, LiquidResult, combined_transport_error, record_level,
                                         run_liquid, select_level)
 
 
@@ -105,7 +105,7 @@ def test_short_dmc_run_with_transport(tmp_path):
 
 
 def test_markdown_table_has_one_row_per_candidate_and_liquid():
-    from mdbench.inputs.validate_ff import markdown_table
+    from mdbench.validation.forcefield import markdown_table
 
     text = markdown_table(_cands(A=(1.12, 0.6, 0.1, 2.3e-9, 1e-10), B=(1.07,)))
     rows = [ln for ln in text.splitlines() if ln.startswith("| A") or ln.startswith("| B")]
@@ -118,7 +118,7 @@ def test_missing_stacie_is_one_clear_line_naming_the_extra(tmp_path, monkeypatch
     import builtins
 
     from mdbench.errors import MdbenchError
-    from mdbench.inputs import validate_ff
+    from mdbench.validation import forcefield as validate_ff
 
     real = builtins.__import__
 

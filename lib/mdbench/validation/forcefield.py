@@ -60,7 +60,7 @@ class Reference:
 
 
 #: Experimental references with their sources: ``data/experimental_references.json`` (the one place they live).
-REFERENCES_FILE = Path(__file__).parent / "data" / "experimental_references.json"
+REFERENCES_FILE = Path(__file__).parents[1] / "inputs" / "data" / "experimental_references.json"
 
 
 def _load_references() -> dict[str, dict[str, Reference]]:
@@ -445,7 +445,8 @@ def markdown_table(results: dict[str, dict[str, LiquidResult]]) -> str:
                 f"{_pm(r.viscosity_mPa_s, r.viscosity_hw95_mPa_s, fmt='.2f')} | "
                 f"{_pm(r.viscosity_eh_mPa_s, float('nan'), fmt='.2f')} | "
                 f"{_pm(r.viscosity_stacie_mPa_s, r.viscosity_stacie_hw95_mPa_s, fmt='.2f')} | "
-                f"{_pm(r.D_pbc_m2_s, r.D_pbc_hw95_m2_s, 1e9, '.2f')} | {_pm(r.D_yh_m2_s, r.D_yh_hw95_m2_s, 1e9, '.2f')} | "
+                f"{_pm(r.D_pbc_m2_s, r.D_pbc_hw95_m2_s, 1e9, '.2f')} | "
+                f"{_pm(r.D_yh_m2_s, r.D_yh_hw95_m2_s, 1e9, '.2f')} | "
                 f"{e_eta:+.0%} | {e_D:+.0%} | {sum(r.wall_s.values()):.0f} |".replace("+nan%", "-"))
     return "\n".join(rows) + "\n"
 
