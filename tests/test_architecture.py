@@ -32,8 +32,6 @@ LIB = ROOT / "lib" / "mdbench"
 
 #: Two-way room pairs still to be untangled: pair → the move that removes it.
 KNOWN_CYCLES = {
-    ("analysis", "report"): "block_bars (report/figures.py) moves to the analysis or below it; "
-                            "analysis/results.py imports it",
     ("build", "inputs"): "inputs/validate_ff.py (a validation study that builds, runs and analyses) moves to "
                          "a room above build, engine and analysis",
     ("engine", "inputs"): "the same validate_ff.py move",

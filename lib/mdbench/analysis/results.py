@@ -214,7 +214,7 @@ def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any =
                   **_unused: Any) -> dict[str, str]:
     """PNG figures: RDFs with minima, MSD with fit window and β, GK running integral with plateau, cluster
     histogram, the residence-time and contact-lifetime correlation functions, block bars
-    (:func:`mdbench.report.figures.block_bars`), and what each estimator draws itself (``drawn``:
+    (:func:`mdbench.analysis.blockbars.block_bars`), and what each estimator draws itself (``drawn``:
     :meth:`EstimatorBase.figures <mdbench.analysis.estimator.EstimatorBase.figures>`), each under the figure name of its
     registry entry. ``settings`` gives the registered limits drawn (first-minimum search limit, accepted β).
     Returns name → file name (relative to ``out_dir``)."""
@@ -224,8 +224,8 @@ def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any =
     import matplotlib.pyplot as plt
 
     from mdbench.analysis import observables as registry
+    from mdbench.analysis.blockbars import block_bars
     from mdbench.analysis.settings import AnalysisSettings
-    from mdbench.report.figures import block_bars
 
     settings = settings if settings is not None else AnalysisSettings()
     rdfs, diffusion, clusters, viscosity = rdfs or {}, diffusion or {}, clusters or {}, green_kubo
