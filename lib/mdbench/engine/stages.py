@@ -316,24 +316,13 @@ def equilibrate(run_dir: str | Path, case: str, *, preset: str | dict | None = "
     cpt = dict(cpt_min=cpt_min, cadence=npt.checkpoint_cadence)  # explicit interval, else the registered cadence
     wd.mkdir(parents=True, exist_ok=True)
     rec.set_stage_state(case, stage, "running", "NVT/NPT equilibration started")
-    definition = {"gate": "equilibration", "stage": stage, "target_temperature_K": TARGET_TEMPERATURE_K,
-                  "observables": list(gcfg["observables"]), "nskip": int(gcfg["detect_equilibration_nskip"]),
-                  "min_effective_samples": float(gcfg["min_effective_samples"]),
-                  "max_t0_fraction": float(gcfg["max_t0_fraction"]),
-                  "temperature_tolerance_K": float(gcfg["temperature_tolerance_K"]),
-                  "max_density_drift_rel": float(gcfg["max_density_drift_rel"]),
-                  "max_extensions": int(gcfg["max_extensions"]),
-                  "extension_fraction": float(gcfg["extension_fraction"]),
-                  "method": "pymbar.timeseries.detect_equilibration on each observable of the NPT energy file; "
-                            "stationary tail = latest t0; T mean and linear density drift over the tail"}
+    definition = _equil_definition(gcfg, stage)
     reg = _register_gate(rec, case, definition)
     attempts: list[str] = []
     try:
         # NVT
         if not (wd / "nvt.tpr").is_file():
-            write_mdp(nvt, wd / "nvt.mdp", _cutoff_overrides(pre), timing=t_nvt, seed=seed)
-            runner.grompp(wd / "nvt.mdp", em_gro.resolve(), top.resolve(), wd / "nvt.tpr")
-            _add_artifacts(rec, run_dir, [wd / "nvt.mdp", wd / "nvt.tpr"])
+            _grompp_segment(rec, runner, run_dir, wd, "nvt", nvt, pre, t_nvt, seed, em_gro, top)
         r_nvt = run_segment(rec, runner, case, wd / "nvt.tpr", "nvt", target_step=t_nvt.nsteps, dt_ps=t_nvt.dt_ps,
                             stage=stage, kind="nvt", parent=None, relation=None, threads=threads, **cpt)
         attempts.append(r_nvt.attempt_id)
@@ -342,10 +331,8 @@ def equilibrate(run_dir: str | Path, case: str, *, preset: str | dict | None = "
         _add_artifacts(rec, run_dir, [wd / f"nvt.{e}" for e in ("log", "edr", "gro", "cpt", "xtc")])
         # NPT
         if not (wd / "npt.tpr").is_file():
-            write_mdp(npt, wd / "npt.mdp", _cutoff_overrides(pre), timing=t_npt, seed=seed)
-            runner.grompp(wd / "npt.mdp", (wd / "nvt.gro").resolve(), top.resolve(), wd / "npt.tpr",
-                          checkpoint=(wd / "nvt.cpt").resolve())
-            _add_artifacts(rec, run_dir, [wd / "npt.mdp", wd / "npt.tpr"])
+            _grompp_segment(rec, runner, run_dir, wd, "npt", npt, pre, t_npt, seed, wd / "nvt.gro", top,
+                            checkpoint=wd / "nvt.cpt")
         state = _equil_state(wd)
         tpr = wd / state.get("tpr", "npt.tpr")
         target = int(state.get("target_step", t_npt.nsteps))
@@ -377,15 +364,9 @@ def equilibrate(run_dir: str | Path, case: str, *, preset: str | dict | None = "
             # extend NPT within budget
             ext_steps = max(1, int(round(t_npt.nsteps * definition["extension_fraction"])))
             n_ext += 1
-            new_tpr = wd / f"npt_ext{n_ext}.tpr"
-            res = runner.tool(["convert-tpr", "-s", tpr.name, "-nsteps", str(target + ext_steps), "-o",
-                               new_tpr.name], cwd=wd, name=f"npt_ext{n_ext}.convert")
-            if not res.ok:
-                raise EngineError("gmx convert-tpr failed", res.argv, res.returncode, res.console_path)
-            rec.append_event("equilibration_extension", {
-                "case": case, "extension": n_ext, "added_steps": ext_steps, "new_target_step": target + ext_steps,
-                "reason": f"gate failed: {gate.reason}", "gate_event": gev["id"], "tpr": _rel(run_dir, new_tpr)})
-            tpr, target = new_tpr, target + ext_steps
+            tpr = _extend_npt(rec, runner, run_dir, wd, case, tpr, target, ext_steps, n_ext,
+                              f"gate failed: {gate.reason}", gev["id"])
+            target += ext_steps
             _equil_save(wd, {"tpr": tpr.name, "target_step": target, "extensions": n_ext})
     except BudgetExceeded as exc:
         reason = f"budget refused the next equilibration segment before it ran: {exc}"
@@ -397,6 +378,44 @@ def equilibrate(run_dir: str | Path, case: str, *, preset: str | dict | None = "
         raise
     reason = f"equilibration gate passed after {n_ext} extension(s): {gate.reason}"
     return _equil_done(rec, run_dir, wd, case, stage, "valid", reason, gate, reg, gev["id"], attempts, t_start)
+
+
+def _equil_definition(gcfg: dict, stage: str) -> dict:
+    """The registered definition of the equilibration gate from the ``equilibration`` gate settings."""
+    return {"gate": "equilibration", "stage": stage, "target_temperature_K": TARGET_TEMPERATURE_K,
+            "observables": list(gcfg["observables"]), "nskip": int(gcfg["detect_equilibration_nskip"]),
+            "min_effective_samples": float(gcfg["min_effective_samples"]),
+            "max_t0_fraction": float(gcfg["max_t0_fraction"]),
+            "temperature_tolerance_K": float(gcfg["temperature_tolerance_K"]),
+            "max_density_drift_rel": float(gcfg["max_density_drift_rel"]),
+            "max_extensions": int(gcfg["max_extensions"]),
+            "extension_fraction": float(gcfg["extension_fraction"]),
+            "method": "pymbar.timeseries.detect_equilibration on each observable of the NPT energy file; "
+                      "stationary tail = latest t0; T mean and linear density drift over the tail"}
+
+
+def _grompp_segment(rec, runner: Runner, run_dir: Path, wd: Path, name: str, protocol, pre, timing, seed: int,
+                    gro: Path, top: Path, checkpoint: Path | None = None) -> None:
+    """Write ``<name>.mdp`` from ``protocol`` and grompp it into ``<name>.tpr`` in ``wd`` (both recorded)."""
+    write_mdp(protocol, wd / f"{name}.mdp", _cutoff_overrides(pre), timing=timing, seed=seed)
+    kw = {"checkpoint": checkpoint.resolve()} if checkpoint is not None else {}
+    runner.grompp(wd / f"{name}.mdp", gro.resolve(), top.resolve(), wd / f"{name}.tpr", **kw)
+    _add_artifacts(rec, run_dir, [wd / f"{name}.mdp", wd / f"{name}.tpr"])
+
+
+def _extend_npt(rec, runner: Runner, run_dir: Path, wd: Path, case: str, tpr: Path, target: int, ext_steps: int,
+                n_ext: int, reason: str, gate_event: str) -> Path:
+    """``gmx convert-tpr`` the NPT input ``tpr`` (final step ``target``) ``ext_steps`` further as
+    ``npt_ext<n_ext>.tpr`` and record the ``equilibration_extension`` event; returns the new tpr."""
+    new_tpr = wd / f"npt_ext{n_ext}.tpr"
+    res = runner.tool(["convert-tpr", "-s", tpr.name, "-nsteps", str(target + ext_steps), "-o",
+                       new_tpr.name], cwd=wd, name=f"npt_ext{n_ext}.convert")
+    if not res.ok:
+        raise EngineError("gmx convert-tpr failed", res.argv, res.returncode, res.console_path)
+    rec.append_event("equilibration_extension", {
+        "case": case, "extension": n_ext, "added_steps": ext_steps, "new_target_step": target + ext_steps,
+        "reason": reason, "gate_event": gate_event, "tpr": _rel(run_dir, new_tpr)})
+    return new_tpr
 
 
 def _equil_state(wd: Path) -> dict:
