@@ -10,8 +10,8 @@
   :data:`MUST_HAVE_EXAMPLES` have at least one.
 * **plain imports of our own modules in tests** (an import error must fail, not skip): no
   ``importorskip("mdbench…")`` outside :data:`KNOWN_IMPORTORSKIP` (other rooms' tests; may only shrink).
-* **no function over 80 lines** outside :data:`LONG_FUNCTIONS` (numerics and pipelines still to be split;
-  the list may only shrink).
+* **no function over 80 lines** outside :data:`NUMERICS_EXCEPTIONS` (numerics kernels kept one piece, each
+  with its reason) and :data:`LONG_FUNCTIONS` (other rooms' functions still to be split; may only shrink).
 """
 
 from __future__ import annotations
@@ -46,17 +46,28 @@ KNOWN_IMPORTORSKIP = {"tests/analysis_transport/test_diffusion.py": 2, "tests/au
 DOCTEST_ROOMS = ("analysis", "audit")
 #: Numerics modules that teach with runnable examples.
 MUST_HAVE_EXAMPLES = ("mdbench.audit.rulebook", "mdbench.analysis.speciation", "mdbench.analysis.msd")
-#: Functions over 80 lines still to be split (file:function), the documented exceptions.
+#: Numerics kernels over 80 lines that stay one piece (file:function → why). Each is one formula carried out
+#: end to end, with its docstring giving the math; splitting it would scatter one derivation over several
+#: functions. docs/architecture.md ("Rooms without cycles") names this table.
+NUMERICS_EXCEPTIONS = {
+    "analysis/msd.py:msd_fft_windows": "the FFT MSD of several windows in one memory pass: the per-coordinate "
+                                       "transpose, the chunked FFT autocorrelation and the S1 running sums share "
+                                       "one set of buffers (the costliest pass of the analysis)",
+    "analysis/diffusion.py:self_diffusion": "D = MSD slope / 6 with its fit window, beta check and block "
+                                            "estimate: one derivation (the docstring's math) over shared lags",
+    "analysis/onsager.py:onsager_transport": "the Onsager coefficients, sigma, sigma_NE, ionicity and t+ in "
+                                             "both conventions from one set of displacement MSDs and "
+                                             "cross-correlations (one derivation, shared intermediate sums)",
+    "analysis/viscosity.py:green_kubo_viscosity": "the Green–Kubo integral of the pressure-tensor "
+                                                  "autocorrelation, its plateau and its block estimate over "
+                                                  "the same running integrals",
+}
+#: Functions over 80 lines still to be split (file:function); may only shrink.
 LONG_FUNCTIONS = {
-    "analysis/msd.py:msd_fft_windows", "analysis/diffusion.py:self_diffusion",
-    "analysis/onsager.py:onsager_transport", "analysis/reduce/frames.py:_process",
-    "analysis/reduce/onepass.py:reduce_universe",
-    "analysis/viscosity.py:green_kubo_viscosity",
     "arena/runner.py:run_trial",
     "audit/canonical.py:recorded_curve_checks", "audit/core.py:audit_run",
-    "audit/outcome.py:judge_outcome", "audit/simulation.py:check_production", "build/system.py:build_system",
-    "engine/segments.py:run_segment", "engine/stages.py:equilibrate", "episode/runner.py:run_episode",
-    "execute/stage.py:run_stage", "record/validate.py:validate_run",
+    "audit/outcome.py:judge_outcome", "audit/simulation.py:check_production",
+    "episode/runner.py:run_episode",
     "sandbox.py:_supervise", "sandbox.py:spawn_confined",
     # the harness room (issue 36): the launch recipe, the fake endpoint's server and the proxy's request handler
     "episode/harnesses.py:harness_launch", "llm/fake_server.py:start", "llm/proxy.py:_handler",
@@ -149,8 +160,16 @@ def test_no_function_over_80_lines_outside_the_documented_list():
         for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
                 long.add(f"{f.relative_to(LIB).as_posix()}:{node.name}")
-    assert long <= LONG_FUNCTIONS, f"functions over 80 lines (split them): {sorted(long - LONG_FUNCTIONS)}"
-    assert not LONG_FUNCTIONS - long, f"now short, remove from LONG_FUNCTIONS: {sorted(LONG_FUNCTIONS - long)}"
+    allowed = LONG_FUNCTIONS | set(NUMERICS_EXCEPTIONS)
+    assert long <= allowed, f"functions over 80 lines (split them): {sorted(long - allowed)}"
+    assert not allowed - long, f"now short, remove from LONG_FUNCTIONS/NUMERICS_EXCEPTIONS: {sorted(allowed - long)}"
+    assert not LONG_FUNCTIONS & set(NUMERICS_EXCEPTIONS)
+
+
+def test_the_numerics_exceptions_are_documented():
+    """Each kept-long numerics kernel says why, and docs/architecture.md points to the table."""
+    assert all(len(why) > 40 for why in NUMERICS_EXCEPTIONS.values())
+    assert "NUMERICS_EXCEPTIONS" in (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
 
 
 def test_tests_import_our_own_modules_plainly():
