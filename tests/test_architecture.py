@@ -180,3 +180,16 @@ def test_tests_import_our_own_modules_plainly():
             found[str(f.relative_to(ROOT))] = n
     grown = {k: v for k, v in found.items() if v > KNOWN_IMPORTORSKIP.get(k, 0)}
     assert not grown, f"importorskip of our own modules (import them plainly: an import error must fail): {grown}"
+
+
+#: Helpers every room needs, defined once below every room (a second copy drifts).
+DEFINED_ONCE = {"sha256_file": "hashing.py"}
+
+
+def test_shared_helpers_are_defined_once():
+    where = defaultdict(list)
+    for f, _module in _modules():
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in DEFINED_ONCE:
+                where[node.name].append(f.relative_to(LIB).as_posix())
+    assert dict(where) == {name: [home] for name, home in DEFINED_ONCE.items()}, dict(where)

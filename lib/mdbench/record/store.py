@@ -26,6 +26,7 @@ from filelock import FileLock
 
 from mdbench.observable_states import OBSERVABLE_STATES
 from mdbench.errors import MdbenchError
+from mdbench.hashing import sha256_file as sha256_file  # re-export: the one definition is below every room
 from mdbench.record.atomic import atomic_write_text
 
 SCHEMA_VERSION = "1.2"
@@ -86,15 +87,6 @@ def run_relative(path: str | Path, run_dir: str | Path | None) -> str:
 def utc_now() -> str:
     """UTC timestamp with microseconds, ISO 8601 with a trailing Z."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def sha256_file(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
-    """sha256 of a file, streamed."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(chunk_bytes):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _json_safe(value: Any) -> Any:
