@@ -26,6 +26,7 @@ from filelock import FileLock
 
 from mdbench.observable_states import OBSERVABLE_STATES
 from mdbench.errors import MdbenchError
+from mdbench.jsonsafe import json_safe as json_safe  # re-export (execute/stage.py imports it from here)
 from mdbench.hashing import sha256_file as sha256_file  # re-export: the one definition is below every room
 from mdbench.record.atomic import atomic_write_text
 
@@ -89,28 +90,9 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _json_safe(value: Any) -> Any:
-    """Make a value JSON-safe without hiding non-finite numbers: NaN/inf become the strings 'nan'/'inf'."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "item") and callable(value.item):  # numpy scalars
-        try:
-            return _json_safe(value.item())
-        except (TypeError, ValueError):
-            pass
-    if hasattr(value, "tolist"):
-        return _json_safe(value.tolist())
-    return value
-
-
-#: The public name other rooms use (the executor's stage records).
-json_safe = _json_safe
+#: The JSON-safe copy every record line and snapshot goes through (non-finite → null; one convention with
+#: results.json, :mod:`mdbench.jsonsafe`); ``json_safe`` is the name other rooms use.
+_json_safe = json_safe
 
 
 def dumps_line(obj: dict) -> str:

@@ -80,7 +80,8 @@ def _schema_errors(obj: object, schema_name: str) -> list[str]:
 
 
 def _non_finite(obj: object, where: str = "") -> list[str]:
-    """Paths of NaN/inf values (also as the strings 'nan'/'inf' written by the record writer)."""
+    """Paths of NaN/inf values (also as the strings 'nan'/'inf' that record writers before the null convention
+    of :mod:`mdbench.jsonsafe` wrote)."""
     found: list[str] = []
     if isinstance(obj, float) and not math.isfinite(obj):
         found.append(where or "(root)")
