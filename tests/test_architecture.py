@@ -193,3 +193,21 @@ def test_shared_helpers_are_defined_once():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in DEFINED_ONCE:
                 where[node.name].append(f.relative_to(LIB).as_posix())
     assert dict(where) == {name: [home] for name, home in DEFINED_ONCE.items()}, dict(where)
+
+
+#: A number with a unit, or a bare decimal fraction, in a template's prose: a parameter value copied from
+#: params/ that drifts when the YAML changes (the prose names the setting instead).
+_PARAMETER_VALUE = r"\d+(?:\.\d+)?\s*(?:nm|ps|ns|fs|K|bar|kJ|ns/case)\b|±\s*\d|\b0\.\d+\b"
+
+
+def test_template_prose_names_parameters_without_repeating_their_values():
+    import json
+    import re
+
+    found = []
+    for f in sorted((ROOT / "templates").rglob("*.ipynb")):
+        for cell in json.loads(f.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] == "markdown":
+                text = "".join(cell["source"])
+                found += [f"{f.relative_to(ROOT)}: {m.group(0)!r}" for m in re.finditer(_PARAMETER_VALUE, text)]
+    assert not found, f"template markdown repeats parameter values (name the setting instead): {found}"

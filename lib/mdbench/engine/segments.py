@@ -246,39 +246,22 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
     tpr = Path(tpr)
     seg_dir = tpr.parent
     state = _load_state(seg_dir, deffnm)
-    ledger = {a["id"]: a for a in rec.attempts()}
-    log_path = seg_dir / f"{deffnm}.log"
-
     last = state["attempts"][-1] if state["attempts"] else None
-    last_status = None
-    if last is not None:
-        row = ledger.get(last["id"], {})
-        last_status = row.get("status")
-        if row.get("status") == "completed" and state.get("target_step") == target_step:
-            return SegmentResult("skipped", last["id"], target_step, target_step,
-                                 reason="segment already completed", files=segment_files(seg_dir, deffnm))
-        if row.get("status") == "reserved":
-            _close_open_attempt(rec, runner, seg_dir, deffnm, dt_ps, last)
-
     cpi: Path | None = None
     start_step = 0
     if last is not None:
-        # a completed segment asked to go further is an extension; anything else continues it
-        parent, relation = last["id"], ("extension" if last_status == "completed" else "continuation")
+        follow = _after(rec, runner, seg_dir, deffnm, dt_ps, last, state.get("target_step") == target_step)
+        if follow is None:
+            return SegmentResult("skipped", last["id"], target_step, target_step,
+                                 reason="segment already completed", files=segment_files(seg_dir, deffnm))
         cpi, start_step = _resume_point(rec, runner, case, seg_dir, deffnm, last["id"])
-        if cpi is None:
-            relation = "restart"
+        parent, relation = last["id"], (follow if cpi is not None else "restart")
     planned = max(0, target_step - start_step)
-    if cpt_min is None:  # the registered cadence, scaled to this attempt's steps and the case's speed
-        cadence = cadence or CheckpointCadence()
-        cpt_rule = register_cadence(rec, cadence)
-        cpt_min = cadence.interval_min(planned, measured_speed(rec, case))
-    else:
-        cpt_rule = "explicit"
-    segment = _rel(rec, seg_dir / deffnm)
+    cpt_min, cpt_rule = _checkpoint_interval(rec, case, planned, cpt_min, cadence)
     attempt_id = rec.reserve(case, planned_steps=planned, dt_ps=dt_ps, kind=kind, stage=stage,
-                             parent=parent, relation=relation, segment=segment, start_step=start_step,
-                             target_step=target_step, supersedes=_supersedes(rec, state, start_step))
+                             parent=parent, relation=relation, segment=_rel(rec, seg_dir / deffnm),
+                             start_step=start_step, target_step=target_step,
+                             supersedes=_supersedes(rec, state, start_step))
     state["target_step"] = target_step
     entry = {"id": attempt_id, "start_step": start_step, "cpi": cpi.name if cpi else None,
              "relation": relation, "parent": parent, "checkpoint_interval_min": cpt_min}
@@ -300,11 +283,46 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
                      end_step=max(done, start_step), end_step_evidence=found,
                      reason=f"mdrun call aborted in the driver ({type(exc).__name__}: {exc})")
         raise
-    rec.append_event("mdrun_finished", {"case": case, "attempt_id": attempt_id, "argv": res.argv,
-                                         "cwd": res.cwd, "returncode": res.returncode, "wall_s": res.wall_s,
-                                         "threads": res.threads, "engine": res.engine,
-                                         "console": _rel(rec, res.console_path),
+    rec.append_event("mdrun_finished", {"case": case, "attempt_id": attempt_id, **_mdrun_summary(rec, res),
                                          "checkpoint_interval_min": cpt_min, "checkpoint_rule": cpt_rule})
+    return _close_attempt(rec, runner, res, attempt_id, seg_dir, deffnm, dt_ps, start_step, target_step)
+
+
+
+def _after(rec, runner: Runner, seg_dir: Path, deffnm: str, dt_ps: float, last: dict,
+           same_target: bool) -> str | None:
+    """How the next attempt follows the segment's ``last`` one: None when that one completed the same target
+    (nothing to run), ``extension`` when it completed and the segment goes further, else ``continuation`` (an
+    attempt left ``reserved`` by a dead process is closed first, :func:`_close_open_attempt`)."""
+    status = {a["id"]: a for a in rec.attempts()}.get(last["id"], {}).get("status")
+    if status == "completed" and same_target:
+        return None
+    if status == "reserved":
+        _close_open_attempt(rec, runner, seg_dir, deffnm, dt_ps, last)
+    return "extension" if status == "completed" else "continuation"
+
+
+def _mdrun_summary(rec, res) -> dict:
+    """What the ``mdrun_finished`` event records of one mdrun call (its console path relative to the run)."""
+    return {"argv": res.argv, "cwd": res.cwd, "returncode": res.returncode, "wall_s": res.wall_s,
+            "threads": res.threads, "engine": res.engine, "console": _rel(rec, res.console_path)}
+
+
+def _checkpoint_interval(rec, case: str, planned: int, cpt_min: float | None,
+                         cadence: CheckpointCadence | None) -> tuple[float, str]:
+    """(checkpoint interval [min], its rule): ``cpt_min`` when given (``explicit``), else the registered cadence
+    scaled to the ``planned`` steps of the attempt and the case's measured speed."""
+    if cpt_min is not None:
+        return cpt_min, "explicit"
+    cadence = cadence or CheckpointCadence()
+    cpt_rule = register_cadence(rec, cadence)
+    return cadence.interval_min(planned, measured_speed(rec, case)), cpt_rule
+
+
+def _close_attempt(rec, runner: Runner, res, attempt_id: str, seg_dir: Path, deffnm: str, dt_ps: float,
+                   start_step: int, target_step: int) -> SegmentResult:
+    """Close the attempt after its mdrun returned: charged the steps its files show it reached, ``completed``
+    at ``target_step``, else interrupted or failed (:func:`_unfinished_outcome`)."""
     done, found = _steps_done(runner, seg_dir, deffnm, dt_ps)
     steps = max(0, done - start_step)
     reached = {"end_step": start_step + steps, "end_step_evidence": found}
@@ -313,11 +331,10 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
         rec.complete(attempt_id, completed_steps=steps, status="completed", artifacts=_ledger_paths(rec, files),
                      reason=f"reached step {done}", resources=res.extra.get("resources"), **reached)
         return SegmentResult("completed", attempt_id, done, target_step, res.wall_s, f"reached step {done}", files)
-    status, reason = _unfinished_outcome(res, done, found, target_step, log_path, start_step)
+    status, reason = _unfinished_outcome(res, done, found, target_step, seg_dir / f"{deffnm}.log", start_step)
     rec.complete(attempt_id, completed_steps=steps, status=status, artifacts=_ledger_paths(rec, files), reason=reason,
                  resources=res.extra.get("resources"), **reached)
     return SegmentResult(status, attempt_id, done, target_step, res.wall_s, reason, files)
-
 
 
 def _close_open_attempt(rec, runner: Runner, seg_dir: Path, deffnm: str, dt_ps: float, last: dict) -> None:

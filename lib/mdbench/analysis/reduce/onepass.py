@@ -90,8 +90,6 @@ def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax
     -------
     ReducedTrajectory
     """
-    from tqdm.auto import tqdm
-
     mols = _molecules(u.atoms, neutral_charge_tolerance_e)
     if centre_species is None:
         centre_species = [sp for sp in mols.species if mols.species_charge[sp] > 0.0]
@@ -112,17 +110,42 @@ def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax
     store = ComSeriesFile(series_dir, n_frames, mols.n_mol) if series_dir is not None else None
     job = _frame_pass(u, mols, sites, frames, n_workers=n_workers, nbins=nbins, rdf_bin_nm=rdf_bin_nm, rmax=rmax,
                       r_store=r_store, every=every, store=store, unit=unit)
+    parts, n_workers = _run_pass(job, n_units, n_workers, verbose)
+    log.info("reduced %d frames of %d atoms to %d molecules", n_frames, mols.n_atoms, mols.n_mol)
+    return _result(job, parts, mols, sites, centre_species, store, edges=edges, r_store=r_store,
+                   source=dict(source or {}), n_workers=n_workers)
+
+
+def _run_pass(job: FramePass, n_units: int, n_workers: int, verbose: bool) -> tuple[list[dict[str, Any]], int]:
+    """(the parts of the pass, one per range, and the processes that made them): in ``n_workers`` forked
+    processes, or in this one (also when the worker pool broke: redone here, nothing half-written kept)."""
+    from tqdm.auto import tqdm
+
+    n_frames = len(job.frames)
     with tqdm(total=n_frames, disable=not verbose, desc="reduce", unit="frame") as bar:
         parts = (run_forked_ranges(job.run_forked, n_units, n_workers, lambda done: bar.update(done - bar.n))
                  if n_workers > 1 else None)
-        if parts is None:  # one process (or the worker pool broke: redone here, nothing half-written kept)
+        if parts is None:
             n_workers = 1
             job.hist.fill(0)
             job.hist_cc.fill(0)
             job.bad.fill(0)
             parts = [job.run(0, n_frames, on_chunk=bar.update)]
+    return parts, n_workers
+
+
+def _result(job: FramePass, parts: list[dict[str, Any]], mols: _Molecules, sites: _Sites,
+            centre_species: list[str], store: ComSeriesFile | None, *, edges: np.ndarray, r_store: float,
+            source: dict[str, Any], n_workers: int) -> ReducedTrajectory:
+    """The :class:`ReducedTrajectory` of the stitched parts, ``source`` updated with how it was made."""
     base = _stitch(parts, job)
     time_ps, regularised = regularise_time(job.time_ps)
+    frames = job.frames
+    source.update(n_atoms=int(mols.n_atoms), n_molecules=int(mols.n_mol),
+                  frames=[frames.start, frames.stop, frames.step], input_dtype=parts[0]["input_dtype"],
+                  rdf_rmax_nm=float(edges[-1]), rdf_bin_nm=job.rdf_bin_nm, time_regularised=regularised,
+                  chunk_frames=int(job.chunk), structure_every=int(job.every), reduction_workers=int(n_workers),
+                  **_method(job, store))
     com = job.com
     if store is not None:
         com = ComSeries(store, np.array([p["range"][0] for p in parts]), np.stack(base),
@@ -131,20 +154,14 @@ def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax
     cont = {k: [arr for part in parts for arr in part["contacts"][k]] for k in parts[0]["contacts"]}
     contacts = {k: (np.concatenate(v) if v else np.empty(0, dtype=np.float32 if k == "dmin_nm" else np.int32))
                 for k, v in cont.items()}
-    rdf_counts, rdf_npairs = _rdf_tables(job, sites, centre_species, n_frames)
-    src = dict(source or {})
-    src.update(n_atoms=int(mols.n_atoms), n_molecules=int(mols.n_mol),
-               frames=[frames.start, frames.stop, frames.step], input_dtype=parts[0]["input_dtype"],
-               rdf_rmax_nm=rmax, rdf_bin_nm=rdf_bin_nm, time_regularised=regularised,
-               reduction_workers=int(n_workers), **_method(job, traj, store))
-    log.info("reduced %d frames of %d atoms to %d molecules", n_frames, mols.n_atoms, mols.n_mol)
+    rdf_counts, rdf_npairs = _rdf_tables(job, sites, centre_species, len(job.frames))
     return ReducedTrajectory(
         time_ps=time_ps, box_nm=job.box_nm, volume_nm3=job.volume, com_nm=com,
         system_com_nm=job.sums[:, -1] / mols.mol_mass.sum(),  # Σ m_i r_i summed by the pass in float64
         mol_species=mols.mol_species, mol_mass_amu=mols.mol_mass, mol_charge_e=mols.mol_charge,
         species=mols.species, species_charge_e=mols.species_charge, centre_species=list(centre_species),
         centre_mol=sites.centre_mol, channels=sites.channels, rdf_edges_nm=edges, rdf_counts=rdf_counts,
-        rdf_n_pairs=rdf_npairs, contacts=contacts, r_store_nm=r_store, source=src,
+        rdf_n_pairs=rdf_npairs, contacts=contacts, r_store_nm=r_store, source=source,
     )
 
 
@@ -324,15 +341,15 @@ def _rdf_tables(job: FramePass, sites: _Sites, centre_species: list[str],
     return rdf_counts, rdf_npairs
 
 
-def _method(job: FramePass, traj: Any, store: ComSeriesFile | None) -> dict[str, Any]:
-    """How the pass read and reduced the frames (provenance fields of the result's ``source``)."""
-    return dict(chunk_frames=int(job.chunk), structure_every=int(job.every),
-                com_series="file-backed float32 displacements (reduce.series)" if store is not None
+def _method(job: FramePass, store: ComSeriesFile | None) -> dict[str, Any]:
+    """How the pass read the frames and searched the pairs (provenance fields of the result's ``source``)."""
+    return dict(com_series="file-backed float32 displacements (reduce.series)" if store is not None
                 else "in memory, float64",
                 frame_reader="MDAnalysis XTCFile.read_direct_x (nm)" if job.xtc is not None
-                else f"MDAnalysis {type(traj).__name__}",
+                else f"MDAnalysis {type(job.reader).__name__}",
                 pair_search="dense numpy (orthorhombic)" if job.dense_ok
                 else "periodic k-d tree (scipy cKDTree; triclinic: MDAnalysis capped_distance)")
+
 
 def reduce_files(tpr: str | Path, xtc: str | Path, **kwargs: Any) -> ReducedTrajectory:
     """Open ``tpr`` + ``xtc`` with MDAnalysis and :func:`reduce_universe` them (keyword arguments pass on).
