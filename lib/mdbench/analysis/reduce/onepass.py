@@ -19,6 +19,7 @@ from mdbench.analysis.reduce.series import BLOCK_FRAMES, ComSeries, ComSeriesFil
 from mdbench.analysis.reduce.sites import classify_sites
 from mdbench.analysis.reduce.unwrap import regularise_time, unwrap
 from mdbench.analysis.reduce.xtc import direct_xtc
+from mdbench.analysis.settings import registered
 from mdbench.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -38,8 +39,8 @@ def default_workers() -> int:
     return max(1, min(default_thread_cap(), MAX_DEFAULT_WORKERS))
 
 
-def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax_nm: float = 1.0,
-                    rdf_bin_nm: float = 0.005, r_store_nm: float = 0.6, start: int | None = None,
+def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax_nm: float | None = None,
+                    rdf_bin_nm: float | None = None, r_store_nm: float | None = None, start: int | None = None,
                     stop: int | None = None, step: int | None = None, structure_max_frames: int | None = None,
                     verbose: bool = False, source: dict[str, Any] | None = None,
                     workers: int | None = None, neutral_charge_tolerance_e: float | None = None,
@@ -59,12 +60,13 @@ def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax
     neutral_charge_tolerance_e : float, optional
         A species whose net molecular charge is below this in magnitude is neutral (see
         :func:`~mdbench.analysis.reduce.model.species_charges_e`). None: the registered setting.
-    rdf_rmax_nm : float
+    rdf_rmax_nm : float, optional
         Upper edge of the RDF histograms [nm]; clipped to half the smallest box width of the first frame.
-    rdf_bin_nm : float
+    rdf_bin_nm : float, optional
         RDF bin width [nm].
-    r_store_nm : float
+    r_store_nm : float, optional
         Largest centre–partner distance kept in the neighbour table [nm] (the first-minimum search range).
+        None (each of the three): the registered setting of the same name (``params/analysis/default.yaml``).
     start, stop, step : int, optional
         Frame slice.
     structure_max_frames : int, optional
@@ -101,8 +103,10 @@ def reduce_universe(u: Any, *, centre_species: list[str] | None = None, rdf_rmax
         raise InputError("the trajectory slice selects no frames")
     if traj.ts.dimensions is None:
         raise InputError("the trajectory has no box; periodic analysis needs one")
-    rmax, r_store, nbins, edges = _radii(box_matrix_nm(traj[frames[0]].dimensions), rdf_rmax_nm, rdf_bin_nm,
-                                         r_store_nm)
+    rdf_bin_nm = registered(rdf_bin_nm, "rdf_bin_nm")
+    rmax, r_store, nbins, edges = _radii(box_matrix_nm(traj[frames[0]].dimensions),
+                                         registered(rdf_rmax_nm, "rdf_rmax_nm"), rdf_bin_nm,
+                                         registered(r_store_nm, "r_store_nm"))
     every = 1 if not structure_max_frames else max(1, -(-n_frames // int(structure_max_frames)))
     unit = BLOCK_FRAMES if series_dir is not None else 1  # pass ranges start on the store's time blocks
     n_units = -(-n_frames // unit)
