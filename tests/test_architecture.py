@@ -211,3 +211,49 @@ def test_template_prose_names_parameters_without_repeating_their_values():
                 text = "".join(cell["source"])
                 found += [f"{f.relative_to(ROOT)}: {m.group(0)!r}" for m in re.finditer(_PARAMETER_VALUE, text)]
     assert not found, f"template markdown repeats parameter values (name the setting instead): {found}"
+
+
+#: Literal collections of preset names outside their one place (mdbench/choices.py reads params/presets):
+#: file → why it stays (per-preset data of another room; may only shrink).
+KNOWN_PRESET_LISTS = {"episode/workspace.py": "DEFAULT_TIMEOUT_MIN, per-preset agent timeouts (episode room)"}
+
+
+def _name_collections(names: set[str]) -> set[str]:
+    """Files of lib/mdbench with a list/tuple/set/dict literal naming two or more of ``names``."""
+    found = set()
+    for f, _module in _modules():
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            items = (node.elts if isinstance(node, (ast.List, ast.Tuple, ast.Set))
+                     else node.keys if isinstance(node, ast.Dict) else [])
+            hits = {i.value for i in items if isinstance(i, ast.Constant) and i.value in names}
+            if len(hits) >= 2:
+                found.add(f.relative_to(LIB).as_posix())
+    return found
+
+
+def test_preset_and_executor_names_come_from_one_place_each():
+    import click
+
+    from mdbench.choices import EXECUTORS, executor_names, preset_names
+    from mdbench.cli import COMMANDS, cli
+
+    presets = set(preset_names())
+    assert presets == {p.stem for p in (ROOT / "params" / "presets").glob("*.yaml")} and len(presets) >= 2
+    assert _name_collections(presets) <= set(KNOWN_PRESET_LISTS), "a preset list outside mdbench/choices.py"
+    assert _name_collections(set(EXECUTORS)) == {"choices.py"}, "an executor list outside mdbench/choices.py"
+    # every CLI option named --preset / --executor offers exactly those names
+    seen = defaultdict(int)
+
+    def visit(cmd: click.Command) -> None:
+        for param in cmd.params:
+            if param.name in ("preset", "executor") and isinstance(param.type, click.Choice):
+                expected = list(preset_names()) if param.name == "preset" else executor_names()
+                assert list(param.type.choices) == expected, (cmd.name, param.name)
+                seen[param.name] += 1
+        for sub in getattr(cmd, "commands", {}).values():
+            visit(sub)
+
+    ctx = click.Context(cli)
+    for name in COMMANDS:
+        visit(cli.get_command(ctx, name))
+    assert seen["preset"] >= 1 and seen["executor"] >= 2, dict(seen)

@@ -76,7 +76,7 @@ def build_system(case: str, preset: str, out_dir: Path, seed: int = 2026, densit
     case : str
         ``DE``, ``HCE`` or ``LHCE``.
     preset : str
-        ``micro``, ``tiny``, ``small`` or ``paper``.
+        A preset of ``params/presets/<name>.yaml`` (:func:`mdbench.choices.preset_names`).
     out_dir : Path
         Destination folder (e.g. ``RUN_DIR/cases/<CASE>/setup``); written only when everything
         succeeded (the work happens in a temporary sibling folder that is renamed at the end).
