@@ -258,3 +258,30 @@ def test_preset_and_executor_names_come_from_one_place_each():
     for name in COMMANDS:
         visit(cli.get_command(ctx, name))
     assert seen["preset"] >= 1 and seen["executor"] >= 2, dict(seen)
+
+
+#: What the recipes of docs/architecture.md tell a new engineer to use: (module, attribute) and files.
+RECIPE_NAMES = [("mdbench.analysis.estimator", "EstimatorBase"), ("mdbench.analysis.results", "template_frame"),
+                ("mdbench.analysis.observables", "SPECIATION"), ("mdbench.analysis.observables", "REGISTRY"),
+                ("mdbench.analysis.blocks", "block_estimate"), ("mdbench.analysis.adequacy", "adequacy_checks"),
+                ("mdbench.analysis.states", "classify_observable"), ("mdbench.analysis.settings", "registered"),
+                ("mdbench.audit.codes", "CODES"), ("mdbench.audit.analysis_items", "CODES"),
+                ("mdbench.audit.analysis_items", "assess_group"), ("mdbench.audit.rulebook", "audit_state"),
+                ("mdbench.audit.sampling", "analysis_settings"), ("mdbench.choices", "EXECUTORS"),
+                ("mdbench.choices", "preset_names"), ("mdbench.execute.jobs", "run_local")]
+RECIPE_FILES = ["lib/mdbench/analysis/speciation.py", "tests/analysis_registry/test_speciation.py",
+                "tests/analysis_registry/test_audit_rulebook.py", "tests/analysis_registry/test_audit_checks.py",
+                "tests/audit/_runbuilder.py", "tests/execute/test_executor.py", "docs/saeo-rules.md",
+                "tests/analysis_registry/test_defaults_in_params.py"]
+
+
+def test_the_recipes_of_the_architecture_page_name_what_exists():
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for heading in ("## Recipe: add an observable", "## Recipe: add a SAEO rule", "## Recipe: add an executor"):
+        assert heading in doc, heading
+    for module, attr in RECIPE_NAMES:
+        assert hasattr(importlib.import_module(module), attr), f"{module}.{attr} (named by docs/architecture.md)"
+        assert attr in doc, f"docs/architecture.md no longer names {attr}: update RECIPE_NAMES"
+    for rel in RECIPE_FILES:
+        assert (ROOT / rel).is_file(), rel
+        assert Path(rel).stem in doc, f"docs/architecture.md no longer names {rel}: update RECIPE_FILES"
