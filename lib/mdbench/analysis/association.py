@@ -30,13 +30,11 @@ from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate
 from mdbench.analysis.coordination import distinct_keys
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.reduce import ReducedTrajectory, divmod_by_scalar
+from mdbench.analysis.settings import registered
 
 CLASSES = ("free_or_SSIP", "CIP", "AGG")
 #: Nodes (frames × ions) of one cluster graph; frames are batched to bound memory.
 GRAPH_BATCH_NODES = 1_000_000
-#: Library default of the sampling check (the pipeline passes the registered
-#: ``association_fraction_max_half_width``): 95 % block half-width of each class fraction, absolute.
-FRACTION_MAX_HALF_WIDTH = 0.10
 
 
 @dataclass
@@ -124,8 +122,10 @@ class AssociationResult:
     n_cations: int
     n_anions: int
     failures: list[str] = field(default_factory=list)
-    fraction_max_half_width: float = FRACTION_MAX_HALF_WIDTH
-    trend_alpha: float = 0.05
+    #: sampling thresholds: 95 % block half-width of each class fraction (absolute), the block-trend p-value
+    fraction_max_half_width: float = field(
+        default_factory=lambda: registered(None, "association_fraction_max_half_width"))
+    trend_alpha: float = field(default_factory=lambda: registered(None, "block_trend_alpha"))
 
     def _checks(self) -> tuple[dict[str, bool], dict[str, str]]:
         checks: dict[str, bool] = {}
@@ -171,9 +171,13 @@ class AssociationResult:
 
 def association(rd: ReducedTrajectory, windows: BlockWindows, anion: str, channels: list[str],
                 cutoff_nm: float, cutoff_rule: str, *,
-                fraction_max_half_width: float = FRACTION_MAX_HALF_WIDTH, trend_alpha: float = 0.05
+                fraction_max_half_width: float | None = None, trend_alpha: float | None = None
                 ) -> AssociationResult:
-    """Association populations and clusters for the centres of ``rd`` and ``anion`` (whole + blocks)."""
+    """Association populations and clusters for the centres of ``rd`` and ``anion`` (whole + blocks).
+    ``fraction_max_half_width`` and ``trend_alpha`` left None are the registered settings
+    (``association_fraction_max_half_width``, ``block_trend_alpha``)."""
+    fraction_max_half_width = registered(fraction_max_half_width, "association_fraction_max_half_width")
+    trend_alpha = registered(trend_alpha, "block_trend_alpha")
     fr = association_frames(rd, anion, channels, cutoff_nm)
 
     def est(x: np.ndarray, unit: str) -> BlockEstimate:

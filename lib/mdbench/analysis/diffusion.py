@@ -40,6 +40,7 @@ from mdbench.analysis.reduce.series import as_positions, count_non_finite_positi
 from mdbench.analysis.msd import (  # noqa: F401 - re-exported: the diffusion API names them
     DIRECT_MSD_MAX_LAGS, DIRECT_MSD_MAX_WORK, GATHER_MIN_MOLECULES, TRANSPOSE_BLOCK_FRAMES, _default_threads,
     fit_slope, local_slope, msd_each_series, msd_fft, msd_fft_windows)
+from mdbench.analysis.settings import registered
 from mdbench.analysis.units import KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM_M, PA_S_TO_MPA_S, as_float64
 from mdbench.errors import InputError
 
@@ -179,7 +180,7 @@ class DiffusionResult:
 
 
 def select_diffusive_window(lag_ps: np.ndarray, msd_nm2: np.ndarray, *,
-                            beta_range: tuple[float, float] = (0.9, 1.1), min_window_decades: float = 0.9,
+                            beta_range: tuple[float, float] | None = None, min_window_decades: float | None = None,
                             max_lag_ps: float | None = None, points_per_decade: int = 10) -> DiffusiveWindow:
     """Choose the fit window by the registered β rule (longest contiguous run with β in range).
 
@@ -187,10 +188,11 @@ def select_diffusive_window(lag_ps: np.ndarray, msd_nm2: np.ndarray, *,
     ----------
     lag_ps, msd_nm2 : numpy.ndarray
         MSD curve (linear lag grid starting at 0) [ps], [nm^2].
-    beta_range : tuple of float
-        Accepted β interval (≈ [0.9, 1.1]).
-    min_window_decades : float
-        Minimum span ``log10(hi/lo)`` for the window to count as diffusive ("close to a decade").
+    beta_range : tuple of float, optional
+        Accepted β interval; None: the registered ``diffusion_beta_range``.
+    min_window_decades : float, optional
+        Minimum span ``log10(hi/lo)`` for the window to count as diffusive ("close to a decade"); None: the
+        registered ``diffusion_min_decades``.
     max_lag_ps : float, optional
         Longest lag eligible [ps].
     points_per_decade : int
@@ -202,6 +204,8 @@ def select_diffusive_window(lag_ps: np.ndarray, msd_nm2: np.ndarray, *,
         ``found`` False when no run spans ``min_window_decades`` (the longest run is still returned;
         an empty run gives nan bounds).
     """
+    beta_range = registered(beta_range, "diffusion_beta_range")
+    min_window_decades = registered(min_window_decades, "diffusion_min_decades")
     rule = (f"longest contiguous run of log-grid lags ({points_per_decade}/decade) with "
             f"{beta_range[0]} <= beta <= {beta_range[1]}, lag <= {max_lag_ps} ps; adequate if >= "
             f"{min_window_decades} decades")
@@ -252,10 +256,10 @@ def _nan_result(species: str, n: int, failures: list[str], frame: str) -> Diffus
 
 
 def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = None, species: str = "",
-                   guard_ps: float = 0.0, n_blocks: int = 4, beta_range: tuple[float, float] = (0.9, 1.1),
-                   min_window_decades: float = 0.9, max_lag_fraction: float = 0.5,
+                   guard_ps: float = 0.0, n_blocks: int | None = None, beta_range: tuple[float, float] | None = None,
+                   min_window_decades: float | None = None, max_lag_fraction: float | None = None,
                    fit_window_ps: tuple[float, float] | None = None, points_per_decade: int = 10,
-                   max_relative_half_width: float = 0.2, trend_alpha: float = 0.05) -> DiffusionResult:
+                   max_relative_half_width: float | None = None, trend_alpha: float | None = None) -> DiffusionResult:
     r"""Self-diffusion coefficient of one species from molecular centres of mass.
 
     .. math:: D = \frac{1}{6}\,\frac{d\,\mathrm{MSD}}{dt}\quad\text{(slope over the diffusive window)}
@@ -272,8 +276,12 @@ def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = Non
         Species label for the report.
     guard_ps : float
         Excluded initial interval [ps].
+    n_blocks, beta_range, min_window_decades, max_lag_fraction, max_relative_half_width, trend_alpha
+        None (each): the registered setting (``n_blocks``, ``diffusion_beta_range``, ``diffusion_min_decades``,
+        ``diffusion_max_lag_fraction``, ``diffusion_max_rel_half_width``, ``block_trend_alpha`` of
+        ``params/analysis/default.yaml``).
     n_blocks : int
-        Number of blocks (4).
+        Number of blocks.
     beta_range : tuple of float
         Accepted β(t) interval.
     min_window_decades : float
@@ -299,6 +307,11 @@ def self_diffusion(com_nm: Any, time_ps: Any, *, system_com_nm: Any | None = Non
     InputError
         Wrong shapes or an unusable time axis.
     """
+    n_blocks, beta_range = registered(n_blocks, "n_blocks"), registered(beta_range, "diffusion_beta_range")
+    min_window_decades = registered(min_window_decades, "diffusion_min_decades")
+    max_lag_fraction = registered(max_lag_fraction, "diffusion_max_lag_fraction")
+    max_relative_half_width = registered(max_relative_half_width, "diffusion_max_rel_half_width")
+    trend_alpha = registered(trend_alpha, "block_trend_alpha")
     x = as_positions(com_nm, "com_nm")
     if x.ndim == 2:
         x = x[:, None, :]

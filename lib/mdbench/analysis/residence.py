@@ -39,6 +39,7 @@ from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, _json_float, block_estimate
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.reduce import ReducedTrajectory
+from mdbench.analysis.settings import registered
 
 #: The two correlation definitions, in the order results are written.
 DEFINITIONS = ("intermittent", "continuous")
@@ -289,7 +290,7 @@ class LifetimeResult:
     min_frames_per_tau: float
     max_rel_half_width: float
     failures: list[str] = field(default_factory=list)
-    trend_alpha: float = 0.05
+    trend_alpha: float = field(default_factory=lambda: registered(None, "block_trend_alpha"))
 
     def _checks(self) -> tuple[dict[str, bool], dict[str, str]]:
         tau = self.tau.whole
@@ -333,9 +334,9 @@ class LifetimeResult:
 
 
 def lifetimes(rd: ReducedTrajectory, windows: BlockWindows, channels: list[str], cutoff_nm: float | dict[str, float],
-              partner_species: str, *, tolerance_ps: float = 2.0, max_lag_fraction: float = 0.5,
-              min_frames_per_tau: float = 5.0, max_rel_half_width: float = 0.2,
-              trend_alpha: float = 0.05) -> dict[str, LifetimeResult]:
+              partner_species: str, *, tolerance_ps: float | None = None, max_lag_fraction: float | None = None,
+              min_frames_per_tau: float | None = None, max_rel_half_width: float | None = None,
+              trend_alpha: float | None = None) -> dict[str, LifetimeResult]:
     """Intermittent and continuous lifetimes of one pair definition (see the module docstring).
 
     Parameters
@@ -352,12 +353,22 @@ def lifetimes(rd: ReducedTrajectory, windows: BlockWindows, channels: list[str],
         Longest lag as a fraction of the block length.
     min_frames_per_tau, max_rel_half_width : float
         Sampling thresholds (time resolution; block half-width / τ).
+    trend_alpha : float
+        Blocks' OLS slope with a p-value below this fails ``block_trend``.
+
+    Each threshold left None is the registered setting (``lifetime_tolerance_ps``, ``lifetime_max_lag_fraction``,
+    ``lifetime_min_frames_per_tau``, ``lifetime_max_rel_half_width``, ``block_trend_alpha``).
 
     Returns
     -------
     dict
         ``intermittent`` / ``continuous`` → :class:`LifetimeResult`.
     """
+    tolerance_ps = registered(tolerance_ps, "lifetime_tolerance_ps")
+    max_lag_fraction = registered(max_lag_fraction, "lifetime_max_lag_fraction")
+    min_frames_per_tau = registered(min_frames_per_tau, "lifetime_min_frames_per_tau")
+    max_rel_half_width = registered(max_rel_half_width, "lifetime_max_rel_half_width")
+    trend_alpha = registered(trend_alpha, "block_trend_alpha")
     series = contact_series(rd, channels, cutoff_nm, partner_species)
     dt = series.dt_ps
     max_lag = max(2, int(max_lag_fraction * windows.frames_per_block))

@@ -20,6 +20,7 @@ import numpy as np
 from mdbench.analysis.observables import AUDIT_GROUPS, group_of, template_categories
 from mdbench.analysis.states import NEXT_ACTION, SEVERITY
 from mdbench.errors import InputError
+from mdbench.jsonsafe import json_safe
 from mdbench.record.atomic import atomic_write_text
 from mdbench.record.schema_refs import inline_local_refs
 
@@ -34,23 +35,9 @@ def load_schema() -> dict[str, Any]:
 
 
 def _clean(obj: Any) -> Any:
-    """JSON-safe copy: numpy scalars → Python, non-finite floats → None, tuples → lists."""
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        if obj.dtype.kind in "biu" or (obj.dtype.kind == "f" and np.isfinite(obj).all()):
-            return obj.tolist()  # already JSON-safe Python numbers (the common case: curves, blocks)
-        return [_clean(v) for v in obj.tolist()]
-    if isinstance(obj, (np.bool_,)):
-        return bool(obj)
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        v = float(obj)
-        return v if math.isfinite(v) else None
-    return obj
+    """JSON-safe copy: numpy scalars → Python, non-finite floats → None, tuples → lists (:func:`json_safe`, the
+    convention the run record shares)."""
+    return json_safe(obj)
 
 
 def validate_results(doc: dict[str, Any], path: str | None = None) -> None:
@@ -214,7 +201,7 @@ def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any =
                   **_unused: Any) -> dict[str, str]:
     """PNG figures: RDFs with minima, MSD with fit window and β, GK running integral with plateau, cluster
     histogram, the residence-time and contact-lifetime correlation functions, block bars
-    (:func:`mdbench.report.figures.block_bars`), and what each estimator draws itself (``drawn``:
+    (:func:`mdbench.analysis.blockbars.block_bars`), and what each estimator draws itself (``drawn``:
     :meth:`EstimatorBase.figures <mdbench.analysis.estimator.EstimatorBase.figures>`), each under the figure name of its
     registry entry. ``settings`` gives the registered limits drawn (first-minimum search limit, accepted β).
     Returns name → file name (relative to ``out_dir``)."""
@@ -224,8 +211,8 @@ def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any =
     import matplotlib.pyplot as plt
 
     from mdbench.analysis import observables as registry
+    from mdbench.analysis.blockbars import block_bars
     from mdbench.analysis.settings import AnalysisSettings
-    from mdbench.report.figures import block_bars
 
     settings = settings if settings is not None else AnalysisSettings()
     rdfs, diffusion, clusters, viscosity = rdfs or {}, diffusion or {}, clusters or {}, green_kubo

@@ -56,6 +56,23 @@ def _copy(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
+def registered(value: Any, name: str) -> Any:
+    """``value``, or when it is None the shipped default of the setting ``name`` (``params/analysis/default.yaml``):
+    library functions take None for a threshold the settings hold, so the YAML file stays the one place a
+    default lives.
+
+    >>> registered(0.3, "diffusion_max_rel_half_width")
+    0.3
+    >>> registered(None, "n_blocks") == AnalysisSettings().n_blocks
+    True
+    """
+    if value is not None:
+        return value
+    if name not in _default_values():
+        raise KeyError(f"{name!r} is not a setting of params/analysis/default.yaml")
+    return _copy(_default_values()[name])
+
+
 @dataclass
 class AnalysisSettings:
     """Registered analysis settings (every field is part of a registration and reaches an estimator).

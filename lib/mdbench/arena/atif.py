@@ -32,10 +32,14 @@ class Recorder:
 
     Examples
     --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
     >>> rec = Recorder("oracle")
     >>> rec.step("The first minimum after the peak bounds the shell.", call=("python", {"code": "argrelmin(g)"}),
     ...          result="r_min = 0.300 nm")
-    >>> rec.save()
+    >>> path = rec.save(Path(tempfile.mkdtemp()) / "trajectory.json")
+    >>> len(json.loads(path.read_text())["steps"]) >= 1
+    True
     """
 
     agent_name: str

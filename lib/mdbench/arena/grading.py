@@ -118,9 +118,16 @@ class Grader:
 
     Examples
     --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> out = Path(tempfile.mkdtemp())
     >>> g = Grader("scale-charges-072")
-    >>> g.check("file_exists", lambda: out.exists(), "the output file exists")
-    >>> g.finish()
+    >>> g.check("file_exists", lambda: (out / "charges.itp").exists(), "the output file exists")
+    False
+    >>> g.finish(out)["correctness"]  # prints each criterion and the rewards, as a verifier log shows them
+    [FAIL] file_exists: the output file exists
+    {"correctness": 0.0}
+    0.0
     """
 
     task: str

@@ -9,7 +9,6 @@ errors and non-finite numbers become findings with line numbers instead of excep
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import logging
 import math
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from mdbench.audit.model import Finding
+from mdbench.hashing import sha256_file as sha256_file  # re-export: the one definition is below every room
 from mdbench.untrusted import Refused, Walk, walk
 
 log = logging.getLogger(__name__)
@@ -323,13 +323,3 @@ def _version(p: Path) -> tuple:
     return (os.path.realpath(p), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def sha256_file(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
-    """sha256 hex digest of a file, read in chunks (constant memory)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while True:
-            block = fh.read(chunk_bytes)
-            if not block:
-                break
-            h.update(block)
-    return h.hexdigest()

@@ -76,7 +76,7 @@ def build_system(case: str, preset: str, out_dir: Path, seed: int = 2026, densit
     case : str
         ``DE``, ``HCE`` or ``LHCE``.
     preset : str
-        ``micro``, ``tiny``, ``small`` or ``paper``.
+        A preset of ``params/presets/<name>.yaml`` (:func:`mdbench.choices.preset_names`).
     out_dir : Path
         Destination folder (e.g. ``RUN_DIR/cases/<CASE>/setup``); written only when everything
         succeeded (the work happens in a temporary sibling folder that is renamed at the end).
@@ -121,19 +121,9 @@ def build_system(case: str, preset: str, out_dir: Path, seed: int = 2026, densit
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        xyz = packing.read_packed_pdb(packing.run_packmol(tmp, counts, box, seed, rho,
-                                                          geometry_dir=inputs.geometry_dir if inputs else None))
         gro, top = f"{case}.gro", "topol.top"
-        topology.write_gro(tmp / gro, title, counts, xyz, box)
-        topology.copy_forcefield(tmp, ff_dir)
-        (tmp / top).write_text(topology.topology_text(title, counts))
-        checks = [_audits.audit_forcefield(tmp, ff_dir), *_audits.audit_counts(tmp / gro, counts, n_atoms),
-                  *_audits.audit_charges(tmp, counts),
-                  *_audits.audit_geometry(tmp / gro, counts, p.cutoff_nm, p.box_margin_nm),
-                  _audits.audit_grompp(tmp, gro, top, p.cutoff_nm)]
-        for name in os.listdir(tmp):
-            if name.endswith(".pdb") and name != "packed.pdb":
-                os.remove(tmp / name)
+        xyz, checks = _pack_and_audit(tmp, gro, top, title=title, counts=counts, n_atoms=n_atoms, box=box,
+                                      seed=seed, rho=rho, inputs=inputs, ff_dir=ff_dir, preset=p)
         result = BuildResult(case=case, preset=preset, gro_path=out_dir / gro, top_path=out_dir / top,
                              n_atoms=len(xyz), box_nm=(box, box, box), counts=dict(counts), seed=seed,
                              density_g_cm3=rho, cutoff_nm=p.cutoff_nm,
@@ -151,3 +141,22 @@ def build_system(case: str, preset: str, out_dir: Path, seed: int = 2026, densit
     for a in checks:
         log.info("audit %-28s %s  %s", a.name, "pass" if a.passed else "FAIL", a.value)
     return result
+
+
+def _pack_and_audit(tmp: Path, gro: str, top: str, *, title: str, counts: dict, n_atoms: int, box: float,
+                    seed: int, rho: float, inputs, ff_dir: Path, preset) -> tuple:
+    """Pack with packmol into ``tmp``, write the coordinates, force field and topology there and run the setup
+    audits; returns (packed coordinates [nm], audits). packmol's per-molecule PDBs are removed."""
+    xyz = packing.read_packed_pdb(packing.run_packmol(tmp, counts, box, seed, rho,
+                                                      geometry_dir=inputs.geometry_dir if inputs else None))
+    topology.write_gro(tmp / gro, title, counts, xyz, box)
+    topology.copy_forcefield(tmp, ff_dir)
+    (tmp / top).write_text(topology.topology_text(title, counts))
+    checks = [_audits.audit_forcefield(tmp, ff_dir), *_audits.audit_counts(tmp / gro, counts, n_atoms),
+              *_audits.audit_charges(tmp, counts),
+              *_audits.audit_geometry(tmp / gro, counts, preset.cutoff_nm, preset.box_margin_nm),
+              _audits.audit_grompp(tmp, gro, top, preset.cutoff_nm)]
+    for name in os.listdir(tmp):
+        if name.endswith(".pdb") and name != "packed.pdb":
+            os.remove(tmp / name)
+    return xyz, checks

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from mdbench.analysis.observables import analysis_templates
+from mdbench.choices import executor_names, preset_names
 
 #: The study's stages, in order, as executor stage names.
 STUDY_STAGES = ("study/10_setup", "study/20_minimize", "study/30_equilibrate", "study/40_production")
@@ -57,7 +58,7 @@ def _preset_and_bundle(preset: str | None, bundle: Path | None) -> tuple[str, st
 
 
 @study.command("run")
-@click.option("--preset", type=click.Choice(["micro", "tiny", "small", "paper"]), default=None,
+@click.option("--preset", type=click.Choice(preset_names()), default=None,
               help="System size and protocol lengths (params/presets/); default micro, or the bundle's size.")
 @click.option("--bundle", "bundle", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Agent input bundle (e.g. agent_input/): verified, then molecule counts, force field and "
@@ -65,7 +66,7 @@ def _preset_and_bundle(preset: str | None, bundle: Path | None) -> tuple[str, st
 @click.option("--systems", multiple=True, default=("DE", "HCE", "LHCE"), show_default=True,
               help="Cases to run; repeat the option or give several names (--systems DE HCE).")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run directory.")
-@click.option("--executor", type=click.Choice(["local", "dask", "slurm"]), default="local", show_default=True)
+@click.option("--executor", type=click.Choice(executor_names()), default=executor_names()[0], show_default=True)
 @click.option("--slurm-profile", type=click.Path(exists=True, dir_okay=False), expose_value=False,
               callback=lambda ctx, _param, value: ctx.meta.__setitem__("slurm_profile", value),
               help="Slurm profile YAML for --executor slurm (queue, cores, memory, GPUs, walltime, modules).")

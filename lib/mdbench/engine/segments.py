@@ -246,66 +246,22 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
     tpr = Path(tpr)
     seg_dir = tpr.parent
     state = _load_state(seg_dir, deffnm)
-    ledger = {a["id"]: a for a in rec.attempts()}
-    cpt = seg_dir / f"{deffnm}.cpt"
-    prev_cpt = seg_dir / f"{deffnm}_prev.cpt"
-    log_path = seg_dir / f"{deffnm}.log"
-
     last = state["attempts"][-1] if state["attempts"] else None
-    last_status = None
-    if last is not None:
-        row = ledger.get(last["id"], {})
-        last_status = row.get("status")
-        if row.get("status") == "completed" and state.get("target_step") == target_step:
-            return SegmentResult("skipped", last["id"], target_step, target_step,
-                                 reason="segment already completed", files=segment_files(seg_dir, deffnm))
-        if row.get("status") == "reserved":
-            # the process running this attempt died without closing it: charge what its files show, once
-            # its mdrun (told to stop when its driver died) has written its last checkpoint and exited
-            _wait_for_orphan(last.get("pid"), deffnm, seg_dir)
-            done, found = _steps_done(runner, seg_dir, deffnm, dt_ps)
-            steps = max(0, done - last["start_step"])
-            rec.complete(last["id"], completed_steps=steps, status="interrupted",
-                         end_step=last["start_step"] + steps, end_step_evidence=found,
-                         reason=f"attempt left open (its process ended without closing it); files show step "
-                                f"{done} ({found}); charged {steps} steps")
-
     cpi: Path | None = None
     start_step = 0
     if last is not None:
-        # a completed segment asked to go further is an extension; anything else continues it
-        parent, relation = last["id"], ("extension" if last_status == "completed" else "continuation")
-        step = checkpoint_step(runner, cpt)
-        if step is not None:
-            cpi, start_step = cpt, step
-        else:
-            pstep = checkpoint_step(runner, prev_cpt)
-            if pstep is not None:
-                cpi, start_step = prev_cpt, pstep
-                rec.append_event("checkpoint_fallback", {
-                    "case": case, "segment": str(seg_dir / deffnm), "unreadable": str(cpt),
-                    "used": str(prev_cpt), "step": pstep,
-                    "reason": f"{cpt.name} missing or unreadable (gmx dump -cp failed); resuming from "
-                              f"{prev_cpt.name} at step {pstep}"})
-            else:
-                relation = "restart"
-                reason = "no readable checkpoint (neither .cpt nor _prev.cpt); restarting the segment from its tpr"
-                moved = set_aside_outputs(rec, seg_dir, output_names(deffnm), deffnm, reason, case=case,
-                                          attempt_id=last["id"])
-                rec.append_event("segment_restart", {
-                    "case": case, "segment": _rel(rec, seg_dir / deffnm), "moved_to": moved.get("payload", {}).get(
-                        "dest"), "attempt_id": last["id"], "reason": reason})
+        follow = _after(rec, runner, seg_dir, deffnm, dt_ps, last, state.get("target_step") == target_step)
+        if follow is None:
+            return SegmentResult("skipped", last["id"], target_step, target_step,
+                                 reason="segment already completed", files=segment_files(seg_dir, deffnm))
+        cpi, start_step = _resume_point(rec, runner, case, seg_dir, deffnm, last["id"])
+        parent, relation = last["id"], (follow if cpi is not None else "restart")
     planned = max(0, target_step - start_step)
-    if cpt_min is None:  # the registered cadence, scaled to this attempt's steps and the case's speed
-        cadence = cadence or CheckpointCadence()
-        cpt_rule = register_cadence(rec, cadence)
-        cpt_min = cadence.interval_min(planned, measured_speed(rec, case))
-    else:
-        cpt_rule = "explicit"
-    segment = _rel(rec, seg_dir / deffnm)
+    cpt_min, cpt_rule = _checkpoint_interval(rec, case, planned, cpt_min, cadence)
     attempt_id = rec.reserve(case, planned_steps=planned, dt_ps=dt_ps, kind=kind, stage=stage,
-                             parent=parent, relation=relation, segment=segment, start_step=start_step,
-                             target_step=target_step, supersedes=_supersedes(rec, state, start_step))
+                             parent=parent, relation=relation, segment=_rel(rec, seg_dir / deffnm),
+                             start_step=start_step, target_step=target_step,
+                             supersedes=_supersedes(rec, state, start_step))
     state["target_step"] = target_step
     entry = {"id": attempt_id, "start_step": start_step, "cpi": cpi.name if cpi else None,
              "relation": relation, "parent": parent, "checkpoint_interval_min": cpt_min}
@@ -327,13 +283,47 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
                      end_step=max(done, start_step), end_step_evidence=found,
                      reason=f"mdrun call aborted in the driver ({type(exc).__name__}: {exc})")
         raise
-    rec.append_event("mdrun_finished", {"case": case, "attempt_id": attempt_id, "argv": res.argv,
-                                         "cwd": res.cwd, "returncode": res.returncode, "wall_s": res.wall_s,
-                                         "threads": res.threads, "engine": res.engine,
-                                         "console": _rel(rec, res.console_path),
+    rec.append_event("mdrun_finished", {"case": case, "attempt_id": attempt_id, **_mdrun_summary(rec, res),
                                          "checkpoint_interval_min": cpt_min, "checkpoint_rule": cpt_rule})
+    return _close_attempt(rec, runner, res, attempt_id, seg_dir, deffnm, dt_ps, start_step, target_step)
+
+
+
+def _after(rec, runner: Runner, seg_dir: Path, deffnm: str, dt_ps: float, last: dict,
+           same_target: bool) -> str | None:
+    """How the next attempt follows the segment's ``last`` one: None when that one completed the same target
+    (nothing to run), ``extension`` when it completed and the segment goes further, else ``continuation`` (an
+    attempt left ``reserved`` by a dead process is closed first, :func:`_close_open_attempt`)."""
+    status = {a["id"]: a for a in rec.attempts()}.get(last["id"], {}).get("status")
+    if status == "completed" and same_target:
+        return None
+    if status == "reserved":
+        _close_open_attempt(rec, runner, seg_dir, deffnm, dt_ps, last)
+    return "extension" if status == "completed" else "continuation"
+
+
+def _mdrun_summary(rec, res) -> dict:
+    """What the ``mdrun_finished`` event records of one mdrun call (its console path relative to the run)."""
+    return {"argv": res.argv, "cwd": res.cwd, "returncode": res.returncode, "wall_s": res.wall_s,
+            "threads": res.threads, "engine": res.engine, "console": _rel(rec, res.console_path)}
+
+
+def _checkpoint_interval(rec, case: str, planned: int, cpt_min: float | None,
+                         cadence: CheckpointCadence | None) -> tuple[float, str]:
+    """(checkpoint interval [min], its rule): ``cpt_min`` when given (``explicit``), else the registered cadence
+    scaled to the ``planned`` steps of the attempt and the case's measured speed."""
+    if cpt_min is not None:
+        return cpt_min, "explicit"
+    cadence = cadence or CheckpointCadence()
+    cpt_rule = register_cadence(rec, cadence)
+    return cadence.interval_min(planned, measured_speed(rec, case)), cpt_rule
+
+
+def _close_attempt(rec, runner: Runner, res, attempt_id: str, seg_dir: Path, deffnm: str, dt_ps: float,
+                   start_step: int, target_step: int) -> SegmentResult:
+    """Close the attempt after its mdrun returned: charged the steps its files show it reached, ``completed``
+    at ``target_step``, else interrupted or failed (:func:`_unfinished_outcome`)."""
     done, found = _steps_done(runner, seg_dir, deffnm, dt_ps)
-    cstep, lstep = found["checkpoint"], found["log"]
     steps = max(0, done - start_step)
     reached = {"end_step": start_step + steps, "end_step_evidence": found}
     files = segment_files(seg_dir, deffnm)
@@ -341,25 +331,67 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
         rec.complete(attempt_id, completed_steps=steps, status="completed", artifacts=_ledger_paths(rec, files),
                      reason=f"reached step {done}", resources=res.extra.get("resources"), **reached)
         return SegmentResult("completed", attempt_id, done, target_step, res.wall_s, f"reached step {done}", files)
-    if res.returncode < 0 or res.returncode in (128 + signal.SIGTERM, 128 + signal.SIGKILL, 128 + signal.SIGINT):
-        sig = -res.returncode if res.returncode < 0 else res.returncode - 128
-        status = "interrupted"
-        reason = (f"mdrun killed by signal {signal.Signals(sig).name} at step ~{done} (log {lstep}, "
-                  f"energy file {found['edr']}, checkpoint {cstep}); rerun the stage to resume from the checkpoint")
-    elif _received_signal(log_path, start_step):
-        status = "interrupted"
-        reason = (f"mdrun stopped on a {_received_signal(log_path, start_step)} signal at step {done} and wrote its "
-                  f"checkpoint (step {cstep}); rerun the stage to continue")
-    elif res.ok:
-        status = "interrupted"
-        reason = f"mdrun exited at step {done} before the target {target_step} without an error"
-    else:
-        status = "failed"
-        reason = f"mdrun exited with status {res.returncode} at step {done}; see {res.console_path}"
+    status, reason = _unfinished_outcome(res, done, found, target_step, seg_dir / f"{deffnm}.log", start_step)
     rec.complete(attempt_id, completed_steps=steps, status=status, artifacts=_ledger_paths(rec, files), reason=reason,
                  resources=res.extra.get("resources"), **reached)
     return SegmentResult(status, attempt_id, done, target_step, res.wall_s, reason, files)
 
+
+def _close_open_attempt(rec, runner: Runner, seg_dir: Path, deffnm: str, dt_ps: float, last: dict) -> None:
+    """Close the attempt ``last`` left ``reserved``: the process running it died without closing it. Charge what
+    its files show, once its mdrun (told to stop when its driver died) has written its last checkpoint and exited."""
+    _wait_for_orphan(last.get("pid"), deffnm, seg_dir)
+    done, found = _steps_done(runner, seg_dir, deffnm, dt_ps)
+    steps = max(0, done - last["start_step"])
+    rec.complete(last["id"], completed_steps=steps, status="interrupted",
+                 end_step=last["start_step"] + steps, end_step_evidence=found,
+                 reason=f"attempt left open (its process ended without closing it); files show step "
+                        f"{done} ({found}); charged {steps} steps")
+
+
+def _resume_point(rec, runner: Runner, case: str, seg_dir: Path, deffnm: str,
+                  last_id: str) -> tuple[Path | None, int]:
+    """(checkpoint to resume from, its step) for the next attempt of a segment that has run before: its
+    ``.cpt``, else its ``_prev.cpt`` (a ``checkpoint_fallback`` event), else (None, 0) after moving the old
+    outputs aside (a ``segment_restart`` event: the segment restarts from its tpr)."""
+    cpt = seg_dir / f"{deffnm}.cpt"
+    prev_cpt = seg_dir / f"{deffnm}_prev.cpt"
+    step = checkpoint_step(runner, cpt)
+    if step is not None:
+        return cpt, step
+    pstep = checkpoint_step(runner, prev_cpt)
+    if pstep is not None:
+        rec.append_event("checkpoint_fallback", {
+            "case": case, "segment": str(seg_dir / deffnm), "unreadable": str(cpt),
+            "used": str(prev_cpt), "step": pstep,
+            "reason": f"{cpt.name} missing or unreadable (gmx dump -cp failed); resuming from "
+                      f"{prev_cpt.name} at step {pstep}"})
+        return prev_cpt, pstep
+    reason = "no readable checkpoint (neither .cpt nor _prev.cpt); restarting the segment from its tpr"
+    moved = set_aside_outputs(rec, seg_dir, output_names(deffnm), deffnm, reason, case=case, attempt_id=last_id)
+    rec.append_event("segment_restart", {
+        "case": case, "segment": _rel(rec, seg_dir / deffnm), "moved_to": moved.get("payload", {}).get(
+            "dest"), "attempt_id": last_id, "reason": reason})
+    return None, 0
+
+
+def _unfinished_outcome(res, done: int, found: dict, target_step: int, log_path: Path,
+                        start_step: int) -> tuple[str, str]:
+    """(status, reason) of an mdrun that did not reach ``target_step``: ``interrupted`` when it was killed by a
+    signal, stopped on one (its log says so) or exited early without an error; ``failed`` otherwise."""
+    cstep, lstep = found["checkpoint"], found["log"]
+    if res.returncode < 0 or res.returncode in (128 + signal.SIGTERM, 128 + signal.SIGKILL, 128 + signal.SIGINT):
+        sig = -res.returncode if res.returncode < 0 else res.returncode - 128
+        return "interrupted", (f"mdrun killed by signal {signal.Signals(sig).name} at step ~{done} (log {lstep}, "
+                               f"energy file {found['edr']}, checkpoint {cstep}); rerun the stage to resume from "
+                               f"the checkpoint")
+    received = _received_signal(log_path, start_step)
+    if received:
+        return "interrupted", (f"mdrun stopped on a {received} signal at step {done} and wrote its "
+                               f"checkpoint (step {cstep}); rerun the stage to continue")
+    if res.ok:
+        return "interrupted", f"mdrun exited at step {done} before the target {target_step} without an error"
+    return "failed", f"mdrun exited with status {res.returncode} at step {done}; see {res.console_path}"
 
 def _supersedes(rec, state: dict, start_step: int) -> list[dict]:
     """The steps of the segment's earlier attempts that an attempt starting at ``start_step`` computes again

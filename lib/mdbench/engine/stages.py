@@ -21,7 +21,8 @@ from mdbench.engine.hardware import record_hardware_audit
 from mdbench.engine.protocols import Protocol, Timing, load_gates, load_protocol, write_mdp
 from mdbench.engine.recovery import set_aside_unfinished_minimization
 from mdbench.engine.runner import EngineError, Runner, get_runner
-from mdbench.engine.segments import checkpoint_step, log_last_step, recovery_note, run_segment, segment_history
+from mdbench.engine.segments import (SegmentResult, checkpoint_step, log_last_step, recovery_note, run_segment,
+                                     segment_history)
 from mdbench.errors import InputError, MdbenchError
 from mdbench.paths import PARAMS_DIR
 from mdbench.record.atomic import atomic_write_text
@@ -307,66 +308,31 @@ def equilibrate(run_dir: str | Path, case: str, *, preset: str | dict | None = "
     _, top = find_setup(run_dir, case)
     em_gro = case_dir(run_dir, case) / "em" / "em.gro"
     pre = load_preset(preset)
-    gcfg = dict(load_gates(protocols_dir)["equilibration"])
-    if max_extensions is not None:
-        gcfg["max_extensions"] = int(max_extensions)
     nvt, npt = load_protocol("nvt", protocols_dir), load_protocol("npt", protocols_dir)
     t_nvt = _timing(nvt, pre, "equilibration_nvt_ps", nvt_ps)
     t_npt = _timing(npt, pre, "equilibration_npt_ps", npt_ps)
     cpt = dict(cpt_min=cpt_min, cadence=npt.checkpoint_cadence)  # explicit interval, else the registered cadence
     wd.mkdir(parents=True, exist_ok=True)
     rec.set_stage_state(case, stage, "running", "NVT/NPT equilibration started")
-    definition = {"gate": "equilibration", "stage": stage, "target_temperature_K": TARGET_TEMPERATURE_K,
-                  "observables": list(gcfg["observables"]), "nskip": int(gcfg["detect_equilibration_nskip"]),
-                  "min_effective_samples": float(gcfg["min_effective_samples"]),
-                  "max_t0_fraction": float(gcfg["max_t0_fraction"]),
-                  "temperature_tolerance_K": float(gcfg["temperature_tolerance_K"]),
-                  "max_density_drift_rel": float(gcfg["max_density_drift_rel"]),
-                  "max_extensions": int(gcfg["max_extensions"]),
-                  "extension_fraction": float(gcfg["extension_fraction"]),
-                  "method": "pymbar.timeseries.detect_equilibration on each observable of the NPT energy file; "
-                            "stationary tail = latest t0; T mean and linear density drift over the tail"}
+    definition = _equil_definition(protocols_dir, max_extensions, stage)
     reg = _register_gate(rec, case, definition)
     attempts: list[str] = []
     try:
-        # NVT
         if not (wd / "nvt.tpr").is_file():
-            write_mdp(nvt, wd / "nvt.mdp", _cutoff_overrides(pre), timing=t_nvt, seed=seed)
-            runner.grompp(wd / "nvt.mdp", em_gro.resolve(), top.resolve(), wd / "nvt.tpr")
-            _add_artifacts(rec, run_dir, [wd / "nvt.mdp", wd / "nvt.tpr"])
-        r_nvt = run_segment(rec, runner, case, wd / "nvt.tpr", "nvt", target_step=t_nvt.nsteps, dt_ps=t_nvt.dt_ps,
-                            stage=stage, kind="nvt", parent=None, relation=None, threads=threads, **cpt)
-        attempts.append(r_nvt.attempt_id)
-        if not r_nvt.ok:
-            raise EngineError(f"NVT segment {r_nvt.status}: {r_nvt.reason}")
-        _add_artifacts(rec, run_dir, [wd / f"nvt.{e}" for e in ("log", "edr", "gro", "cpt", "xtc")])
+            _grompp_segment(rec, runner, run_dir, wd, "nvt", nvt, pre, t_nvt, seed, em_gro, top)
+        r_nvt = _run_nvt(rec, runner, run_dir, wd, case, stage, t_nvt, attempts, threads=threads, **cpt)
         # NPT
         if not (wd / "npt.tpr").is_file():
-            write_mdp(npt, wd / "npt.mdp", _cutoff_overrides(pre), timing=t_npt, seed=seed)
-            runner.grompp(wd / "npt.mdp", (wd / "nvt.gro").resolve(), top.resolve(), wd / "npt.tpr",
-                          checkpoint=(wd / "nvt.cpt").resolve())
-            _add_artifacts(rec, run_dir, [wd / "npt.mdp", wd / "npt.tpr"])
-        state = _equil_state(wd)
-        tpr = wd / state.get("tpr", "npt.tpr")
-        target = int(state.get("target_step", t_npt.nsteps))
-        n_ext = int(state.get("extensions", 0))
+            _grompp_segment(rec, runner, run_dir, wd, "npt", npt, pre, t_npt, seed, wd / "nvt.gro", top,
+                            checkpoint=wd / "nvt.cpt")
+        tpr, target, n_ext = _npt_progress(wd, t_npt.nsteps)
         while True:
             r = run_segment(rec, runner, case, tpr, "npt", target_step=target, dt_ps=t_npt.dt_ps, stage=stage,
                             kind="npt", parent=r_nvt.attempt_id, relation="branch", threads=threads, **cpt)
             attempts.append(r.attempt_id)
             if not r.ok:
                 raise EngineError(f"NPT segment {r.status}: {r.reason}")
-            gate = G.equilibration_gate(
-                wd / "npt.edr", target_temperature_K=TARGET_TEMPERATURE_K, observables=definition["observables"],
-                nskip=definition["nskip"], min_effective_samples=definition["min_effective_samples"],
-                max_t0_fraction=definition["max_t0_fraction"],
-                temperature_tolerance_K=definition["temperature_tolerance_K"],
-                max_density_drift_rel=definition["max_density_drift_rel"],
-                figure=wd / f"equil_gate_{n_ext}.png")
-            gev = rec.append_event("gate_evaluated", {"case": case, "stage": stage, "registration_id": reg,
-                                                      "extension": n_ext, "attempt_id": r.attempt_id,
-                                                      **gate.as_dict()})
-            _add_artifacts(rec, run_dir, [wd / f"equil_gate_{n_ext}.png"], gev["id"])
+            gate, gev = _evaluate_equil_gate(rec, run_dir, wd, case, stage, reg, definition, n_ext, r.attempt_id)
             if gate.passed:
                 break
             if n_ext >= definition["max_extensions"]:
@@ -374,19 +340,10 @@ def equilibrate(run_dir: str | Path, case: str, *, preset: str | dict | None = "
                           f"{definition['max_extensions']}): {gate.reason}")
                 return _equil_done(rec, run_dir, wd, case, stage, "invalid", reason, gate, reg, gev["id"],
                                    attempts, t_start)
-            # extend NPT within budget
-            ext_steps = max(1, int(round(t_npt.nsteps * definition["extension_fraction"])))
-            n_ext += 1
-            new_tpr = wd / f"npt_ext{n_ext}.tpr"
-            res = runner.tool(["convert-tpr", "-s", tpr.name, "-nsteps", str(target + ext_steps), "-o",
-                               new_tpr.name], cwd=wd, name=f"npt_ext{n_ext}.convert")
-            if not res.ok:
-                raise EngineError("gmx convert-tpr failed", res.argv, res.returncode, res.console_path)
-            rec.append_event("equilibration_extension", {
-                "case": case, "extension": n_ext, "added_steps": ext_steps, "new_target_step": target + ext_steps,
-                "reason": f"gate failed: {gate.reason}", "gate_event": gev["id"], "tpr": _rel(run_dir, new_tpr)})
-            tpr, target = new_tpr, target + ext_steps
-            _equil_save(wd, {"tpr": tpr.name, "target_step": target, "extensions": n_ext})
+            n_ext += 1  # extend NPT within budget
+            tpr, target = _extend_npt(rec, runner, run_dir, wd, case, tpr, target,
+                                      max(1, int(round(t_npt.nsteps * definition["extension_fraction"]))), n_ext,
+                                      f"gate failed: {gate.reason}", gev["id"])
     except BudgetExceeded as exc:
         reason = f"budget refused the next equilibration segment before it ran: {exc}"
         return _equil_done(rec, run_dir, wd, case, stage, "invalid", reason, None, reg, None, attempts, t_start)
@@ -397,6 +354,93 @@ def equilibrate(run_dir: str | Path, case: str, *, preset: str | dict | None = "
         raise
     reason = f"equilibration gate passed after {n_ext} extension(s): {gate.reason}"
     return _equil_done(rec, run_dir, wd, case, stage, "valid", reason, gate, reg, gev["id"], attempts, t_start)
+
+
+def _run_nvt(rec, runner: Runner, run_dir: Path, wd: Path, case: str, stage: str, t_nvt: Timing, attempts: list[str],
+             **kw) -> SegmentResult:
+    """Run (or resume) the NVT segment; its attempt id is appended to ``attempts`` and its outputs recorded.
+
+    Raises
+    ------
+    EngineError
+        The segment did not complete.
+    """
+    r_nvt = run_segment(rec, runner, case, wd / "nvt.tpr", "nvt", target_step=t_nvt.nsteps, dt_ps=t_nvt.dt_ps,
+                        stage=stage, kind="nvt", parent=None, relation=None, **kw)
+    attempts.append(r_nvt.attempt_id)
+    if not r_nvt.ok:
+        raise EngineError(f"NVT segment {r_nvt.status}: {r_nvt.reason}")
+    _add_artifacts(rec, run_dir, [wd / f"nvt.{e}" for e in ("log", "edr", "gro", "cpt", "xtc")])
+    return r_nvt
+
+
+def _npt_progress(wd: Path, nsteps: int) -> tuple[Path, int, int]:
+    """(NPT tpr, its final step, extensions so far) saved by earlier runs of the stage (the first NPT input
+    of ``nsteps`` steps when none)."""
+    state = _equil_state(wd)
+    return (wd / state.get("tpr", "npt.tpr"), int(state.get("target_step", nsteps)),
+            int(state.get("extensions", 0)))
+
+
+def _evaluate_equil_gate(rec, run_dir: Path, wd: Path, case: str, stage: str, reg: str, definition: dict,
+                         n_ext: int, attempt_id: str) -> tuple:
+    """The equilibration gate on the whole NPT energy file, its ``gate_evaluated`` event and its figure;
+    returns (gate, event)."""
+    gate = G.equilibration_gate(
+        wd / "npt.edr", target_temperature_K=TARGET_TEMPERATURE_K, observables=definition["observables"],
+        nskip=definition["nskip"], min_effective_samples=definition["min_effective_samples"],
+        max_t0_fraction=definition["max_t0_fraction"],
+        temperature_tolerance_K=definition["temperature_tolerance_K"],
+        max_density_drift_rel=definition["max_density_drift_rel"],
+        figure=wd / f"equil_gate_{n_ext}.png")
+    gev = rec.append_event("gate_evaluated", {"case": case, "stage": stage, "registration_id": reg,
+                                              "extension": n_ext, "attempt_id": attempt_id, **gate.as_dict()})
+    _add_artifacts(rec, run_dir, [wd / f"equil_gate_{n_ext}.png"], gev["id"])
+    return gate, gev
+
+
+def _equil_definition(protocols_dir: str | Path | None, max_extensions: int | None, stage: str) -> dict:
+    """The registered definition of the equilibration gate from the ``equilibration`` gate settings
+    (``max_extensions``, when given, replaces the registered limit)."""
+    gcfg = dict(load_gates(protocols_dir)["equilibration"])
+    if max_extensions is not None:
+        gcfg["max_extensions"] = int(max_extensions)
+    return {"gate": "equilibration", "stage": stage, "target_temperature_K": TARGET_TEMPERATURE_K,
+            "observables": list(gcfg["observables"]), "nskip": int(gcfg["detect_equilibration_nskip"]),
+            "min_effective_samples": float(gcfg["min_effective_samples"]),
+            "max_t0_fraction": float(gcfg["max_t0_fraction"]),
+            "temperature_tolerance_K": float(gcfg["temperature_tolerance_K"]),
+            "max_density_drift_rel": float(gcfg["max_density_drift_rel"]),
+            "max_extensions": int(gcfg["max_extensions"]),
+            "extension_fraction": float(gcfg["extension_fraction"]),
+            "method": "pymbar.timeseries.detect_equilibration on each observable of the NPT energy file; "
+                      "stationary tail = latest t0; T mean and linear density drift over the tail"}
+
+
+def _grompp_segment(rec, runner: Runner, run_dir: Path, wd: Path, name: str, protocol, pre, timing, seed: int,
+                    gro: Path, top: Path, checkpoint: Path | None = None) -> None:
+    """Write ``<name>.mdp`` from ``protocol`` and grompp it into ``<name>.tpr`` in ``wd`` (both recorded)."""
+    write_mdp(protocol, wd / f"{name}.mdp", _cutoff_overrides(pre), timing=timing, seed=seed)
+    kw = {"checkpoint": checkpoint.resolve()} if checkpoint is not None else {}
+    runner.grompp(wd / f"{name}.mdp", gro.resolve(), top.resolve(), wd / f"{name}.tpr", **kw)
+    _add_artifacts(rec, run_dir, [wd / f"{name}.mdp", wd / f"{name}.tpr"])
+
+
+def _extend_npt(rec, runner: Runner, run_dir: Path, wd: Path, case: str, tpr: Path, target: int, ext_steps: int,
+                n_ext: int, reason: str, gate_event: str) -> tuple[Path, int]:
+    """``gmx convert-tpr`` the NPT input ``tpr`` (final step ``target``) ``ext_steps`` further as
+    ``npt_ext<n_ext>.tpr``, record the ``equilibration_extension`` event and save the progress; returns the new
+    tpr and its final step."""
+    new_tpr = wd / f"npt_ext{n_ext}.tpr"
+    res = runner.tool(["convert-tpr", "-s", tpr.name, "-nsteps", str(target + ext_steps), "-o",
+                       new_tpr.name], cwd=wd, name=f"npt_ext{n_ext}.convert")
+    if not res.ok:
+        raise EngineError("gmx convert-tpr failed", res.argv, res.returncode, res.console_path)
+    rec.append_event("equilibration_extension", {
+        "case": case, "extension": n_ext, "added_steps": ext_steps, "new_target_step": target + ext_steps,
+        "reason": reason, "gate_event": gate_event, "tpr": _rel(run_dir, new_tpr)})
+    _equil_save(wd, {"tpr": new_tpr.name, "target_step": target + ext_steps, "extensions": n_ext})
+    return new_tpr, target + ext_steps
 
 
 def _equil_state(wd: Path) -> dict:

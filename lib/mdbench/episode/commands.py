@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from mdbench.choices import preset_names
+
 
 @click.group(name="episode")
 def episode() -> None:
@@ -15,7 +17,7 @@ def episode() -> None:
 
 
 @episode.command("prepare")
-@click.option("--preset", default="micro", show_default=True, help="micro | tiny | small | paper")
+@click.option("--preset", default="micro", show_default=True, help=" | ".join(preset_names()))
 @click.option("--out", "out", required=True, type=click.Path(path_type=Path), help="New episode folder EP.")
 @click.option("--bundle", "bundle_dir", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
               help="Use this bundle (verified) instead of building it from the preset.")

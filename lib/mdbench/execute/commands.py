@@ -8,6 +8,8 @@ from pathlib import Path
 import click
 import yaml
 
+from mdbench.choices import executor_names
+
 
 def _parse_params(pairs: tuple[str, ...], params_file: Path | None) -> dict:
     from mdbench.errors import InputError
@@ -57,7 +59,7 @@ def run_template(stage: str, run_dir: Path, system: str, pairs: tuple[str, ...],
 
 @click.command()
 @click.argument("plan", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--executor", type=click.Choice(["local", "dask", "slurm"]), default=None,
+@click.option("--executor", type=click.Choice(executor_names()), default=None,
               help="Default: the plan's, or local.")
 @click.option("--workers", type=int, default=None, help="Parallel systems (default: cores).")
 @click.option("--scheduler", default=None, help="Dask scheduler ADDRESS (default: start a LocalCluster).")
@@ -71,7 +73,7 @@ def batch(plan: Path, executor: str | None, workers: int | None, scheduler: str 
     from mdbench.execute import load_plan, run_jobs
 
     jobs, options = load_plan(plan)
-    results = run_jobs(jobs, executor=executor or options.get("executor", "local"),
+    results = run_jobs(jobs, executor=executor or options.get("executor", executor_names()[0]),
                        workers=workers or options.get("workers"), scheduler=scheduler or options.get("scheduler"),
                        force=force, verbose=not quiet,
                        slurm_profile=str(slurm_profile) if slurm_profile else options.get("slurm_profile"))

@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 from tqdm.auto import tqdm
 
+from mdbench.choices import EXECUTORS as _EXECUTOR_REGISTRY
+from mdbench.choices import load_executor
 from mdbench.errors import InputError
 from mdbench.execute.slurm import run_on_slurm
 from mdbench.execute.stage import StageResult, prepare_parameters, run_stage
@@ -59,7 +61,7 @@ def run_chain(chain: list[Job], force: bool = False) -> list[dict[str, Any]]:
     return results
 
 
-def _local(chains: list[list[Job]], workers: int, force: bool, on_done: Callable[[list[dict]], None],
+def run_local(chains: list[list[Job]], workers: int, force: bool, on_done: Callable[[list[dict]], None],
            scheduler: str | None = None) -> None:
     if workers <= 1 or len(chains) == 1:
         for chain in chains:
@@ -72,7 +74,7 @@ def _local(chains: list[list[Job]], workers: int, force: bool, on_done: Callable
             on_done(future.result())
 
 
-def _dask(chains: list[list[Job]], workers: int, force: bool, on_done: Callable[[list[dict]], None],
+def run_dask(chains: list[list[Job]], workers: int, force: bool, on_done: Callable[[list[dict]], None],
           scheduler: str | None = None) -> None:
     from dask.distributed import Client, LocalCluster
     from dask.distributed import as_completed as dask_completed
@@ -98,9 +100,9 @@ def _dask(chains: list[list[Job]], workers: int, force: bool, on_done: Callable[
             cluster.close()
 
 
-#: executor name → function(chains, workers, force, on_done, target); target: the Dask scheduler address
-#: (``dask``) or the profile YAML (``slurm``, :mod:`mdbench.execute.slurm`).
-EXECUTORS: dict[str, Callable[..., None]] = {"local": _local, "dask": _dask, "slurm": run_on_slurm}
+#: executor name → ``module:function`` of its run function (registered in :mod:`mdbench.choices`, the one
+#: place the CLI reads too; see there).
+EXECUTORS = _EXECUTOR_REGISTRY
 
 
 def run_jobs(jobs: list[Job], executor: str = "local", workers: int | None = None, scheduler: str | None = None,
@@ -127,7 +129,7 @@ def run_jobs(jobs: list[Job], executor: str = "local", workers: int | None = Non
                 bar.set_postfix_str(f"{result.system} {result.stage.rsplit('/', 1)[-1]}: {result.status}")
                 bar.update(1)
 
-        EXECUTORS[executor](chains, workers, force, on_done, slurm_profile if executor == "slurm" else scheduler)
+        load_executor(executor)(chains, workers, force, on_done, slurm_profile if executor == "slurm" else scheduler)
     return [collected[(str(Path(j.run_dir).resolve()), j.system, j.stage)] for j in jobs]
 
 

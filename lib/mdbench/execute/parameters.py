@@ -152,9 +152,10 @@ def validate_parameters(template: str | Path, params: dict[str, Any]) -> dict[st
 
 
 def known_presets() -> list[str]:
-    """Names of the size presets, ``params/presets/<name>.yaml``, smallest first as shipped."""
-    order = {"micro": 0, "tiny": 1, "small": 2, "paper": 3}
-    return sorted((p.stem for p in (PARAMS_DIR / "presets").glob("*.yaml")), key=lambda n: (order.get(n, 9), n))
+    """Names of the size presets, ``params/presets/<name>.yaml``, smallest first (:func:`mdbench.choices.preset_names`)."""
+    from mdbench.choices import preset_names
+
+    return list(preset_names())
 
 
 def check_preset(preset: str | None, what: str = "--preset") -> None:

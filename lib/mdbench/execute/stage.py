@@ -225,9 +225,6 @@ def run_stage(run_dir: str | Path, system: str, stage: str, params: dict[str, An
         return StageResult(str(run_dir), system, stage, "skipped", str(notebook), scraps, None, digest)
 
     check_kernel(kernel_name)
-    import papermill as pm
-    from papermill.exceptions import PapermillExecutionError
-
     notebook.parent.mkdir(parents=True, exist_ok=True)
     _set_aside_previous(rec, system, stage, notebook, scraps_path)
     rel_nb = str(notebook.relative_to(run_dir))
@@ -235,15 +232,7 @@ def run_stage(run_dir: str | Path, system: str, stage: str, params: dict[str, An
                                        "input_hash": digest, "parameters": merged, "template": str(template.name),
                                        "template_sha256": sha256_file(template)})
     started = time.monotonic()
-    error: str | None = None
-    try:
-        pm.execute_notebook(str(template), str(notebook), parameters=merged, kernel_name=kernel_name,
-                            cwd=str(run_dir), progress_bar=False, log_output=False,
-                            request_save_on_cell_execute=True)
-    except PapermillExecutionError as exc:
-        error = f"cell {exc.exec_count}: {exc.ename}: {exc.evalue}"
-    except Exception as exc:  # kernel died, notebook unreadable, …: still a failed stage, never a crash
-        error = f"{type(exc).__name__}: {exc}"
+    error = _execute(template, notebook, merged, kernel_name, run_dir)
     duration = time.monotonic() - started
 
     payload: dict[str, Any] = {"system": system, "stage": stage, "notebook": rel_nb, "input_hash": digest,
@@ -264,3 +253,20 @@ def run_stage(run_dir: str | Path, system: str, stage: str, params: dict[str, An
     rec.append_event("stage_finished", dict(payload, scraps=str(scraps_path.relative_to(run_dir)),
                                             scraps_sha256=sha256_file(scraps_path)))
     return StageResult(str(run_dir), system, stage, "finished", str(notebook), scraps, None, digest, duration)
+
+
+def _execute(template: Path, notebook: Path, parameters: dict[str, Any], kernel_name: str,
+             run_dir: Path) -> str | None:
+    """Execute ``template`` into ``notebook`` with papermill (cwd ``run_dir``); the error (one line) or None."""
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    try:
+        pm.execute_notebook(str(template), str(notebook), parameters=parameters, kernel_name=kernel_name,
+                            cwd=str(run_dir), progress_bar=False, log_output=False,
+                            request_save_on_cell_execute=True)
+    except PapermillExecutionError as exc:
+        return f"cell {exc.exec_count}: {exc.ename}: {exc.evalue}"
+    except Exception as exc:  # kernel died, notebook unreadable, …: still a failed stage, never a crash
+        return f"{type(exc).__name__}: {exc}"
+    return None

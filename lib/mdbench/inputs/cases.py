@@ -19,13 +19,14 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from mdbench.choices import preset_names
 from mdbench.errors import InputError
 from mdbench.inputs import forcefield, units
 from mdbench.paths import PARAMS_DIR
 from mdbench.yamlio import load_yaml
 
 CASES = ("DE", "HCE", "LHCE")
-PRESETS = ("micro", "tiny", "small", "paper")
+PRESETS = preset_names()  # params/presets/<name>.yaml, smallest first
 SPECIES = forcefield.SPECIES_ORDER
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from mdbench.choices import preset_names
+
 
 @click.group(name="bundle")
 def bundle() -> None:
@@ -15,7 +17,7 @@ def bundle() -> None:
 
 
 @bundle.command(name="build")
-@click.option("--preset", "-p", default="tiny", show_default=True, help="micro | tiny | small | paper")
+@click.option("--preset", "-p", default="tiny", show_default=True, help=" | ".join(preset_names()))
 @click.option("--out", "-o", "out_dir", required=True, type=click.Path(path_type=Path), help="New bundle folder.")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty folder.")
 def build_cmd(preset: str, out_dir: Path, overwrite: bool) -> None:

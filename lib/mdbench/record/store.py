@@ -26,6 +26,8 @@ from filelock import FileLock
 
 from mdbench.observable_states import OBSERVABLE_STATES
 from mdbench.errors import MdbenchError
+from mdbench.jsonsafe import json_safe as json_safe  # re-export (execute/stage.py imports it from here)
+from mdbench.hashing import sha256_file as sha256_file  # re-export: the one definition is below every room
 from mdbench.record.atomic import atomic_write_text
 
 SCHEMA_VERSION = "1.2"
@@ -88,37 +90,9 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def sha256_file(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
-    """sha256 of a file, streamed."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(chunk_bytes):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _json_safe(value: Any) -> Any:
-    """Make a value JSON-safe without hiding non-finite numbers: NaN/inf become the strings 'nan'/'inf'."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "item") and callable(value.item):  # numpy scalars
-        try:
-            return _json_safe(value.item())
-        except (TypeError, ValueError):
-            pass
-    if hasattr(value, "tolist"):
-        return _json_safe(value.tolist())
-    return value
-
-
-#: The public name other rooms use (the executor's stage records).
-json_safe = _json_safe
+#: The JSON-safe copy every record line and snapshot goes through (non-finite → null; one convention with
+#: results.json, :mod:`mdbench.jsonsafe`); ``json_safe`` is the name other rooms use.
+_json_safe = json_safe
 
 
 def dumps_line(obj: dict) -> str:
@@ -179,9 +153,11 @@ class RunRecord:
 
     Examples
     --------
-    >>> rec = RunRecord(tmp_path)                                   # doctest: +SKIP
+    >>> import tempfile
+    >>> rec = RunRecord(tempfile.mkdtemp())
     >>> attempt = rec.reserve("DE", planned_steps=50_000, dt_ps=0.002, kind="production", stage="40_production")
-    >>> rec.complete(attempt, completed_steps=50_000, status="completed")
+    >>> rec.complete(attempt, completed_steps=50_000, status="completed")["ns_charged"]  # 50 000 × 2 fs
+    0.1
     """
 
     def __init__(self, run_dir: str | Path):

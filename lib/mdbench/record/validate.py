@@ -80,7 +80,8 @@ def _schema_errors(obj: object, schema_name: str) -> list[str]:
 
 
 def _non_finite(obj: object, where: str = "") -> list[str]:
-    """Paths of NaN/inf values (also as the strings 'nan'/'inf' written by the record writer)."""
+    """Paths of NaN/inf values (also as the strings 'nan'/'inf' that record writers before the null convention
+    of :mod:`mdbench.jsonsafe` wrote)."""
     found: list[str] = []
     if isinstance(obj, float) and not math.isfinite(obj):
         found.append(where or "(root)")
@@ -159,35 +160,10 @@ def _check_step_accounting(rows: list[tuple[int, dict]], add) -> None:
             add(ATTEMPTS, latest[attempt_id][0], message)
 
 
-def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Finding]:
-    """Validate ``RUN_DIR/run_record`` file by file and across files.
-
-    Checks: each JSON-lines row against its schema; a truncated last line (reported, never repaired);
-    event ids strictly increasing; ``corrects`` naming an earlier event; attempts whose parent exists and
-    whose ledger rows follow reserved → closed; per MD segment, charged = computed steps and the kept steps
-    tiling the segment once (none lost, none twice); events naming attempts that exist; artifacts that exist
-    inside the run directory with matching sha256; snapshot files against their schemas; the terminal
-    record referring to known cases; non-finite numbers.
-    """
-    run_dir = Path(run_dir)
-    record_dir = run_dir / "run_record"
-    findings: list[Finding] = []
-
-    def add(file: str, line: int, message: str, severity: str = "error", code: str = "record") -> None:
-        findings.append(Finding(f"run_record/{file}", line, message, severity, code))
-
-    def readable(name: str) -> bool:
-        why = unreadable_reason(run_dir, record_dir / name)
-        if why is not None:
-            add(name, 0, why, code="unreadable")
-        return why is None
-
-    why = unreadable_reason(run_dir, record_dir) if record_dir.is_symlink() else None
-    if why is not None and "regular file" not in why:
-        return [Finding("run_record", 0, why, "error", "unreadable")]
-    if not record_dir.is_dir():
-        return [Finding("run_record", 0, "missing: no run_record/ directory in the run directory", "error", "missing")]
-
+def _read_ledgers(record_dir: Path, readable, add) -> dict[str, list[tuple[int, dict]]]:
+    """The rows (line, row) of each JSON-lines file of the record, each checked against its schema; malformed
+    lines (a killed writer's fragment acknowledged by a ``record_tail_truncated`` event is a warning), a truncated
+    last line and non-finite numbers are reported through ``add``."""
     parsed: dict[str, list[tuple[int, dict]]] = {}
     reads = {}
     for name in JSONL_SCHEMAS:
@@ -224,11 +200,14 @@ def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Find
             for where in _non_finite(row):
                 add(name, line, f"non-finite value at {where}")
         parsed[name] = read.rows
+    return parsed
 
-    # events: ids, corrections
+
+def _check_events(rows: list[tuple[int, dict]], add) -> set[int]:
+    """Event ids strictly increasing and ``corrects`` naming an earlier event; returns the event ids."""
     seen_ids: set[int] = set()
     last_id = 0
-    for line, event in parsed[EVENTS]:
+    for line, event in rows:
         event_id = event.get("id")
         if not isinstance(event_id, int):
             continue
@@ -239,10 +218,14 @@ def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Find
         if corrects is not None and corrects not in seen_ids:
             add(EVENTS, line, f"corrects event {corrects}, which does not precede it")
         seen_ids.add(event_id)
+    return seen_ids
 
-    # attempts: ledger order and parents
+
+def _check_attempts(rows: list[tuple[int, dict]], events: list[tuple[int, dict]], add) -> None:
+    """Ledger rows follow reserved → closed with earlier parents, ns charged = steps·dt, the step accounting of
+    each segment (:func:`_check_step_accounting`), and events naming attempts that exist."""
     states: dict[str, str] = {}
-    for line, row in parsed[ATTEMPTS]:
+    for line, row in rows:
         attempt_id, status, parent = row.get("id"), row.get("status"), row.get("parent")
         if not isinstance(attempt_id, str):
             continue
@@ -262,23 +245,28 @@ def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Find
                 pass
         if isinstance(status, str):
             states[attempt_id] = status
-    _check_step_accounting(parsed[ATTEMPTS], add)
-    for line, event in parsed[EVENTS]:
+    _check_step_accounting(rows, add)
+    for line, event in events:
         payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
         attempt_id = payload.get("attempt_id")
         if attempt_id is not None and attempt_id not in states:
             add(EVENTS, line, f"event names attempt {attempt_id!r}, which is not in attempts.jsonl")
 
-    # registrations: revisions
+
+def _check_registrations(rows: list[tuple[int, dict]], add) -> None:
+    """A registration's ``revises`` names an earlier registration."""
     reg_ids: set[str] = set()
-    for line, row in parsed[REGISTRATIONS]:
+    for line, row in rows:
         revises = row.get("revises")
         if revises is not None and revises not in reg_ids:
             add(REGISTRATIONS, line, f"revises {revises!r}, which is not an earlier registration")
         if isinstance(row.get("id"), str):
             reg_ids.add(row["id"])
 
-    # snapshot files
+
+def _read_snapshots(record_dir: Path, readable, add) -> dict[str, object]:
+    """The JSON snapshot files of the record that parse, each checked against its schema and for non-finite
+    numbers."""
     snapshots: dict[str, object] = {}
     for name, schema in JSON_SCHEMAS.items():
         path = record_dir / name
@@ -304,34 +292,76 @@ def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Find
         for where in _non_finite(obj):
             add(name, 0, f"non-finite value at {where}")
 
+    return snapshots
+
+
+def _check_artifacts(run_dir: Path, inventory: dict, seen_ids: set[int], check_hashes: bool, add) -> None:
+    """Each inventory entry inside the run directory, readable, present, with an existing producer event and
+    (``check_hashes``) its recorded sha256."""
+    for rel, entry in inventory.items():
+        target = run_dir / str(rel)
+        if not _inside(run_dir, target):
+            add(ARTIFACTS, 0, f"{rel}: path leaves the run directory; not followed", code="reference")
+            continue
+        why = unreadable_reason(run_dir, target)
+        if why is not None:
+            add(ARTIFACTS, 0, f"{rel}: {why}", code="unreadable")
+            continue
+        if not target.is_file():
+            add(ARTIFACTS, 0, f"{rel}: listed but missing", code="reference")
+            continue
+        if not isinstance(entry, dict):
+            continue
+        producer = entry.get("producer_event")
+        if isinstance(producer, int) and producer not in seen_ids:
+            add(ARTIFACTS, 0, f"{rel}: producer event {producer} does not exist")
+        if check_hashes and isinstance(entry.get("sha256"), str):
+            try:
+                digest = sha256_file(target)
+            except OSError as exc:
+                add(ARTIFACTS, 0, f"{rel}: cannot be read ({exc.strerror})", code="unreadable")
+                continue
+            if digest != entry["sha256"]:
+                add(ARTIFACTS, 0, f"{rel}: sha256 mismatch (recorded {entry['sha256'][:12]}…, file {digest[:12]}…)")
+
+
+def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Finding]:
+    """Validate ``RUN_DIR/run_record`` file by file and across files.
+
+    Checks: each JSON-lines row against its schema; a truncated last line (reported, never repaired);
+    event ids strictly increasing; ``corrects`` naming an earlier event; attempts whose parent exists and
+    whose ledger rows follow reserved → closed; per MD segment, charged = computed steps and the kept steps
+    tiling the segment once (none lost, none twice); events naming attempts that exist; artifacts that exist
+    inside the run directory with matching sha256; snapshot files against their schemas; the terminal
+    record referring to known cases; non-finite numbers.
+    """
+    run_dir = Path(run_dir)
+    record_dir = run_dir / "run_record"
+    findings: list[Finding] = []
+
+    def add(file: str, line: int, message: str, severity: str = "error", code: str = "record") -> None:
+        findings.append(Finding(f"run_record/{file}", line, message, severity, code))
+
+    def readable(name: str) -> bool:
+        why = unreadable_reason(run_dir, record_dir / name)
+        if why is not None:
+            add(name, 0, why, code="unreadable")
+        return why is None
+
+    why = unreadable_reason(run_dir, record_dir) if record_dir.is_symlink() else None
+    if why is not None and "regular file" not in why:
+        return [Finding("run_record", 0, why, "error", "unreadable")]
+    if not record_dir.is_dir():
+        return [Finding("run_record", 0, "missing: no run_record/ directory in the run directory", "error", "missing")]
+
+    parsed = _read_ledgers(record_dir, readable, add)
+    seen_ids = _check_events(parsed[EVENTS], add)
+    _check_attempts(parsed[ATTEMPTS], parsed[EVENTS], add)
+    _check_registrations(parsed[REGISTRATIONS], add)
+    snapshots = _read_snapshots(record_dir, readable, add)
     inventory = snapshots.get(ARTIFACTS)
     if isinstance(inventory, dict):
-        for rel, entry in inventory.items():
-            target = run_dir / str(rel)
-            if not _inside(run_dir, target):
-                add(ARTIFACTS, 0, f"{rel}: path leaves the run directory; not followed", code="reference")
-                continue
-            why = unreadable_reason(run_dir, target)
-            if why is not None:
-                add(ARTIFACTS, 0, f"{rel}: {why}", code="unreadable")
-                continue
-            if not target.is_file():
-                add(ARTIFACTS, 0, f"{rel}: listed but missing", code="reference")
-                continue
-            if not isinstance(entry, dict):
-                continue
-            producer = entry.get("producer_event")
-            if isinstance(producer, int) and producer not in seen_ids:
-                add(ARTIFACTS, 0, f"{rel}: producer event {producer} does not exist")
-            if check_hashes and isinstance(entry.get("sha256"), str):
-                try:
-                    digest = sha256_file(target)
-                except OSError as exc:
-                    add(ARTIFACTS, 0, f"{rel}: cannot be read ({exc.strerror})", code="unreadable")
-                    continue
-                if digest != entry["sha256"]:
-                    add(ARTIFACTS, 0, f"{rel}: sha256 mismatch (recorded {entry['sha256'][:12]}…, file {digest[:12]}…)")
-
+        _check_artifacts(run_dir, inventory, seen_ids, check_hashes, add)
     terminal = snapshots.get(TERMINAL)
     observables = snapshots.get(OBSERVABLES)
     if isinstance(terminal, dict) and isinstance(terminal.get("observables"), dict) and isinstance(observables, dict):

@@ -1,19 +1,21 @@
 """Report figures (matplotlib/seaborn): overall scores (seed Fig. 2), item heatmap (Fig. 3), simulation
 detail matrices (Fig. S1), repeat consistency (Fig. 5), and the block bars of one case's observables that
-results.json and every analysis template show. Each function returns a matplotlib Figure built without
-pyplot (no global backend state); :func:`as_image` turns it into an embeddable PNG. seaborn and IPython
-are imported by the functions that use them (the analysis draws its block bars without either)."""
+results.json and every analysis template show (:func:`block_bars`, drawn by the analysis room in
+:mod:`mdbench.analysis.blockbars` and re-exported here). Each function returns a matplotlib Figure built
+without pyplot (no global backend state); :func:`as_image` turns it into an embeddable PNG. seaborn and
+IPython are imported by the functions that use them."""
 
 from __future__ import annotations
 
 import io
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
+from mdbench.analysis.blockbars import block_bars as block_bars  # re-export: the templates draw it from here
 from mdbench.audit.model import DIMENSIONS, ITEM_TITLES, ITEMS
 
 if TYPE_CHECKING:
@@ -131,43 +133,6 @@ def repeat_consistency(values: pd.DataFrame) -> Figure:
         axes[0][0].axis("off")
     fig.set_layout_engine("tight")
     return fig
-
-
-def block_bars(table: pd.DataFrame, ncols: int = 4, max_panels: int | None = None) -> Figure:
-    """One panel per observable: its block values against the whole-interval value and its 95 % band.
-
-    ``table`` has the columns of :func:`mdbench.analysis.results.observables_frame` (``observable``,
-    ``value``, ``blocks``, ``half_width_95``, ``state``); rows without a value or with a missing block are
-    left out. Blocks are windows of one trajectory, not replicas.
-    """
-    rows = [r for r in table.to_dict("records") if _drawable(r)][:max_panels]
-    n = max(1, len(rows))
-    ncol = min(ncols, n)
-    fig, axes = _subplots(int(math.ceil(n / ncol)), ncol, (3 * ncol, 2.4 * int(math.ceil(n / ncol))))
-    for ax, row in zip(axes.flat, rows):
-        blocks = [np.nan if b is None else b for b in row["blocks"]]
-        ax.bar(range(1, len(blocks) + 1), blocks, color="C0", alpha=0.7)
-        ax.axhline(row["value"], color="k", lw=1)
-        hw = row.get("half_width_95")
-        if hw is not None and np.isfinite(hw):
-            ax.axhspan(row["value"] - hw, row["value"] + hw, color="0.8", alpha=0.5)
-        ax.set_title(f"{row['observable']} [{row['state']}]", fontsize=7)
-        ax.set_xlabel("block (window of one trajectory)", fontsize=7)
-        unit = row.get("unit")
-        ax.set_ylabel(f"value [{unit}]" if isinstance(unit, str) and unit else "value [dimensionless]", fontsize=7)
-        ax.tick_params(labelsize=6)
-    for ax in list(axes.flat)[len(rows):]:
-        ax.axis("off")
-    if not rows:
-        axes[0][0].text(0.5, 0.5, "no observable with a value and four finite blocks", ha="center", fontsize=8)
-    fig.set_layout_engine("tight")
-    return fig
-
-
-def _drawable(row: dict[str, Any]) -> bool:
-    value, blocks = row.get("value"), row.get("blocks")
-    return (value is not None and not (isinstance(value, float) and math.isnan(value)) and isinstance(blocks, list)
-            and len(blocks) > 0 and any(b is not None for b in blocks))
 
 
 def _cross_panels():

@@ -134,27 +134,46 @@ class FramePass:
     def _process(self, f0: int, pos: np.ndarray, dims: np.ndarray, state: dict[str, Any],
                  cont: dict[str, list[np.ndarray]]) -> None:
         """Reduce the k frames f0..f0+k-1 held in ``pos`` / ``dims`` (MDAnalysis-style box; lengths in the
-        read unit, :attr:`unit_nm` nm)."""
+        read unit, :attr:`unit_nm` nm): boxes and volumes, unwrapped molecular centres, and on the structure
+        frames the centre–site and centre–centre neighbour data."""
         k = pos.shape[0]
-        box_nm, volume, hist, hist_cc = self.box_nm, self.volume, self.hist, self.hist_cc
-        n_ch, nbins, n_mol, every = self.n_ch, self.nbins, self.top.n_mol, self.every
-        n_centre = self.centre_atoms.size
-        unit_nm = self.unit_nm
-        rmax, rmax_u, r_store, rdf_bin_nm = self.rmax, self.rmax / unit_nm, self.r_store, self.rdf_bin_nm
-        ortho = bool(np.all(dims[:, 3:] == 90.0))
-        if ortho:
+        ortho, lengths_nm = self._store_boxes(f0, dims)
+        # 1.–2. whole molecules → wrapped COMs → displacement unwrapping in each current box
+        self._unwrap_coms(f0, pos, dims, state, lengths_nm if ortho else self.box_nm[f0:f0 + k], ortho)
+        # 3. neighbour data (in the trajectory's unit until the distances are known) on structure frames
+        dense = ortho and self.dense_ok
+        sf = np.flatnonzero((np.arange(f0, f0 + k) % self.every) == 0)  # structure frames of the chunk
+        if sf.size == 0:
+            return
+        rows = (f0 + sf) // self.every  # their rows of the histograms
+        if self.centre_atoms.size and self.n_ch:
+            self._site_pairs(f0, pos, dims, sf, rows, dense, cont)
+        if self.centre_atoms.size > 1:
+            self._centre_pairs(pos, dims, sf, rows, dense)
+
+    def _store_boxes(self, f0: int, dims: np.ndarray) -> tuple[bool, np.ndarray | None]:
+        """Box matrices [nm] and volumes [nm^3] of frames f0.. into :attr:`box_nm` / :attr:`volume`; returns
+        (all boxes orthorhombic, their edge lengths [nm] when they are)."""
+        k = dims.shape[0]
+        unit_nm, box_nm, volume = self.unit_nm, self.box_nm, self.volume
+        if bool(np.all(dims[:, 3:] == 90.0)):
             lengths_nm = dims[:, :3] * unit_nm
             box_nm[f0:f0 + k] = lengths_nm[:, :, None] * np.eye(3)[None]
             volume[f0:f0 + k] = np.prod(lengths_nm, axis=1)
-        else:
-            for i in range(k):
-                box_nm[f0 + i] = box_matrix_nm(dims[i], unit_nm)
-            volume[f0:f0 + k] = np.abs(np.linalg.det(box_nm[f0:f0 + k]))
-        # 1.–2. whole molecules → wrapped COMs → displacement unwrapping in each current box
-        com_w = whole_molecule_coms(pos, dims, self.top, unit_nm)
+            return True, lengths_nm
+        for i in range(k):
+            box_nm[f0 + i] = box_matrix_nm(dims[i], unit_nm)
+        volume[f0:f0 + k] = np.abs(np.linalg.det(box_nm[f0:f0 + k]))
+        return False, None
+
+    def _unwrap_coms(self, f0: int, pos: np.ndarray, dims: np.ndarray, state: dict[str, Any], box: np.ndarray,
+                     ortho: bool) -> None:
+        """Whole molecules → wrapped centres of mass → unwrapped by displacements in each current ``box``
+        (edge lengths when ``ortho``, else matrices) [nm]; species sums, non-finite counts and the COM file."""
+        k = pos.shape[0]
+        com_w = whole_molecule_coms(pos, dims, self.top, self.unit_nm)
         com_u = self.com[f0:f0 + k] if self.com is not None else np.empty_like(com_w)
-        unwrap(com_w, lengths_nm if ortho else box_nm[f0:f0 + k], ortho, state["prev_w"], state["prev_u"],
-                out=com_u)
+        unwrap(com_w, box, ortho, state["prev_w"], state["prev_u"], out=com_u)
         if state["first_u"] is None:
             state["first_u"] = com_u[0].copy()
         state["prev_w"], state["prev_u"] = com_w[-1], com_u[-1].copy()
@@ -164,56 +183,65 @@ class FramePass:
                 self.bad[f0:f0 + k] = com_u.size // k - np.count_nonzero(np.isfinite(com_u), axis=(1, 2))
         if state["writer"] is not None:
             state["writer"].write(f0, com_u)
-        # 3. neighbour data (in the trajectory's unit until the distances are known) on structure frames
-        dense = ortho and self.dense_ok
-        sf = np.flatnonzero((np.arange(f0, f0 + k) % every) == 0)  # structure frames of the chunk
-        if sf.size == 0:
+
+    def _site_pairs(self, f0: int, pos: np.ndarray, dims: np.ndarray, sf: np.ndarray, rows: np.ndarray,
+                    dense: bool, cont: dict[str, list[np.ndarray]]) -> None:
+        """Centre–site pairs within :attr:`rmax` [nm] on the structure frames ``sf`` of the chunk: their
+        histograms into ``hist[rows]`` and, below :attr:`r_store`, each (frame, centre, partner molecule,
+        channel)'s minimum distance [nm] appended to ``cont``."""
+        k = pos.shape[0]
+        n_ch, nbins, n_mol, n_centre = self.n_ch, self.nbins, self.top.n_mol, self.centre_atoms.size
+        unit_nm, rdf_bin_nm, rmax_u = self.unit_nm, self.rdf_bin_nm, self.rmax / self.unit_nm
+        cen, sit = pos[np.ix_(sf, self.centre_atoms)], pos[np.ix_(sf, self.site_atoms)]
+        ff, ii, jj, rr = (dense_pairs_within(cen, sit, dims[sf, :3], rmax_u) if dense
+                          else tree_pairs_within(cen, sit, dims[sf].astype(np.float32), rmax_u))
+        ff = sf[ff]
+        dist = rr.astype(np.float64)
+        dist *= unit_nm
+        inside = dist < self.rmax
+        if not inside.all():  # float32 distances just below the cutoff in the read unit
+            ff, ii, jj, dist = ff[inside], ii[inside], jj[inside], dist[inside]
+        ch = self.site_channel[jj]
+        b = (dist / rdf_bin_nm).astype(np.int64)
+        np.minimum(b, nbins - 1, out=b)
+        b += (ff * n_ch + ch) * nbins
+        self.hist[rows] = np.bincount(b, minlength=k * n_ch * nbins).reshape(k, n_ch * nbins)[sf]
+        near = np.flatnonzero(dist < self.r_store)  # one index list, taken from each array
+        if not near.size:
             return
-        rows = (f0 + sf) // every  # their rows of the histograms
-        if n_centre and n_ch:
-            cen, sit = pos[np.ix_(sf, self.centre_atoms)], pos[np.ix_(sf, self.site_atoms)]
-            ff, ii, jj, rr = (dense_pairs_within(cen, sit, dims[sf, :3], rmax_u) if dense
-                              else tree_pairs_within(cen, sit, dims[sf].astype(np.float32), rmax_u))
-            ff = sf[ff]
-            dist = rr.astype(np.float64)
-            dist *= unit_nm
-            inside = dist < rmax
-            if not inside.all():  # float32 distances just below the cutoff in the read unit
-                ff, ii, jj, dist = ff[inside], ii[inside], jj[inside], dist[inside]
-            ch = self.site_channel[jj]
-            b = (dist / rdf_bin_nm).astype(np.int64)
-            np.minimum(b, nbins - 1, out=b)
-            b += (ff * n_ch + ch) * nbins
-            hist[rows] = np.bincount(b, minlength=k * n_ch * nbins).reshape(k, n_ch * nbins)[sf]
-            near = np.flatnonzero(dist < r_store)  # one index list, taken from each array
-            if near.size:
-                key = ff.take(near)
-                key += f0
-                key *= n_centre
-                key += ii.take(near)
-                key *= n_mol
-                key += self.site_mol.take(jj.take(near))
-                key *= n_ch
-                key += ch.take(near)
-                o = np.argsort(key, kind="stable")
-                ks = key[o]
-                first = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
-                ukey = ks[first]
-                dmin = np.minimum.reduceat(dist.take(near)[o], first)
-                rest, channel = divmod_by_scalar(ukey, n_ch)
-                rest, partner = divmod_by_scalar(rest, n_mol)
-                frame, centre = divmod_by_scalar(rest, n_centre)
-                cont["frame"].append(frame.astype(np.int32))
-                cont["channel"].append(channel.astype(np.int16))
-                cont["partner"].append(partner.astype(np.int32))
-                cont["centre"].append(centre.astype(np.int32))
-                cont["dmin_nm"].append(dmin.astype(np.float32))
-        if n_centre > 1:
-            cen = pos[np.ix_(sf, self.centre_atoms)]
-            ff, _, _, rr = (dense_pairs_within(cen, cen, dims[sf, :3], rmax_u, same=True) if dense
-                            else tree_pairs_within(cen, cen, dims[sf].astype(np.float32), rmax_u, same=True))
-            ff = sf[ff]
-            dist = rr.astype(np.float64) * unit_nm
-            inside = dist < rmax
-            b = np.minimum((dist[inside] / rdf_bin_nm).astype(np.int64), nbins - 1)
-            hist_cc[rows] = 2 * np.bincount(ff[inside] * nbins + b, minlength=k * nbins).reshape(k, nbins)[sf]
+        key = ff.take(near)
+        key += f0
+        key *= n_centre
+        key += ii.take(near)
+        key *= n_mol
+        key += self.site_mol.take(jj.take(near))
+        key *= n_ch
+        key += ch.take(near)
+        o = np.argsort(key, kind="stable")
+        ks = key[o]
+        first = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+        ukey = ks[first]
+        dmin = np.minimum.reduceat(dist.take(near)[o], first)
+        rest, channel = divmod_by_scalar(ukey, n_ch)
+        rest, partner = divmod_by_scalar(rest, n_mol)
+        frame, centre = divmod_by_scalar(rest, n_centre)
+        cont["frame"].append(frame.astype(np.int32))
+        cont["channel"].append(channel.astype(np.int16))
+        cont["partner"].append(partner.astype(np.int32))
+        cont["centre"].append(centre.astype(np.int32))
+        cont["dmin_nm"].append(dmin.astype(np.float32))
+
+    def _centre_pairs(self, pos: np.ndarray, dims: np.ndarray, sf: np.ndarray, rows: np.ndarray,
+                      dense: bool) -> None:
+        """Centre–centre pairs within :attr:`rmax` [nm] on the structure frames ``sf``: their histogram (each
+        pair counted for both centres) into ``hist_cc[rows]``."""
+        k, nbins = pos.shape[0], self.nbins
+        rmax_u = self.rmax / self.unit_nm
+        cen = pos[np.ix_(sf, self.centre_atoms)]
+        ff, _, _, rr = (dense_pairs_within(cen, cen, dims[sf, :3], rmax_u, same=True) if dense
+                        else tree_pairs_within(cen, cen, dims[sf].astype(np.float32), rmax_u, same=True))
+        ff = sf[ff]
+        dist = rr.astype(np.float64) * self.unit_nm
+        inside = dist < self.rmax
+        b = np.minimum((dist[inside] / self.rdf_bin_nm).astype(np.int64), nbins - 1)
+        self.hist_cc[rows] = 2 * np.bincount(ff[inside] * nbins + b, minlength=k * nbins).reshape(k, nbins)[sf]
