@@ -22,20 +22,8 @@ LIB = Path(__file__).resolve().parents[2] / "lib" / "mdbench"
 ALIASES = {"max_relative_half_width", "max_rel_half_width", "trend_alpha", "beta_range", "min_window_decades",
            "max_lag_fraction", "tolerance_ps", "min_frames_per_tau", "fraction_max_half_width",
            "t_plus_max_abs_half_width", "ionicity_max_abs_half_width"}
-#: Literal defaults still in other rooms' modules (the science helper's, issue 35): may only shrink.
-KNOWN = {
-    "analysis/coordination.py:coordination:trend_alpha",
-    "analysis/onsager.py:onsager_transport:n_blocks", "analysis/onsager.py:onsager_transport:beta_range",
-    "analysis/onsager.py:onsager_transport:max_relative_half_width",
-    "analysis/onsager.py:onsager_transport:t_plus_max_abs_half_width",
-    "analysis/onsager.py:onsager_transport:ionicity_max_abs_half_width",
-    "analysis/onsager.py:onsager_transport:trend_alpha",
-    "analysis/thermo.py:thermo_observable:n_blocks", "analysis/thermo.py:thermo_analysis:n_blocks",
-    "analysis/thermo.py:energy_coverage:n_blocks",
-    "analysis/viscosity.py:green_kubo_viscosity:n_blocks",
-    "analysis/viscosity.py:green_kubo_viscosity:max_relative_half_width",
-    "analysis/viscosity.py:green_kubo_viscosity:trend_alpha",
-}
+#: Literal defaults still to be moved to params/ (file:function:keyword); may only shrink.
+KNOWN: set[str] = set()
 
 
 def _literal_threshold_defaults() -> set[str]:

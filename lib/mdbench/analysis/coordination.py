@@ -22,12 +22,13 @@ from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.reduce import ReducedTrajectory
+from mdbench.analysis.settings import registered
 
-#: Library defaults of the sampling check (the pipeline passes the registered ``cn_max_rel_half_width`` and
-#: ``cn_abs_half_width_ok``): 95 % block half-width relative to the CN must not exceed this ...
-CN_MAX_REL_HALF_WIDTH = 0.20
-#: ... unless the half-width is below this absolute value (CNs near 0).
-CN_ABS_HALF_WIDTH_OK = 0.05
+#: The sampling check, as registered in ``params/analysis/default.yaml`` (read from there): the 95 % block
+#: half-width relative to the CN must not exceed ``cn_max_rel_half_width`` ...
+CN_MAX_REL_HALF_WIDTH = registered(None, "cn_max_rel_half_width")
+#: ... unless the half-width is below ``cn_abs_half_width_ok`` (CNs near 0).
+CN_ABS_HALF_WIDTH_OK = registered(None, "cn_abs_half_width_ok")
 
 
 def distinct_keys(key: np.ndarray, return_index: bool = False) -> Any:
@@ -148,9 +149,11 @@ class CoordinationResult:
 def coordination(rd: ReducedTrajectory, windows: BlockWindows, partner: str, channels: list[str],
                  cutoff_nm: float, cutoff_rule: str, n_sites_integral: float | None = None,
                  n_sites_upper_bound: float | None = None, *, max_rel_half_width: float = CN_MAX_REL_HALF_WIDTH,
-                 abs_half_width_ok: float = CN_ABS_HALF_WIDTH_OK, trend_alpha: float = 0.05) -> CoordinationResult:
+                 abs_half_width_ok: float = CN_ABS_HALF_WIDTH_OK,
+                 trend_alpha: float | None = None) -> CoordinationResult:
     """CN of ``partner`` (union of ``channels``) at ``cutoff_nm``: whole interval and blocks (sampling check
     with the given thresholds)."""
+    trend_alpha = registered(trend_alpha, "block_trend_alpha")
     per_frame = cn_per_frame(rd, channels, cutoff_nm)
     est = block_estimate(float(per_frame[windows.whole].mean()),
                          [float(per_frame[b].mean()) for b in windows.blocks], "molecules per centre",

@@ -56,6 +56,7 @@ from mdbench.analysis.thermo import coverage_check
 from mdbench.analysis.units import (E_CHARGE_C, KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM3_M3,
                                     as_float64)
 from mdbench.errors import InputError
+from mdbench.analysis.settings import registered
 
 logger = logging.getLogger(__name__)
 
@@ -512,11 +513,11 @@ def onsager_transport(com_by_species_nm: Mapping[str, Any], charge_by_species_e:
                       time_ps: Any, volume_nm3: float | Any, temperature_K: float, *,
                       system_com_nm: Any | None = None, mass_by_species_amu: Mapping[str, float] | None = None,
                       reference_species: str | None = None, cation: str | None = None, guard_ps: float = 0.0,
-                      n_blocks: int = 4, fit_window_ps: tuple[float, float] | None = None,
+                      n_blocks: int | None = None, fit_window_ps: tuple[float, float] | None = None,
                       fit_window_fraction: tuple[float, float] = (0.05, 0.25),
-                      beta_range: tuple[float, float] = (0.8, 1.2),
-                      max_relative_half_width: float = 0.2, t_plus_max_abs_half_width: float = 0.1,
-                      ionicity_max_abs_half_width: float = 0.1, trend_alpha: float = 0.05,
+                      beta_range: tuple[float, float] | None = None,
+                      max_relative_half_width: float | None = None, t_plus_max_abs_half_width: float | None = None,
+                      ionicity_max_abs_half_width: float | None = None, trend_alpha: float | None = None,
                       self_msd_nm2: Mapping[str, Sequence[Any]] | None = None) -> OnsagerResult:
     r"""Onsager L^{ij}, σ (with cross-correlations), σ_NE (labelled), ionicity and t+ per block.
 
@@ -576,6 +577,12 @@ def onsager_transport(com_by_species_nm: Mapping[str, Any], charge_by_species_e:
     InputError
         Inconsistent shapes, unknown species, missing charges.
     """
+    n_blocks = registered(n_blocks, "n_blocks")
+    beta_range = registered(beta_range, "onsager_beta_range")
+    max_relative_half_width = registered(max_relative_half_width, "sigma_t_plus_max_rel_half_width")
+    t_plus_max_abs_half_width = registered(t_plus_max_abs_half_width, "t_plus_max_abs_half_width")
+    ionicity_max_abs_half_width = registered(ionicity_max_abs_half_width, "ionicity_max_abs_half_width")
+    trend_alpha = registered(trend_alpha, "block_trend_alpha")
     species = list(com_by_species_nm)
     if not species:
         raise InputError("com_by_species_nm is empty")

@@ -34,15 +34,16 @@ import numpy as np
 from mdbench.analysis.blocks import BlockWindows
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.reduce import ReducedTrajectory
+from mdbench.analysis.settings import registered
 
-#: Library default of the first-minimum search limit [nm] (the pipeline passes the registered
-#: ``rdf_first_min_max_nm``).
-FIRST_MIN_MAX_NM = 0.60
+#: The first-minimum search limit [nm]: the registered ``rdf_first_min_max_nm`` of ``params/analysis/default.yaml``
+#: (read from there: the YAML is the one place a default lives).
+FIRST_MIN_MAX_NM = registered(None, "rdf_first_min_max_nm")
 SMOOTH_BINS = 5
-#: Library defaults of the peak significance (the pipeline passes the registered ``rdf_first_peak_min_height``
-#: and ``rdf_first_min_min_depth`` of ``params/analysis/default.yaml``).
-FIRST_PEAK_MIN_HEIGHT = 1.2
-FIRST_MIN_MIN_DEPTH = 0.2
+#: The peak significance: the registered ``rdf_first_peak_min_height`` and ``rdf_first_min_min_depth`` of
+#: ``params/analysis/default.yaml``.
+FIRST_PEAK_MIN_HEIGHT = registered(None, "rdf_first_peak_min_height")
+FIRST_MIN_MIN_DEPTH = registered(None, "rdf_first_min_min_depth")
 
 
 def first_min_rule(max_nm: float = FIRST_MIN_MAX_NM, *, min_peak_height: float = FIRST_PEAK_MIN_HEIGHT,

@@ -43,6 +43,7 @@ from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.observables import THERMO
 from mdbench.analysis.units import as_float64
 from mdbench.errors import InputError
+from mdbench.analysis.settings import registered
 
 logger = logging.getLogger(__name__)
 
@@ -384,7 +385,7 @@ class ThermoObservable:
 
 
 def thermo_observable(values: Any, time_ps: Any, *, name: str, unit: str, edr_term: str = "",
-                      guard_ps: float = 0.0, n_blocks: int = 4, min_effective_samples: float = 20.0,
+                      guard_ps: float = 0.0, n_blocks: int | None = None, min_effective_samples: float = 20.0,
                       drift_sigma: float = 3.0) -> ThermoObservable:
     """Block statistics, g and drift of one series.
 
@@ -405,6 +406,7 @@ def thermo_observable(values: Any, time_ps: Any, *, name: str, unit: str, edr_te
     drift_sigma : float
         Drift significance in standard errors.
     """
+    n_blocks = registered(n_blocks, "n_blocks")
     x = as_float64(values, name)
     t = as_float64(time_ps, "time_ps")
     if x.shape != t.shape:
@@ -459,7 +461,7 @@ class ThermoResult:
                 "observables": {k: v.to_dict() for k, v in self.observables.items()}}
 
 
-def thermo_analysis(series: EnergySeries, *, guard_ps: float = 0.0, n_blocks: int = 4, ensemble: str = "NPT",
+def thermo_analysis(series: EnergySeries, *, guard_ps: float = 0.0, n_blocks: int | None = None, ensemble: str = "NPT",
                     names: Iterable[str] | None = None, min_effective_samples: float = 20.0,
                     drift_sigma: float = 3.0) -> ThermoResult:
     """Thermodynamic observables of :data:`THERMO_TERMS` present in an energy file.
@@ -479,6 +481,7 @@ def thermo_analysis(series: EnergySeries, *, guard_ps: float = 0.0, n_blocks: in
     min_effective_samples, drift_sigma : float
         See :func:`thermo_observable`.
     """
+    n_blocks = registered(n_blocks, "n_blocks")
     wanted = list(names) if names is not None else list(THERMO_TERMS)
     unknown = [n for n in wanted if n not in THERMO_TERMS]
     if unknown:
@@ -509,7 +512,7 @@ def _with_interval(ob: ThermoObservable, source: str) -> dict[str, Any]:
 COVERAGE_CHECK = "energy_covers_analysis_window"
 
 
-def energy_coverage(series: EnergySeries, trajectory_time_ps: Any, guard_ps: float = 0.0, n_blocks: int = 4
+def energy_coverage(series: EnergySeries, trajectory_time_ps: Any, guard_ps: float = 0.0, n_blocks: int | None = None
                     ) -> dict[str, Any]:
     """Whether the energy series and the trajectory cover the same analysis window, and whether the energy
     file was truncated.
@@ -539,6 +542,7 @@ def energy_coverage(series: EnergySeries, trajectory_time_ps: Any, guard_ps: flo
         ``output_interval_ps``, ``covers`` (bool), ``truncated`` (bool or None when unknown), ``torn_bytes``,
         ``warnings`` (list of str) and ``detail`` (one line for a failed check).
     """
+    n_blocks = registered(n_blocks, "n_blocks")
     te = np.asarray(series.time_ps, dtype=np.float64)
     tx = as_float64(trajectory_time_ps, "trajectory_time_ps")
     out: dict[str, Any] = {"truncated": None if series.torn_bytes is None else bool(series.torn_bytes),

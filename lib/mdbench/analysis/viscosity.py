@@ -51,6 +51,7 @@ from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.observables import VISCOSITY
 from mdbench.analysis.units import BAR_PA, KB_J_PER_K, NM3_M3, PA_S_TO_MPA_S, PS_S, as_float64
 from mdbench.errors import InputError
+from mdbench.analysis.settings import registered
 
 logger = logging.getLogger(__name__)
 
@@ -333,9 +334,9 @@ def _is_shoulder(I: np.ndarray, I_components: np.ndarray | None, end: int, w: in
 
 
 def green_kubo_viscosity(pressure_tensor_bar: Any, dt_ps: float, volume_nm3: float | Any, temperature_K: float,
-                         *, guard_ps: float = 0.0, n_blocks: int = 4, plateau_rule: PlateauRule | None = None,
-                         max_relative_half_width: float = 0.2, max_component_spread: float = 0.5,
-                         volume_rtol: float = 1e-4, trend_alpha: float = 0.05) -> ViscosityResult:
+                         *, guard_ps: float = 0.0, n_blocks: int | None = None, plateau_rule: PlateauRule | None = None,
+                         max_relative_half_width: float | None = None, max_component_spread: float = 0.5,
+                         volume_rtol: float = 1e-4, trend_alpha: float | None = None) -> ViscosityResult:
     r"""Green–Kubo shear viscosity with running integral, plateau, blocks and Einstein–Helfand value.
 
     Parameters
@@ -368,6 +369,9 @@ def green_kubo_viscosity(pressure_tensor_bar: Any, dt_ps: float, volume_nm3: flo
     ViscosityResult
         η in mPa s; non-finite input → nan with a failure (→ F), not an exception.
     """
+    n_blocks = registered(n_blocks, "n_blocks")
+    max_relative_half_width = registered(max_relative_half_width, "viscosity_max_rel_half_width")
+    trend_alpha = registered(trend_alpha, "block_trend_alpha")
     P = pressure_tensor_array(pressure_tensor_bar)
     F = P.shape[0]
     dt = float(dt_ps)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.blocks import T_975_DOF3
-from mdbench.analysis.observables import (ASSOCIATION_GROUP, CONDUCTIVITY_GROUP, COORDINATION_GROUP,
+from mdbench.analysis.observables import (ASSOCIATION_GROUP, CONDUCTIVITY_GROUP, COORDINATION_GROUP, RDF,
                                           THERMODYNAMICS_GROUP, TRANSFERENCE_GROUP)
 from mdbench.audit.amend import Extra
 from mdbench.audit.model import Check, Evidence
@@ -319,7 +319,7 @@ def checks(run: Any, case: str, prod: Any) -> list[Extra]:
 
 # ---------------------------------------------------------------------------------------------- CN vs g(r)
 #: Keys under which a coordination result may carry (or cite) the RDF it integrates.
-RDF_KEYS = ("rdf", "g_r", "rdf_file", "rdf_curve")
+RDF_KEYS = (RDF.name, "g_r", "rdf_file", "rdf_curve")
 #: Relative tolerance of a CN against the integral of its own RDF (besides the half-bin term).
 CN_REL_TOL = 0.05
 #: Largest recorded RDF read [bytes] and number of points.
@@ -349,7 +349,7 @@ def recorded_rdf(run: Any, case: str, raw: dict) -> tuple[np.ndarray, np.ndarray
         val = raw.get(key)
         if isinstance(val, dict):
             r = next((val[k] for k in ("r_nm", "r") if k in val), None)
-            g = next((val[k] for k in ("g_r", "g", "rdf") if k in val), None)
+            g = next((val[k] for k in ("g_r", "g", RDF.name) if k in val), None)
             got = _rdf_arrays(r, g)
             if got is not None:
                 return got[0], got[1], f"inline {key!r}"
@@ -395,7 +395,7 @@ def _partner_density(run: Any, case: str, e: Entry, prod: Any) -> tuple[float, s
         return None
     sel = raw.get("selection")
     if not isinstance(sel, str):
-        reg = run.in_force("coordination", case=case)
+        reg = run.in_force(COORDINATION_GROUP.name, case=case)
         d = reg[0].get("definition") if reg and isinstance(reg[0].get("definition"), dict) else {}
         sel = d.get("selection") if isinstance(d.get("selection"), str) else None
     if not sel or not re.fullmatch(r"\s*[A-Za-z0-9_+]+\s*[-–]\s*[A-Za-z0-9_]+\s*", sel[:64]):
@@ -437,7 +437,7 @@ def cn_checks(run: Any, case: str, prod: Any) -> list[Extra]:
         out.append(Extra(cn_group, Check(
             "cn_inconsistent_with_own_rdf", "implementation", f"{e.key} = {e.value:.4g} is not the integral of its "
             f"own RDF ({curve[2]}): 4πρ∫₀^{rc:g} g(r) r² dr = {cn:.4g} (ρ = {dens[0]:.4g} nm^-3 from {dens[1]}; "
-            f"tolerance {100 * CN_REL_TOL:g} % + {allow:.2g})", _ev(case, e, "rdf")), {"A3": 0.0}))
+            f"tolerance {100 * CN_REL_TOL:g} % + {allow:.2g})", _ev(case, e, RDF.name)), {"A3": 0.0}))
     return out
 
 
