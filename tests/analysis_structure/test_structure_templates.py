@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -55,6 +56,9 @@ def test_structure_and_compare_templates_execute(w_run):
     assert compare["claimed_outcome"] == "partial" and compare["n_unresolved"] > 0
     assert (run / "analysis" / "state_table.md").is_file()
     assert (run / "run_record" / "episode_terminal.json").is_file()
+    for stage, result in res.items():  # glued NaN once made the kernel print a JSON-serialisation warning
+        text = Path(result.notebook_path).read_text()
+        assert "not JSON compliant" not in text and "Message serialization failed" not in text, stage
 
 
 @pytest.mark.slow
