@@ -24,8 +24,7 @@ def audits(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     from mdbench.audit import audit_run
 
     base = tmp_path_factory.mktemp("report")
-    bundle = rb.build_bundle(base / "bundle")
-    run = rb.build_run(base / "run")
+    run, bundle = rb.shared_run(tmp_path_factory)  # the audit tests' run, built once per session (read-only)
     honest = base / "audit_honest"
     audit_run(run, bundle, honest, reanalysis=False)
     bad = base / "run_bad"
