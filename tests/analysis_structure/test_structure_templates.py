@@ -44,7 +44,8 @@ def _execute(run, stages):
     return out
 
 
-@pytest.mark.gromacs
+@pytest.mark.slow  # the default suite runs both templates in the whole micro study of tests/engine/test_kill_anywhere.py
+@pytest.mark.gromacs  # (terminal claim and report: E3/E4/O5 = 1; no JSON-serialisation warning in any stage notebook)
 def test_structure_and_compare_templates_execute(w_run):
     run = w_run
     res = _execute(run, ["analysis/51_structure", "study/60_compare"])
