@@ -23,8 +23,7 @@ def micro_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     if shutil.which("gmx") is None:
         pytest.skip("needs gmx on PATH")
     base = tmp_path_factory.mktemp("micro_cli")
-    bundle = rb.build_bundle(base / "bundle")
-    run = rb.build_run(base / "run")
+    run, bundle = rb.shared_run(tmp_path_factory)  # the audit tests' run, built once per session (read-only)
     prod = run / "cases" / rb.CASE / "prod"
     sub = base / "water_only.xtc"  # an xtc with fewer atoms than the tpr: the water only
     rb.gmx("trjconv", "-f", str(prod / "prod.xtc"), "-s", str(prod / "prod.tpr"), "-o", str(sub),

@@ -89,6 +89,20 @@ def _truncated(edr: Path, dst: Path) -> Path:
     return dst
 
 
+def _garbage_xtc_run(f: dict[str, Path], tmp: Path) -> Path:
+    """A copy of the micro run whose production trajectory is seeded random bytes."""
+    import random
+    import shutil
+
+    from _testseed import seed_for
+
+    run = tmp / "run"
+    shutil.copytree(f["run"], run, symlinks=True)
+    rng = random.Random(seed_for("garbage-xtc"))
+    (run / "cases" / rb.CASE / "prod" / "prod.xtc").write_bytes(bytes(rng.getrandbits(8) for _ in range(20_000)))
+    return run
+
+
 def _file(tmp: Path) -> Path:
     return _write(tmp / "afile", "I am a file, not a folder\n")
 
@@ -164,6 +178,10 @@ TABLE = [
         lambda f, t: ["audit", str(_write(t / "etc" / "hosts", "127.0.0.1 localhost\n").parent),
                       "--out", str(t / "a"), "--no-reanalysis"],
         lambda f, t: [str(t / "etc"), "run_record", "--force"]),
+    Bad("audit-garbage-production-xtc",
+        lambda f, t: ["audit", str(_garbage_xtc_run(f, t)), "--bundle", str(f["bundle"]), "--out", str(t / "a"),
+                      "--no-reanalysis"],
+        lambda f, t: [str(t / "run" / "cases" / rb.CASE / "prod" / "prod.xtc"), "unreadable"], usable=True),
     Bad("audit-missing-bundle",
         lambda f, t: ["audit", str(f["run"]), "--bundle", str(t / "nonexistent"), "--out", str(t / "a"),
                       "--no-reanalysis"],

@@ -34,7 +34,6 @@ LONG = {
     "arena oracle": "every arena task's oracle (tests/arena)",
     "arena run": "an agent over the arena tasks (tests/arena)",
     "arena aggregate": "needs arena job folders (tests/arena)",
-    "arena validate": "TASK_DIR placeholder (tests/arena)",
     "arena inputs": "builds the arena inputs (tests/arena)",
     "sdl compile": "36 assignments (20 s; tests/sdl)",
     "sdl run": "campaign replays (minutes; tests/sdl)",
@@ -43,12 +42,12 @@ LONG = {
     "episode prepare": "an episode workspace (tests/episode)",
     "episode run": "a confined agent episode (tests/episode)",
     "episode aggregate": "needs episodes (tests/episode)",
-    "episode harbor-task": "Harbor task export (tests/episode/test_harbor.py)",
     "run-template": "a stage notebook with GROMACS (tests/execute)",
     "batch": "a plan of stage notebooks (tests/execute)",
 }
 #: command paths that run here, as written (placeholders bound below)
-RUNS = {"bundle build", "bundle verify", "record validate", "record budget", "arena list"}
+RUNS = {"bundle build", "bundle verify", "record validate", "record budget", "arena list", "arena validate",
+        "episode harbor-task"}
 
 
 def readme_examples() -> list[str]:
@@ -134,6 +133,13 @@ def test_example_names_real_commands_and_options(tokens: list[str]) -> None:
     assert key in RUNS or key in LONG, f"README example `mdbench {key}`: add it to RUNS (and run it) or LONG"
 
 
+def _first_arena_task() -> Path:
+    """A committed arena task (what `mdbench arena validate TASK_DIR` checks)."""
+    from mdbench.arena.task import TASKS_DIR
+
+    return sorted(p for p in TASKS_DIR.iterdir() if (p / "task.toml").is_file())[0]
+
+
 def _bind(tokens: list[str], micro: dict[str, Path]) -> list[str]:
     """The README's placeholders → the micro fixtures; optional [..] parts and `a|b` choices → left out/first."""
     out, skip = [], 0
@@ -144,8 +150,8 @@ def _bind(tokens: list[str], micro: dict[str, Path]) -> list[str]:
         if skip:
             skip += tok.count("[") - tok.count("]")
             continue
-        tok = {"RUN_DIR": str(micro["run"]), "AUDIT_DIR": str(micro["audit"]), "BUNDLE": str(micro["bundle"])
-               }.get(tok, tok)
+        tok = {"RUN_DIR": str(micro["run"]), "AUDIT_DIR": str(micro["audit"]), "BUNDLE": str(micro["bundle"]),
+               "TASK_DIR": str(_first_arena_task())}.get(tok, tok)
         out.append(tok.split("|", 1)[0] if not tok.startswith("-") else tok)
     return out
 

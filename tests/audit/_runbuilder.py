@@ -112,6 +112,20 @@ def build_bundle(out: Path) -> Path:
     return out
 
 
+_SHARED: dict[str, Path] = {}
+
+
+def shared_run(tmp_path_factory) -> tuple[Path, Path]:
+    """(run_dir, bundle_dir) of the honest reference run, built ONCE per test session for every room that
+    reads it (the audit, report and CLI tests: the same deterministic build each made for itself before).
+    Read-only: copy what you change."""
+    if not _SHARED:
+        base = tmp_path_factory.mktemp("realrun")
+        _SHARED["bundle"] = build_bundle(base / "bundle")
+        _SHARED["run"] = build_run(base / "run")
+    return _SHARED["run"], _SHARED["bundle"]
+
+
 def build_run(run: Path) -> Path:
     """Run setup → EM → NPT → NVT production for case W and write record, results and report."""
     from mdbench.record import RunRecord

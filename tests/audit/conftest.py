@@ -19,10 +19,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(run_dir, bundle_dir) of the honest reference run; do not modify — copy with ``run_copy``."""
     if shutil.which("gmx") is None:
         pytest.skip("needs gmx on PATH")
-    base = tmp_path_factory.mktemp("realrun")
-    bundle = rb.build_bundle(base / "bundle")
-    run = rb.build_run(base / "run")
-    return run, bundle
+    return rb.shared_run(tmp_path_factory)  # one build per session, shared with the report and CLI tests
 
 
 @pytest.fixture

@@ -225,6 +225,17 @@ def test_analysis_template_killed_then_resumed(recovered_production):
     assert {"residence_time", "contact_lifetime"} <= {name.split("/")[0] for name in doc}
 
 
+def test_executed_stage_notebooks_carry_no_json_serialisation_warning(recovered_production):
+    """Every stage notebook of the whole study (setup to comparison) glued JSON-ready data: the kernel never
+    printed jupyter_client's "Out of range float values are not JSON compliant" (a NaN glued; issue 38)."""
+    run, _ = recovered_production
+    notebooks = sorted((run / "notebooks").rglob("*.ipynb"))
+    assert {p.stem for p in notebooks} >= {"10_setup", "40_production", "51_structure", "60_compare"}, notebooks
+    for nb in notebooks:
+        text = nb.read_text()
+        assert "not JSON compliant" not in text and "Message serialization failed" not in text, nb
+
+
 def test_checkpoint_cadence_is_registered_and_scaled_to_the_segment(recovered_production):
     """-cpt of every MD attempt follows the registered rule: the case's measured speed, ~10 per segment."""
     from mdbench.engine.cadence import CheckpointCadence

@@ -20,11 +20,12 @@ HOSTILE = "<script>alert(1)</script>"
 
 
 def _render(dirs, out):
+    executed = out.with_name("kept") / "episodes.ipynb"
     res = mdbench("episode", "aggregate", *map(str, dirs), "--out", str(out), "--title", f"Episodes {HOSTILE}",
-                  timeout=1200)
+                  "--keep-notebook", str(executed), timeout=1200)
     assert res.returncode == 0, res.stderr[-3000:]
     page = out.read_text()
-    executed = out.with_suffix(".ipynb")
+    assert sorted(p.name for p in out.parent.glob(out.stem + ".*")) == [out.name], "only the page beside itself"
     errors = [o for c in json.loads(executed.read_text())["cells"] for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors, errors

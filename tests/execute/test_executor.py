@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -11,6 +12,10 @@ from mdbench.execute import Job, ParameterError, load_plan, run_jobs, run_stage
 from mdbench.execute import stage as stage_module
 from mdbench.record import RunRecord
 from mdbench.record.validate import validate_run
+
+
+def _no_kernel(*args, **kwargs):  # a kernel start would be a failure of the test that installs this
+    raise AssertionError("a kernel was started")
 
 
 def events_of(run_dir, kind):
@@ -82,19 +87,29 @@ def test_resume_skips_finished_and_reruns_changed(tmp_path):
     # a tampered executed notebook is not trusted: the stage reruns
     (tmp_path / "notebooks" / "DE" / "01_echo.ipynb").write_text("{}")
     assert run_stage(tmp_path, "DE", "selftest/01_echo", {"value": 4.0}).status == "finished"
+    # the run directory's path is no input (run_dir is injected, not hashed): a moved copy skips what finished,
+    # without a kernel
+    moved_dir = tmp_path.with_name(tmp_path.name + "-moved")
+    shutil.copytree(tmp_path, moved_dir)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stage_module, "check_kernel", _no_kernel)
+        moved = run_stage(moved_dir, "DE", "selftest/01_echo", {"value": 4.0})
+    assert moved.status == "skipped" and moved.scraps["value_squared"] == 16.0
 
 
 def test_local_and_dask_give_identical_scraps(tmp_path):
+    """The plan's first job on each executor: the same scraps, the exact ones the echo template must glue (the
+    local executor's run of several jobs on 2 workers is checked in test_failing_cell_keeps_notebook_...)."""
     plan = tmp_path / "plan.yaml"
     plan.write_text("run_dir: {run}\nsystems: [DE, HCE]\nstages: [selftest/01_echo]\nparams: {{value: 1.5, label: x}}\n"
                     .format(run="runs/a"))
     jobs, _ = load_plan(plan)
-    local = run_jobs(jobs, executor="local", workers=2, verbose=False)
-    dask_jobs = [Job(str(tmp_path / "runs" / "b"), j.system, j.stage, j.params) for j in jobs]
-    distributed = run_jobs(dask_jobs, executor="dask", workers=2, verbose=False)
-    assert [r.status for r in local + distributed] == ["finished"] * 4
-    assert [r.scraps for r in local] == [r.scraps for r in distributed]
-    assert local[0].scraps == {"system": "DE", "value_squared": 2.25, "label": "x"}
+    assert [(j.system, j.stage) for j in jobs] == [("DE", "selftest/01_echo"), ("HCE", "selftest/01_echo")]
+    local = run_jobs(jobs[:1], executor="local", workers=1, verbose=False)
+    dask_jobs = [Job(str(tmp_path / "runs" / "b"), j.system, j.stage, j.params) for j in jobs[:1]]
+    distributed = run_jobs(dask_jobs, executor="dask", workers=1, verbose=False)
+    assert [r.status for r in local + distributed] == ["finished"] * 2
+    assert local[0].scraps == distributed[0].scraps == {"system": "DE", "value_squared": 2.25, "label": "x"}
 
 
 def test_malformed_plan_names_file_and_line(tmp_path):
@@ -132,11 +147,3 @@ def test_execution_left_open_by_a_killed_driver_is_recorded_and_set_aside(tmp_pa
         "notebooks/DE/discarded/01_echo_01/01_echo.ipynb"
     assert validate_run(tmp_path) == []
 
-
-def test_a_moved_run_directory_resumes_without_rerunning(tmp_path):
-    """The run directory's path is no input: a copy elsewhere skips what finished."""
-    import shutil
-
-    assert run_stage(tmp_path / "a", "DE", "selftest/01_echo", {"value": 2.0}).status == "finished"
-    shutil.copytree(tmp_path / "a", tmp_path / "b")
-    assert run_stage(tmp_path / "b", "DE", "selftest/01_echo", {"value": 2.0}).status == "skipped"

@@ -74,6 +74,13 @@ def micro_de_run(request, tmp_path_factory, seed: int = SEED) -> dict:
         pytest.skip("needs gmx and packmol (make setup)")
     from mdbench.analysis.pipeline import AnalysisSettings, analyze_files
 
+    # tests/analysis_registry/test_speciation.py loads this file again as its own module, which makes a second
+    # fixture of the same name: the analysis of each seed is shared through the session's config, done once
+    shared = getattr(request.config, "_mdbench_peers_micro_de", None)
+    if shared is None:
+        shared = request.config._mdbench_peers_micro_de = {}
+    if seed in shared:
+        return shared[seed]
     cache = Path(request.config.cache.mkdir(f"mdbench-peers-{_key(seed)}"))
     md = cache / "md"
     if not (md / "prod.gro").is_file():
@@ -85,7 +92,8 @@ def micro_de_run(request, tmp_path_factory, seed: int = SEED) -> dict:
     settings = AnalysisSettings(diffusion_beta_range=(0.5, 1.5), diffusion_min_decades=0.5)
     doc = analyze_files(files["tpr"], files["xtc"], files["edr"], out, guard_ps=0.0, case=CASE, figures=False,
                         workers=1, settings=settings)
-    return {**files, "results": doc, "results_path": out / "results.json", "seed": seed}
+    shared[seed] = {**files, "results": doc, "results_path": out / "results.json", "seed": seed}
+    return shared[seed]
 
 
 @pytest.fixture(scope="session")

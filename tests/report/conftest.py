@@ -24,8 +24,9 @@ def audits(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     from mdbench.audit import audit_run
 
     base = tmp_path_factory.mktemp("report")
-    bundle = rb.build_bundle(base / "bundle")
-    run = rb.build_run(base / "run")
+    shared_run, shared_bundle = rb.shared_run(tmp_path_factory)  # the audit tests' run, built once per session
+    run = shutil.copytree(shared_run, base / "run", symlinks=True)  # base/run, base/bundle: test_report_page
+    bundle = shutil.copytree(shared_bundle, base / "bundle")        # audits them by relative paths from base
     honest = base / "audit_honest"
     audit_run(run, bundle, honest, reanalysis=False)
     bad = base / "run_bad"

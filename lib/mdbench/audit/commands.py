@@ -6,6 +6,10 @@ from pathlib import Path
 
 import click
 
+#: Finding codes that mean an input file of the run could not be read; the CLI names each such file on stderr.
+UNREADABLE_INPUT_CODES = frozenset({"unreadable_trajectory", "trajectory_truncated", "unreadable_edr",
+                                    "unreadable_tpr"})
+
 
 @click.command(name="audit")
 @click.argument("run_dir", type=click.Path(path_type=Path))
@@ -56,3 +60,9 @@ def audit(run_dir: Path, bundle: Path | None, out: Path, no_reanalysis: bool, ju
     click.echo(f"composite {res.composite_final:.1f} (preliminary {res.composite_preliminary:.1f}); "
                f"claimed {res.claimed_outcome}, evidence supports {res.expected_outcome}; "
                f"{len(res.findings)} findings → {out / 'saeo.json'}")
+    named: set[str] = set()
+    for f in res.findings:  # a production file the audit could not read: one line naming it (issue 38)
+        if f.code in UNREADABLE_INPUT_CODES and f.path and f.path not in named:
+            named.add(f.path)
+            click.echo(f"warning: {run_dir / f.path}: {f.message.split(': ', 1)[0]} ({f.code}, item {f.item}; "
+                       f"see {out / 'findings.md'})", err=True)

@@ -305,10 +305,12 @@ def notes(eps: list[EpisodeRecord]) -> list[str]:
 
 
 def render_report(dirs: list[str | Path], out_html: str | Path, *, title: str = "ElectrolyteMD-Bench episodes",
-                  timeout_s: int = 600) -> Path:
-    """Execute ``notebooks/episodes.ipynb`` over the episode folders and write one self-contained HTML page."""
+                  timeout_s: int = 600, keep_notebook: str | Path | None = None) -> Path:
+    """Execute ``notebooks/episodes.ipynb`` over the episode folders and write one self-contained HTML page
+    (and the executed notebook only at ``keep_notebook`` when given)."""
     from mdbench.report.render import render_notebook  # noqa: PLC0415
 
     load_episodes(dirs)  # fail here, with the folder named, rather than inside the notebook
     params = {"episode_dirs": [str(Path(d).resolve()) for d in dirs], "title": title}
-    return render_notebook(NOTEBOOKS_DIR / "episodes.ipynb", params, out_html, timeout_s=timeout_s)
+    return render_notebook(NOTEBOOKS_DIR / "episodes.ipynb", params, out_html, timeout_s=timeout_s,
+                           keep_notebook=keep_notebook or False)

@@ -156,11 +156,17 @@ def show_cmd(ep: Path) -> None:
 @click.argument("episodes", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.option("--out", "out", required=True, type=click.Path(path_type=Path, dir_okay=False), help="report.html")
 @click.option("--title", default="ElectrolyteMD-Bench episodes", show_default=True)
-def aggregate_cmd(episodes: tuple[Path, ...], out: Path, title: str) -> None:
+@click.option("--keep-notebook", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also keep the executed notebook at this path (default: only the HTML page is written).")
+def aggregate_cmd(episodes: tuple[Path, ...], out: Path, title: str, keep_notebook: Path | None) -> None:
     """One self-contained HTML page over EPISODES: Figs. 2, 3, S1–S4, 5 and the cost table."""
+    from mdbench.cli import check_out  # noqa: PLC0415
     from mdbench.episode.aggregate import render_report  # noqa: PLC0415
 
-    path = render_report(list(episodes), out, title=title)
+    check_out(out, is_file=True)
+    if keep_notebook is not None:
+        check_out(keep_notebook, option="--keep-notebook", is_file=True)
+    path = render_report(list(episodes), out, title=title, keep_notebook=keep_notebook)
     click.echo(f"report of {len(episodes)} episode(s) written to {path}")
 
 

@@ -88,11 +88,12 @@ def render_report(audit_dirs: list[str | Path], out_html: str | Path, *, noteboo
 
 
 def render_notebook(notebook: str | Path, parameters: dict, out_html: str | Path, *, timeout_s: int = 600,
-                    keep_notebook: bool | str | Path = True) -> Path:
+                    keep_notebook: bool | str | Path = False) -> Path:
     """Execute ``notebook`` with papermill (``parameters``) and write it as one self-contained HTML page.
 
-    The executed notebook is kept beside the page (``.ipynb``) when ``keep_notebook`` is True, at that path
-    when it is a path, and not at all when False (a failed one is always kept, as ``<page>.failed.ipynb``);
+    The executed notebook is not kept unless asked (the default: only the page is written): at the path
+    ``keep_notebook`` when it is a path, beside the page (``.ipynb``) when it is True (a failed one is always
+    kept, as ``<page>.failed.ipynb``);
     code cells and scrapbook scraps are left out of the page, and so are the template's CDN scripts (the
     page works offline).
 
