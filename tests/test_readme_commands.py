@@ -35,6 +35,7 @@ LONG = {
     "arena run": "an agent over the arena tasks (tests/arena)",
     "arena aggregate": "needs arena job folders (tests/arena)",
     "arena inputs": "builds the arena inputs (tests/arena)",
+    "arena pin-base": "rewrites every task's FROM once the base image is pushed (tests/arena, on a copy)",
     "sdl compile": "36 assignments (20 s; tests/sdl)",
     "sdl run": "campaign replays (minutes; tests/sdl)",
     "sdl score": "needs sdl run results (tests/sdl)",
