@@ -378,9 +378,10 @@ HARBOR_CLI_AGENTS = {"codex": "0.171.0", "opencode": "1.18.33"}
 @pytest.mark.skipif(os.geteuid() != 0, reason="the host plug-in's agent sandbox needs root")
 @pytest.mark.parametrize("agent", ["codex", "opencode"])
 def test_harbors_own_cli_agent_runs_the_episode_with_only_the_model_endpoint_reachable(agent, tmp_path):
-    """`harbor run -a codex|opencode --ak skip_install=true` with the host plug-in and a scripted model on the
-    host's loopback: Harbor asks for network_mode='allowlist' (the endpoint's host), the plug-in relays only that
-    port; the real CLI runs the scripted shell commands in the sandbox (their files are in the artifact /app, as
+    """`harbor run -a codex|opencode --ak skip_install=true` with the host plug-in, the agent's base URL = the
+    metering proxy on the host's loopback (in front of a scripted model): Harbor asks for network_mode='allowlist'
+    (the endpoint's host), the plug-in relays only that port; the proxy metered every call with the scripted
+    tokens and USD and the endpoint's key never reached the agent; the real CLI runs the scripted shell commands in the sandbox (their files are in the artifact /app, as
     the host agent account), a scripted curl to another port, a private address and the Internet fails, the
     separate verifier writes a reward, and nothing is written outside the workspace (Harbor's /installed-agent)."""
     import socket
@@ -388,6 +389,8 @@ def test_harbors_own_cli_agent_runs_the_episode_with_only_the_model_endpoint_rea
     from mdbench.arena.staging import HOST_AGENT_USER
     from mdbench.episode.harnesses import HarnessUnavailable, find_cli
     from mdbench.llm.fake_server import FakeChatServer
+    from mdbench.llm.prices import PriceTable
+    from mdbench.llm.proxy import MeteringProxy
     from mdbench.llm.scripted import ScriptedModel
     from mdbench.sandbox import capabilities
 
@@ -411,11 +414,14 @@ def test_harbors_own_cli_agent_runs_the_episode_with_only_the_model_endpoint_rea
               "usage": {"input": 1000, "cached": 0, "output": 50}}
     key = "sk-harbor-fake-" + str(os.getpid())
     up = FakeChatServer(ScriptedModel(script), api_key=key).start()
-    port = up._httpd.server_address[1]
+    proxy = MeteringProxy(f"http://127.0.0.1:{up._httpd.server_address[1]}/v1", log_dir=tmp_path / "llm",
+                          api_key=key, prices=PriceTable.load(None))
+    port = proxy.serve_loopback(0)
     installed_agent_before = os.path.lexists("/installed-agent")
     task = write_harbor_task("micro", tmp_path / "task", base_image="mdbench-arena-base:0.2", cpus=2,
                              memory_mb=4096, timeout_min=20)
-    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", OPENAI_API_KEY=key)
+    # the agent holds a dummy key; the endpoint's key stays with the proxy
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", OPENAI_API_KEY="sk-agent-dummy")
     cmd = [str(py.parent / "harbor"), "run", "-p", str(task), "-a", agent, "-m", "openai/gpt-5",
            "--ak", f"version={HARBOR_CLI_AGENTS[agent]}", "--ak", "skip_install=true",
            "--ak", f"base_url=http://127.0.0.1:{port}/v1", "-e", "mdbench.arena.harbor_env:HostEnvironment",
@@ -423,6 +429,7 @@ def test_harbors_own_cli_agent_runs_the_episode_with_only_the_model_endpoint_rea
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200, cwd=tmp_path)
     finally:
+        totals = proxy.stop()
         up.stop()
         other.close()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -432,6 +439,22 @@ def test_harbors_own_cli_agent_runs_the_episode_with_only_the_model_endpoint_rea
     # the CLI Harbor ran is the pinned one, and it talked to the scripted model through the relay
     assert version == HARBOR_CLI_AGENTS[agent]
     assert len(up.served) >= 3, up.served
+    # metered by the evaluator: every call the endpoint answered, with the scripted tokens, priced
+    calls = [json.loads(x) for x in (tmp_path / "llm" / "calls.jsonl").read_text().splitlines()]
+    assert totals.calls == len(up.served) and totals.failed == 0, (totals, calls)
+    assert (totals.tokens_in, totals.tokens_out) == (1000 * totals.calls, 50 * totals.calls)
+    # gpt-5 calls priced from params/llm_prices.yaml; a helper model without a price (OpenCode's title model)
+    # stays unknown, never zero
+    ok = [c for c in calls if c["method"] == "POST" and c["status"] == 200]
+    assert len(ok) == totals.calls and any(c["model"] == "gpt-5" for c in ok)
+    priced = [c for c in ok if c["model"] == "gpt-5"]
+    assert all(c["metered"]["usd"] is not None for c in priced)
+    assert totals.usd_unknown_calls == sum(1 for c in ok if c["metered"]["usd"] is None)
+    assert totals.usd == pytest.approx(len(priced) * (1000 * 1.25 + 50 * 10.0) / 1e6), (totals, calls)
+    assert {r["authorization"] for r in up.requests} == {f"Bearer {key}"}
+    for f in trial.rglob("*"):
+        if f.is_file() and not f.is_symlink():
+            assert key.encode() not in f.read_bytes(), f
     # the scripted commands ran in the sandbox, in /app, as the host agent account
     app = trial / "artifacts" / "app"
     assert (app / "from_agent.txt").read_text().splitlines() == ["hello-from-harbor", HOST_AGENT_USER]
