@@ -466,3 +466,22 @@ def test_harbors_own_cli_agent_runs_the_episode_with_only_the_model_endpoint_rea
     assert 0.0 <= rewards["reward"] <= 1.0
     # Harbor's /installed-agent went to the workspace, not to this machine's /
     assert os.path.lexists("/installed-agent") == installed_agent_before
+
+
+def test_an_allowlist_host_that_is_not_loopback_is_refused_before_the_trial_with_the_fix(tmp_path):
+    """Harbor's codex agent with a remote base URL asks the host plug-in for allowlist=[that host]: refused
+    before anything runs, naming the host and the loopback proxy to use instead; nothing is reached."""
+    py = _harbor_or_skip()
+    task = write_harbor_task("micro", tmp_path / "task", base_image="mdbench-arena-base:0.2", cpus=2,
+                             memory_mb=4096)
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", OPENAI_API_KEY="sk-unused")
+    proc = subprocess.run([str(py.parent / "harbor"), "run", "-p", str(task), "-a", "codex", "-m", "openai/gpt-5",
+                           "--ak", "skip_install=true", "--ak", "base_url=http://example.com/v1",
+                           "-e", "mdbench.arena.harbor_env:HostEnvironment", "-o", str(tmp_path / "jobs"),
+                           "--job-name", "nl", "-n", "1", "-y", "-q"], capture_output=True, text=True, env=env,
+                          timeout=300, cwd=tmp_path)
+    text = re.sub(r"[\s│]+", " ", proc.stdout + proc.stderr)
+    assert proc.returncode != 0
+    assert "network_mode='allowlist' with example.com is not supported by mdbench-host" in text, text[-3000:]
+    assert "mdbench.llm.proxy" in text
+    assert not list((tmp_path / "jobs").glob("*/*/agent/*.txt"))
