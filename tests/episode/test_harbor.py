@@ -367,3 +367,121 @@ def test_an_interrupt_ends_harbor_run_of_the_episode_and_the_whole_agent_tree(tm
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
+
+
+#: Harbor's installed agents and the CLI version each is pinned to (scripts/agent_harnesses.sh).
+HARBOR_CLI_AGENTS = {"codex": "0.171.0", "opencode": "1.18.33"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+@pytest.mark.skipif(os.geteuid() != 0, reason="the host plug-in's agent sandbox needs root")
+@pytest.mark.parametrize("agent", ["codex", "opencode"])
+def test_harbors_own_cli_agent_runs_the_episode_with_only_the_model_endpoint_reachable(agent, tmp_path):
+    """`harbor run -a codex|opencode --ak skip_install=true` with the host plug-in, the agent's base URL = the
+    metering proxy on the host's loopback (in front of a scripted model): Harbor asks for network_mode='allowlist'
+    (the endpoint's host), the plug-in relays only that port; the proxy metered every call with the scripted
+    tokens and USD and the endpoint's key never reached the agent; the real CLI runs the scripted shell commands in the sandbox (their files are in the artifact /app, as
+    the host agent account), a scripted curl to another port, a private address and the Internet fails, the
+    separate verifier writes a reward, and nothing is written outside the workspace (Harbor's /installed-agent)."""
+    import socket
+
+    from mdbench.arena.staging import HOST_AGENT_USER
+    from mdbench.episode.harnesses import HarnessUnavailable, find_cli
+    from mdbench.llm.fake_server import FakeChatServer
+    from mdbench.llm.prices import PriceTable
+    from mdbench.llm.proxy import MeteringProxy
+    from mdbench.llm.scripted import ScriptedModel
+    from mdbench.sandbox import capabilities
+
+    py = _harbor_or_skip()
+    try:
+        cli, version = find_cli(agent)
+    except HarnessUnavailable as exc:
+        pytest.skip(str(exc))
+    if not capabilities().get("namespaces"):
+        pytest.skip("no namespaces here: the allow-list cannot be enforced")
+    os.chmod(tmp_path, 0o755)
+    other = socket.socket()                    # a host service on another loopback port: must stay unreachable
+    other.bind(("127.0.0.1", 0))
+    other.listen(4)
+    other_port = other.getsockname()[1]
+    net = (f"for u in http://127.0.0.1:{other_port}/ http://10.0.0.1/ https://example.com/; do "
+           "if curl -s -m 5 -o /dev/null \"$u\"; then echo \"REACHED $u\" >> net.txt; "
+           "else echo \"blocked $u\" >> net.txt; fi; done")
+    script = {"turns": [{"shell": "echo hello-from-harbor > from_agent.txt && id -un >> from_agent.txt"},
+                        {"shell": net}, {"final": "Scripted steps done."}],
+              "usage": {"input": 1000, "cached": 0, "output": 50}}
+    key = "sk-harbor-fake-" + str(os.getpid())
+    up = FakeChatServer(ScriptedModel(script), api_key=key).start()
+    proxy = MeteringProxy(f"http://127.0.0.1:{up._httpd.server_address[1]}/v1", log_dir=tmp_path / "llm",
+                          api_key=key, prices=PriceTable.load(None))
+    port = proxy.serve_loopback(0)
+    installed_agent_before = os.path.lexists("/installed-agent")
+    task = write_harbor_task("micro", tmp_path / "task", base_image="mdbench-arena-base:0.2", cpus=2,
+                             memory_mb=4096, timeout_min=20)
+    # the agent holds a dummy key; the endpoint's key stays with the proxy
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", OPENAI_API_KEY="sk-agent-dummy")
+    cmd = [str(py.parent / "harbor"), "run", "-p", str(task), "-a", agent, "-m", "openai/gpt-5",
+           "--ak", f"version={HARBOR_CLI_AGENTS[agent]}", "--ak", "skip_install=true",
+           "--ak", f"base_url=http://127.0.0.1:{port}/v1", "-e", "mdbench.arena.harbor_env:HostEnvironment",
+           "-o", str(tmp_path / "jobs"), "--job-name", "cli", "-n", "1", "-y", "-q"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200, cwd=tmp_path)
+    finally:
+        totals = proxy.stop()
+        up.stop()
+        other.close()
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (trial,) = [p.parent for p in (tmp_path / "jobs" / "cli").glob("*/result.json")]
+    res = json.loads((trial / "result.json").read_text())
+    assert res["exception_info"] is None, res["exception_info"]
+    # the CLI Harbor ran is the pinned one, and it talked to the scripted model through the relay
+    assert version == HARBOR_CLI_AGENTS[agent]
+    assert len(up.served) >= 3, up.served
+    # metered by the evaluator: every call the endpoint answered, with the scripted tokens, priced
+    calls = [json.loads(x) for x in (tmp_path / "llm" / "calls.jsonl").read_text().splitlines()]
+    assert totals.calls == len(up.served) and totals.failed == 0, (totals, calls)
+    assert (totals.tokens_in, totals.tokens_out) == (1000 * totals.calls, 50 * totals.calls)
+    # gpt-5 calls priced from params/llm_prices.yaml; a helper model without a price (OpenCode's title model)
+    # stays unknown, never zero
+    ok = [c for c in calls if c["method"] == "POST" and c["status"] == 200]
+    assert len(ok) == totals.calls and any(c["model"] == "gpt-5" for c in ok)
+    priced = [c for c in ok if c["model"] == "gpt-5"]
+    assert all(c["metered"]["usd"] is not None for c in priced)
+    assert totals.usd_unknown_calls == sum(1 for c in ok if c["metered"]["usd"] is None)
+    assert totals.usd == pytest.approx(len(priced) * (1000 * 1.25 + 50 * 10.0) / 1e6), (totals, calls)
+    assert {r["authorization"] for r in up.requests} == {f"Bearer {key}"}
+    for f in trial.rglob("*"):
+        if f.is_file() and not f.is_symlink():
+            assert key.encode() not in f.read_bytes(), f
+    # the scripted commands ran in the sandbox, in /app, as the host agent account
+    app = trial / "artifacts" / "app"
+    assert (app / "from_agent.txt").read_text().splitlines() == ["hello-from-harbor", HOST_AGENT_USER]
+    # only the model endpoint was reachable
+    lines = (app / "net.txt").read_text().splitlines()
+    assert len(lines) == 3 and all(x.startswith("blocked ") for x in lines), lines
+    # the separate verifier judged it
+    rewards = res["verifier_result"]["rewards"]
+    assert 0.0 <= rewards["reward"] <= 1.0
+    # Harbor's /installed-agent went to the workspace, not to this machine's /
+    assert os.path.lexists("/installed-agent") == installed_agent_before
+
+
+def test_an_allowlist_host_that_is_not_loopback_is_refused_before_the_trial_with_the_fix(tmp_path):
+    """Harbor's codex agent with a remote base URL asks the host plug-in for allowlist=[that host]: refused
+    before anything runs, naming the host and the loopback proxy to use instead; nothing is reached."""
+    py = _harbor_or_skip()
+    task = write_harbor_task("micro", tmp_path / "task", base_image="mdbench-arena-base:0.2", cpus=2,
+                             memory_mb=4096)
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", OPENAI_API_KEY="sk-unused")
+    proc = subprocess.run([str(py.parent / "harbor"), "run", "-p", str(task), "-a", "codex", "-m", "openai/gpt-5",
+                           "--ak", "skip_install=true", "--ak", "base_url=http://example.com/v1",
+                           "-e", "mdbench.arena.harbor_env:HostEnvironment", "-o", str(tmp_path / "jobs"),
+                           "--job-name", "nl", "-n", "1", "-y", "-q"], capture_output=True, text=True, env=env,
+                          timeout=300, cwd=tmp_path)
+    text = re.sub(r"[\s│]+", " ", proc.stdout + proc.stderr)
+    assert proc.returncode != 0
+    assert "network_mode='allowlist' with example.com is not supported by mdbench-host" in text, text[-3000:]
+    assert "mdbench.llm.proxy" in text
+    assert not list((tmp_path / "jobs").glob("*/*/agent/*.txt"))

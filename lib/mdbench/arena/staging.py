@@ -47,7 +47,13 @@ from mdbench.errors import InputError
 log = logging.getLogger(__name__)
 
 #: Container folders that map into a trial's workspace.
-CONTAINER_ROOTS = ("/app", "/tests", "/solution", "/logs")
+#: Where ``/tmp`` paths that Harbor's installed agents keep across commands (:data:`HARBOR_TMP_PATHS`) are
+#: mapped: every command has a private ``/tmp`` of its own, a container one ``/tmp`` (sticky, 1777).
+AGENT_TMP = "/installed-agent/tmp"
+#: ``/tmp`` folders Harbor's installed agents write in one command and read in a later one (codex's auth.json).
+HARBOR_TMP_PATHS = ("/tmp/codex-secrets",)
+#: ``/installed-agent``: where Harbor's installed agents (codex, …) keep their private home
+CONTAINER_ROOTS = ("/app", "/tests", "/solution", "/logs", "/installed-agent")
 
 #: Container folders only root (the verifier) may read.
 PRIVATE_ROOTS = ("/tests",)
@@ -125,7 +131,7 @@ class Workspace:
             ws.host(sub).chmod(0o777)
         for private in PRIVATE_ROOTS:
             ws.host(private).chmod(0o700)
-        for own in (ws.tmp, ws.home):   # /app as Docker makes it: the Dockerfile sets its mode
+        for own in (ws.tmp, ws.home, ws.host(AGENT_TMP)):   # /app as Docker makes it: the Dockerfile sets its mode
             own.mkdir()
             own.chmod(0o1777)
         return ws
@@ -500,6 +506,9 @@ class Sandbox:
     readonly: tuple[Path, ...] = ()
     writable: tuple[Path, ...] = ()
     python: str = ""                        # the interpreter the step gets (MDBENCH_PYTHON)
+    #: TCP ports on 127.0.0.1 inside the step's own network namespace handed to the caller (network cut)
+    loopback_listen: tuple[int, ...] = ()
+    path_prepend: tuple[Path, ...] = ()     # folders put first on the step's PATH (e.g. the agent's CLIs)
 
     @property
     def confined(self) -> bool:
@@ -511,11 +520,11 @@ class Sandbox:
         if not self.confined:
             return Confinement(workdir=Path(cwd), env=env, network=not self.no_network, user=None,
                                private_tmp=False, hide_home=False, minimal_root=False, chown_workdir=False,
-                               timeout_s=timeout_s, grace_s=5.0, tag=tag)
+                               timeout_s=timeout_s, grace_s=5.0, tag=tag, loopback_listen=self.loopback_listen)
         return Confinement(workdir=Path(cwd), env=env, readonly=self.readonly, writable=self.writable,
                            hidden=self.hidden, network=not self.no_network, user=self.user, private_tmp=True,
                            hide_home=True, minimal_root=True, chown_workdir=False, timeout_s=timeout_s,
-                           grace_s=5.0, tag=tag)
+                           grace_s=5.0, tag=tag, loopback_listen=self.loopback_listen)
 
 
 def default_python() -> str:
@@ -570,31 +579,42 @@ EXTRA_HIDDEN = (Path("/opt"), Path("/srv"), Path("/mnt"), Path("/media"))
 
 def make_sandbox(ws: Workspace, *, user: str | int | None, no_network: bool, python: str,
                  hide: tuple[Path, ...] = (), host_user: str = HOST_AGENT_USER, oracle: bool = False,
-                 expose: tuple[Path, ...] = ()) -> Sandbox:
+                 expose: tuple[Path, ...] = (), loopback_listen: tuple[int, ...] = (),
+                 path_prepend: tuple[Path, ...] = ()) -> Sandbox:
     """The confinement of one command of a trial.
 
     ``user`` is the task's user for the phase (``[agent] user``; ``None``/``root`` for the build and the
     verifier). A non-root user becomes ``host_user`` when this process is root, with the agent toolchain
     ``python`` (or, for the ``oracle``, the project's interpreter and package source) and ``expose`` (the
     agent's own install) read-only; ``/solution`` is visible only to the oracle. The network is cut when the
-    task asks for it (and namespaces are available).
+    task asks for it (and namespaces are available). ``loopback_listen`` ports (a Harbor ``allowlist``, see
+    :mod:`mdbench.arena.relay`) cut the network and open those ports on the step's own loopback; it raises
+    :class:`InputError` where the network cannot be cut. ``path_prepend`` folders (the agent's CLIs) are put
+    first on ``PATH`` and, for an agent step, shown read-only.
     """
-    no_net = no_network and network_cut_available()
+    if loopback_listen and not network_cut_available():
+        raise InputError("network_mode='allowlist' needs network namespaces (run as root on Linux); the "
+                         "mdbench host plug-in cannot enforce an allow-list here")
+    no_net = (no_network or bool(loopback_listen)) and network_cut_available()
+    ports = tuple(int(p) for p in loopback_listen)
+    prepend = tuple(Path(p) for p in path_prepend)
     if not is_root() or user in (None, "root", 0):
-        return Sandbox(no_network=no_net, python=python)
-    readonly = [*toolchain_folders(python, with_mdbench=oracle), *(Path(e).resolve() for e in expose)]
+        return Sandbox(no_network=no_net, python=python, loopback_listen=ports, path_prepend=prepend)
+    readonly = [*toolchain_folders(python, with_mdbench=oracle), *(Path(e).resolve() for e in expose),
+                *(p.resolve() for p in prepend)]
     if oracle:   # the reference solution is this project's own code: its templates and parameters, read-only
         from mdbench.paths import PROJECT_ROOT
 
         readonly.append(PROJECT_ROOT.resolve())
     if oracle and ws.host("/solution").is_dir():
         readonly.append(ws.host("/solution"))
-    writable = tuple(p for p in (ws.host("/logs/agent"), ws.host("/logs/artifacts"), ws.tmp, ws.home)
+    writable = tuple(p for p in (ws.host("/logs/agent"), ws.host("/logs/artifacts"), ws.tmp, ws.home,
+                                  ws.host("/installed-agent"))
                      if p.is_dir())
     # beyond minimal_root (which keeps /opt and /var): where other checkouts and scratch copies often lie
     hidden = tuple(dict.fromkeys([*(h for h in hide if h.is_absolute()), *EXTRA_HIDDEN]))
     return Sandbox(user=host_user, no_network=no_net, hidden=hidden, readonly=tuple(dict.fromkeys(readonly)),
-                   writable=writable, python=python)
+                   writable=writable, python=python, loopback_listen=ports, path_prepend=prepend)
 
 
 def describe(box: Sandbox, *, requested_user: str | int | None, no_network: bool) -> dict[str, object]:
@@ -619,6 +639,8 @@ def start(command: str, box: Sandbox, *, cwd: Path, env: dict[str, str], timeout
     env = {**env, "MDBENCH_PYTHON": box.python or env.get("MDBENCH_PYTHON", "")}
     if box.python:   # the step's interpreter (the agent toolchain, or the project's) first on PATH
         env["PATH"] = str(Path(box.python).parent) + os.pathsep + env.get("PATH", "/usr/bin:/bin")
+    if box.path_prepend:
+        env["PATH"] = os.pathsep.join([*(str(p) for p in box.path_prepend), env.get("PATH", "/usr/bin:/bin")])
     proc = spawn_confined(["bash", "-c", command], box.confinement(cwd=cwd, env=env, timeout_s=timeout_s),
                           stdout=out, stderr=subprocess.STDOUT)
     return proc, out
