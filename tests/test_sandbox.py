@@ -20,6 +20,8 @@ import pytest
 from mdbench.sandbox import (SYSTEM_DIRS, Confinement, SandboxError, capabilities, run_confined, runtime_paths,
                              spawn_confined)
 
+from _mounts import loop_devices_under, mounts_under
+
 CAPS = capabilities()
 needs_namespaces = pytest.mark.skipif(not CAPS.get("namespaces"),
                                       reason=f"namespaces unavailable here: {CAPS.get('namespace_error')}")
@@ -537,24 +539,10 @@ def test_a_killed_caller_takes_the_tree_and_leaves_no_cgroup_or_tmp_folder(world
     assert not left, left
     assert not list(caller_tmp.iterdir())
     if quota_mib:  # the image was mounted in the dead namespace only: no mount, no loop device, no image left
-        assert _loop_devices_under(world["tmp"]) == [] and _mounts_under(world["tmp"]) == []
+        assert loop_devices_under(world["tmp"]) == [] and mounts_under(world["tmp"]) == []
         assert not list(world["tmp"].glob(".*.img"))
 
 
-def _loop_devices_under(folder: Path) -> list[str]:
-    """Loop devices whose backing file lies under ``folder`` (what ``losetup -a`` lists)."""
-    out = []
-    for f in Path("/sys/block").glob("loop*/loop/backing_file"):
-        try:
-            if f.read_text().strip().startswith(str(folder)):
-                out.append(f.parent.parent.name)
-        except OSError:
-            pass
-    return out
-
-
-def _mounts_under(folder: Path) -> list[str]:
-    return [line for line in Path("/proc/mounts").read_text().splitlines() if str(folder) in line]
 
 
 @needs_root
@@ -617,7 +605,7 @@ def test_a_workdir_quota_stops_writes_at_the_quota_and_the_tree_comes_back_intac
     assert (ws / "pipe").is_fifo() and (ws / "a" / "b" / "c").is_dir() and not (ws / "many").exists()
     assert (ws / "given.txt").read_text() == "changed by the command"  # what was there shows its new state
     assert quota["fifos"] == 1 and quota["symlinks"] == 1 and quota["hardlinks"] == 50
-    assert _loop_devices_under(world["tmp"]) == [] and _mounts_under(world["tmp"]) == []
+    assert loop_devices_under(world["tmp"]) == [] and mounts_under(world["tmp"]) == []
     assert not list(world["tmp"].glob(".*.img"))
 
 

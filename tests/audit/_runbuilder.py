@@ -447,3 +447,16 @@ def compute_results(run: Path, guard_ps: float, rules: dict[str, Any]) -> dict:
                                                "weighting": "unweighted", "unit": "mol/(J m s)"}),
     }
     return {"case": CASE, "guard_ps": guard_ps, "observables": obs}
+
+
+def with_changed_na_sigma(topology: Path, out: Path, factor: float) -> tuple[str, list[str]]:
+    """Write ``out``: ``topology`` with the Na⁺ type (``opls_407``) redefined in an ``[ atomtypes ]`` block whose
+    Lennard-Jones σ is ``factor`` × the force field's. Returns (the force field's line, the planted fields)."""
+    line = next(x for x in (GMX_TOP / "oplsaa.ff/ffnonbonded.itp").read_text().splitlines()
+                if x.split()[:1] == ["opls_407"])
+    f = line.split()
+    f[6] = f"{float(f[6]) * factor:.5e}"
+    head, rest = topology.read_text().split("\n", 1)
+    out.write_text(head + "\n\n[ atomtypes ]\n" + " ".join(f) + "\n\n" + rest)
+    return line, f
+

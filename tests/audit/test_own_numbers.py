@@ -275,14 +275,8 @@ def test_production_with_a_changed_lj_sigma_is_Sim1_zero(run_copy, bundle, tmp_p
     """The Na⁺ Lennard-Jones σ changed (planted factor) in the production topology only, the tpr regenerated and
     its checksum updated: the production run input is not the force field the run equilibrated (and the bundle
     froze): Sim1 = 0."""
-    line = next(x for x in (rb.GMX_TOP / "oplsaa.ff/ffnonbonded.itp").read_text().splitlines()
-                if x.split()[:1] == ["opls_407"])
-    f = line.split()
-    f[6] = f"{float(f[6]) * float(_rng('lj').uniform(1.05, 1.25)):.5e}"
     setup = run_copy / "cases" / CASE / "setup"
-    top = (setup / "topol.top").read_text()
-    head, rest = top.split("\n", 1)
-    (setup / "topol_prod.top").write_text(head + "\n\n[ atomtypes ]\n" + " ".join(f) + "\n\n" + rest)
+    rb.with_changed_na_sigma(setup / "topol.top", setup / "topol_prod.top", float(_rng("lj").uniform(1.05, 1.25)))
     prod = run_copy / "cases" / CASE / "prod"
     proc = subprocess.run(["gmx", "-quiet", "grompp", "-f", "prod.mdp", "-c", "../equil/npt.gro", "-t",
                            "../equil/npt.cpt", "-p", "../setup/topol_prod.top", "-o", "prod.tpr", "-po", "/dev/null",

@@ -46,22 +46,11 @@ def _dump_topology(tpr: Path) -> str:
     out = subprocess.run(["gmx", "-quiet", "dump", "-s", str(tpr)], capture_output=True, text=True, check=True).stdout
     return out.partition("topology:")[2]
 
-
-def test_lj_sigma_changed_in_equilibration_and_production_is_Sim1_zero_against_the_bundle(run_copy, bundle, tmp_path):
-    """The Na⁺ σ changed (planted factor) in the topology of BOTH equilibration and production, both run inputs
-    regenerated, checksums updated: production and equilibration agree with each other, so only the bundle can
-    say the production is not the frozen force field. Sim1 = 0 with both σ; the honest run keeps Sim1 = 1."""
-    fb = _bundle_with_atomtypes(bundle, tmp_path / "bundle")
-    factor = float(_rng("lj").uniform(1.05, 1.25))
-    line = next(x for x in (rb.GMX_TOP / "oplsaa.ff/ffnonbonded.itp").read_text().splitlines()
-                if x.split()[:1] == ["opls_407"])
-    f = line.split()
-    f[6] = f"{float(f[6]) * factor:.5e}"
-    setup = run_copy / "cases" / CASE / "setup"
-    top = (setup / "topol.top").read_text()
-    head, rest = top.split("\n", 1)
-    (setup / "topol.top").write_text(head + "\n\n[ atomtypes ]\n" + " ".join(f) + "\n\n" + rest)
-    eq, prod = run_copy / "cases" / CASE / "equil", run_copy / "cases" / CASE / "prod"
+def _regenerate_run_inputs(run_copy) -> None:
+    """grompp the equilibration and production run inputs again from the (edited) ``setup/topol.top``, as an agent
+    that regenerated its tpr files would, and remove GROMACS' backups."""
+    case = run_copy / "cases" / CASE
+    eq, prod, setup = case / "equil", case / "prod", case / "setup"
     for cwd, args in ((eq, ["-f", "npt.mdp", "-c", "../em/em.gro", "-o", "npt.tpr"]),
                       (prod, ["-f", "prod.mdp", "-c", "../equil/npt.gro", "-t", "../equil/npt.cpt", "-o", "prod.tpr"])):
         proc = subprocess.run(["gmx", "-quiet", "grompp", *args, "-p", "../setup/topol.top", "-po", "/dev/null",
@@ -70,6 +59,17 @@ def test_lj_sigma_changed_in_equilibration_and_production_is_Sim1_zero_against_t
     for d in (eq, prod, setup):
         for p in d.glob("#*"):
             p.unlink()
+
+
+
+def test_lj_sigma_changed_in_equilibration_and_production_is_Sim1_zero_against_the_bundle(run_copy, bundle, tmp_path):
+    """The Na⁺ σ changed (planted factor) in the topology of BOTH equilibration and production, both run inputs
+    regenerated, checksums updated: production and equilibration agree with each other, so only the bundle can
+    say the production is not the frozen force field. Sim1 = 0 with both σ; the honest run keeps Sim1 = 1."""
+    fb = _bundle_with_atomtypes(bundle, tmp_path / "bundle")
+    setup = run_copy / "cases" / CASE / "setup"
+    line, f = rb.with_changed_na_sigma(setup / "topol.top", setup / "topol.top", float(_rng("lj").uniform(1.05, 1.25)))
+    _regenerate_run_inputs(run_copy)
     rec = RunRecord(run_copy)
     for rel in (f"cases/{CASE}/prod/prod.tpr", f"cases/{CASE}/equil/npt.tpr", f"cases/{CASE}/setup/topol.top"):
         rec.add_artifact(rel)
@@ -120,15 +120,7 @@ def test_water_charges_changed_in_a_renamed_itp_is_Sim1_zero_against_the_bundle(
     top = (setup / "topol.top").read_text().replace('#include "spce.itp"', '#include "spce_tuned.itp"')
     assert "spce_tuned.itp" in top
     (setup / "topol.top").write_text(top)
-    eq, prod = run_copy / "cases" / CASE / "equil", run_copy / "cases" / CASE / "prod"
-    for cwd, args in ((eq, ["-f", "npt.mdp", "-c", "../em/em.gro", "-o", "npt.tpr"]),
-                      (prod, ["-f", "prod.mdp", "-c", "../equil/npt.gro", "-t", "../equil/npt.cpt", "-o", "prod.tpr"])):
-        proc = subprocess.run(["gmx", "-quiet", "grompp", *args, "-p", "../setup/topol.top", "-po", "/dev/null",
-                               "-maxwarn", "2"], cwd=cwd, capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stderr[-800:]
-    for d in (eq, prod, setup):
-        for p in d.glob("#*"):
-            p.unlink()
+    _regenerate_run_inputs(run_copy)
     rec = RunRecord(run_copy)
     for rel in (f"cases/{CASE}/prod/prod.tpr", f"cases/{CASE}/equil/npt.tpr", f"cases/{CASE}/setup/topol.top",
                 f"cases/{CASE}/setup/spce_tuned.itp"):

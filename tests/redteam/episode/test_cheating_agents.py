@@ -23,6 +23,7 @@ from mdbench.episode.agents import share_readable
 from mdbench.paths import PROJECT_ROOT
 
 from _episode_helpers import AGENT_PY, mdbench, needs_namespaces, needs_root, prepare, processes_of, run, seen_by
+from _mounts import loop_devices_under, mounts_under
 
 HERE = Path(__file__).resolve().parent
 ATTACKER = f"{AGENT_PY} {HERE / 'attacker.py'}"
@@ -248,10 +249,10 @@ def test_the_runner_killed_mid_episode_leaves_an_interrupted_result_and_nothing_
         time.sleep(0.1)
     assert os.listdir(tmpdir) == [] and _cgroups_of(proc.pid) == []
     for _ in range(100):  # the workspace quota: its namespace is gone, so are its mount and its loop device
-        if not _loop_devices_of(ep) and not _mounts_under(ep) and not (ep / ".workspace.img").exists():
+        if not loop_devices_under(ep) and not mounts_under(ep) and not (ep / ".workspace.img").exists():
             break
         time.sleep(0.1)
-    assert _loop_devices_of(ep) == [] and _mounts_under(ep) == [], (_loop_devices_of(ep), _mounts_under(ep))
+    assert loop_devices_under(ep) == [] and mounts_under(ep) == [], (loop_devices_under(ep), mounts_under(ep))
     assert not (ep / ".workspace.img").exists()
     result = json.loads((ep / "result.json").read_text())
     assert result["limits"]["workspace_quota_mib"] > 0
@@ -263,20 +264,6 @@ def test_the_runner_killed_mid_episode_leaves_an_interrupted_result_and_nothing_
     assert any("scored 0" in n for n in agg.notes([rec]))
 
 
-def _loop_devices_of(folder: Path) -> list[str]:
-    """Loop devices whose backing file lies in ``folder`` (``losetup -a`` without parsing its output)."""
-    out = []
-    for f in Path("/sys/block").glob("loop*/loop/backing_file"):
-        try:
-            if f.read_text().strip().startswith(str(folder)):
-                out.append(f.parent.parent.name)
-        except OSError:
-            pass
-    return out
-
-
-def _mounts_under(folder: Path) -> list[str]:
-    return [line for line in Path("/proc/mounts").read_text().splitlines() if str(folder) in line]
 
 
 def _disk_bytes(root: Path) -> int:
@@ -321,7 +308,7 @@ def test_an_agent_writing_past_its_workspace_quota_is_stopped_and_gains_nothing(
     assert q["bytes"] <= quota_mib * 2**20
     # nothing left: no image, no loop device, no mount
     assert not (ep / ".workspace.img").exists()
-    assert _loop_devices_of(ep) == [] and _mounts_under(ep) == []
+    assert loop_devices_under(ep) == [] and mounts_under(ep) == []
     assert result["agent_input_intact"] and result["status"] == "completed"
     assert result["score"] is not None and result["score"] <= null_score
 
