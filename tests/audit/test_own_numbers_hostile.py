@@ -68,3 +68,21 @@ def test_d_band_and_window_on_hostile_curves():
     w, _ = rederived_window(lag, 6e-3 * lag)          # a purely diffusive MSD: D = slope / 6
     lo, hi, got = band(lag, 6e-3 * lag, [w])
     assert all(d == pytest.approx(1e-3 * 1e-6, rel=1e-6) for _, d in got) and lo < 1e-9 < hi
+
+
+def test_a_finite_size_corrected_d_is_compared_without_its_own_correction():
+    """A Yeh–Hummer D is the trajectory's D plus ξk_BT/(6πηL): the MSD check compares it less the correction it
+    records, and leaves alone a corrected D that records none (found as a false F on the oracle's own run)."""
+    from mdbench.analysis.observables import SELF_DIFFUSION, SELF_DIFFUSION_YH
+    from mdbench.audit.own_diffusion import _uncorrected
+    from mdbench.audit.runread import Entry
+
+    plain = Entry(f"observables.{SELF_DIFFUSION.key('LI')}", 2.0e-10, None, {})
+    assert _uncorrected(plain) == 2.0e-10
+    yh = Entry(f"observables.{SELF_DIFFUSION_YH.key('LI')}", 3.0e-10, None,
+               {"diagnostics": {"D_pbc_m2_s": 2.0e-10, "correction_m2_s": 1.0e-10}})
+    assert abs(_uncorrected(yh) - 2.0e-10) < 1e-22
+    for corr in (None, float("nan"), "1e-10", True):
+        assert _uncorrected(Entry(yh.key, 3.0e-10, None, {"diagnostics": {"correction_m2_s": corr}})) is None
+    assert abs(_uncorrected(Entry("observables.d_li", 3.0e-10, None, {"diagnostics": {"correction_m2_s": 1e-10}}))
+               - 2.0e-10) < 1e-22

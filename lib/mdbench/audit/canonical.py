@@ -55,7 +55,8 @@ def _definitions_match(group: str, run_entry: Entry, canon: Entry) -> bool:
     same in the lab and barycentric frames of a run whose centre-of-mass motion is removed, σ of an
     electroneutral system does not depend on the reference frame, Green–Kubo and Einstein–Helfand estimate
     the same η); t+ matches in the same reference frame (barycentric unless a solvent frame is named);
-    structural quantities need equal declared cutoffs (±0.005 nm)."""
+    structural quantities need equal declared cutoffs (±0.005 nm) or, where one entry declares none, the same
+    stated definition (whose text names the cutoffs, as the reanalysis at the run's registered cutoffs writes it)."""
     g = audit_group(group)
     if g.treatment == "energy" or g.definition_check == "cross_correlations" or (g.regime and
                                                                                  g.definition_check is None):
@@ -65,6 +66,9 @@ def _definitions_match(group: str, run_entry: Entry, canon: Entry) -> bool:
                                 + run_entry.key).lower()
         return solvent == ("solvent" in canon.key.lower())
     a, b = _cutoff(run_entry), _cutoff(canon)
+    if a is None or b is None:  # a cutoff field on one side only: the same stated definition (cutoffs in its text)
+        text = str(run_entry.raw.get("definition") or "").strip()
+        return len(text) > 20 and text == str(canon.raw.get("definition") or "").strip()
     return a is not None and b is not None and abs(a - b) <= 0.005
 
 
@@ -73,7 +77,8 @@ def _canonical_match(group: str, e: Entry, canonical: dict[str, Entry]) -> Entry
     tail = re.split(r"[./]", e.key)[-1]
     if g.target_by_key:
         return match_target(group, tail, canonical)
-    want = tokens(e.key.split(".")[-1]) - {"cn", "d", "value", "observables"} - {group} - tokens(group)
+    # the key's last dotted part, where a dot between digits (a cutoff such as @0.40nm) is not a separator
+    want = tokens(re.split(r"\.(?!\d)", e.key)[-1]) - {"cn", "d", "value", "observables"} - {group} - tokens(group)
     ordered = target_entries_first(group, canonical)
     if not want and g.regime:  # a single-target transport group: its first canonical entry (frame checked later)
         if g.definition_check == "transference_convention":

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from mdbench.analysis.observables import SELF_DIFFUSION_GROUP
+from mdbench.analysis.observables import SELF_DIFFUSION_GROUP, SELF_DIFFUSION_YH
 from mdbench.audit.amend import Extra
 from mdbench.audit.model import Check, Evidence
 from mdbench.audit.runread import Entry, group_entries
@@ -117,11 +117,25 @@ def _already_treatment(groups: list[Any] | None, key: str) -> bool:
     return False
 
 
-def _finding(case: str, e: Entry, code: str, what: str, b: tuple[float, float, list], found: bool) -> Extra:
+def _uncorrected(e: Entry) -> float | None:
+    """The D of ``e`` as the trajectory's MSD gives it: a finite-size corrected D (Yeh–Hummer) less the correction
+    it records (``diagnostics.correction_m2_s``); None for a corrected D that records no correction to undo."""
+    diag = e.raw.get("diagnostics") if isinstance(e.raw.get("diagnostics"), dict) else {}
+    corr = diag.get("correction_m2_s")
+    if corr is None and SELF_DIFFUSION_YH.name not in e.key:
+        return e.value
+    if isinstance(corr, bool) or not isinstance(corr, (int, float)) or not math.isfinite(corr):
+        return None
+    return e.value - float(corr)
+
+
+def _finding(case: str, e: Entry, code: str, what: str, b: tuple[float, float, list], found: bool,
+             value: float) -> Extra:
     lo, hi, got = b
     ref = got[0][1]
     wins = ", ".join(f"[{w[0]:.3g}, {w[1]:.3g}] ps: {d:.4g}" for w, d in got)
-    msg = (f"{e.key} = {e.value:.4g} m^2/s is {e.value / ref:.3g} × the D of {what} (slope/6 on its diffusive window "
+    shown = f"{e.value:.4g} m^2/s" if value == e.value else f"{e.value:.4g} m^2/s ({value:.4g} without its correction)"
+    msg = (f"{e.key} = {shown} is {value / ref:.3g} × the D of {what} (slope/6 on its diffusive window "
            f"re-derived by the β rule{'' if found else ', not found: fallback window'}; {wins} m^2/s); a linear fit "
            f"of that MSD gives [{lo:.4g}, {hi:.4g}] m^2/s on any candidate window (× {BAND_FACTOR:g} either way): "
            "the value follows from no window of it, whatever the run's diffusive diagnostics say")
@@ -143,7 +157,8 @@ def checks(run: Any, case: str, canonical_results: Any, refit: Any, groups: list
         if not e.finite_value or not D_RANGE_M2_S[0] <= e.value <= D_RANGE_M2_S[1] or not _si_unit(e.raw) \
                 or _already_treatment(groups, e.key):
             continue  # another unit or a ratio: the unit checks' matter, not a value off the trajectory
-        species = _species(e, canon)
+        value = _uncorrected(e)
+        species = _species(e, canon) if value is not None else None
         traj = refit.msd(species) if species else None
         if traj is None:
             continue
@@ -152,9 +167,9 @@ def checks(run: Any, case: str, canonical_results: Any, refit: Any, groups: list
         rep = reported_window(e.raw)
         wins = [window] + ([rep] if rep is not None else [])
         b = band(lag, whole, wins)
-        if b is not None and not (b[0] <= e.value <= b[1]):
+        if b is not None and not (b[0] <= value <= b[1]):
             out.append(_finding(case, e, "diffusion_off_trajectory_msd", f"the trajectory's MSD ({species})", b,
-                                found))
+                                found, value))
             continue
         if rep is not None:
             continue  # a stated window: the recorded curve is re-fitted on it by recorded_curve_checks
@@ -166,7 +181,7 @@ def checks(run: Any, case: str, canonical_results: Any, refit: Any, groups: list
         if curve is None or len(curve.lag_ps) < 3:
             continue
         rb = band(curve.lag_ps, curve.msd_nm2, [window])
-        if rb is not None and not (rb[0] <= e.value <= rb[1]):
+        if rb is not None and not (rb[0] <= value <= rb[1]):
             out.append(_finding(case, e, "diffusion_off_recorded_msd", f"its own recorded MSD ({curve.source})", rb,
-                                found))
+                                found, value))
     return out
