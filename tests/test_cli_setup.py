@@ -21,7 +21,9 @@ def _dry(*args: str, **env: str) -> str:
     # HARBOR_VENV names a folder that does not exist, so a .venv-harbor already built here does not hide the step
     args = (*args, "HARBOR_VENV=.venv-harbor-dry-run-absent") if "harbor-env" not in args else args
     return subprocess.run(["make", "-n", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                          env={k: v for k, v in dict(os.environ, **env).items() if k != "CI" or "CI" in env}).stdout
+                          env={k: v for k, v in dict(os.environ, **env).items()
+                               if (k != "CI" or "CI" in env) and k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}).stdout
+    # (a `make test PYTEST_ARGS=…` that runs this suite passes its command-line variables down in MAKEFLAGS)
 
 
 @needs_make
