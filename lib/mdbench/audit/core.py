@@ -296,6 +296,7 @@ def _case_pass(run: Any, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: Path
         record_checks.prefetch(run, st.prods)  # issue 37: the run inputs' gmx dump in threads meanwhile
         for case in run.cases:  # Sim3 reads the equilibration energy files meanwhile, E3 the record, E2 hashes
             per_case[case].insert(2, simulation.check_equilibration(run, bundle, case))
+            record_checks.reevaluate_registered_gate(run, case)  # issue 37: the registered gate, kept for amend
         st.extra, st.refs = _record_findings(run_path)
         if canonical.in_background and isinstance(run.artifacts, dict):
             fs.prefetch_sha256(str(p) for p in run.artifacts)

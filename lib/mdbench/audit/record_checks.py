@@ -111,6 +111,15 @@ _GATE_ARGS = ("target_temperature_K", "observables", "nskip", "min_effective_sam
 
 
 def reevaluate_registered_gate(run: Any, case: str) -> str | None:
+    """:func:`_reevaluate_registered_gate`, once per case and audit (the audit computes it while the reanalysis
+    runs in its child process, :func:`mdbench.audit.core._case_pass`; the E/O pass reads it here)."""
+    cache = run.fs.__dict__.setdefault("_gate_reevaluated", {})
+    if case not in cache:
+        cache[case] = _reevaluate_registered_gate(run, case)
+    return cache[case]
+
+
+def _reevaluate_registered_gate(run: Any, case: str) -> str | None:
     """The run's registered equilibration gate (the definition in force; :func:`mdbench.engine.gates.
     equilibration_gate`'s parameters) re-evaluated on its last equilibration energy file; why it fails, if it
     does. None where the run registered no such gate or the file cannot be read (Sim3 reports that)."""
