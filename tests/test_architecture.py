@@ -202,7 +202,7 @@ def test_template_prose_names_parameters_without_repeating_their_values():
 
 #: Literal collections of preset names outside their one place (mdbench/choices.py reads params/presets):
 #: file → why it stays (per-preset data of another room; may only shrink).
-KNOWN_PRESET_LISTS = {"episode/workspace.py": "DEFAULT_TIMEOUT_MIN, per-preset agent timeouts (episode room)"}
+KNOWN_PRESET_LISTS: dict[str, str] = {}
 
 
 def _name_collections(names: set[str]) -> set[str]:

@@ -28,10 +28,10 @@ def episode() -> None:
 def prepare_cmd(preset: str, out: Path, bundle_dir: Path | None, config: tuple[str, ...], timeout_min: float | None,
                 pairs: tuple[str, ...]) -> None:
     """Write EP/: workspace/agent_input/ (read-only bundle), workspace/PROMPT.md, episode.json."""
-    from mdbench.episode.workspace import DEFAULT_TIMEOUT_MIN, Limits, parse_config, prepare_episode  # noqa: PLC0415
+    from mdbench.episode.workspace import default_timeout_min, Limits, parse_config, prepare_episode  # noqa: PLC0415
 
     cfg = parse_config([*config, *pairs])
-    limits = Limits(timeout_min=timeout_min or DEFAULT_TIMEOUT_MIN.get(preset, 120.0))
+    limits = Limits(timeout_min=timeout_min or default_timeout_min(preset))
     ep = prepare_episode(preset, out, cfg, limits=limits, bundle_dir=bundle_dir)
     click.echo(f"episode {ep.episode_id} prepared in {ep.root}: bundle sha256 {ep.bundle_sha256[:16]}…, "
                f"timeout {ep.limits.timeout_min:g} min, {ep.limits.md_budget_ns_per_case:g} ns/case budget")

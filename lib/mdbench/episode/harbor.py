@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from mdbench import untrusted
-from mdbench.episode.workspace import (AGENT_INPUT, CHECKSUMS, DEFAULT_TIMEOUT_MIN, PROMPT, Limits, bundle_preset,
+from mdbench.episode.workspace import (AGENT_INPUT, CHECKSUMS, default_timeout_min, PROMPT, Limits, bundle_preset,
                                        write_readonly_tree, bundle_tree, compare_inputs)
 from mdbench.errors import InputError
 from mdbench.paths import PROJECT_ROOT
@@ -284,7 +284,7 @@ def write_harbor_task(preset: str, out: str | Path, *, timeout_min: float | None
     files = bundle_tree(preset)
     if bundle_preset(files) != preset:
         raise InputError(f"the bundle was not built for preset {preset!r}")
-    limits = Limits(timeout_min=timeout_min or DEFAULT_TIMEOUT_MIN.get(preset, 120.0))
+    limits = Limits(timeout_min=timeout_min or default_timeout_min(preset))
     sha = hashlib.sha256(files[CHECKSUMS]).hexdigest()
     env = out / "environment"
     env.mkdir(parents=True)

@@ -33,7 +33,23 @@ BUNDLE = "bundle"
 CHECKSUMS = "bundle_checksums.sha256"
 #: Default wall-clock limit of an episode per preset [min]: this project's guard, not a seed limit (the seed
 #: limits MD nanoseconds and threads, not wall time).
-DEFAULT_TIMEOUT_MIN = {"micro": 120.0, "tiny": 480.0, "small": 1440.0, "paper": 10080.0}
+#: Wall-clock limit of an agent [min] where its preset's ``episode_timeout_min`` cannot be read.
+FALLBACK_TIMEOUT_MIN = 120.0
+
+
+def default_timeout_min(preset: str) -> float:
+    """The default wall-clock limit of an agent [min] on ``preset``: ``episode_timeout_min`` of
+    ``params/presets/<preset>.yaml`` (the one place presets are described), else :data:`FALLBACK_TIMEOUT_MIN`."""
+    from mdbench.paths import PARAMS_DIR  # noqa: PLC0415
+    from mdbench.yamlio import load_yaml  # noqa: PLC0415
+
+    path = PARAMS_DIR / "presets" / f"{preset}.yaml"
+    try:
+        value = load_yaml(path).get("episode_timeout_min") if path.is_file() else None
+    except Exception:  # noqa: BLE001 - a malformed preset is load_preset's error to report
+        value = None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    return float(value) if ok else FALLBACK_TIMEOUT_MIN
 #: Configuration keys every episode has (more may be given).
 CONFIG_KEYS = ("harness", "model", "repeat")
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -206,7 +222,7 @@ def prepare_episode(preset: str, out: str | Path, config: dict[str, Any] | None 
     config : dict, optional
         ``harness``, ``model``, ``repeat`` and any other labels (:func:`parse_config`).
     limits : Limits, optional
-        Default: the seed's limits and :data:`DEFAULT_TIMEOUT_MIN` of the preset.
+        Default: the seed's limits and :func:`default_timeout_min` of the preset.
     bundle_dir : path, optional
         An existing bundle to use instead of building it (verified against its checksums first).
 
@@ -224,7 +240,7 @@ def prepare_episode(preset: str, out: str | Path, config: dict[str, Any] | None 
     if preset_of_bundle != preset:
         raise InputError(f"the bundle was built for preset {preset_of_bundle!r}, not {preset!r}", str(bundle_dir))
     sha = hashlib.sha256(files[CHECKSUMS]).hexdigest()
-    limits = limits or Limits(timeout_min=DEFAULT_TIMEOUT_MIN.get(preset, 120.0))
+    limits = limits or Limits(timeout_min=default_timeout_min(preset))
     ep_id = episode_id(preset, sha, config)
     doc = {
         "schema": EPISODE_SCHEMA, "episode_id": ep_id, "preset": preset,
