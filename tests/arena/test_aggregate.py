@@ -110,7 +110,9 @@ def test_no_trials_is_a_clear_error(tmp_path):
 
 def test_html_report_renders_with_figures(tmp_path, suite_jobs):
     n_tasks = len(list_tasks(TASKS_DIR))
-    paths = render_report([SYN, suite_jobs["oracle"][0], suite_jobs["null"][0], REAL], tmp_path / "report.html")
+    paths = render_report([SYN, suite_jobs["oracle"][0], suite_jobs["null"][0], REAL], tmp_path / "report.html",
+                          keep_notebook=tmp_path / "kept" / "executed.ipynb")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "report.html", "report.summary.json"]
     html = paths["html"].read_text()
     import base64
     import re

@@ -329,11 +329,17 @@ def plot_category_bars(trials: pd.DataFrame, ax=None):
 
 
 def render_report(job_dirs: list[str | Path], out_html: str | Path, *, tasks_dirs: Iterable[str | Path] = (TASKS_DIR,),
-                  require_process: bool = True, notebook: str | Path | None = None) -> dict[str, Path]:
+                  require_process: bool = True, notebook: str | Path | None = None,
+                  keep_notebook: str | Path | None = None) -> dict[str, Path | None]:
     """Execute ``notebooks/arena_report.ipynb`` with papermill and convert it to HTML (code hidden).
 
-    Writes ``out_html``, the executed notebook and ``<stem>.summary.json`` beside it; returns their paths.
+    Writes ``out_html`` and ``<stem>.summary.json`` beside it, and the executed notebook only at
+    ``keep_notebook`` when given (else it is removed once converted); returns their paths (``notebook`` None
+    when not kept).
     """
+    import shutil
+    import tempfile
+
     import nbformat
     import papermill as pm
     from nbconvert import HTMLExporter
@@ -348,7 +354,9 @@ def render_report(job_dirs: list[str | Path], out_html: str | Path, *, tasks_dir
     summary_path = out_html.with_suffix(".summary.json")
     summary_path.write_text(json.dumps(summary_json(trials), indent=2), encoding="utf-8")
     nb_in = Path(notebook) if notebook else NOTEBOOKS_DIR / "arena_report.ipynb"
-    nb_out = out_html.with_suffix(".ipynb")
+    scratch = Path(tempfile.mkdtemp(prefix=".arena-report-", dir=out_html.parent))
+    nb_out = Path(keep_notebook) if keep_notebook else scratch / out_html.with_suffix(".ipynb").name
+    nb_out.parent.mkdir(parents=True, exist_ok=True)
     pm.execute_notebook(
         str(nb_in), str(nb_out), kernel_name="mdbench", progress_bar=False, cwd=str(out_html.parent),
         parameters={"job_dirs": json.dumps([str(Path(j).resolve()) for j in job_dirs]),
@@ -361,4 +369,5 @@ def render_report(job_dirs: list[str | Path], out_html: str | Path, *, tasks_dir
         warnings.filterwarnings("ignore", message=".*is not able to be represented.*")
         body, _ = exporter.from_notebook_node(nbformat.read(str(nb_out), as_version=4))
     out_html.write_text(body, encoding="utf-8")
-    return {"html": out_html, "notebook": nb_out, "summary": summary_path}
+    shutil.rmtree(scratch, ignore_errors=True)
+    return {"html": out_html, "notebook": nb_out if keep_notebook else None, "summary": summary_path}

@@ -182,7 +182,10 @@ def run(ctx: click.Context, task_dirs: tuple[str, ...], command: str, agent_name
 @click.option("--require-process/--no-require-process", default=True, show_default=True,
               help="Strict-Pass needs a scored process reward of 1.")
 @click.option("--json", "json_only", is_flag=True, help="Only print the summary JSON (no notebook, no HTML).")
-def aggregate(job_dirs: tuple[str, ...], out_html: str, tasks_dirs: tuple[str, ...], require_process: bool, json_only: bool) -> None:
+@click.option("--keep-notebook", type=click.Path(dir_okay=False), default=None,
+              help="Also keep the executed report notebook at this path (by default only the page is written).")
+def aggregate(job_dirs: tuple[str, ...], out_html: str, tasks_dirs: tuple[str, ...], require_process: bool,
+              json_only: bool, keep_notebook: str | None) -> None:
     """Aggregate Harbor JOB_DIRS into Strict-Pass@1, rewards, cost and error tables plus an HTML report."""
     from mdbench.arena import aggregate as agg
     from mdbench.arena.task import TASKS_DIR
@@ -192,7 +195,8 @@ def aggregate(job_dirs: tuple[str, ...], out_html: str, tasks_dirs: tuple[str, .
         trials = agg.load_trials(job_dirs, tasks, require_process=require_process)
         click.echo(json.dumps(agg.summary_json(trials)["overall"], indent=2))
         return
-    paths = agg.render_report(list(job_dirs), out_html, tasks_dirs=tasks, require_process=require_process)
+    paths = agg.render_report(list(job_dirs), out_html, tasks_dirs=tasks, require_process=require_process,
+                              keep_notebook=keep_notebook)
     summary = json.loads(paths["summary"].read_text(encoding="utf-8"))
     for row in summary["overall"]:
         harbor = ", ".join(f"{k} {v:.3f}" for k, v in row["harbor_metrics"].items()) or "no valid reward"
