@@ -37,8 +37,8 @@ from typing import Any, Iterable
 import numpy as np
 
 from mdbench.analysis import edrfile
-from mdbench.analysis.blocks import (BlockEstimate, BlockWindows, _json_float, _pymbar_timeseries, block_estimate,
-                                     block_windows, statistical_inefficiency)
+from mdbench.analysis.blocks import (BlockEstimate, BlockWindows, _json_float, block_estimate, block_windows,
+                                     pymbar_detect_equilibration, statistical_inefficiency)
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.observables import THERMO
 from mdbench.analysis.units import as_float64
@@ -302,8 +302,7 @@ def detect_equilibration(values: Any, time_ps: Any, *, max_points: int = 500) ->
     nskip = max(1, int(math.ceil(x.size / max_points)))
     if np.ptp(x) == 0:
         return EquilibrationEstimate(float(t[0]), 0, 1.0, float(x.size), nskip)
-    ts = _pymbar_timeseries()
-    i0, g, neff = ts.detect_equilibration(x, fast=True, nskip=nskip)
+    i0, g, neff = pymbar_detect_equilibration(x, fast=True, nskip=nskip)
     return EquilibrationEstimate(float(t[int(i0)]), int(i0), float(g), float(neff), nskip)
 
 

@@ -20,6 +20,7 @@ import yaml
 
 from mdbench.audit.model import Finding
 from mdbench.audit.safeio import sha256_file
+from mdbench.yamlio import safe_load
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ def itp_net_charges(path: Path) -> dict[str, float]:
 def _load(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
-        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        return json.loads(text) if path.suffix == ".json" else safe_load(text)
     except (OSError, ValueError, yaml.YAMLError, UnicodeDecodeError):
         return None
 
