@@ -83,15 +83,18 @@ def test_d_without_its_own_window_is_compared_on_the_registered_window(run_copy,
     assert judgment(doc, "A3", CASE, "self_diffusion")["rating"] == 1.0
 
 
-def _d_on_window(run: Path, doc: dict, window: tuple[float, float]) -> dict[str, float]:
-    """Each D [m^2/s] re-fitted by the run itself on ``window`` from the MSD it recorded (slope / 6)."""
+def _d_on_window(run: Path, doc: dict, window: tuple[float, float]) -> dict[str, tuple[float, float]]:
+    """Each (D [m^2/s], MSD exponent β) re-fitted by the run itself on ``window`` from the MSD it recorded: the
+    diffusion module's slope/6 and the log-log slope, with the window's edges on the recorded lags."""
+    from mdbench.audit.transport import curve_diffusion
+
     data = load_run(RunFS(run))
     out = {}
     for k in D_KEYS:
         e = as_entry(f"observables.self_diffusion.{k}", doc["observables"]["self_diffusion"][k])
         curve = read_recorded_curve(data, CASE, e, k.split("_", 1)[1].upper())
-        sel = (curve.lag_ps >= window[0] - 1e-9) & (curve.lag_ps <= window[1] + 1e-9)
-        out[k] = float(np.polyfit(curve.lag_ps[sel], curve.msd_nm2[sel], 1)[0]) / 6.0 * 1e-6
+        D, beta, _n = curve_diffusion(curve.lag_ps, curve.msd_nm2, window)
+        out[k] = (D, beta)
     return out
 
 
@@ -107,17 +110,21 @@ def test_registered_other_window_with_values_that_follow_from_it_passes(run_copy
 
     def refit(doc):
         _strip_own_windows(doc)
-        for k, d in new.items():
+        for k, (d, beta) in new.items():  # an honest refit reports the value and the regime on its window
             e = doc["observables"]["self_diffusion"][k]
             e["blocks"] = [b * d / e["value"] for b in e["blocks"]]
-            e["value"] = d
+            e["value"], e["beta"] = d, beta
+            checks = e["diagnostics"]["sampling_checks"]
+            for name in [n for n in checks if n.startswith("diffusive regime")]:
+                lo, hi = (float(x) for x in name.split("[", 1)[1].rstrip("])").split(","))
+                checks[name] = lo <= beta <= hi
     edit_results(run_copy, refit)
     rb.declare_states(run_copy)
     _res, doc = reanalysed(run_copy, bundle, tmp_path / "a")
     codes = _codes(doc, "self_diffusion")
     assert "value_contradicts_reanalysis" not in codes and "outside_canonical_r5" not in codes, codes
     assert codes.count("agrees_with_recorded_curve") >= 2 * len(D_KEYS), codes
-    assert judgment(doc, "A3", CASE, "self_diffusion")["rating"] == 1.0
+    assert judgment(doc, "A3", CASE, "self_diffusion")["rating"] == 1.0, [f["message"] for f in doc["findings"] if f.get("item") == "A3"]
 
 
 def test_values_that_do_not_follow_from_the_registered_window_are_caught(run_copy, bundle, tmp_path):

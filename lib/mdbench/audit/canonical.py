@@ -308,7 +308,7 @@ def _canonical_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] |
         if compare:
             out.append(_r5_comparison(g, e, ref_value, ref_blocks, ref_label, widen, path, prod_state, curve_causes))
         out += _regime_claims(e, ce, rf, path)
-        out += frame_drift_checks(g, e, ce, window or cwin, path)
+        out += frame_drift_checks(g, e, ce, window or cwin, path, rf.value if rf is not None else None)
     return out, canon_value
 
 
@@ -418,19 +418,24 @@ def _curve_against_trajectory(e: Entry, curve: Any, canon: Any, window: tuple[fl
                  (ev,)), cause
 
 
-def frame_drift_checks(g: Any, e: Entry, ce: Entry, window: tuple[float, float] | None, path: str) -> list[Check]:
+def frame_drift_checks(g: Any, e: Entry, ce: Entry, window: tuple[float, float] | None, path: str,
+                       refit_value: float | None = None) -> list[Check]:
     r"""A self-diffusion coefficient declared in the lab frame while the system's centre of mass drifts
     enough to bias the MSD beyond the R5 tolerance: :math:`|\Delta R_\mathrm{COM}|^2 / (6 D t_\mathrm{hi})`
-    (the drift adds to every molecule's displacement; σ of an electroneutral system does not see it)."""
+    (the drift adds to every molecule's displacement; σ of an electroneutral system does not see it). ``D`` is
+    the canonical value, else (withheld outside its regime) the canonical MSD re-fitted on the run's window
+    (``refit_value``), else the reported one: the drift is measured whatever the D's own state."""
     if g.name != SELF_DIFFUSION_GROUP.name or window is None:
         return []
     if declared_frame(str(e.raw.get("frame", "")) + " " + _definition_text(e)) != "lab":
         return []
     diag = ce.raw.get("diagnostics") if isinstance(ce.raw.get("diagnostics"), dict) else {}
     drift = diag.get("barycentre_drift_nm")
-    if not isinstance(drift, (int, float)) or not math.isfinite(drift) or not ce.value or ce.value <= 0:
+    d_scale = next((float(v) for v in (ce.value, refit_value, e.value) if isinstance(v, (int, float))
+                    and not isinstance(v, bool) and math.isfinite(v) and v > 0), None)
+    if not isinstance(drift, (int, float)) or not math.isfinite(drift) or d_scale is None:
         return []
-    msd_hi_nm2 = 6.0 * ce.value * 1e6 * window[1]          # D [m^2/s] → nm^2/ps
+    msd_hi_nm2 = 6.0 * d_scale * 1e6 * window[1]          # D [m^2/s] → nm^2/ps
     bias = drift ** 2 / msd_hi_nm2 if msd_hi_nm2 > 0 else 0.0
     if bias <= R5_REL_TOL:
         return []

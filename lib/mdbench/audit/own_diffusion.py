@@ -7,8 +7,8 @@ cached: no second pass over the trajectory). Its diffusive window is re-derived 
 (:func:`mdbench.analysis.diffusion.select_diffusive_window`, lags up to half a block) whatever the run's
 ``found`` flag or β say; where that rule finds no window of at least two lags, the analysis' fallback (the last
 half decade of lags) is used. D is the diffusion module's slope/6 (:func:`mdbench.audit.transport.curve_diffusion`)
-on every *candidate window* — the re-derived one and the window the result reports, where it lies inside the
-MSD — and the *band* is
+on every *candidate window* — the re-derived one and the run's own window (the one the result reports, else the
+one the run registered), where it lies inside the MSD — and the *band* is
 
 .. math:: [\\min_w D(w) / B,\\ \\max_w D(w) \\cdot B], \\qquad B = 1.5 \\ (:data:`BAND_FACTOR`),
 
@@ -99,14 +99,17 @@ def band(lag_ps: np.ndarray, msd_nm2: np.ndarray, windows: list[tuple[float, flo
     return min(ds) / BAND_FACTOR, max(ds) * BAND_FACTOR, got
 
 
-def _species(e: Entry, canonical: dict[str, Entry]) -> str | None:
+def _species(e: Entry, canonical: dict[str, Entry]) -> tuple[str | None, tuple[float, float] | None]:
+    """(species, the fit window the run registered for it) of the reanalysis entry ``e`` pairs with."""
     try:
         from mdbench.audit.canonical import _canonical_match  # noqa: PLC0415
+        from mdbench.audit.registered import fit_window  # noqa: PLC0415
 
         ce = _canonical_match(_GROUP, e, canonical)
+        return (None, None) if ce is None else (str(ce.raw.get("species") or ce.key.rsplit("/", 1)[-1]),
+                                                fit_window(ce))
     except Exception:  # noqa: BLE001 - a failing matcher: nothing to compare, never a crash
-        return None
-    return None if ce is None else str(ce.raw.get("species") or ce.key.rsplit("/", 1)[-1])
+        return None, None
 
 
 def _already_treatment(groups: list[Any] | None, key: str) -> bool:
@@ -158,13 +161,13 @@ def checks(run: Any, case: str, canonical_results: Any, refit: Any, groups: list
                 or _already_treatment(groups, e.key):
             continue  # another unit or a ratio: the unit checks' matter, not a value off the trajectory
         value = _uncorrected(e)
-        species = _species(e, canon) if value is not None else None
+        species, registered_window = _species(e, canon) if value is not None else (None, None)
         traj = refit.msd(species) if species else None
         if traj is None:
             continue
         lag, whole, _blocks = traj
         window, found = rederived_window(lag, whole)
-        rep = reported_window(e.raw)
+        rep = reported_window(e.raw) or registered_window  # the run's window: stated, else registered
         wins = [window] + ([rep] if rep is not None else [])
         b = band(lag, whole, wins)
         if b is not None and not (b[0] <= value <= b[1]):
