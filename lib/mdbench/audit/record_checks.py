@@ -576,6 +576,25 @@ def unresolved_references(run: Any) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------ hook
+def precompute_case_findings(run: Any, bundle: Any, case: str, pf: Any) -> None:
+    """:func:`_case_findings` of one case now, kept for :func:`amend` (the audit calls it while the reanalysis
+    runs in its child process; they read only the record, the run inputs and the production's files)."""
+    calls: list[tuple] = []
+    _case_findings(run, bundle, case, pf, lambda *a: calls.append(a))
+    run.fs.__dict__.setdefault("_case_findings", {})[case] = (pf, calls)
+
+
+def _case_findings_kept(run: Any, bundle: Any, case: str, pf: Any, add: Any) -> None:
+    """:func:`_case_findings` through ``add``: replayed from :func:`precompute_case_findings` where it ran on the
+    same production files object, else computed now."""
+    kept = run.fs.__dict__.get("_case_findings", {}).get(case)
+    if kept is not None and kept[0] is pf:
+        for a in kept[1]:
+            add(*a)
+    else:
+        _case_findings(run, bundle, case, pf, add)
+
+
 def _case_findings(run: Any, bundle: Any, case: str, pf: Any, add: Any) -> None:
     """The gate, force-field and production checks of one case, reported through ``add`` (see :func:`amend`)."""
     from mdbench.audit import frozen_ff  # noqa: PLC0415
@@ -616,7 +635,7 @@ def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment
         findings.append(Finding(code, msg[:600], path, line, item=item, case=case))
 
     for case in run.cases:
-        _case_findings(run, bundle, case, prods.get(case), add)
+        _case_findings_kept(run, bundle, case, prods.get(case), add)
     for m in lineage_artifacts(run, prods):
         add("E1", None, 0.0, m, "lineage_artifact_missing", f"{REC}/attempts.jsonl")
     for a in assessments:  # issue 37: a delivered value no artifact supports (its finding is the group's)

@@ -96,8 +96,10 @@ class WindowRefit:
     _cache: dict[Any, Any] = field(default_factory=dict)
 
     @classmethod
-    def for_case(cls, tpr: str | Path, xtc: str | Path, canonical_results: Any) -> WindowRefit | None:
-        """A re-fit on the guard/blocks of the canonical reanalysis (None without a usable one)."""
+    def for_case(cls, tpr: str | Path, xtc: str | Path, canonical_results: Any,
+                 reduced: tuple[Any, str | None] | None = None) -> WindowRefit | None:
+        """A re-fit on the guard/blocks of the canonical reanalysis (None without a usable one); ``reduced`` is
+        what :func:`reduce_for_refit` already made of the same files."""
         if not isinstance(canonical_results, dict):
             return None
         guard = canonical_results.get("guard_ps")
@@ -106,19 +108,17 @@ class WindowRefit:
         if not isinstance(guard, (int, float)) or not isinstance(n, int):
             return None
         T = canonical_results.get("temperature_K")
-        return cls(tpr, xtc, float(guard), n, float(T) if isinstance(T, (int, float)) else None)
+        out = cls(tpr, xtc, float(guard), n, float(T) if isinstance(T, (int, float)) else None)
+        if reduced is not None:
+            out._rd, out._failed = reduced
+        return out
 
     def trajectory(self) -> Any:
         """Centres of mass of every molecule (the reduced trajectory), read once."""
         if self._rd is None and self._failed is None:
-            try:
-                from mdbench.analysis import reduce  # noqa: PLC0415
-
-                self._rd = reduce.reduce_files(self.tpr, self.xtc, structure_max_frames=1, rdf_rmax_nm=0.3,
-                                               r_store_nm=0.3, workers=1)
-            except Exception as exc:  # noqa: BLE001 - no re-fit is a note, never a crash
-                self._failed = f"{type(exc).__name__}: {exc}"[:200]
+            self._rd, self._failed = reduce_for_refit(self.tpr, self.xtc)
         return self._rd
+
 
     def block_length_ps(self) -> float | None:
         rd = self.trajectory()
@@ -235,6 +235,21 @@ class WindowRefit:
             return None
         return Refit(float(est.whole), [float(b) for b in est.blocks], window,
                      float(getattr(o, "charge_msd_beta", float("nan"))))
+
+
+
+def reduce_for_refit(tpr: str | Path, xtc: str | Path) -> tuple[Any, str | None]:
+    """(reduced trajectory, None) or (None, why not) of a production, as :class:`WindowRefit` reads it: molecular
+    centres of mass only (one structure frame, a 0.3-nm neighbour range). The audit calls it while its
+    reanalysis runs in the child process (:func:`mdbench.audit.core._case_pass`), so the re-fits after each
+    case's reanalysis do not read the trajectory again."""
+    try:
+        from mdbench.analysis import reduce  # noqa: PLC0415
+
+        return reduce.reduce_files(tpr, xtc, structure_max_frames=1, rdf_rmax_nm=0.3, r_store_nm=0.3,
+                                   workers=1), None
+    except Exception as exc:  # noqa: BLE001 - no re-fit is a note, never a crash
+        return None, f"{type(exc).__name__}: {exc}"[:200]
 
 
 def _loglog_slope(lag_ps: np.ndarray, msd_nm2: np.ndarray, window: tuple[float, float]) -> float:
