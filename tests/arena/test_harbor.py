@@ -200,7 +200,9 @@ def test_an_interrupt_ends_harbor_run_and_the_whole_agent_tree(harbor_env, tmp_p
     try:  # alone it ends in ~20 s; after the suite's other harbor runs it took over 120 s twice (cause not traced)
         proc.wait(timeout=300)
     except subprocess.TimeoutExpired:
+        tree = subprocess.run(["ps", "-o", "pid,ppid,stat,etime,wchan:20,args", "--forest", "-g",
+                               str(os.getpgid(proc.pid))], capture_output=True, text=True).stdout
         proc.kill()
-        pytest.fail("harbor run did not end within 300 s of SIGINT")
+        pytest.fail("harbor run did not end within 300 s of SIGINT; its process group then:\n" + tree[-4000:])
     time.sleep(2)
     assert subprocess.run(["pgrep", "-x", "-f", marker], capture_output=True).returncode != 0, "agent processes survived"

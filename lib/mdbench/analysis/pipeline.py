@@ -250,8 +250,8 @@ def _record_results(rec: Any, out: Path, case: str, observables: dict[str, dict[
 
 
 def _pass_and_energy(tpr: str | Path, xtc: str | Path, edr: str | Path, out: Path, settings: AnalysisSettings,
-                     verbose: bool, workers: int | None) -> tuple[Any, Any, tuple[Any, float, dict[str, Any]],
-                                                               dict[str, str], dict[str, Any]]:
+                     verbose: bool, workers: int | None, keep_centres: str | Path | None = None
+                     ) -> tuple[Any, Any, tuple[Any, float, dict[str, Any]], dict[str, str], dict[str, Any]]:
     """The one trajectory pass and, overlapping it, the energy file and its guard; the provenance hashes
     started in the background. Returns (complete frames, ReducedTrajectory, (energy series, guard [ps],
     guard detection), source paths, their hash futures)."""
@@ -276,6 +276,10 @@ def _pass_and_energy(tpr: str | Path, xtc: str | Path, edr: str | Path, out: Pat
         if energy is not None:
             energy.cancel()
         raise
+    if keep_centres is not None:  # the molecular centres of mass, for a second reader (the audit's re-fits)
+        from mdbench.analysis.reduce.centres import save_centres
+
+        save_centres(rd, keep_centres)
     # provenance hashes, in a thread while the estimators run; after the pass, which forks its workers
     src = {"tpr": str(tpr), "xtc": str(xtc), "edr": str(edr)}
     hashes = hash_in_background(sha256_file, src)
@@ -308,7 +312,8 @@ def _case_inputs(settings: AnalysisSettings, case: str, series: Any, guard: floa
 def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: str | Path, *,
                   guard_ps: float | None = None, settings: AnalysisSettings | None = None, rec: Any = None,
                   case: str | None = None, upstream_state: str = "valid", figures: bool = True,
-                  verbose: bool = False, workers: int | None = None) -> dict[str, Any]:
+                  verbose: bool = False, workers: int | None = None, keep_centres: str | Path | None = None
+                  ) -> dict[str, Any]:
     """Analyse one GROMACS run and write ``results.json`` (+ figures) into ``out_dir``.
 
     Parameters
@@ -327,13 +332,13 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
         Case label (required with ``rec``).
     upstream_state : str
         State of the production stage (``valid`` unless the record says otherwise).
-    figures : bool
-        Write PNG figures.
-    verbose : bool
-        Progress bars.
+    figures, verbose : bool
+        Write PNG figures; show progress bars.
     workers : int, optional
         Processes for the trajectory pass (see :func:`mdbench.analysis.reduce.reduce_universe`; None: one
         per core for large trajectories). The results do not depend on it (to float rounding).
+    keep_centres : path, optional
+        Also write the pass' molecular centres of mass there (:mod:`mdbench.analysis.reduce.centres`).
 
     Returns
     -------
@@ -350,7 +355,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     # 1. registrations first
     reg_ids = register_definitions(rec, case, settings) if rec is not None else {}
     frames, rd, (series, guard, guard_info), src, hashes = _pass_and_energy(tpr, xtc, edr, out, settings, verbose,
-                                                                            workers)
+                                                                            workers, keep_centres)
     win = block_windows(rd.time_ps, guard, settings.n_blocks)
     inputs = _case_inputs(settings, case, series, guard, rd, win)
     # 4. every registered estimator, in dependency order; 5. states by the registered rules

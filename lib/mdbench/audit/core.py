@@ -15,7 +15,6 @@ import html
 import json
 import re
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from importlib import resources
@@ -24,6 +23,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from mdbench.analysis.reduce.centres import CENTRES_FILE, load_centres
 from mdbench.audit import (amend, analysis_items, evidence, fabrication, outcome, record_checks, registered,
                           simulation)
 from mdbench.audit.bundle import load_bundle
@@ -35,7 +35,7 @@ from mdbench.audit.model import (AGGREGATION_RULE, ITEM_TITLES, ITEMS, PER_CASE_
                                  AuditResult, Finding, ItemScore, Judgment, composite_score, deduplicate)
 from mdbench.audit.runread import load_run
 from mdbench.audit.safeio import RunFS
-from mdbench.audit.transport import WindowRefit, reduce_for_refit
+from mdbench.audit.transport import WindowRefit
 from mdbench.errors import InputError
 from mdbench.record.atomic import atomic_write_text
 
@@ -271,26 +271,6 @@ class _AuditState:
     upstream: dict[str, str | None] = field(default_factory=dict)
     extra: list[Finding] = field(default_factory=list)   # the record validator's findings (E3)
     refs: list[Finding] = field(default_factory=list)    # ... those that are not parse findings
-    reduced: dict[str, Any] = field(default_factory=dict)  # case → reduce_for_refit of its production
-
-
-def _prefetch_refit(fs: RunFS, pf: Any, where: Path) -> tuple[Any, str | None] | None:
-    """:func:`~mdbench.audit.transport.reduce_for_refit` of a production through links in the audit folder
-    (readers' offset caches land there, never in the run directory); None where the links cannot be made (the
-    re-fit then reads the reanalysis' own links itself)."""
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-        links = []
-        for rel in (pf.tpr, pf.xtc):
-            dst = where / Path(rel).name
-            if dst.is_symlink() or dst.exists():
-                dst.unlink()
-            os.symlink(os.path.realpath(fs.resolve(rel)), dst)
-            links.append(dst)
-    except Exception as exc:  # noqa: BLE001 - a hostile path: no prefetch, never a crash
-        log.debug("re-fit trajectory not prefetched: %s", exc)
-        return None
-    return reduce_for_refit(links[0], links[1])
 
 
 def _case_pass(run: Any, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: Path, out: Path, reanalysis: bool,
@@ -321,9 +301,8 @@ def _case_pass(run: Any, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: Path
         st.extra, st.refs = _record_findings(run_path)
         if canonical.in_background and isinstance(run.artifacts, dict):
             fs.prefetch_sha256(str(p) for p in run.artifacts)
-        if canonical.in_background:  # while the child still analyses: the re-fits' reduced trajectories and
-            st.reduced = {case: _prefetch_refit(fs, st.prods[case], out / "refit" / case) for case in jobs}
-            for case in run.cases:  # the gate / force-field / production checks of the E/O pass
+        if canonical.in_background:  # while the child still analyses: the gate / force-field / production
+            for case in run.cases:  # checks of the E/O pass
                 record_checks.precompute_case_findings(run, bundle, case, st.prods.get(case))
         for case in tqdm(run.cases, desc="audit", disable=not verbose):
             canon = None
@@ -347,8 +326,9 @@ def _assess(run: Any, bundle: Any, case: str, canon: Any, out: Path, st: _AuditS
     this room's checks that see through the run's own numbers."""
     pf = st.prods[case]
     links = out / "reanalysis" / case / "inputs"  # the reanalysis' links: offset caches stay out of the run
+    centres = load_centres(links.parent / CENTRES_FILE) if canon else None  # the reanalysis' pass, kept
     refit = WindowRefit.for_case(links / Path(pf.tpr).name, links / Path(pf.xtc).name, canon,
-                                 st.reduced.get(case)) if canon else None
+                                 (centres, None) if centres is not None else None) if canon else None
     js, groups = analysis_items.assess_case(run, bundle, case, st.upstream[case], canon, pf.extra, refit)
     st.findings += amend.case_checks(run, case, st.upstream[case], canon, pf, groups, js, refit)  # issue 37
     if canon is not None:  # a required observable the reanalysis could not compare as registered: A2

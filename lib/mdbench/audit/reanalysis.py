@@ -71,8 +71,10 @@ def _reanalyse(run_fs: RunFS, case: str, files: tuple[str, str, str], out: Path,
 
             settings = dataclasses.replace(AnalysisSettings(), **overrides)
             info["registered_settings"] = overrides
+        from mdbench.analysis.reduce.centres import CENTRES_FILE  # noqa: PLC0415
+
         ret = analyze_files(args[0], args[1], args[2], str(work), guard_ps=guard_ps, settings=settings,
-                            figures=False)
+                            figures=False, keep_centres=work / CENTRES_FILE)  # for the window re-fits
     except Exception as exc:  # noqa: BLE001 - a failing reanalysis is a finding, not a crash
         findings.append(Finding("reanalysis_failed", f"canonical reanalysis failed: {type(exc).__name__}: {exc}"[:300],
                                 item="A3", case=case))
