@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from mdbench.analysis.reduce.model import SpeciesFrames
+
 log = logging.getLogger(__name__)
 
 #: Largest centres file written [bytes] (frames × molecules × 3 float64); a longer trajectory is not kept.
@@ -29,7 +31,7 @@ CENTRES_FILE = "centres.npz"
 
 
 @dataclass
-class Centres:
+class Centres(SpeciesFrames):
     """Unwrapped molecular centres of mass of a trajectory (what the transport estimators read)."""
 
     time_ps: np.ndarray
@@ -39,21 +41,6 @@ class Centres:
     species: list[str]
     species_charge_e: dict[str, float]
     com_by_species: dict[str, np.ndarray]
-
-    @property
-    def n_frames(self) -> int:
-        return int(self.time_ps.shape[0])
-
-    def ions(self) -> list[str]:
-        """Charged species, in order of first appearance."""
-        return [sp for sp in self.species if self.species_charge_e[sp] != 0.0]
-
-    def neutral_species(self) -> list[str]:
-        """Species with zero net charge."""
-        return [sp for sp in self.species if self.species_charge_e[sp] == 0.0]
-
-    def species_mask(self, species: str) -> np.ndarray:
-        return self.mol_species == species
 
     def species_com_nm(self, species: str) -> np.ndarray:
         """Unwrapped centres of mass of one species' molecules, (F, N_s, 3) [nm]."""

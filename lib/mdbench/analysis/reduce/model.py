@@ -94,8 +94,40 @@ class StructureRows:
         return np.asarray(self).sum(axis=axis, **kwargs)
 
 
+class SpeciesFrames:
+    """Frames and species of a reduced trajectory (``time_ps``, ``species``, ``species_charge_e`` and
+    ``mol_species`` are the subclass' fields): :class:`ReducedTrajectory` and the centres kept for a second
+    reader (:class:`mdbench.analysis.reduce.centres.Centres`)."""
+
+    time_ps: np.ndarray
+    species: list[str]
+    species_charge_e: dict[str, float]
+    mol_species: np.ndarray
+
+    @property
+    def n_frames(self) -> int:
+        """Number of frames F."""
+        return int(self.time_ps.shape[0])
+
+    def ions(self) -> list[str]:
+        """Charged species (cations and anions), in order of first appearance."""
+        return [sp for sp in self.species if self.species_charge_e[sp] != 0.0]
+
+    def anions(self) -> list[str]:
+        """Species with a negative net charge."""
+        return [sp for sp in self.species if self.species_charge_e[sp] < 0.0]
+
+    def neutral_species(self) -> list[str]:
+        """Species whose net charge is zero within the registered tolerance."""
+        return [sp for sp in self.species if self.species_charge_e[sp] == 0.0]
+
+    def species_mask(self, species: str) -> np.ndarray:
+        """Boolean mask over molecules of one species."""
+        return self.mol_species == species
+
+
 @dataclass
-class ReducedTrajectory:
+class ReducedTrajectory(SpeciesFrames):
     """What the estimators need from a trajectory, in GROMACS units and float64.
 
     Attributes
@@ -166,27 +198,6 @@ class ReducedTrajectory:
     r_store_nm: float
     source: dict[str, Any] = field(default_factory=dict)
     _derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
-
-    @property
-    def n_frames(self) -> int:
-        """Number of frames F."""
-        return int(self.time_ps.shape[0])
-
-    def ions(self) -> list[str]:
-        """Charged species (cations and anions), in order of first appearance."""
-        return [sp for sp in self.species if self.species_charge_e[sp] != 0.0]
-
-    def anions(self) -> list[str]:
-        """Species with a negative net charge."""
-        return [sp for sp in self.species if self.species_charge_e[sp] < 0.0]
-
-    def neutral_species(self) -> list[str]:
-        """Species whose net charge is zero within the registered tolerance."""
-        return [sp for sp in self.species if self.species_charge_e[sp] == 0.0]
-
-    def species_mask(self, species: str) -> np.ndarray:
-        """Boolean mask over molecules of one species."""
-        return self.mol_species == species
 
     def species_com_nm(self, species: str) -> np.ndarray:
         """Unwrapped COMs of one species' molecules, (F, N_s, 3) [nm].
