@@ -99,7 +99,8 @@ class WindowRefit:
     def for_case(cls, tpr: str | Path, xtc: str | Path, canonical_results: Any,
                  reduced: tuple[Any, str | None] | None = None) -> WindowRefit | None:
         """A re-fit on the guard/blocks of the canonical reanalysis (None without a usable one); ``reduced`` is
-        what :func:`reduce_for_refit` already made of the same files."""
+        (the centres of mass of the same production, None) where they are already at hand
+        (:func:`mdbench.analysis.reduce.centres.load_centres`)."""
         if not isinstance(canonical_results, dict):
             return None
         guard = canonical_results.get("guard_ps")
@@ -240,9 +241,9 @@ class WindowRefit:
 
 def reduce_for_refit(tpr: str | Path, xtc: str | Path) -> tuple[Any, str | None]:
     """(reduced trajectory, None) or (None, why not) of a production, as :class:`WindowRefit` reads it: molecular
-    centres of mass only (one structure frame, a 0.3-nm neighbour range). The audit calls it while its
-    reanalysis runs in the child process (:func:`mdbench.audit.core._case_pass`), so the re-fits after each
-    case's reanalysis do not read the trajectory again."""
+    centres of mass only (one structure frame, a 0.3-nm neighbour range). Only where the reanalysis kept no
+    centres of its pass (:mod:`mdbench.analysis.reduce.centres`: a trajectory above the size cap, a file that
+    does not read) does a re-fit read the trajectory itself."""
     try:
         from mdbench.analysis import reduce  # noqa: PLC0415
 
