@@ -200,8 +200,12 @@ def test_an_interrupt_ends_harbor_run_and_the_whole_agent_tree(harbor_env, tmp_p
     try:  # alone it ends in ~20 s; after the suite's other harbor runs it took over 120 s twice (cause not traced)
         proc.wait(timeout=300)
     except subprocess.TimeoutExpired:
-        tree = subprocess.run(["ps", "-o", "pid,ppid,stat,etime,wchan:20,args", "--forest", "-g",
-                               str(os.getpgid(proc.pid))], capture_output=True, text=True).stdout
+        rows = subprocess.run(["ps", "-eo", "pid=,ppid=,stat=,etime=,wchan:20=,args="], capture_output=True,
+                              text=True).stdout.splitlines()
+        keep, kids = {proc.pid}, [r.split(None, 2) for r in rows]
+        for _ in range(20):  # harbor's descendants, however deep
+            keep |= {int(k[0]) for k in kids if len(k) > 1 and int(k[1]) in keep}
+        tree = "\n".join(r for r in rows if int(r.split(None, 1)[0]) in keep)
         proc.kill()
         pytest.fail("harbor run did not end within 300 s of SIGINT; its process group then:\n" + tree[-4000:])
     time.sleep(2)
