@@ -30,7 +30,7 @@ def test_kept_centres_give_the_refits_of_a_second_pass(built, tmp_path):
     canon = analyze_files(tpr, xtc, edr, tmp_path / "a", figures=False, keep_centres=tmp_path / "a" / CENTRES_FILE)
     centres = load_centres(tmp_path / "a" / CENTRES_FILE)
     assert centres is not None
-    kept = WindowRefit.for_case(tpr, xtc, canon, (centres, None))
+    kept = WindowRefit.for_case(tpr, xtc, canon, centres)
     again = WindowRefit.for_case(tpr, xtc, canon)
     rd = again.trajectory()
     assert rd is not None and centres.species == list(rd.species) and centres.n_frames == rd.n_frames

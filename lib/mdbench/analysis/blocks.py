@@ -426,8 +426,8 @@ def _statistical_inefficiency_of_tails(a: np.ndarray, starts: np.ndarray, *, fas
     c2 = np.concatenate(([0.0], np.cumsum(a * a)))
     n = (T - starts).astype(np.float64)
     mu = (c1[T] - c1[starts]) / n
-    sigma2 = (c2[T] - c2[starts]) / n - mu * mu
-    scale = (c2[T] - c2[starts]) / n
+    scale = (c2[T] - c2[starts]) / n  # mean square about the series' mean: the size rounding is judged against
+    sigma2 = scale - mu * mu
     doubtful = np.abs(sigma2) <= 1e-9 * np.maximum(scale, 1e-300)
     g = np.ones(starts.size)
     active = ~doubtful

@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -331,43 +330,23 @@ def plot_category_bars(trials: pd.DataFrame, ax=None):
 def render_report(job_dirs: list[str | Path], out_html: str | Path, *, tasks_dirs: Iterable[str | Path] = (TASKS_DIR,),
                   require_process: bool = True, notebook: str | Path | None = None,
                   keep_notebook: str | Path | None = None) -> dict[str, Path | None]:
-    """Execute ``notebooks/arena_report.ipynb`` with papermill and convert it to HTML (code hidden).
+    """Execute ``notebooks/arena_report.ipynb`` with papermill and convert it to HTML (code hidden), by
+    :func:`mdbench.report.render.render_notebook`, as the study report and the episode aggregate do.
 
     Writes ``out_html`` and ``<stem>.summary.json`` beside it, and the executed notebook only at
-    ``keep_notebook`` when given (else it is removed once converted); returns their paths (``notebook`` None
-    when not kept).
+    ``keep_notebook`` when given; returns their paths (``notebook`` None when not kept).
     """
-    import shutil
-    import tempfile
-
-    import nbformat
-    import papermill as pm
-    from nbconvert import HTMLExporter
-
-    from mdbench.execute import check_kernel
     from mdbench.paths import NOTEBOOKS_DIR
+    from mdbench.report.render import render_notebook
 
-    check_kernel()
     out_html = Path(out_html)
     out_html.parent.mkdir(parents=True, exist_ok=True)
     trials = load_trials(job_dirs, tasks_dirs, require_process=require_process)   # fail early, clear error
     summary_path = out_html.with_suffix(".summary.json")
     summary_path.write_text(json.dumps(summary_json(trials), indent=2), encoding="utf-8")
     nb_in = Path(notebook) if notebook else NOTEBOOKS_DIR / "arena_report.ipynb"
-    scratch = Path(tempfile.mkdtemp(prefix=".arena-report-", dir=out_html.parent))
-    nb_out = Path(keep_notebook) if keep_notebook else scratch / out_html.with_suffix(".ipynb").name
-    nb_out.parent.mkdir(parents=True, exist_ok=True)
-    pm.execute_notebook(
-        str(nb_in), str(nb_out), kernel_name="mdbench", progress_bar=False, cwd=str(out_html.parent),
-        parameters={"job_dirs": json.dumps([str(Path(j).resolve()) for j in job_dirs]),
-                    "tasks_dirs": json.dumps([str(Path(t).resolve()) for t in tasks_dirs]),
-                    "require_process": require_process},
-    )
-    exporter = HTMLExporter(exclude_input=True)
-    with warnings.catch_warnings():
-        # scrapbook's glue outputs have a MIME type HTML cannot show; they are data, not display
-        warnings.filterwarnings("ignore", message=".*is not able to be represented.*")
-        body, _ = exporter.from_notebook_node(nbformat.read(str(nb_out), as_version=4))
-    out_html.write_text(body, encoding="utf-8")
-    shutil.rmtree(scratch, ignore_errors=True)
-    return {"html": out_html, "notebook": nb_out if keep_notebook else None, "summary": summary_path}
+    render_notebook(nb_in, {"job_dirs": json.dumps([str(Path(j).resolve()) for j in job_dirs]),
+                            "tasks_dirs": json.dumps([str(Path(t).resolve()) for t in tasks_dirs]),
+                            "require_process": require_process}, out_html,
+                    keep_notebook=keep_notebook if keep_notebook is not None else False)
+    return {"html": out_html, "notebook": Path(keep_notebook) if keep_notebook else None, "summary": summary_path}

@@ -328,7 +328,7 @@ def _assess(run: Any, bundle: Any, case: str, canon: Any, out: Path, st: _AuditS
     links = out / "reanalysis" / case / "inputs"  # the reanalysis' links: offset caches stay out of the run
     centres = load_centres(links.parent / CENTRES_FILE) if canon else None  # the reanalysis' pass, kept
     refit = WindowRefit.for_case(links / Path(pf.tpr).name, links / Path(pf.xtc).name, canon,
-                                 (centres, None) if centres is not None else None) if canon else None
+                                 centres) if canon else None
     js, groups = analysis_items.assess_case(run, bundle, case, st.upstream[case], canon, pf.extra, refit)
     st.findings += amend.case_checks(run, case, st.upstream[case], canon, pf, groups, js, refit)  # issue 37
     if canon is not None:  # a required observable the reanalysis could not compare as registered: A2

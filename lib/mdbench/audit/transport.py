@@ -97,10 +97,10 @@ class WindowRefit:
 
     @classmethod
     def for_case(cls, tpr: str | Path, xtc: str | Path, canonical_results: Any,
-                 reduced: tuple[Any, str | None] | None = None) -> WindowRefit | None:
-        """A re-fit on the guard/blocks of the canonical reanalysis (None without a usable one); ``reduced`` is
-        (the centres of mass of the same production, None) where they are already at hand
-        (:func:`mdbench.analysis.reduce.centres.load_centres`)."""
+                 centres: Any = None) -> WindowRefit | None:
+        """A re-fit on the guard/blocks of the canonical reanalysis (None without a usable one); ``centres``: the
+        molecular centres of mass the reanalysis kept of the same production
+        (:func:`mdbench.analysis.reduce.centres.load_centres`), else the trajectory is read when first needed."""
         if not isinstance(canonical_results, dict):
             return None
         guard = canonical_results.get("guard_ps")
@@ -109,17 +109,13 @@ class WindowRefit:
         if not isinstance(guard, (int, float)) or not isinstance(n, int):
             return None
         T = canonical_results.get("temperature_K")
-        out = cls(tpr, xtc, float(guard), n, float(T) if isinstance(T, (int, float)) else None)
-        if reduced is not None:
-            out._rd, out._failed = reduced
-        return out
+        return cls(tpr, xtc, float(guard), n, float(T) if isinstance(T, (int, float)) else None, _rd=centres)
 
     def trajectory(self) -> Any:
         """Centres of mass of every molecule (the reduced trajectory), read once."""
         if self._rd is None and self._failed is None:
             self._rd, self._failed = reduce_for_refit(self.tpr, self.xtc)
         return self._rd
-
 
     def block_length_ps(self) -> float | None:
         rd = self.trajectory()
@@ -236,7 +232,6 @@ class WindowRefit:
             return None
         return Refit(float(est.whole), [float(b) for b in est.blocks], window,
                      float(getattr(o, "charge_msd_beta", float("nan"))))
-
 
 
 def reduce_for_refit(tpr: str | Path, xtc: str | Path) -> tuple[Any, str | None]:

@@ -31,25 +31,19 @@ AGENT_INPUT = "agent_input"
 PROMPT = "PROMPT.md"
 BUNDLE = "bundle"
 CHECKSUMS = "bundle_checksums.sha256"
-#: Default wall-clock limit of an episode per preset [min]: this project's guard, not a seed limit (the seed
-#: limits MD nanoseconds and threads, not wall time).
-#: Wall-clock limit of an agent [min] where its preset's ``episode_timeout_min`` cannot be read.
+#: Wall-clock limit of an agent [min] where its preset gives no ``episode_timeout_min``.
 FALLBACK_TIMEOUT_MIN = 120.0
 
 
 def default_timeout_min(preset: str) -> float:
-    """The default wall-clock limit of an agent [min] on ``preset``: ``episode_timeout_min`` of
-    ``params/presets/<preset>.yaml`` (the one place presets are described), else :data:`FALLBACK_TIMEOUT_MIN`."""
-    from mdbench.paths import PARAMS_DIR  # noqa: PLC0415
-    from mdbench.yamlio import load_yaml  # noqa: PLC0415
+    """The default wall-clock limit of an agent [min] on ``preset``: its ``episode_timeout_min``
+    (:func:`mdbench.inputs.cases.load_preset`), else :data:`FALLBACK_TIMEOUT_MIN`."""
+    from mdbench.inputs.cases import load_preset  # noqa: PLC0415
 
-    path = PARAMS_DIR / "presets" / f"{preset}.yaml"
-    try:
-        value = load_yaml(path).get("episode_timeout_min") if path.is_file() else None
-    except Exception:  # noqa: BLE001 - a malformed preset is load_preset's error to report
-        value = None
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-    return float(value) if ok else FALLBACK_TIMEOUT_MIN
+    timeout = load_preset(preset).episode_timeout_min
+    return FALLBACK_TIMEOUT_MIN if timeout is None else timeout
+
+
 #: Configuration keys every episode has (more may be given).
 CONFIG_KEYS = ("harness", "model", "repeat")
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")

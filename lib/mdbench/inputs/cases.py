@@ -77,6 +77,9 @@ class Preset:
         ``xtc_interval_ps``, ``energy_interval_ps``.
     box_nm : dict[str, float]
         case -> cubic box edge at the expected density [nm].
+    episode_timeout_min : float or None
+        Default wall-clock limit of an agent episode on this preset [min] (this project's guard, not a seed
+        limit: the seed limits MD nanoseconds and threads); None where the preset gives none.
     """
 
     name: str
@@ -87,6 +90,7 @@ class Preset:
     protocol: dict[str, float]
     box_nm: dict[str, float] = field(default_factory=dict)
     path: str = ""
+    episode_timeout_min: float | None = None
 
     @property
     def min_box_nm(self) -> float:
@@ -187,6 +191,9 @@ def load_preset(name: str, params_dir: str | Path | None = None) -> Preset:
                 f"preset refused: the {case_name} box at its expected density {case.expected_density_g_cm3} g/cm^3 "
                 f"is {box[case_name]:.3f} nm, smaller than 2 x cutoff_nm + box_margin_nm = {2 * cutoff + margin:.3f} nm; "
                 "add molecules or lower cutoff_nm", str(path))
+    timeout = raw.get("episode_timeout_min")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise InputError(f"episode_timeout_min must be a positive number of minutes, not {timeout!r}", str(path))
     return Preset(name=_require(raw, "name", str, path), counts=counts, atoms=atoms, cutoff_nm=cutoff,
                   box_margin_nm=margin, protocol={k: float(proto[k]) for k in PROTOCOL_KEYS}, box_nm=box,
-                  path=str(path))
+                  path=str(path), episode_timeout_min=None if timeout is None else float(timeout))
