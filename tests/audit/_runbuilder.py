@@ -94,14 +94,27 @@ def adequacy_rules() -> dict[str, Any]:
     return registration_definitions(AnalysisSettings(guard_ps=GUARD_PS))
 
 
-def build_bundle(out: Path) -> Path:
-    """Agent-input bundle: case definition, force-field files, checksums."""
+def copy_forcefield(dst: Path, ion_q: float = 1.0) -> None:
+    """The water and ion topologies into ``dst``; with ``ion_q`` ≠ 1 the Na⁺/Cl⁻ charges are scaled to ±``ion_q``
+    (a scaled-charge model such as the seed's ±0.72)."""
+    shutil.copy(GMX_TOP / "oplsaa.ff" / "spce.itp", dst / "spce.itp")
+    lines = (GMX_TOP / "oplsaa.ff" / "ions.itp").read_text().splitlines(keepends=True)
+    if ion_q != 1.0:
+        for i, line in enumerate(lines):
+            f = line.split()
+            if len(f) >= 7 and f[1] in ("opls_407", "opls_401") and f[3] in ("NA", "CL"):
+                f[6] = f"{ion_q if f[3] == 'NA' else -ion_q:g}"
+                lines[i] = "  ".join(f) + "\n"
+    (dst / "ions.itp").write_text("".join(lines))
+
+
+def build_bundle(out: Path, ion_q: float = 1.0) -> Path:
+    """Agent-input bundle: case definition, force-field files, checksums (ions at ±``ion_q`` e)."""
     (out / "cases").mkdir(parents=True, exist_ok=True)
     (out / "forcefield").mkdir(exist_ok=True)
-    for name in ("spce.itp", "ions.itp"):
-        shutil.copy(GMX_TOP / "oplsaa.ff" / name, out / "forcefield" / name)
+    copy_forcefield(out / "forcefield", ion_q)
     (out / "cases" / f"{CASE}.yaml").write_text(
-        f"case: {CASE}\nmolecules:\n  SOL: 208\n  NA: 4\n  CL: 4\ncharges:\n  NA: 1.0\n  CL: -1.0\n"
+        f"case: {CASE}\nmolecules:\n  SOL: 208\n  NA: 4\n  CL: 4\ncharges:\n  NA: {ion_q:g}\n  CL: {-ion_q:g}\n"
         "target_temperature_K: 298.15\nrequired_targets:\n  coordination: [na_o_sol]\n"
         "  self_diffusion: [na, cl, sol]\n  association: [cip, agg]\n")
     lines = []
@@ -126,8 +139,9 @@ def shared_run(tmp_path_factory) -> tuple[Path, Path]:
     return _SHARED["run"], _SHARED["bundle"]
 
 
-def build_run(run: Path) -> Path:
-    """Run setup → EM → NPT → NVT production for case W and write record, results and report."""
+def build_run(run: Path, ion_q: float = 1.0) -> Path:
+    """Run setup → EM → NPT → NVT production for case W (ions at ±``ion_q`` e) and write record, results and
+    report."""
     from mdbench.record import RunRecord
 
     rec = RunRecord(run)
@@ -136,8 +150,7 @@ def build_run(run: Path) -> Path:
     setup, em, eq, prod = (c / s for s in ("setup", "em", "equil", "prod"))
     for d in (setup, em, eq, prod):
         d.mkdir(parents=True, exist_ok=True)
-    for name in ("spce.itp", "ions.itp"):
-        shutil.copy(GMX_TOP / "oplsaa.ff" / name, setup / name)
+    copy_forcefield(setup, ion_q)
     shutil.copy(GMX_TOP / "spc216.gro", setup / "water.gro")
     (setup / "topol.top").write_text('#include "oplsaa.ff/forcefield.itp"\n#include "spce.itp"\n#include "ions.itp"\n\n'
                                      "[ system ]\ntiny NaCl water\n\n[ molecules ]\nSOL 216\n")
@@ -188,7 +201,7 @@ def build_run(run: Path) -> Path:
         "transference_convention": "unweighted L, 1:1 salt",
         "viscosity": "Green-Kubo, plateau rule of the fitting rules"}, case=CASE)
     rec.register("analysis_adequacy_and_stopping", rules["analysis_adequacy_and_stopping"], case=CASE)
-    results = compute_results(run, GUARD_PS, rules)
+    results = compute_results(run, GUARD_PS, rules, ion_q)
     res_path = run / "analysis" / CASE / "results.json"
     res_path.parent.mkdir(parents=True, exist_ok=True)
     res_path.write_text(json.dumps(results, indent=1))
@@ -298,9 +311,9 @@ def record_msd(run: Path, species: str, lag_ps: np.ndarray, msd_nm2: np.ndarray)
     return {"msd_file": f"analysis/{CASE}/{name}" if fmt == "xvg" else name}
 
 
-def compute_results(run: Path, guard_ps: float, rules: dict[str, Any]) -> dict:
+def compute_results(run: Path, guard_ps: float, rules: dict[str, Any], ion_q: float = 1.0) -> dict:
     """Observables of case W from the real production files (simple, honest estimators) with the sampling
-    checks of the registered ``rules`` (:func:`adequacy_rules`)."""
+    checks of the registered ``rules`` (:func:`adequacy_rules`); σ at the model's ion charges ±``ion_q`` e."""
     import MDAnalysis as mda
     import pyedr
     import tidynamics
@@ -417,7 +430,7 @@ def compute_results(run: Path, guard_ps: float, rules: dict[str, Any]) -> dict:
 
     def sigma_t(Ls: tuple[float, float, float]) -> tuple[float, float]:
         pp, mm, pm = Ls
-        return E ** 2 * (pp + mm - 2 * pm), (pp - pm) / (pp + mm - 2 * pm)
+        return (E * ion_q) ** 2 * (pp + mm - 2 * pm), (pp - pm) / (pp + mm - 2 * pm)
 
     Lw = onsager(win.whole)
     sw, tw = sigma_t(Lw)
@@ -439,10 +452,10 @@ def compute_results(run: Path, guard_ps: float, rules: dict[str, Any]) -> dict:
         "viscosity": eta,
         "conductivity": _entry(sigma, _precision(sigma, limits["sigma_t_plus_max_rel_half_width"]),
                                includes_cross_terms=True, frame="barycentric", volume_nm3=vol_nm3,
-                               fit_window_ps=fit_window, charges_e={"NA": 1.0, "CL": -1.0}),
+                               fit_window_ps=fit_window, charges_e={"NA": ion_q, "CL": -ion_q}),
         "transference_number": _entry(tplus, _precision(tplus, limits["sigma_t_plus_max_rel_half_width"]),
                                       convention="unweighted", frame="barycentric", volume_nm3=vol_nm3,
-                                      fit_window_ps=fit_window, charges_e={"NA": 1.0, "CL": -1.0},
+                                      fit_window_ps=fit_window, charges_e={"NA": ion_q, "CL": -ion_q},
                                       onsager={"L_pp": Lw[0], "L_mm": Lw[1], "L_pm": Lw[2],
                                                "weighting": "unweighted", "unit": "mol/(J m s)"}),
     }

@@ -188,3 +188,55 @@ def test_sigma_at_formal_charges_under_a_scaled_model_is_classified_from_the_mat
     # at formal charges the model IS formal: nothing to tell apart
     assert "formal" not in {classify_sigma(x, charge_weightings(mat, ["NA", "CL"], {"NA": 1.0, "CL": -1.0}))
                             for x in (1.0, 1.93)}
+
+
+@pytest.fixture(scope="module")
+def scaled_built(tmp_path_factory) -> tuple:
+    """(run, bundle, ion charge) of the tiny real run with the ions' charges scaled to ±q e, q drawn from the seed
+    in [0.70, 0.80] (the seed's ±0.72 model): its own GROMACS run and bundle, results at the model's charges."""
+    if shutil.which("gmx") is None:
+        pytest.skip("needs gmx on PATH")
+    q = round(float(_rng("scaled-model").uniform(0.70, 0.80)), 3)
+    base = tmp_path_factory.mktemp("scaledrun")
+    bundle = rb.build_bundle(base / "bundle", ion_q=q)
+    return rb.build_run(base / "run", ion_q=q), bundle, q
+
+
+def test_sigma_at_formal_charges_in_a_scaled_charge_run_is_a_definition_error(scaled_built, tmp_path):
+    """End to end on a real run whose model carries ±q ions (q ≈ 0.72): the honest σ (at ±q) raises no charge
+    finding; σ computed with formal ±1 charges (× 1/q², ≈ 1.93, within a small window jitter) under the
+    model's definition, with no matrix recorded, is ``charge_weighting_differs``: A2 = 0 and the conductivity F,
+    whatever its sampling state. The run's other numbers are untouched."""
+    run0, bundle, q = scaled_built
+    honest = tmp_path / "honest"
+    shutil.copytree(run0, honest, symlinks=True)
+
+    def no_matrix(doc):
+        doc["observables"]["transference_number"].pop("onsager", None)
+    edit_results(honest, no_matrix)
+    _res, doc_h = reanalysed(honest, bundle, tmp_path / "a_honest")
+    assert doc_h["reanalysis"]["cases"][CASE]["status"] == "ok"
+    assert "charge_weighting_differs" not in _codes(doc_h), _codes(doc_h).keys()
+
+    bad = tmp_path / "bad"
+    shutil.copytree(honest, bad, symlinks=True)
+    jitter = float(_rng("formal-jitter").uniform(0.97, 1.03))
+    k = jitter / q ** 2
+
+    def formal(doc):
+        s = doc["observables"]["conductivity"]
+        s["value"] *= k
+        s["blocks"] = [b * k for b in s["blocks"]]
+        if isinstance(s.get("uncertainty"), dict):
+            s["uncertainty"] = {kk: (v * k if isinstance(v, (int, float)) and kk != "n_blocks" else v)
+                                for kk, v in s["uncertainty"].items()}
+    doc_b = edit_results(bad, formal)
+    assert doc_b["observables"]["conductivity"]["charges_e"] == {"NA": q, "CL": -q}   # it still says ±q
+    rb.declare_states(bad)
+    _res, doc = reanalysed(bad, bundle, tmp_path / "a_bad")
+    hit = [f for f in doc["findings"] if f["code"] == "charge_weighting_differs"]
+    assert hit and hit[0]["item"] == "A2" and "formal" in hit[0]["message"], _codes(doc).keys()
+    assert judgment(doc, "A2", CASE, "conductivity")["rating"] == 0.0
+    assert state(doc, CASE, "conductivity") == "F"
+    for group in ("coordination", "self_diffusion"):   # nothing else moved
+        assert judgment(doc, "A3", CASE, group)["rating"] == judgment(doc_h, "A3", CASE, group)["rating"]
