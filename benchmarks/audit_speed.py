@@ -12,9 +12,10 @@ Measures in this one process, on a run directory that is only read (outputs go t
    links to the same tpr/xtc/edr, the guard of the registration in force, a fresh output folder, numbers
    only as the audit computes them: ``figures=False``) — the baseline; the same with figures (what
    ``mdbench analyze-files`` does by default) is printed beside it;
-3. the audit with reanalysis — target ≤ 1.2 × (2) — as ``mdbench audit`` runs it (its reanalysis in a child
-   process beside its own checks where a second CPU is free: :mod:`mdbench.audit.reanalysis`), and all in one
-   process (``MDBENCH_AUDIT_SERIAL=1``), with the CPU time of each (process and child).
+3. the audit with reanalysis — target ≤ 1.2 × (2) — as ``mdbench audit`` runs it (where a second CPU is free,
+   a child process analyses beside the audit's own checks and the audit takes the cases the child has not
+   reached: :mod:`mdbench.audit.reanalysis`), and all in one process (``MDBENCH_AUDIT_SERIAL=1``), with the
+   CPU time of each (process and child).
 
 Every timed call starts with the per-process caches of parsed files emptied (energy files, run-input
 topologies), as a fresh process would. A first, untimed audit warms the imports (jsonschema alone takes

@@ -4,6 +4,7 @@ audit the serial path gives; a child that dies is replaced by the serial path; S
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 from pathlib import Path
@@ -38,9 +39,9 @@ def test_child_process_reanalysis_gives_the_serial_audit(built, tmp_path, monkey
     started = []
     real_start = reanalysis.Reanalyses._start_child
 
-    def start(self):
+    def start(self, *args):
         started.append(os.getpid())
-        real_start(self)
+        real_start(self, *args)
 
     monkeypatch.setattr(reanalysis, "_can_fork", lambda: True)
     monkeypatch.setattr(reanalysis.Reanalyses, "_start_child", start)
@@ -230,3 +231,112 @@ time.sleep(120)
     else:
         os.kill(child, signal.SIGKILL)
         raise AssertionError("the reanalysis child outlived its killed parent")
+
+
+# ------------------------------------------------------------------ the child's speculative start (issue 37)
+W_FILES = ("cases/W/prod/prod.tpr", "cases/W/prod/prod.xtc", "cases/W/prod/prod.edr")
+
+
+def test_a_child_working_for_a_case_the_audit_leaves_out_is_replaced(built, tmp_path, monkeypatch):
+    """The child starts before Sim4 on every case with production files. A case Sim4 then excludes (here "X",
+    queued first and slow) would hold up the others: ``restrict`` replaces the child by one with the remaining
+    job, whose result is the serial one."""
+    import time
+
+    run, _bundle = built
+    monkeypatch.setattr(reanalysis, "_can_fork", lambda: True)
+
+    def slow_x():
+        time.sleep(120)                                               # only ever runs in the (first) child
+        return (W_FILES, None)
+    serial = reanalysis.Reanalyses(RunFS(run), {CASE: (W_FILES, None)}, tmp_path / "serial", background=False)
+    want = serial.result(CASE)
+    t0 = time.monotonic()
+    r = reanalysis.Reanalyses(RunFS(run), {"X": slow_x, CASE: lambda: (W_FILES, None)}, tmp_path / "child",
+                              background=True)
+    first = r._pid
+    while not (tmp_path / "child/reanalysis/.claims/1.0").exists():  # the child took X
+        time.sleep(0.01)
+    r.restrict({CASE: (W_FILES, None)})
+    assert r._pid is not None and r._pid != first                     # replaced, not waited for
+    got = r.result(CASE)
+    r.close()
+    assert time.monotonic() - t0 < 60
+    assert got[1]["status"] == want[1]["status"] == "ok"
+    assert json.dumps(got[0]["observables"], sort_keys=True) == json.dumps(want[0]["observables"], sort_keys=True)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(first, os.WNOHANG)                                 # the first child was reaped
+
+
+def test_the_parent_takes_cases_from_the_back_of_the_childs_queue_while_it_waits(built, tmp_path, monkeypatch):
+    """Two jobs: while the child analyses the first, the parent (asked for the first) analyses the last one
+    itself; each case is analysed once, by one process, and both results are the serial ones."""
+    import time
+
+    run, _bundle = built
+    serial = reanalysis.Reanalyses(RunFS(run), {CASE: (W_FILES, None)}, tmp_path / "serial", background=False)
+    want = serial.result(CASE)[0]["observables"]
+    parent, where = os.getpid(), tmp_path / "where"
+    where.mkdir()
+    real = reanalysis._reanalyse
+
+    def tagged(run_fs, case, *a, **k):
+        (where / f"{case}.{'parent' if os.getpid() == parent else 'child'}").touch()
+        return real(run_fs, case, *a, **k)
+    monkeypatch.setattr(reanalysis, "_reanalyse", tagged)
+    r = reanalysis.Reanalyses(RunFS(run), {"A": (W_FILES, None), CASE: (W_FILES, None)}, tmp_path / "shared",
+                              background=True)
+    t0 = time.monotonic()
+    while not (tmp_path / "shared/reanalysis/.claims/1.0").exists() and time.monotonic() - t0 < 30:
+        time.sleep(0.005)                                             # the child took A
+    got_a = r.result("A")
+    got_w = r.result(CASE)
+    r.close()
+    assert sorted(p.name for p in where.iterdir()) == ["A.child", f"{CASE}.parent"]
+    for got in (got_a, got_w):
+        assert got[1]["status"] == "ok"
+        assert json.dumps(got[0]["observables"], sort_keys=True) == json.dumps(want, sort_keys=True)
+
+
+def test_a_child_result_for_another_job_than_the_audits_is_not_taken(built, tmp_path, monkeypatch):
+    """Should the child form another job than the parent after Sim4 (other files, guard or definitions), its
+    result is set aside and the case analysed again with the parent's job: the audit is the serial one."""
+    run, bundle = built
+    monkeypatch.setenv(reanalysis.SERIAL_ENV, "1")
+    audit_run(run, bundle, tmp_path / "serial", reanalysis=True)
+    monkeypatch.delenv(reanalysis.SERIAL_ENV)
+    from mdbench.audit import core
+    real = core._reanalysis_job
+    monkeypatch.setattr(core, "_reanalysis_job", lambda r, c: (lambda j: (j[0], 1.0, *j[2:]))(real(r, c)))
+    monkeypatch.setattr(reanalysis, "_can_fork", lambda: True)
+    calls = []
+    real_re = reanalysis._reanalyse
+    parent = os.getpid()
+
+    def counted(run_fs, case, files, out, guard, *a, **k):
+        if os.getpid() == parent:
+            calls.append(guard)
+        return real_re(run_fs, case, files, out, guard, *a, **k)
+    monkeypatch.setattr(reanalysis, "_reanalyse", counted)
+    audit_run(run, bundle, tmp_path / "child", reanalysis=True)
+    assert calls and calls[0] != 1.0                                  # analysed again here, at the parent's guard
+    assert _verdicts(saeo(tmp_path / "serial")) == _verdicts(saeo(tmp_path / "child"))
+
+
+def test_a_fifo_in_place_of_the_trajectory_blocks_neither_the_child_nor_the_audit(run_copy, bundle, tmp_path):
+    """The child reads production files before Sim4 has judged them: a FIFO (or any non-regular file) is not
+    opened there (and a child blocked on one would be replaced once Sim4 leaves the case out); the audit ends
+    with Sim4 = 0 (the case invalid upstream) instead of hanging."""
+    import subprocess
+    import sys
+
+    xtc = run_copy / "cases/W/prod/prod.xtc"
+    xtc.unlink()
+    os.mkfifo(xtc)
+    script = (f"from mdbench.audit import audit_run, reanalysis; reanalysis._can_fork = lambda: True; "
+              f"audit_run({str(run_copy)!r}, {str(bundle)!r}, {str(tmp_path / 'a')!r}, reanalysis=True)")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = saeo(tmp_path / "a")
+    assert judgment(doc, "Sim4", CASE)["rating"] == 0
+    assert {o["state"] for o in doc["observables"] if o["case"] == CASE} == {"invalid_upstream"}

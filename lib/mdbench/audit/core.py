@@ -15,6 +15,8 @@ import html
 import json
 import re
 import logging
+import os
+import stat
 import time
 from dataclasses import dataclass, field
 from importlib import resources
@@ -280,21 +282,25 @@ def _case_pass(run: Any, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: Path
     st = _AuditState(fs, {"enabled": reanalysis, "cases": {}}, findings=list(bundle.checksum_findings))
     if bundle.root is None:
         st.findings.append(Finding("bundle_missing", f"agent input bundle not found: {bundle_dir}", item="Sim1"))
-    # Sim1, Sim2 and Sim4 first: they decide which productions the canonical reanalysis reads; with a
-    # reanalysis, Sim4 reads the trajectory's frame headers and the reanalysis decompresses the frames
+    # the reanalysis child starts at once on every case's production files as Sim4 will locate them; Sim1,
+    # Sim2 and Sim4 then decide which productions it reads (restrict); with a reanalysis, Sim4 reads the
+    # trajectory's frame headers and the reanalysis decompresses the frames
+    speculative = {case: functools.partial(_reanalysis_job, run, case) for case in run.cases} if reanalysis else {}
     per_case: dict[str, list[Judgment]] = {}
     sim4_found: dict[str, list[Finding]] = {}  # what each first Sim4 noted (replaced if it runs again)
-    for case in run.cases:
-        n0 = len(fs.findings)
-        s4, st.prods[case] = simulation.check_production(run, case, decode=not reanalysis)
-        sim4_found[case] = fs.findings[n0:]
-        per_case[case] = [simulation.check_setup(run, bundle, case), simulation.check_minimization(run, case), s4]
-        st.upstream[case] = _upstream(run, case, s4)
-    jobs = {case: ((pf.tpr, pf.xtc, pf.edr), _guard_ps(run, case),
-                   registered.settings_overrides(run, case, pf.extra.get("charges_e")))  # issue 37: as registered
-            for case, pf in st.prods.items() if reanalysis and st.upstream[case] is None and pf.readable}
-    with Reanalyses(fs, jobs, out) as canonical:  # a child process analyses beside the checks where it can
-        record_checks.prefetch(run, st.prods)  # issue 37: the run inputs' gmx dump in threads meanwhile
+    with Reanalyses(fs, speculative, out) as canonical:  # a child process analyses beside the checks where it can
+        for case in run.cases:
+            n0 = len(fs.findings)
+            s4, st.prods[case] = simulation.check_production(run, case, decode=not reanalysis)
+            sim4_found[case] = fs.findings[n0:]
+            per_case[case] = [simulation.check_setup(run, bundle, case), simulation.check_minimization(run, case),
+                              s4]
+            st.upstream[case] = _upstream(run, case, s4)
+        jobs = {case: _job(run, case, pf) for case, pf in st.prods.items()
+                if reanalysis and st.upstream[case] is None and pf.readable}
+        canonical.restrict(jobs)
+        if not canonical.in_background:  # issue 37: the run inputs' gmx dump in threads while the parent analyses
+            record_checks.prefetch(run, st.prods)  # (beside a child they would take its CPU; the parent has time)
         for case in run.cases:  # Sim3 reads the equilibration energy files meanwhile, E3 the record, E2 hashes
             per_case[case].insert(2, simulation.check_equilibration(run, bundle, case))
             record_checks.reevaluate_registered_gate(run, case)  # issue 37: the registered gate, kept for amend
@@ -319,6 +325,26 @@ def _case_pass(run: Any, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: Path
             st.judgments += per_case[case]
             _assess(run, bundle, case, canon, out, st)
     return st
+
+
+def _job(run: Any, case: str, pf: simulation.ProdFiles) -> tuple:
+    """The canonical reanalysis of a case: its production files, the guard and the definitions it registered
+    (issue 37: recomputed as registered)."""
+    return ((pf.tpr, pf.xtc, pf.edr), _guard_ps(run, case),
+            registered.settings_overrides(run, case, pf.extra.get("charges_e")))
+
+
+def _reanalysis_job(run: Any, case: str) -> tuple | None:
+    """:func:`_job` as the reanalysis child forms it before Sim4 has run (in its own copy of the audit's
+    state): the files Sim4 locates, when all three are regular files, and the species charges of the run
+    input. The parent takes the child's result only where its own job, after Sim4, is the same."""
+    pf = simulation.locate_production(run, case)
+    for rel in (pf.tpr, pf.xtc, pf.edr):
+        path = run.fs.resolve(rel) if rel else None
+        if path is None or not stat.S_ISREG(os.stat(path).st_mode):  # no FIFO or device is opened here
+            return None
+    pf.extra["charges_e"] = simulation.species_charges(simulation.tpr_universe(run, pf.tpr))
+    return _job(run, case, pf)
 
 
 def _assess(run: Any, bundle: Any, case: str, canon: Any, out: Path, st: _AuditState) -> None:
@@ -426,9 +452,9 @@ def _md(text: Any) -> str:
     return out.replace("|", "\\|").replace("\n", " ")[:400]
 
 
-def findings_markdown(res: AuditResult) -> str:
-    """The human-readable audit summary written as ``findings.md``."""
-    d = res.to_dict()
+def findings_markdown(res: AuditResult, doc: dict[str, Any] | None = None) -> str:
+    """The human-readable audit summary written as ``findings.md`` (``doc``: ``res.to_dict()``, if at hand)."""
+    d = res.to_dict() if doc is None else doc
     lines = [f"# SAEO audit of `{_md(res.run_dir)}`", "",
              f"Composite score: preliminary **{res.composite_preliminary:.1f}**, final **{res.composite_final:.1f}** "
              f"(judge: {_md(res.judge.get('kind'))}; {len(res.adjudications)} adjudication entries).", "",
@@ -486,4 +512,4 @@ def write_outputs(res: AuditResult) -> None:
         raise jsonschema.exceptions.best_match(errors)
     out = Path(res.out_dir)
     atomic_write_text(out / SAEO_JSON, json.dumps(doc, indent=1, allow_nan=False) + "\n")  # issue 25: never partial
-    atomic_write_text(out / FINDINGS_MD, findings_markdown(res))
+    atomic_write_text(out / FINDINGS_MD, findings_markdown(res, doc))

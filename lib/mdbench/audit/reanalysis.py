@@ -4,12 +4,15 @@
 run's production ``.tpr``/``.xtc``/``.edr`` placed in the audit directory, so nothing is written into the run.
 
 :class:`Reanalyses` runs them for all cases. Where the machine has a second CPU, one forked child process
-analyses the cases in order while the audit's own checks (equilibration energy files, the record validator,
-provenance hashes, the per-case assessment of cases already analysed) run in the parent; each case's result is
-then read from the ``results.json`` the child wrote. Otherwise, or when the parent runs threads other than
-tqdm's monitor (a fork would copy their locks), each reanalysis runs in the parent when its result is first
-asked for. Both give the same
-numbers: the child runs the same function on the same files, and the parent reads its output file.
+analyses the cases in order while the audit's own checks (Sim1–Sim4, equilibration energy files, the record
+validator, provenance hashes, the per-case assessment of cases already analysed) run in the parent; each case's
+result is then read from the ``results.json`` the child wrote. The child starts as soon as the record is read:
+it forms each case's job itself (a job may be a callable the child evaluates), and the parent takes a child's
+result only for the job it decides on after Sim4 (:meth:`Reanalyses.restrict`, :meth:`Reanalyses.result`).
+Once its own checks are done, the parent analyses the cases the child has not reached (one claim file per case,
+created exclusively: each case is analysed by one process). Otherwise, or when the parent runs threads other
+than tqdm's monitor (a fork would copy their locks), each reanalysis runs in the parent when its result is first
+asked for. All paths give the same numbers: the same function on the same files.
 ``MDBENCH_AUDIT_SERIAL=1`` forces the serial path.
 """
 
@@ -21,15 +24,40 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 from mdbench.audit.model import Finding
 from mdbench.audit.safeio import RunFS
 
 #: Environment variable that makes the audit run its reanalyses in its own process, one after the other.
 SERIAL_ENV = "MDBENCH_AUDIT_SERIAL"
+
+#: One case's reanalysis: ((tpr, xtc, edr) run-relative paths, guard [ps] or None[, settings overrides]).
+Job = tuple
+#: A job, or a callable that returns it (None: nothing to analyse), evaluated where the analysis runs.
+JobSpec = Union[Job, Callable[[], Union[Job, None]]]
+
+
+def _resolve_job(spec: JobSpec) -> Job | None:
+    """The job a spec stands for; None when it names none or cannot be formed (a run's unreadable files)."""
+    if not callable(spec):
+        return spec
+    try:
+        return spec()
+    except Exception:  # noqa: BLE001 - hostile files: the parent's Sim4 reports them
+        return None
+
+
+def job_key(job: Job | None) -> str:
+    """A canonical text of a job (files, guard, registered settings): the child's job and the parent's must
+    be the same for the child's result to stand."""
+    if job is None:
+        return "null"
+    files, guard, *more = job
+    return json.dumps([list(files), guard, more[0] if more else None], sort_keys=True, default=str)
 
 
 def _reanalyse(run_fs: RunFS, case: str, files: tuple[str, str, str], out: Path, guard_ps: float | None,
@@ -141,7 +169,13 @@ def _can_fork() -> bool:
 
 
 class Reanalyses:
-    """The canonical reanalyses of an audit's valid cases, in a child process where that runs beside the checks.
+    """The canonical reanalyses of an audit's valid cases, shared with a child process where one runs beside
+    the checks.
+
+    The child works through the cases in order; the parent, when it needs a case's result, analyses it itself
+    if the child has not reached it, and while it waits it takes the cases from the back of the child's queue
+    that nobody has taken (one claim file per case in the audit directory, created exclusively: the first
+    taker analyses it). So the two CPUs share the analyses once the parent's own checks are done.
 
     Parameters
     ----------
@@ -149,29 +183,75 @@ class Reanalyses:
         The audited run (read only).
     jobs : dict
         Case → ((tpr, xtc, edr) run-relative paths, guard interval [ps] or None[, settings overrides: the run's
-        registered definitions, :func:`mdbench.audit.registered.settings_overrides`]), in audit order.
+        registered definitions, :func:`mdbench.audit.registered.settings_overrides`]), in audit order; or a
+        callable returning that tuple or None, which the child evaluates (a speculative start, before the
+        parent's Sim4 has decided: :meth:`restrict` then names the jobs the audit takes).
     out : Path
         The audit directory; each case's reanalysis goes to ``out/reanalysis/<case>``.
     background : bool or None
         Force (True) or forbid (False) the child process; None decides by :func:`_can_fork`.
     """
 
-    def __init__(self, run_fs: RunFS, jobs: dict[str, tuple[tuple[str, str, str], float | None]], out: Path,
-                 background: bool | None = None):
+    def __init__(self, run_fs: RunFS, jobs: dict[str, JobSpec], out: Path, background: bool | None = None):
         self.run_fs, self.jobs, self.out = run_fs, dict(jobs), out
-        self._done: dict[str, tuple[Any | None, dict[str, Any], list[Finding]]] = {}
+        # case → (results, record, findings, key of the job it was analysed for)
+        self._done: dict[str, tuple[Any | None, dict[str, Any], list[Finding], str]] = {}
         self._pid: int | None = None
-        self._reader: Any = None
+        self._rfd: int | None = None
+        self._buf = b""
+        self._queue: list[str] = []   # the cases the running child works through, in order
+        self._spec: dict[str, JobSpec] = {}
+        self._generation = 0
+        self._claims = out / "reanalysis" / ".claims"
         use_child = _can_fork() if background is None else background
         if use_child and len(self.jobs) > 0:
-            self._start_child()
+            import shutil  # noqa: PLC0415
+
+            shutil.rmtree(self._claims, ignore_errors=True)
+            self._claims.mkdir(parents=True, exist_ok=True)
+            self._start_child(list(self.jobs))
 
     @property
     def in_background(self) -> bool:
         """True while a child process analyses the cases."""
         return self._pid is not None
 
-    def _start_child(self) -> None:
+    # ------------------------------------------------------------------------------------------ claims
+    def _claim(self, case: str) -> bool:
+        """Take ``case`` of the running child's queue for this process; False when the other one has it."""
+        try:
+            i = self._queue.index(case)
+        except ValueError:
+            return True
+        try:
+            os.close(os.open(self._claims / f"{self._generation}.{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            return False
+        return True
+
+    def restrict(self, jobs: dict[str, Job]) -> None:
+        """The jobs the audit takes, once Sim4 has decided; the cases left out are claimed so that the child
+        skips them. A child already at one of them is replaced by a child with the remaining jobs (or by the
+        parent, where a fork is no longer safe)."""
+        self.jobs = dict(jobs)
+        if self._pid is None:
+            return
+        busy = [c for c in self._queue if c not in self.jobs and c not in self._done and not self._claim(c)]
+        if not busy:
+            return
+        self._drain_ready()
+        if all(c in self._done for c in busy):
+            return
+        left = [c for c in self.jobs if c not in self._done]
+        self._kill_child()
+        if left and _can_fork():
+            self._start_child(left)
+
+    # ------------------------------------------------------------------------------------------- child
+    def _start_child(self, cases: list[str]) -> None:
+        self._generation += 1
+        self._spec = {c: self.jobs[c] for c in cases}
+        self._queue = list(cases)
         r, w = os.pipe()
         parent = os.getpid()
         lock = _tqdm_thread_lock()  # held across the fork: the child must not inherit it taken by the monitor
@@ -182,19 +262,27 @@ class Reanalyses:
         finally:  # in the parent and in the child (the forking thread is the child's main thread)
             if lock is not None:
                 lock.release()
-        if pid == 0:  # the child: analyse every case in order, one JSON line per case, then leave at once
+        if pid == 0:  # the child: analyse every case nobody took, in order, one JSON line each, then leave
             code = 0
             try:
                 os.close(r)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 _die_with(parent)
                 with os.fdopen(w, "w", encoding="utf-8") as pipe:
-                    for case, (files, guard, *more) in self.jobs.items():
+                    for case in cases:
+                        if not self._claim(case):
+                            continue  # the parent analyses it (or left it out)
+                        job = _resolve_job(self._spec[case])
+                        if job is None:
+                            pipe.write(json.dumps({"case": case, "job": job_key(None)}) + "\n")
+                            pipe.flush()
+                            continue
+                        files, guard, *more = job
                         findings: list[Finding] = []
                         canon, info, from_file = _reanalyse(self.run_fs, case, files, self.out, guard, findings,
                                                             *[m for m in more[:1] if m])
                         msg = {"case": case, "info": info, "findings": [asdict(f) for f in findings],
-                               "from_file": from_file, "canon": None if from_file else canon}
+                               "from_file": from_file, "canon": None if from_file else canon, "job": job_key(job)}
                         pipe.write(json.dumps(msg, default=str) + "\n")
                         pipe.flush()
             except BaseException:  # noqa: BLE001 - the parent sees the missing lines and analyses those cases itself
@@ -207,38 +295,110 @@ class Reanalyses:
                         pass
                 os._exit(code)
         os.close(w)
-        self._pid = pid
-        self._reader = os.fdopen(r, "r", encoding="utf-8")
+        self._pid, self._rfd, self._buf = pid, r, b""
+
+    def _read_line(self, block: bool = True) -> bool:
+        """Take one line of the child into ``_done``. False when there is none (``block`` False: none yet;
+        otherwise the child ended, and is reaped)."""
+        while b"\n" not in self._buf:
+            if self._rfd is None:
+                return False
+            if not block:
+                import select  # noqa: PLC0415
+
+                if not select.select([self._rfd], [], [], 0)[0]:
+                    return False
+            chunk = os.read(self._rfd, 1 << 16)
+            if not chunk:  # the child ended: the parent analyses what is missing
+                self.close()
+                return False
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        msg = json.loads(line)
+        if msg.get("job") == job_key(None):
+            self._done[msg["case"]] = (None, {"case": msg["case"], "status": "skipped"}, [], msg["job"])
+            return True
+        canon = _results_document(self.out / "reanalysis" / msg["case"]) if msg["from_file"] else msg["canon"]
+        self._done[msg["case"]] = (canon, msg["info"], [Finding(**f) for f in msg["findings"]], msg["job"])
+        return True
+
+    def _drain_ready(self) -> None:
+        """Take every line the child has already written, without waiting."""
+        while self._pid is not None and self._read_line(block=False):
+            pass
+
+    # ------------------------------------------------------------------------------------------ parent
+    def _analyse_here(self, case: str, job: Job | None) -> None:
+        if job is None:
+            self._done[case] = (None, {"case": case, "status": "skipped"}, [], job_key(None))
+            return
+        files, guard, *more = job
+        findings: list[Finding] = []
+        canon, info, _from_file = _reanalyse(self.run_fs, case, files, self.out, guard, findings,
+                                             *[m for m in more[:1] if m])
+        self._done[case] = (canon, info, findings, job_key(job))
+
+    def _help(self, case: str) -> None:
+        """While the child works on ``case``: analyse here the last case of its queue that nobody took."""
+        while self._pid is not None and case not in self._done:
+            self._drain_ready()
+            if case in self._done or self._pid is None:
+                return
+            take = next((c for c in reversed(self._queue) if c in self.jobs and c not in self._done
+                         and c != case and self._claim(c)), None)
+            if take is None:
+                return
+            self._analyse_here(take, _resolve_job(self.jobs[take]))
 
     def result(self, case: str) -> tuple[Any | None, dict[str, Any], list[Finding]]:
-        """The results document, run record and findings of ``case``'s reanalysis (waits for the child)."""
-        while case not in self._done and self._pid is not None:
-            line = self._reader.readline()
-            if not line:  # the child ended without this case: analyse what is missing here
-                self.close()
-                break
-            msg = json.loads(line)
-            canon = _results_document(self.out / "reanalysis" / msg["case"]) if msg["from_file"] else msg["canon"]
-            self._done[msg["case"]] = (canon, msg["info"], [Finding(**f) for f in msg["findings"]])
-        if case not in self._done:
-            files, guard, *more = self.jobs[case]
-            findings: list[Finding] = []
-            canon, info, _from_file = _reanalyse(self.run_fs, case, files, self.out, guard, findings,
-                                                 *[m for m in more[:1] if m])
-            self._done[case] = (canon, info, findings)
-        return self._done[case]
+        """The results document, run record and findings of ``case``'s reanalysis: analysed here when the
+        child has not reached it (or ended without it), else the child's, once written (the parent takes
+        other cases meanwhile). The child's result stands only for the job the audit decided on
+        (``jobs[case]``); another is analysed here again."""
+        job = _resolve_job(self.jobs[case])
+        if case not in self._done and self._pid is not None and case in self._queue:
+            if self._claim(case):
+                self._analyse_here(case, job)
+            else:
+                self._help(case)
+                while case not in self._done and self._pid is not None:
+                    if not self._read_line():
+                        break
+        got = self._done.get(case)
+        if got is None or got[3] != job_key(job):
+            self._analyse_here(case, job)
+            got = self._done[case]
+        return got[:3]
 
-    def close(self) -> None:
-        """Reap the child; one still analysing (the audit was interrupted) is killed first. Idempotent."""
+    def _kill_child(self) -> None:
+        """End the child now, whatever it is doing, and reap it."""
         if self._pid is None:
             return
         pid, self._pid = self._pid, None
+        self._close_pipe()
         try:
-            self._reader.close()
-        except OSError:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ChildProcessError, ProcessLookupError):
             pass
+
+    def _close_pipe(self) -> None:
+        if self._rfd is not None:
+            try:
+                os.close(self._rfd)
+            except OSError:
+                pass
+            self._rfd, self._buf = None, b""
+
+    def close(self) -> None:
+        """Reap the child; one still analysing (the audit was interrupted, or it works on a case the audit
+        has no use for) is killed first. Idempotent."""
+        if self._pid is None:
+            return
+        pid, self._pid = self._pid, None
+        self._close_pipe()
         try:
-            if len(self._done) < len(self.jobs):
+            if any(c not in self._done for c in self._queue):
                 os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         except (ChildProcessError, ProcessLookupError):

@@ -363,6 +363,14 @@ def _production_files(run: RunData, case: str, pf: ProdFiles, problems: list[str
             problems.append(f"production .{ext} missing")
 
 
+def locate_production(run: RunData, case: str) -> ProdFiles:
+    """The canonical production branch's attempt and files as :func:`check_production` locates them, from the
+    record and the stage directory's listing alone (no file read)."""
+    pf = ProdFiles()
+    _production_files(run, case, pf, [], [])
+    return pf
+
+
 def _read_trajectory(run: RunData, case: str, pf: ProdFiles, n_atoms: int, decode: bool,
                      partial: list[str]) -> tuple[Any, np.ndarray | None]:
     """Frame count and first/last time of the production trajectory into ``pf``: frame headers always,
