@@ -293,6 +293,7 @@ def test_the_parent_takes_cases_from_the_back_of_the_childs_queue_while_it_waits
     got_w = r.result(CASE)
     r.close()
     assert sorted(p.name for p in where.iterdir()) == ["A.child", f"{CASE}.parent"]
+    assert not (tmp_path / "shared/reanalysis/.claims").exists()       # the audit folder keeps results only
     for got in (got_a, got_w):
         assert got[1]["status"] == "ok"
         assert json.dumps(got[0]["observables"], sort_keys=True) == json.dumps(want, sort_keys=True)

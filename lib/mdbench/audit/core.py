@@ -288,7 +288,7 @@ def _case_pass(run: Any, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: Path
     speculative = {case: functools.partial(_reanalysis_job, run, case) for case in run.cases} if reanalysis else {}
     per_case: dict[str, list[Judgment]] = {}
     sim4_found: dict[str, list[Finding]] = {}  # what each first Sim4 noted (replaced if it runs again)
-    with Reanalyses(fs, speculative, out) as canonical:  # a child process analyses beside the checks where it can
+    with Reanalyses(fs, speculative, out) as canonical:  # shared with a child process where a second CPU is free
         for case in run.cases:
             n0 = len(fs.findings)
             s4, st.prods[case] = simulation.check_production(run, case, decode=not reanalysis)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -205,8 +206,6 @@ class Reanalyses:
         self._claims = out / "reanalysis" / ".claims"
         use_child = _can_fork() if background is None else background
         if use_child and len(self.jobs) > 0:
-            import shutil  # noqa: PLC0415
-
             shutil.rmtree(self._claims, ignore_errors=True)
             self._claims.mkdir(parents=True, exist_ok=True)
             self._start_child(list(self.jobs))
@@ -403,6 +402,7 @@ class Reanalyses:
             os.waitpid(pid, 0)
         except (ChildProcessError, ProcessLookupError):
             pass
+        shutil.rmtree(self._claims, ignore_errors=True)  # nobody claims any more: the audit folder keeps results only
 
     def __enter__(self) -> Reanalyses:
         return self
