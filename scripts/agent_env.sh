@@ -36,13 +36,18 @@ if [ -z "$PY" ]; then
   echo "agent env: no Python 3 found; install python3.11 and run: bash scripts/agent_env.sh" >&2
   exit 1
 fi
-if ! command -v uv >/dev/null 2>&1; then
-  echo "agent env: needs uv (https://docs.astral.sh/uv/): pip install uv, then: bash scripts/agent_env.sh" >&2
-  exit 1
-fi
+# uv on PATH, else the one scripts/setup_venv.sh put into .venv (make setup), else the interpreter's venv + pip
+UV="$(command -v uv 2>/dev/null || true)"
+if [ -z "$UV" ] && [ -x .venv/bin/uv ] && .venv/bin/uv --version >/dev/null 2>&1; then UV="$PWD/.venv/bin/uv"; fi
 rm -rf "$DEST"
-uv venv -q "$DEST" --python "$PY"
-uv pip install -q --python "$DEST/bin/python" "${PACKAGES[@]}"
+if [ -n "$UV" ]; then
+  "$UV" venv -q "$DEST" --python "$PY"
+  "$UV" pip install -q --python "$DEST/bin/python" "${PACKAGES[@]}"
+else
+  "$PY" -m venv "$DEST"
+  "$DEST/bin/python" -m pip install -q --disable-pip-version-check "${PACKAGES[@]}"
+  "$DEST/bin/python" -m pip uninstall -q -y pip setuptools >/dev/null 2>&1 || true  # the agent installs nothing
+fi
 # never the project: no mdbench package, no .pth pointing here, no entry points
 if (cd / && "$DEST/bin/python" -c 'import mdbench') 2>/dev/null; then
   echo "agent env: mdbench is importable from $DEST — refusing; remove it and run again" >&2
