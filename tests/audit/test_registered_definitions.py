@@ -183,46 +183,40 @@ def test_cn_at_another_cutoff_than_registered_is_caught(run_copy, bundle, tmp_pa
     assert state(doc, CASE, "coordination") == "F"
 
 
-def test_required_observable_at_a_definition_the_audit_cannot_express_is_an_A2_finding(run_copy, bundle, tmp_path):
-    """The run registers (and its entry states) a CN cutoff beyond the neighbour range the reanalysis stores:
-    the required CN is "not compared", and that is an A2 finding (A2 ≤ ½), not a silent pass."""
-    cut = float(_rng("far-cutoff").uniform(0.7, 0.9))
-    _rewrite_registration(run_copy, "coordination_definition", lambda d: d.update(cutoff_nm=cut))
-    est = _cn_at(run_copy, cut)
+def _cn_left_not_compared(run_copy, bundle, out, registration, cutoff_nm: float) -> None:
+    """Register the coordination definition ``registration`` makes, plant the required CN counted at
+    ``cutoff_nm`` (the entry states it), audit: the reanalysis cannot express the registration, so the CN is
+    "not compared" and that is an A2 finding (A2 ≤ ½), not a silent pass."""
+    _rewrite_registration(run_copy, "coordination_definition", registration)
+    est = _cn_at(run_copy, cutoff_nm)
 
     def plant(doc):
         e = doc["observables"]["coordination"]["cn_na_o_sol"]
-        e.update({k: est[k] for k in ("value", "blocks", "uncertainty", "block_ranges_ps")}, cutoff_nm=cut)
+        e.update({k: est[k] for k in ("value", "blocks", "uncertainty", "block_ranges_ps")}, cutoff_nm=cutoff_nm)
     edit_results(run_copy, plant)
-    _res, doc = reanalysed(run_copy, bundle, tmp_path / "a")
-    assert "fixed_cn_cutoff_nm" not in (doc["reanalysis"]["cases"][CASE].get("registered_settings") or {})
-    assert "definition_differs_from_canonical" in _codes(doc, "coordination")
-    hits = [f for f in doc["findings"] if f["code"] == "required_not_compared"]
-    assert hits and all(f["item"] == "A2" for f in hits), doc["findings"]
-    assert judgment(doc, "A2", CASE, "coordination")["rating"] == 0.5
-
-
-def test_several_registered_cn_cutoffs_leave_the_required_cn_not_compared_and_that_is_an_A2_finding(
-        run_copy, bundle, tmp_path):
-    """The run registers two different CN cutoffs by channel (Na–OW and Na–Cl, drawn from the seed); one fixed
-    reanalysis cutoff cannot express both, so the reanalysis runs at its own cutoffs and the required CN,
-    counted at its registered Na–OW cutoff, is "not compared": an A2 finding (A2 ≤ ½), not a silent pass."""
-    rng = _rng("two-cutoffs")
-    c_ow, c_cl = round(float(rng.uniform(0.26, 0.30)), 3), round(float(rng.uniform(0.36, 0.42)), 3)
-    _rewrite_registration(run_copy, "coordination_definition",
-                          lambda d: (d.pop("cutoff_nm"), d.update(cutoffs_nm={"Na-OW": c_ow, "Na-Cl": c_cl})))
-    est = _cn_at(run_copy, c_ow)
-
-    def plant(doc):
-        e = doc["observables"]["coordination"]["cn_na_o_sol"]
-        e.update({k: est[k] for k in ("value", "blocks", "uncertainty", "block_ranges_ps")}, cutoff_nm=c_ow)
-    edit_results(run_copy, plant)
-    _res, doc = reanalysed(run_copy, bundle, tmp_path / "a")
+    _res, doc = reanalysed(run_copy, bundle, out)
     assert "fixed_cn_cutoff_nm" not in (doc["reanalysis"]["cases"][CASE].get("registered_settings") or {})
     assert "definition_differs_from_canonical" in _codes(doc, "coordination")
     hits = [f for f in doc["findings"] if f["code"] == "required_not_compared"]
     assert hits and all(f["item"] == "A2" and f["case"] == CASE for f in hits), doc["findings"]
     assert judgment(doc, "A2", CASE, "coordination")["rating"] == 0.5
+
+
+def test_required_observable_at_a_definition_the_audit_cannot_express_is_an_A2_finding(run_copy, bundle, tmp_path):
+    """The run registers (and its entry states) a CN cutoff beyond the neighbour range the reanalysis stores."""
+    cut = float(_rng("far-cutoff").uniform(0.7, 0.9))
+    _cn_left_not_compared(run_copy, bundle, tmp_path / "a", lambda d: d.update(cutoff_nm=cut), cut)
+
+
+def test_several_registered_cn_cutoffs_leave_the_required_cn_not_compared_and_that_is_an_A2_finding(
+        run_copy, bundle, tmp_path):
+    """The run registers two different CN cutoffs by channel (Na–OW and Na–Cl, drawn from the seed): one fixed
+    reanalysis cutoff cannot express both, so the reanalysis runs at its own cutoffs and the required CN,
+    counted at its registered Na–OW cutoff, is not compared."""
+    rng = _rng("two-cutoffs")
+    c_ow, c_cl = round(float(rng.uniform(0.26, 0.30)), 3), round(float(rng.uniform(0.36, 0.42)), 3)
+    _cn_left_not_compared(run_copy, bundle, tmp_path / "a",
+                          lambda d: (d.pop("cutoff_nm"), d.update(cutoffs_nm={"Na-OW": c_ow, "Na-Cl": c_cl})), c_ow)
 
 
 # ----------------------------------------------------------------------------------------------------- guard
