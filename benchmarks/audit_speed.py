@@ -137,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"one analysis of the files: {best['analysis']:8.2f} s   (baseline, numbers only; with figures "
           f"{best['analysis_figures']:.2f} s)")
     print(f"audit with reanalysis    : {best['audit_reanalysis']:8.2f} s   ratio {q2:.3f} "
-          f"(quartiles {q1:.3f}–{q3:.3f}; target ≤ 1.2: {'met' if q2 <= 1.2 else 'NOT met'}; reanalysis in a "
-          f"child process beside the checks: {'yes' if child else 'no — one CPU, or threads'})")
+          f"(quartiles {q1:.3f}–{q3:.3f}; target ≤ 1.2: {'met' if q2 <= 1.2 else 'NOT met'}; analyses shared "
+          f"with a child process: {'yes' if child else 'no — one CPU, or threads'})")
     print(f"  the same, all in one process: {best['audit_reanalysis_serial']:8.2f} s   ratio {s2:.3f} "
           f"(quartiles {s1:.3f}–{s3:.3f})")
     print(f"  CPU time (process + child) : {min(cpu['audit_reanalysis']):8.2f} s   vs the analysis' "
