@@ -13,9 +13,9 @@ from __future__ import annotations
 import functools
 import html
 import json
-import re
 import logging
 import os
+import re
 import stat
 import time
 from dataclasses import dataclass, field

@@ -28,7 +28,7 @@ def episode() -> None:
 def prepare_cmd(preset: str, out: Path, bundle_dir: Path | None, config: tuple[str, ...], timeout_min: float | None,
                 pairs: tuple[str, ...]) -> None:
     """Write EP/: workspace/agent_input/ (read-only bundle), workspace/PROMPT.md, episode.json."""
-    from mdbench.episode.workspace import default_timeout_min, Limits, parse_config, prepare_episode  # noqa: PLC0415
+    from mdbench.episode.workspace import Limits, default_timeout_min, parse_config, prepare_episode  # noqa: PLC0415
 
     cfg = parse_config([*config, *pairs])
     limits = Limits(timeout_min=timeout_min or default_timeout_min(preset))

@@ -53,8 +53,8 @@ from pathlib import Path
 from typing import Any
 
 from mdbench import untrusted
-from mdbench.episode.workspace import (AGENT_INPUT, CHECKSUMS, default_timeout_min, PROMPT, Limits, bundle_preset,
-                                       write_readonly_tree, bundle_tree, compare_inputs)
+from mdbench.episode.workspace import (AGENT_INPUT, CHECKSUMS, PROMPT, Limits, bundle_preset, bundle_tree,
+                                       compare_inputs, default_timeout_min, write_readonly_tree)
 from mdbench.errors import InputError
 from mdbench.paths import PROJECT_ROOT
 
