@@ -32,7 +32,7 @@ from mdbench.audit.bundle import load_bundle
 from mdbench.audit.judges import (check_append_only, entry_digest, load_adjudication, run_external_judge,
                                   run_llm_judge)
 from mdbench.audit.model import Evidence
-from mdbench.audit.reanalysis import Reanalyses
+from mdbench.audit.reanalysis import Reanalyses, case_dir
 from mdbench.audit.model import (AGGREGATION_RULE, ITEM_TITLES, ITEMS, PER_CASE_ITEMS, PER_OBSERVABLE_ITEMS,
                                  AuditResult, Finding, ItemScore, Judgment, composite_score, deduplicate)
 from mdbench.audit.runread import load_run
@@ -351,7 +351,7 @@ def _assess(run: Any, bundle: Any, case: str, canon: Any, out: Path, st: _AuditS
     """A1–A7 and the observable states of one case (against ``canon``, the reanalysis, where it ran), then
     this room's checks that see through the run's own numbers."""
     pf = st.prods[case]
-    links = out / "reanalysis" / case / "inputs"  # the reanalysis' links: offset caches stay out of the run
+    links = case_dir(out, case) / "inputs"  # the reanalysis' links: offset caches stay out of the run
     centres = load_centres(links.parent / CENTRES_FILE) if canon else None  # the reanalysis' pass, kept
     refit = WindowRefit.for_case(links / Path(pf.tpr).name, links / Path(pf.xtc).name, canon,
                                  centres) if canon else None

@@ -18,8 +18,10 @@ asked for. All paths give the same numbers: the same function on the same files.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -61,6 +63,20 @@ def job_key(job: Job | None) -> str:
     return json.dumps([list(files), guard, more[0] if more else None], sort_keys=True, default=str)
 
 
+#: A case name used as it is for its reanalysis folder; any other (a record's ``../x``, ``/abs``, ``a/b``) gets
+#: a digest name.
+_PLAIN_CASE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def case_dir(out: Path, case: str) -> Path:
+    """``out/reanalysis/<case>``: the folder of a case's reanalysis, always inside ``out`` — a case name is the
+    run's (its record's) and is used as the folder name only when it is a plain name, otherwise
+    ``case-<sha256 prefix>``."""
+    name = case if _PLAIN_CASE.fullmatch(case) else "case-" + hashlib.sha256(case.encode("utf-8", "replace"))\
+        .hexdigest()[:16]
+    return out / "reanalysis" / name
+
+
 def _reanalyse(run_fs: RunFS, case: str, files: tuple[str, str, str], out: Path, guard_ps: float | None,
                findings: list[Finding], overrides: dict[str, Any] | None = None
                ) -> tuple[Any | None, dict[str, Any], bool]:
@@ -78,7 +94,7 @@ def _reanalyse(run_fs: RunFS, case: str, files: tuple[str, str, str], out: Path,
                                 "judged from the run's own results", item="A3", case=case))
         info["status"] = "unavailable"
         return None, info, False
-    work = out / "reanalysis" / case
+    work = case_dir(out, case)
     links = work / "inputs"
     links.mkdir(parents=True, exist_ok=True)
     args = []
@@ -188,7 +204,7 @@ class Reanalyses:
         callable returning that tuple or None, which the child evaluates (a speculative start, before the
         parent's Sim4 has decided: :meth:`restrict` then names the jobs the audit takes).
     out : Path
-        The audit directory; each case's reanalysis goes to ``out/reanalysis/<case>``.
+        The audit directory; each case's reanalysis goes to ``out/reanalysis/<case>`` (:func:`case_dir`).
     background : bool or None
         Force (True) or forbid (False) the child process; None decides by :func:`_can_fork`.
     """
@@ -317,7 +333,7 @@ class Reanalyses:
         if msg.get("job") == job_key(None):
             self._done[msg["case"]] = (None, {"case": msg["case"], "status": "skipped"}, [], msg["job"])
             return True
-        canon = _results_document(self.out / "reanalysis" / msg["case"]) if msg["from_file"] else msg["canon"]
+        canon = _results_document(case_dir(self.out, msg["case"])) if msg["from_file"] else msg["canon"]
         self._done[msg["case"]] = (canon, msg["info"], [Finding(**f) for f in msg["findings"]], msg["job"])
         return True
 
