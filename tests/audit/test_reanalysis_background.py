@@ -246,8 +246,11 @@ def test_a_child_working_for_a_case_the_audit_leaves_out_is_replaced(built, tmp_
     run, _bundle = built
     monkeypatch.setattr(reanalysis, "_can_fork", lambda: True)
 
-    def slow_x():
-        time.sleep(120)                                               # only ever runs in the (first) child
+    def slow_x():                                                     # only ever runs in the (first) child
+        part = reanalysis.case_dir(tmp_path / "child", "X")
+        part.mkdir(parents=True)
+        (part / "results.json.part").write_text("{")                  # an analysis cut short leaves this
+        time.sleep(120)
         return (W_FILES, None)
     serial = reanalysis.Reanalyses(RunFS(run), {CASE: (W_FILES, None)}, tmp_path / "serial", background=False)
     want = serial.result(CASE)
@@ -259,6 +262,7 @@ def test_a_child_working_for_a_case_the_audit_leaves_out_is_replaced(built, tmp_
         time.sleep(0.01)
     r.restrict({CASE: (W_FILES, None)})
     assert r._pid is not None and r._pid != first                     # replaced, not waited for
+    assert not reanalysis.case_dir(tmp_path / "child", "X").exists()  # nothing kept of a case left out
     got = r.result(CASE)
     r.close()
     assert time.monotonic() - t0 < 60

@@ -255,12 +255,14 @@ class Reanalyses:
         if not busy:
             return
         self._drain_ready()
-        if all(c in self._done for c in busy):
-            return
-        left = [c for c in self.jobs if c not in self._done]
-        self._kill_child()
-        if left and _can_fork():
-            self._start_child(left)
+        if not all(c in self._done for c in busy):
+            left = [c for c in self.jobs if c not in self._done]
+            self._kill_child()
+            if left and _can_fork():
+                self._start_child(left)
+        for c in busy:  # the audit keeps no reanalysis of a case it left out (whole or cut short)
+            self._done.pop(c, None)
+            shutil.rmtree(case_dir(self.out, c), ignore_errors=True)
 
     # ------------------------------------------------------------------------------------------- child
     def _start_child(self, cases: list[str]) -> None:
