@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import sys
@@ -133,6 +134,14 @@ def _reanalyse(run_fs: RunFS, case: str, files: tuple[str, str, str], out: Path,
         return ret, info, False
     to_dict = getattr(ret, "to_dict", None)
     return (to_dict() if callable(to_dict) else None), info, False
+
+
+def _run_job(run_fs: RunFS, case: str, job: Job, out: Path) -> tuple[Any | None, dict[str, Any], list[Finding], bool]:
+    """:func:`_reanalyse` of one job: (results, record, findings, whether the results are the file written)."""
+    files, guard, *more = job
+    findings: list[Finding] = []
+    canon, info, from_file = _reanalyse(run_fs, case, files, out, guard, findings, *[m for m in more[:1] if m])
+    return canon, info, findings, from_file
 
 
 def _results_document(work: Path) -> dict[str, Any] | None:
@@ -294,10 +303,7 @@ class Reanalyses:
                             pipe.write(json.dumps({"case": case, "job": job_key(None)}) + "\n")
                             pipe.flush()
                             continue
-                        files, guard, *more = job
-                        findings: list[Finding] = []
-                        canon, info, from_file = _reanalyse(self.run_fs, case, files, self.out, guard, findings,
-                                                            *[m for m in more[:1] if m])
+                        canon, info, findings, from_file = _run_job(self.run_fs, case, job, self.out)
                         msg = {"case": case, "info": info, "findings": [asdict(f) for f in findings],
                                "from_file": from_file, "canon": None if from_file else canon, "job": job_key(job)}
                         pipe.write(json.dumps(msg, default=str) + "\n")
@@ -321,8 +327,6 @@ class Reanalyses:
             if self._rfd is None:
                 return False
             if not block:
-                import select  # noqa: PLC0415
-
                 if not select.select([self._rfd], [], [], 0)[0]:
                     return False
             chunk = os.read(self._rfd, 1 << 16)
@@ -346,13 +350,11 @@ class Reanalyses:
 
     # ------------------------------------------------------------------------------------------ parent
     def _analyse_here(self, case: str, job: Job | None) -> None:
+        """Analyse ``case`` in this process (``job`` None: nothing to analyse)."""
         if job is None:
             self._done[case] = (None, {"case": case, "status": "skipped"}, [], job_key(None))
             return
-        files, guard, *more = job
-        findings: list[Finding] = []
-        canon, info, _from_file = _reanalyse(self.run_fs, case, files, self.out, guard, findings,
-                                             *[m for m in more[:1] if m])
+        canon, info, findings, _from_file = _run_job(self.run_fs, case, job, self.out)
         self._done[case] = (canon, info, findings, job_key(job))
 
     def _help(self, case: str) -> None:
