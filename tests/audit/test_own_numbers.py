@@ -305,6 +305,7 @@ def test_registered_gate_reevaluated_on_the_energy_file(run_copy, bundle, tmp_pa
     doc = saeo(tmp_path / "a")
     sim3 = judgment(doc, "Sim3", CASE)
     assert sim3["rating"] == 0.0 and "re-evaluated" in sim3["reason"], sim3
+    assert "registered_gate_fails" in {f["code"] for f in doc["findings"]}
 
 
 def _fractions_at(run: Path, cutoff_nm: float) -> dict[str, dict]:

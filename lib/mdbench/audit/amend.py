@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mdbench.analysis.states import C, F, M, SI
+from mdbench.audit.codes import RULES
 from mdbench.audit.model import Check, Finding, Judgment
 
 #: States a check of this room leaves alone (nothing delivered or nothing applicable).
@@ -26,7 +27,8 @@ _ANY_STATE = frozenset({"value_without_artifact"})
 
 @dataclass(frozen=True)
 class Extra:
-    """One check with the items it caps.
+    """One check of an observable group; the items it caps and its finding's item are its code's row in
+    :data:`mdbench.audit.codes.RULES` (``lowers``, ``item``).
 
     Attributes
     ----------
@@ -35,15 +37,23 @@ class Extra:
     check : Check
         The structured check (its severity decides the state).
     caps : dict
-        Item → the highest rating it may keep (e.g. ``{"A3": 0.0}``).
+        Item → the highest rating it may keep (e.g. ``{"A3": 0.0}``); the table's ``lowers`` unless given (a
+        code without a row yet).
     item : str
-        The item of the finding that reports the check.
+        The item of the finding that reports the check; the table's unless given.
     """
 
     group: str
     check: Check
     caps: dict[str, float] = field(default_factory=dict)
-    item: str = "A3"
+    item: str = ""
+
+    def __post_init__(self) -> None:
+        row = RULES.get(self.check.code)
+        if row is not None and not self.caps:
+            object.__setattr__(self, "caps", dict(row.lowers))
+        if not self.item:
+            object.__setattr__(self, "item", (row.item if row is not None else None) or "A3")
 
 
 def cap(j: Judgment, rating: float, reason: str) -> Judgment:

@@ -66,6 +66,7 @@ from mdbench.audit.codes import (  # noqa: F401 - re-exported: analysis_items is
     REGIME_CHECK_WORDS,
     REGIME_CODES,
     _check,
+    check,
     is_regime_check,
 )
 from mdbench.audit.definitions import (  # noqa: F401 - re-exported: analysis_items is the public face
@@ -187,7 +188,7 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
         if not chosen:
             missing.append(group)
     ev = [Evidence(res_rel, key=e.key) for e in chosen]
-    gaps = [Check("missing_target", CODES["missing_target"], f"{group}: {t} not delivered", (Evidence(res_rel),))
+    gaps = [check("missing_target", f"{group}: {t} not delivered", (Evidence(res_rel),))
             for t in missing]
     if not chosen:
         r = {i: (None, "observable not delivered (scored under A1)") for i in PER_OBSERVABLE_ITEMS}

@@ -16,7 +16,8 @@ import re
 from typing import Any
 
 from mdbench.audit.amend import Extra
-from mdbench.audit.model import Check, Evidence
+from mdbench.audit.codes import check
+from mdbench.audit.model import Evidence
 from mdbench.audit.runread import group_entries
 
 _OVERLAP_WORDS = re.compile(r"(?<!non-)(?<!non )\b(overlapping|overlap|sliding|moving window|stride)\b", re.I)
@@ -109,8 +110,8 @@ def checks(run: Any, case: str, prod: Any) -> list[Extra]:
             why = layout_problems(windows.get("block_ranges_ps"), n, guard_from, t1, dt, t0)
             where = "windows.block_ranges_ps" if why else None
         if why:
-            out.append(Extra(group, Check("block_layout_invalid", "sampling",
+            out.append(Extra(group, check("block_layout_invalid",
                                           f"{where or group}: the blocks are not {n} consecutive, equal, "
                                           f"non-overlapping blocks after the guard: " + "; ".join(why[:4]),
-                                          (Evidence(res_rel, key=where),)), {"A6": 0.5, "A7": 0.5}, item="A6"))
+                                          (Evidence(res_rel, key=where),))))
     return out

@@ -24,20 +24,23 @@ from typing import Any
 
 import numpy as np
 
-from mdbench.analysis.blocks import T_975_DOF3
+from mdbench.analysis.blocks import block_estimate
 from mdbench.analysis.observables import (ASSOCIATION_GROUP, CONDUCTIVITY_GROUP, COORDINATION_GROUP, RDF,
                                           THERMODYNAMICS_GROUP, TRANSFERENCE_GROUP)
+from mdbench.analysis.onsager import identify_transference_convention
+from mdbench.analysis.units import AVOGADRO_PER_MOL, E_CHARGE_C
 from mdbench.audit.amend import Extra
-from mdbench.audit.model import Check, Evidence
+from mdbench.audit.codes import check
+from mdbench.audit.model import Evidence
+from mdbench.audit.rulebook import tplus_conventions
 from mdbench.audit.runread import Entry, as_entry, group_entries
 
 _SIGMA_GROUP, _T_PLUS_GROUP = CONDUCTIVITY_GROUP.name, TRANSFERENCE_GROUP.name
 
-E_CHARGE = 1.602176634e-19
-N_A = 6.02214076e23
 #: Factors by which a recorded Onsager matrix and σ may differ besides a power of ten (the unit of L):
-#: 1, e², F² = (e N_A)², N_A.
-UNIT_FACTORS = (1.0, E_CHARGE ** 2, (E_CHARGE * N_A) ** 2, N_A, E_CHARGE, E_CHARGE * N_A)
+#: 1, e², F² = (e N_A)², N_A, e, F (constants: :mod:`mdbench.analysis.units`).
+UNIT_FACTORS = (1.0, E_CHARGE_C ** 2, (E_CHARGE_C * AVOGADRO_PER_MOL) ** 2, AVOGADRO_PER_MOL, E_CHARGE_C,
+                E_CHARGE_C * AVOGADRO_PER_MOL)
 #: Relative tolerance of an internal-consistency comparison (recorded numbers are rounded).
 REL_TOL = 0.02
 #: Relative slack beyond its blocks' range of a fitted or positional whole-interval value.
@@ -122,6 +125,20 @@ def _ev(case: str, e: Entry, note: str) -> tuple[Evidence, ...]:
     return (Evidence(f"analysis/{case}/results.json", key=e.key, note=note),)
 
 
+def _unweighted_matrix(L: tuple[float, float, float, bool]) -> np.ndarray:
+    """The 2 × 2 unweighted Onsager matrix [[L++, L+-], [L+-, L--]] of an entry's block (:func:`_onsager`; a
+    charge-weighted L+- is turned back)."""
+    pp, mm, pm, signed = L
+    lpm = -pm if signed else pm
+    return np.array([[pp, lpm], [lpm, mm]], dtype=np.float64)
+
+
+def weighted_sum(L: np.ndarray, q: np.ndarray) -> float:
+    """:math:`\\sum_{ij} q_i q_j L^{ij}`: σ / e² of an unweighted Onsager matrix under the charges ``q`` [e]
+    (the analysis' σ = e² Σ z_i z_j L^ij, :mod:`mdbench.analysis.onsager`)."""
+    return float(q @ L @ q)
+
+
 def _sigma_checks(case: str, sig: Entry, L: tuple[float, float, float, bool] | None, z: tuple[float, float] | None,
                   S: Any) -> list[Extra]:
     if not sig.finite_value or sig.value == 0:
@@ -135,37 +152,31 @@ def _sigma_checks(case: str, sig: Entry, L: tuple[float, float, float, bool] | N
             own = math.nan
         if math.isfinite(own) and own != 0 and not unit_related(sig.value, own):
             diag = float(np.trace(mat))
-            code, sev, caps = (("conductivity_without_cross_terms", "definition", {"A2": 0.0})
-                               if unit_related(sig.value, diag) else
-                               ("sigma_inconsistent_with_own_matrix", "implementation", {"A3": 0.0}))
-            out.append(Extra(_SIGMA_GROUP, Check(code, sev, f"{sig.key} = {sig.value:.4g} does not follow from "
-                                                   f"its own σ_ij matrix (Σ σ_ij = {own:.4g}, diagonal only "
-                                                   f"{diag:.4g})", _ev(case, sig, "sigma_ij_S_m")), caps,
-                             item="A2" if sev == "definition" else "A3"))
+            code = ("conductivity_without_cross_terms" if unit_related(sig.value, diag) else
+                    "sigma_inconsistent_with_own_matrix")
+            out.append(Extra(_SIGMA_GROUP, check(code, f"{sig.key} = {sig.value:.4g} does not follow from "
+                                                 f"its own σ_ij matrix (Σ σ_ij = {own:.4g}, diagonal only "
+                                                 f"{diag:.4g})", _ev(case, sig, "sigma_ij_S_m"))))
         return out
     if L is None or z is None:
         return []
-    pp, mm, pm, signed = L
     zp, zm = z
-    lpm = -pm if signed else pm  # unweighted L+-
-    full = zp * zp * pp + zm * zm * mm + 2.0 * zp * zm * lpm
+    mat, q = _unweighted_matrix(L), np.array([zp, zm])
+    full = weighted_sum(mat, q)  # σ / e² (the analysis' σ = e² Σ_ij z_i z_j L^ij)
     if full == 0 or unit_related(sig.value, full):
         return []
-    diag = zp * zp * pp + zm * zm * mm
-    unit = pp + mm - 2.0 * lpm
+    diag = weighted_sum(np.diag(np.diag(mat)), q)
+    unit = weighted_sum(mat, np.sign(q))
     if unit_related(sig.value, diag):
-        code, sev, caps, why = "conductivity_without_cross_terms", "definition", {"A2": 0.0}, \
-            f"it follows the diagonal-only weighting ({diag:.4g}): the cross-correlation L+- is dropped"
+        code, why = ("conductivity_without_cross_terms",
+                     f"it follows the diagonal-only weighting ({diag:.4g}): the cross-correlation L+- is dropped")
     elif abs(abs(zp) - 1.0) > 0.01 and unit_related(sig.value, unit):
-        code, sev, caps, why = "charge_weighting_differs", "definition", {"A2": 0.0}, \
-            f"it follows unit charges ({unit:.4g}), not the model's ±{abs(zp):g}"
+        code, why = "charge_weighting_differs", f"it follows unit charges ({unit:.4g}), not the model's ±{abs(zp):g}"
     else:
-        code, sev, caps, why = "sigma_inconsistent_with_own_matrix", "implementation", {"A3": 0.0}, \
-            "no unit factor relates them"
-    return [Extra(_SIGMA_GROUP, Check(code, sev, f"{sig.key} = {sig.value:.4g} does not follow from the run's "
-                                        f"own Onsager matrix: Σ z_i z_j L_ij = {full:.4g} (z = {zp:+g}/{zm:+g}); "
-                                        + why, _ev(case, sig, "onsager")), caps,
-                  item="A2" if sev == "definition" else "A3")]
+        code, why = "sigma_inconsistent_with_own_matrix", "no unit factor relates them"
+    return [Extra(_SIGMA_GROUP, check(code, f"{sig.key} = {sig.value:.4g} does not follow from the run's "
+                                      f"own Onsager matrix: Σ z_i z_j L_ij = {full:.4g} (z = {zp:+g}/{zm:+g}); "
+                                      + why, _ev(case, sig, "onsager")))]
 
 
 def _tplus_checks(case: str, t: Entry, L: tuple[float, float, float, bool] | None) -> list[Extra]:
@@ -177,31 +188,28 @@ def _tplus_checks(case: str, t: Entry, L: tuple[float, float, float, bool] | Non
     den = _num(raw.get("denominator", (raw.get("details") or {}).get("denominator")
                        if isinstance(raw.get("details"), dict) else None))
     if num is not None and den not in (None, 0.0) and abs(t.value - num / den) > REL_TOL * max(abs(t.value), 0.05):
-        return [Extra(_T_PLUS_GROUP, Check(
-            "tplus_inconsistent_with_own_matrix", "implementation", f"{t.key} = {t.value:.4g} is not its own "
-            f"numerator / denominator = {num:.4g} / {den:.4g} = {num / den:.4g}", _ev(case, t, "numerator")),
-            {"A3": 0.0})]
+        return [Extra(_T_PLUS_GROUP, check(
+            "tplus_inconsistent_with_own_matrix", f"{t.key} = {t.value:.4g} is not its own "
+            f"numerator / denominator = {num:.4g} / {den:.4g} = {num / den:.4g}", _ev(case, t, "numerator")))]
     if L is None:
         return []
-    pp, mm, pm, signed = L
-    lpm = -pm if signed else pm
-    den_c, den_m = pp + mm - 2.0 * lpm, pp + mm + 2.0 * lpm
-    if den_c == 0 or den_m == 0:
+    mat = _unweighted_matrix(L)
+    conv = tplus_conventions(float(mat[0, 0]), float(mat[1, 1]), float(mat[0, 1]))  # the analysis' algebra
+    correct, mixed = conv["correct"], conv["mixed"]
+    if not (math.isfinite(correct) and math.isfinite(mixed)):
         return []
-    correct, mixed = (pp - lpm) / den_c, (pp + lpm) / den_m
     tol = max(REL_TOL * abs(correct), 0.005)
     if abs(t.value - correct) <= tol:
         return []
     if abs(t.value - mixed) <= max(REL_TOL * abs(mixed), 0.005) and abs(mixed - correct) > tol:
-        return [Extra(_T_PLUS_GROUP, Check(
-            "tplus_mixed_convention", "definition", f"{t.key} = {t.value:.4g} is its own Onsager matrix in the "
+        return [Extra(_T_PLUS_GROUP, check(
+            "tplus_mixed_convention", f"{t.key} = {t.value:.4g} is its own Onsager matrix in the "
             f"mixed convention ((L++ + L+-)/(L++ + L-- + 2L+-) = {mixed:.4g}; signed-charge L+- fed to the "
             f"unweighted formula), the unweighted one gives {correct:.4g}: a formula error, F whatever the "
-            "sampling", _ev(case, t, "onsager")), {"A2": 0.0}, item="A2")]
-    return [Extra(_T_PLUS_GROUP, Check(
-        "tplus_inconsistent_with_own_matrix", "implementation", f"{t.key} = {t.value:.4g} does not follow from its "
-        f"own Onsager matrix ((L++ - L+-)/(L++ + L-- - 2L+-) = {correct:.4g})", _ev(case, t, "onsager")),
-        {"A3": 0.0})]
+            "sampling", _ev(case, t, "onsager")))]
+    return [Extra(_T_PLUS_GROUP, check(
+        "tplus_inconsistent_with_own_matrix", f"{t.key} = {t.value:.4g} does not follow from its "
+        f"own Onsager matrix ((L++ - L+-)/(L++ + L-- - 2L+-) = {correct:.4g})", _ev(case, t, "onsager")))]
 
 
 def _pipeline_tplus_checks(case: str, t: Entry, results: Any, cond: dict[str, Entry]) -> list[Extra]:
@@ -223,20 +231,18 @@ def _pipeline_tplus_checks(case: str, t: Entry, results: Any, cond: dict[str, En
     species = system.get("species")
     charges = det.get("charges_e") if isinstance(det.get("charges_e"), dict) else system.get("charges_e")
     try:
-        from mdbench.analysis.onsager import identify_transference_convention  # noqa: PLC0415
-
         names = identify_transference_convention(t.value, blk["whole"], list(species), dict(charges))
     except Exception:  # noqa: BLE001 - an incomplete or malformed matrix: nothing to compare, never a crash
         return []
     if names and all(n.startswith("mixed") for n in names):
-        return [Extra(_T_PLUS_GROUP, Check(
-            "tplus_mixed_convention", "definition", f"{t.key} = {t.value:.4g} is reproduced from the run's own "
+        return [Extra(_T_PLUS_GROUP, check(
+            "tplus_mixed_convention", f"{t.key} = {t.value:.4g} is reproduced from the run's own "
             f"Onsager matrix only by a mixed-up formula ({', '.join(names)}): a formula error, F whatever the "
-            "sampling", _ev(case, t, "details.L")), {"A2": 0.0}, item="A2")]
+            "sampling", _ev(case, t, "details.L")))]
     if not names:
-        return [Extra(_T_PLUS_GROUP, Check(
-            "tplus_inconsistent_with_own_matrix", "implementation", f"{t.key} = {t.value:.4g} is reproduced by no "
-            "transference formula from the run's own Onsager matrix", _ev(case, t, "details.L")), {"A3": 0.0})]
+        return [Extra(_T_PLUS_GROUP, check(
+            "tplus_inconsistent_with_own_matrix", f"{t.key} = {t.value:.4g} is reproduced by no "
+            "transference formula from the run's own Onsager matrix", _ev(case, t, "details.L")))]
     return []
 
 
@@ -245,8 +251,7 @@ def _whole_vs_blocks(case: str, group: str, e: Entry) -> list[Extra]:
             b is None or not math.isfinite(b) for b in e.blocks):
         return []
     b = np.asarray(e.blocks, dtype=np.float64)
-    hw = T_975_DOF3 * float(b.std(ddof=1)) / math.sqrt(b.size) if b.size == 4 else \
-        2.0 * float(b.std(ddof=1)) / math.sqrt(b.size)
+    hw = float(block_estimate(e.value, list(b), "").half_width_95)  # the analysis' t(0.975, n-1) s / √n
     lo, hi = float(b.min()) - hw, float(b.max()) + hw
     # averages over frames (energy-file terms, class fractions) equal the mean of equal blocks; fitted and
     # positional estimates (D, η, σ, t+, g(r) minima) may differ from their blocks by a finite-window bias
@@ -254,10 +259,9 @@ def _whole_vs_blocks(case: str, group: str, e: Entry) -> list[Extra]:
     slack = rel * max(abs(float(b.mean())), abs(e.value))
     if lo - slack <= e.value <= hi + slack:
         return []
-    return [Extra(group, Check("whole_outside_blocks", "implementation", f"{e.key} = {e.value:.4g} lies outside its "
+    return [Extra(group, check("whole_outside_blocks", f"{e.key} = {e.value:.4g} lies outside its "
                                f"own blocks [{b.min():.4g}, {b.max():.4g}] ± their half-width {hw:.2g}: the whole-"
-                               "interval value is not consistent with its blocks", _ev(case, e, "blocks")),
-                  {"A3": 0.0})]
+                               "interval value is not consistent with its blocks", _ev(case, e, "blocks")))]
 
 
 _IONICITY = re.compile(r"ionicity|haven", re.I)
@@ -277,10 +281,9 @@ def _ionicity(case: str, entries: dict[str, Entry]) -> list[Extra]:
     if "haven" in ion.key.lower():
         want = 1.0 / want if want else math.nan
     if math.isfinite(want) and abs(ion.value - want) > REL_TOL * max(abs(want), 0.01):
-        return [Extra(_SIGMA_GROUP, Check("ionicity_inconsistent", "implementation",
-                                            f"{ion.key} = {ion.value:.4g}, its own σ / σ_NE = {sig.value:.4g} / "
-                                            f"{ne.value:.4g} = {want:.4g}", _ev(case, ion, "ionicity")),
-                      {"A3": 0.0})]
+        return [Extra(_SIGMA_GROUP, check("ionicity_inconsistent",
+                                          f"{ion.key} = {ion.value:.4g}, its own σ / σ_NE = {sig.value:.4g} / "
+                                          f"{ne.value:.4g} = {want:.4g}", _ev(case, ion, "ionicity")))]
     return []
 
 
@@ -434,10 +437,10 @@ def cn_checks(run: Any, case: str, prod: Any) -> list[Extra]:
             cn, allow = rdf_integral(curve[0], curve[1], dens[0], rc)
         if not math.isfinite(cn) or abs(e.value - cn) <= CN_REL_TOL * abs(cn) + allow:
             continue
-        out.append(Extra(cn_group, Check(
-            "cn_inconsistent_with_own_rdf", "implementation", f"{e.key} = {e.value:.4g} is not the integral of its "
+        out.append(Extra(cn_group, check(
+            "cn_inconsistent_with_own_rdf", f"{e.key} = {e.value:.4g} is not the integral of its "
             f"own RDF ({curve[2]}): 4πρ∫₀^{rc:g} g(r) r² dr = {cn:.4g} (ρ = {dens[0]:.4g} nm^-3 from {dens[1]}; "
-            f"tolerance {100 * CN_REL_TOL:g} % + {allow:.2g})", _ev(case, e, RDF.name)), {"A3": 0.0}))
+            f"tolerance {100 * CN_REL_TOL:g} % + {allow:.2g})", _ev(case, e, RDF.name))))
     return out
 
 
@@ -459,12 +462,12 @@ def charge_weightings(L: np.ndarray, species: list[str], charges: dict[str, floa
         return {}
     q = np.array([float(charges.get(s, 0.0)) for s in species])
     ions = np.abs(q) > 1e-3
-    model = float(q @ L @ q)
+    model = weighted_sum(L, q)
     if not ions.any() or model == 0 or not math.isfinite(model):
         return {}
     formal = np.where(ions, np.where(np.rint(q) != 0, np.rint(q), np.sign(q)), 0.0)
     unsigned = ions.astype(np.float64)
-    return {"formal": float(formal @ L @ formal) / model, "unsigned": float(unsigned @ L @ unsigned) / model}
+    return {"formal": weighted_sum(L, formal) / model, "unsigned": weighted_sum(L, unsigned) / model}
 
 
 def classify_sigma(ratio: float, weightings: dict[str, float]) -> str | None:
@@ -534,8 +537,8 @@ def sigma_charge_checks(run: Any, case: str, canonical_results: Any, prod: Any, 
     if name is None:
         return []
     q = ", ".join(f"{s} {float(charges.get(s, 0)):+g}" for s in species if abs(float(charges.get(s, 0))) > 1e-3)
-    return [Extra(CONDUCTIVITY_GROUP.name, Check(
-        "charge_weighting_differs", "definition", f"{sig.key} = {sig.value:.4g} S/m is {sig.value / ref_value:.3g} × "
+    return [Extra(CONDUCTIVITY_GROUP.name, check(
+        "charge_weighting_differs", f"{sig.key} = {sig.value:.4g} S/m is {sig.value / ref_value:.3g} × "
         f"the σ at the model's charges ({q}: {ref_value:.4g} S/m, {ref_label}); the same trajectory's Onsager "
         f"matrix gives × {ks[name]:.3g} with {name} charges: σ computed with {name} charges, not the model's — a "
-        "definition error, F whatever the sampling", _ev(case, sig, "value")), {"A2": 0.0}, item="A2")]
+        "definition error, F whatever the sampling", _ev(case, sig, "value")))]

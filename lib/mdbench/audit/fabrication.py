@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from mdbench.audit.amend import Extra
-from mdbench.audit.model import Check, Evidence
+from mdbench.audit.codes import check
+from mdbench.audit.model import Evidence
 from mdbench.audit.runread import Entry, group_entries
 from mdbench.errors import InputError
 
@@ -96,9 +97,8 @@ def block_spread_checks(run: Any, case: str, canonical_results: Any) -> list[Ext
                        f"canonical blocks of the same production (s = {float(np.std(cb, ddof=1)):.3g}; variance ratio "
                        f"{ratio:.2g} < F_{SPREAD_ALPHA:g}({rb.size - 1},{cb.size - 1}) = {crit:.2g}): block values "
                        "not computed from the blocks")
-                out.append(Extra(group, Check("block_spread_implausible", "implementation", msg,
-                                              (Evidence(res_rel, key=e.key, note="blocks"),)),
-                                 {"A3": 0.0, "A6": 0.0}, item="A6"))
+                out.append(Extra(group, check("block_spread_implausible", msg,
+                                              (Evidence(res_rel, key=e.key, note="blocks"),))))
     return out
 
 

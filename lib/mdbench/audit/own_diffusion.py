@@ -31,7 +31,8 @@ import numpy as np
 
 from mdbench.analysis.observables import SELF_DIFFUSION_GROUP, SELF_DIFFUSION_YH
 from mdbench.audit.amend import Extra
-from mdbench.audit.model import Check, Evidence
+from mdbench.audit.codes import check
+from mdbench.audit.model import Evidence
 from mdbench.audit.runread import Entry, group_entries
 
 log = logging.getLogger(__name__)
@@ -142,8 +143,7 @@ def _finding(case: str, e: Entry, code: str, what: str, b: tuple[float, float, l
            f"re-derived by the β rule{'' if found else ', not found: fallback window'}; {wins} m^2/s); a linear fit "
            f"of that MSD gives [{lo:.4g}, {hi:.4g}] m^2/s on any candidate window (× {BAND_FACTOR:g} either way): "
            "the value follows from no window of it, whatever the run's diffusive diagnostics say")
-    return Extra(_GROUP, Check(code, "implementation", msg, (Evidence(f"analysis/{case}/results.json", key=e.key,
-                                                                      note="value"),)), {"A3": 0.0})
+    return Extra(_GROUP, check(code, msg, (Evidence(f"analysis/{case}/results.json", key=e.key, note="value"),)))
 
 
 def checks(run: Any, case: str, canonical_results: Any, refit: Any, groups: list[Any] | None = None) -> list[Extra]:

@@ -18,7 +18,8 @@ import math
 from typing import Any
 
 from mdbench.audit.amend import Extra
-from mdbench.audit.model import Check, Evidence
+from mdbench.audit.codes import check
+from mdbench.audit.model import Evidence
 from mdbench.audit.runread import Entry, group_entries
 
 #: Relative difference from the canonical value below which a number counts as reproduced.
@@ -96,7 +97,6 @@ def checks(run: Any, case: str, canonical_results: Any, groups: list[Any] | None
             msg = (f"{e.key} = {e.value:.4g} appears in no recorded artifact (no block values, curve, RDF or matrix "
                    f"behind it) and the reanalysis of the same trajectory does not reproduce it ({ce.key} = "
                    f"{ce.value:.4g} ± {_half_width(ce):.2g}): a value without evidence")
-            out.append(Extra(group, Check("value_without_artifact", "implementation", msg,
-                                          (Evidence(f"analysis/{case}/results.json", key=e.key, note="value"),)),
-                             {"A3": 0.0}, item="E1"))
+            out.append(Extra(group, check("value_without_artifact", msg,
+                                          (Evidence(f"analysis/{case}/results.json", key=e.key, note="value"),))))
     return out

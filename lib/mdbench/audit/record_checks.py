@@ -27,7 +27,8 @@ import tempfile
 from typing import Any
 
 from mdbench.audit.amend import cap
-from mdbench.audit.model import Finding, Judgment
+from mdbench.audit.codes import rule
+from mdbench.audit.model import PER_CASE_ITEMS, Finding, Judgment
 from mdbench.audit.runread import canonical_stage
 
 log = logging.getLogger(__name__)
@@ -600,24 +601,21 @@ def _case_findings(run: Any, bundle: Any, case: str, pf: Any, add: Any) -> None:
     from mdbench.audit import frozen_ff  # noqa: PLC0415
 
     sim3, e5 = gate_findings(run, case)
-    for m in sim3:
-        add("Sim3", case, 0.0, f"{case}: {m}", "production_after_failed_gate" if "entered" in m
-            else "registered_gate_fails" if "re-evaluated" in m else "gate_record_inconsistent",
-            f"{REC}/events.jsonl")
+    for m in sim3:  # a gate record contradicting itself is in both lists: its row lowers Sim3 and E5
+        add("production_after_failed_gate" if "entered" in m else "registered_gate_fails" if "re-evaluated" in m
+            else "gate_record_inconsistent", case, f"{case}: {m}", f"{REC}/events.jsonl")
     for m in e5:
-        code = "stage_state_contradicts_gate" if "stage_states" in m else "gate_record_inconsistent"
-        add("E5", None, 0.5, m, code, f"{REC}/stage_states.json")
+        if "stage_states" in m:
+            add("stage_state_contradicts_gate", case, m, f"{REC}/stage_states.json")
     ff = force_field_differs(run, case, pf)
     if ff:
-        add("Sim1", case, 0.0, ff, "production_force_field_differs", getattr(pf, "tpr", None))
-    if (fb := frozen_ff.production_vs_bundle(run, bundle, case, pf)):  # issue 37: vs the bundle
-        add("Sim1", case, 0.0, fb, "production_force_field_not_bundle", getattr(pf, "tpr", None))
-    p4, p5 = production_findings(run, bundle, case, pf)
+        add("production_force_field_differs", case, ff, getattr(pf, "tpr", None))
+    if (fb := frozen_ff.production_vs_bundle(run, bundle, case, pf)):
+        add("production_force_field_not_bundle", case, fb, getattr(pf, "tpr", None))
+    p4, _ = production_findings(run, bundle, case, pf)  # a length disagreement is in both lists (Sim4 and E5)
     for m in p4:
-        add("Sim4", case, 0.0, m, "production_state_point_differs" if "couples" in m else
-            "production_length_disagrees", getattr(pf, "tpr", None))
-    for m in p5:
-        add("E5", None, 0.5, m, "production_length_disagrees", getattr(pf, "log", None))
+        add("production_state_point_differs" if "couples" in m else "production_length_disagrees", case, m,
+            getattr(pf, "tpr", None))
 
 
 def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment], assessments: list[Any]
@@ -629,23 +627,24 @@ def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment
     findings: list[Finding] = []
     caps: dict[tuple[str, str | None], list[tuple[float, str]]] = {}
 
-    def add(item: str, case: str | None, rating: float, msg: str, code: str, path: str | None,
-            line: int | None = None) -> None:
-        caps.setdefault((item, case), []).append((rating, msg))
-        findings.append(Finding(code, msg[:600], path, line, item=item, case=case))
+    def add(code: str, case: str | None, msg: str, path: str | None, line: int | None = None) -> None:
+        """One finding of ``code``; the items it lowers are its row's (:data:`mdbench.audit.codes.RULES`)."""
+        row = rule(code)
+        for item, rating in row.lowers.items():
+            caps.setdefault((item, case if item in PER_CASE_ITEMS else None), []).append((rating, msg))
+        findings.append(Finding(code, msg[:600], path, line, item=row.item, case=case))
 
     for case in run.cases:
         _case_findings_kept(run, bundle, case, prods.get(case), add)
     for m in lineage_artifacts(run, prods):
-        add("E1", None, 0.0, m, "lineage_artifact_missing", f"{REC}/attempts.jsonl")
+        add("lineage_artifact_missing", None, m, f"{REC}/attempts.jsonl")
     for a in assessments:  # issue 37: a delivered value no artifact supports (its finding is the group's)
         for c in getattr(a, "checks", [])[:200]:
             if c.code == "value_without_artifact":
-                caps.setdefault(("E1", None), []).append((0.5, c.message))
+                caps.setdefault(("E1", None), []).append((rule(c.code).lowers["E1"], c.message))
     hidden: dict[str, float] = {}
     for m in unclaimed_md_files(run, hidden):
-        add("E1", None, 0.5, m, "md_files_unclaimed", f"{REC}/attempts.jsonl")
-        add("E5", None, 0.5, m, "md_files_unclaimed", f"{REC}/attempts.jsonl")
+        add("md_files_unclaimed", None, m, f"{REC}/attempts.jsonl")
     if hidden:  # their MD time counts toward the budget (seed: 100 ns per case, 300 ns in all)
         from mdbench.audit.evidence import CASE_BUDGET_NS, STUDY_BUDGET_NS, ledger_consumption  # noqa: PLC0415
 
@@ -655,25 +654,23 @@ def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment
             if total > CASE_BUDGET_NS + 1e-9:
                 m = (f"{case}: {total:.4g} ns of MD with the unclaimed files exceeds the {CASE_BUDGET_NS:g} ns case "
                      "budget")
-                add("E5", None, 0.0, m, "budget_exceeded", f"{REC}/attempts.jsonl")
-                add("O3", None, 0.0, m, "budget_exceeded", f"{REC}/attempts.jsonl")
+                add("budget_exceeded", None, m, f"{REC}/attempts.jsonl")
         if cons.total_ns + sum(hidden.values()) > STUDY_BUDGET_NS + 1e-9:
             total_ns = cons.total_ns + sum(hidden.values())
             m = f"{total_ns:.4g} ns of MD with the unclaimed files exceeds {STUDY_BUDGET_NS:g} ns"
-            add("E5", None, 0.0, m, "budget_exceeded", f"{REC}/attempts.jsonl")
-            add("O3", None, 0.0, m, "budget_exceeded", f"{REC}/attempts.jsonl")
+            add("budget_exceeded", None, m, f"{REC}/attempts.jsonl")
     for line, m in report_case_mismatches(run, assessments)[:5]:
-        add("E5", None, 0.5, m, "report_number_differs", "report.md", line)
+        add("report_number_differs", None, m, "report.md", line)
     for m in unresolved_references(run):  # one finding per reference: its JSON pointer is the location
         where = m.split(" ", 1)[0]
         doc, _, ptr = where.partition(".")
         rel = f"{REC}/episode_terminal.json" if doc == "episode_terminal" else f"{REC}/observables.json"
-        add("E3", None, 0.5, m, "terminal_reference_unresolved", f"{rel}#/{ptr.replace('.', '/')}")
+        add("terminal_reference_unresolved", None, m, f"{rel}#/{ptr.replace('.', '/')}")
     o5 = next((j for j in judgments if j.item == "O5" and j.case is None), None)
     if o5 is not None and o5.rating is not None and o5.rating < 1 and run.claimed_outcome() is not None:
         # a claim that the evidence contradicts (no claim at all is O5's own matter, not an inconsistency)
-        add("E5", None, 0.5, f"the terminal claim is contradicted by the evidence (O5: {o5.reason[:200]})",
-            "claim_contradicted", f"{REC}/episode_terminal.json")
+        add("claim_contradicted", None, f"the terminal claim is contradicted by the evidence (O5: {o5.reason[:200]})",
+            f"{REC}/episode_terminal.json")
     for i, j in enumerate(judgments):
         got = caps.get((j.item, j.case))
         if got and j.observable is None:

@@ -252,7 +252,7 @@ def not_compared_extras(groups: list[Any], required: dict[str, list[str]]) -> li
     not compare with the reanalysis at their definition (``definition_differs_from_canonical``): a registered
     definition the reanalysis cannot express leaves the required number unverified."""
     from mdbench.audit.amend import Extra  # noqa: PLC0415
-    from mdbench.audit.model import Check  # noqa: PLC0415
+    from mdbench.audit.codes import check  # noqa: PLC0415
 
     out = []
     for gr in groups:
@@ -265,6 +265,5 @@ def not_compared_extras(groups: list[Any], required: dict[str, list[str]]) -> li
         keys = ", ".join(e.key for c in diff for e in c.evidence if e.key)[:400]
         msg = (f"required {a.observable} not compared with the reanalysis: its definition ({keys}) is not one the "
                "canonical reanalysis can express, so the required value is unverified")
-        out.append(Extra(a.observable, Check("required_not_compared", "note", msg, diff[0].evidence),
-                         {"A2": 0.5}, item="A2"))
+        out.append(Extra(a.observable, check("required_not_compared", msg, diff[0].evidence)))
     return out
