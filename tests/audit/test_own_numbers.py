@@ -417,12 +417,13 @@ def test_consistency_rules_on_hand_written_entries():
     production's first frame is accepted; overlap, unequal lengths and a block before the guard are not."""
     from types import SimpleNamespace
 
+    from mdbench.analysis.units import E_CHARGE_C
     from mdbench.audit import consistency
     from mdbench.audit.blocklayout import layout_problems
 
     rng = _rng("pure")
     pp, mm, pm = (float(x) for x in rng.uniform([2.0, 1.0, 0.1], [3.0, 2.0, 0.5]))
-    e2 = consistency.E_CHARGE ** 2
+    e2 = E_CHARGE_C ** 2
     sigma = e2 * (pp + mm - 2 * pm) * 1e20
 
     def doc(unit, value):
