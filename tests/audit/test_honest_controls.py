@@ -84,8 +84,7 @@ def test_labelled_extras_in_our_pipelines_format_are_not_the_required_quantity(b
     ne.pop("details", None)
     obs["transference/barycentric/nernst_einstein"] = ne
     assert consistency.checks(SimpleNamespace(results={CASE: canon}), CASE, None) == []
-    groups = runread.group_entries(canon)
-    assert "observables.transference/barycentric/nernst_einstein" not in groups["transference_number"]
+    assert runread.is_labelled_extra(ne) and not runread.is_labelled_extra(t)
 
 
 def test_a_labelled_extra_does_not_hide_the_required_quantity(run_copy, bundle, tmp_path):
@@ -107,15 +106,13 @@ def test_revised_guard_with_its_sensitivity_table_leaves_every_item(honest, run_
     """The guard is revised after the first analysis with ``revises`` and its evidence; the superseded results are
     kept; report.md carries the seed's sensitivity table (original guard | revised guard) for the case."""
     rec = RunRecord(run_copy)
-    old = next((r for r in rec.registrations() if r["kind"] in ("guard", "guard_definition")
-                and r.get("case") in (CASE, None)), None)
+    old = next(r for r in rec.registrations() if r["kind"] == "guard_block_policy")
     res_path = run_copy / "analysis" / CASE / "results.json"
     doc = json.loads(res_path.read_text())
     shutil.copy(res_path, res_path.with_name("results_superseded_guard.json"))
     rec.add_artifact(f"analysis/{CASE}/results_superseded_guard.json")
-    if old is not None:
-        rec.register(old["kind"], old["definition"], case=CASE, revises=old["id"],
-                     evidence={"reason": "density drift in the first block", "changed_keys": ["guard_ps"]})
+    rec.register(old["kind"], old["definition"], case=CASE, revises=old["id"],
+                 evidence={"reason": "density drift in the first block: guard re-examined", "changed_keys": []})
     eta = doc["observables"]["viscosity"]
     f = RNG.uniform(1.05, 1.3)
     row = (f"| viscosity | {eta['value'] * f:.3g} ± {0.3 * eta['value']:.2g} (original guard) | "
@@ -127,4 +124,22 @@ def test_revised_guard_with_its_sensitivity_table_leaves_every_item(honest, run_
     rec.add_artifact("report.md")
     _res, got = reanalysed(run_copy, bundle, tmp_path / "a")
     assert not [f for f in got["findings"] if f["code"] == "report_number_differs"], got["findings"]
-    assert _items(got) == _items(honest)
+    assert _items(got) == _items(honest), got["items"]["E5"]
+
+
+def test_a_sensitivity_table_that_gives_neither_value_is_still_E5(run_copy, bundle, tmp_path):
+    """The comparison rule reads every column of the row, and still catches a row none of whose numbers is the
+    case's value (a revised column that was not recomputed)."""
+    eta = json.loads((run_copy / "analysis" / CASE / "results.json").read_text())["observables"]["viscosity"]
+    f1, f2 = RNG.uniform(1.2, 1.5), RNG.uniform(1.6, 2.0)
+    report = run_copy / "report.md"
+    text = report.read_text() if report.exists() else "# Report\n"
+    report.write_text(text + f"\n## Guard sensitivity ({CASE})\n\n| result | original guard | revised guard |\n"
+                             f"|---|---|---|\n| viscosity | {eta['value'] * f1:.4g} | {eta['value'] * f2:.4g} |\n")
+    RunRecord(run_copy).add_artifact("report.md")
+    from mdbench.audit import audit_run
+
+    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
+    doc = json.loads((tmp_path / "a" / "saeo.json").read_text())
+    assert [f for f in doc["findings"] if f["code"] == "report_number_differs"], doc["findings"]
+    assert doc["items"]["E5"]["final"] <= 0.5

@@ -97,6 +97,7 @@ from mdbench.audit.runread import (
     Entry,
     RunData,
     group_entries,
+    is_labelled_extra,
     match_target,
     target_entries_first,
     tokens,
@@ -179,12 +180,13 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
         return done(upstream, f"production data {upstream.replace('_', ' ')}", na, [], [], [])
     chosen: list[Entry] = []
     missing: list[str] = []
+    required = {k: e for k, e in entries.items() if not is_labelled_extra(e.raw)}  # a labelled extra delivers none
     if targets:
         for t in targets:
-            e = match_target(group, t, entries)
+            e = match_target(group, t, required)
             (chosen.append(e) if e is not None else missing.append(t))
     else:
-        chosen = list(target_entries_first(group, entries).values())[:1] if entries else []
+        chosen = list(target_entries_first(group, required).values())[:1] if required else []
         if not chosen:
             missing.append(group)
     ev = [Evidence(res_rel, key=e.key) for e in chosen]

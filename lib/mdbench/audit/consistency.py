@@ -33,7 +33,7 @@ from mdbench.audit.amend import Extra
 from mdbench.audit.codes import check
 from mdbench.audit.model import Evidence
 from mdbench.audit.rulebook import tplus_conventions
-from mdbench.audit.runread import Entry, as_entry, group_entries
+from mdbench.audit.runread import Entry, as_entry, group_entries, is_labelled_extra
 
 _SIGMA_GROUP, _T_PLUS_GROUP = CONDUCTIVITY_GROUP.name, TRANSFERENCE_GROUP.name
 
@@ -297,6 +297,8 @@ def checks(run: Any, case: str, prod: Any) -> list[Extra]:
     cond, tp = groups.get(CONDUCTIVITY_GROUP.name) or {}, groups.get(TRANSFERENCE_GROUP.name) or {}
     L_any = next((L for e in list(cond.values()) + list(tp.values())
                   if (L := _onsager(e.raw)) is not None and _normalised_unit(e.raw)), None)
+    cond = {k: e for k, e in cond.items() if not is_labelled_extra(e.raw)}  # judged as what they claim, not σ/t+
+    tp = {k: e for k, e in tp.items() if not is_labelled_extra(e.raw)}
     for e in cond.values():
         if _IONICITY.search(e.key) or re.search(r"(sigma_?ne|nernst)", e.key, re.I):
             continue
@@ -495,7 +497,7 @@ def sigma_charge_checks(run: Any, case: str, canonical_results: Any, prod: Any, 
     if not isinstance(canonical_results, dict):
         return []
     cond = group_entries(run.results.get(case)).get(CONDUCTIVITY_GROUP.name) or {}
-    sig = next((e for e in cond.values() if not _IONICITY.search(e.key)
+    sig = next((e for e in cond.values() if not _IONICITY.search(e.key) and not is_labelled_extra(e.raw)
                 and not re.search(r"(sigma_?ne|nernst)", e.key, re.I)), None)
     if sig is None or not sig.finite_value or sig.value <= 0:
         return []

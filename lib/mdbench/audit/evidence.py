@@ -170,13 +170,43 @@ def _same_up_to_unit(a: float, b: float, rel: float = 0.05) -> bool:
     return abs(a / (b * 10.0 ** k) - 1.0) <= rel
 
 
+#: Words that make a report line, a table (its header row) or a section (its heading) a comparison of
+#: alternatives — the seed's sensitivity table of a revised guard (original | revised) — where the result's value
+#: is one of the numbers given, not necessarily the first.
+COMPARISON_WORDS = re.compile(r"\b(original|revised|superseded|previous|before|after|sensitivity|alternative|"
+                              r"variant)\b", re.I)
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
+
+
+def comparison_lines(report: str) -> set[int]:
+    """Line numbers (1-based) of report.md that compare alternatives (:data:`COMPARISON_WORDS`): a line that says
+    so itself, or a row of a table whose header row or section heading says so."""
+    out: set[int] = set()
+    section = in_table = table = False
+    for n, line in enumerate(report.splitlines()[:100_000], start=1):
+        if _HEADING.match(line):
+            section, in_table = bool(COMPARISON_WORDS.search(line)), False
+            continue
+        row = line.lstrip().startswith("|")
+        if row and not in_table:
+            table = section or bool(COMPARISON_WORDS.search(line))
+        in_table = row
+        if (row and table) or COMPARISON_WORDS.search(line):
+            out.add(n)
+    return out
+
+
 def report_number_mismatches(report: str, values: dict[str, float]) -> list[tuple[int, str]]:
     """(line, message) where report.md quotes a named result with a number that matches no reported value.
 
     A result name (last key segment, at least 4 characters, e.g. ``density``) followed within 40
-    characters by a number is compared with results.json; unit prefixes (powers of ten) are allowed.
+    characters by a number is compared with results.json; unit prefixes (powers of ten) are allowed. On a
+    line that compares alternatives (:func:`comparison_lines`: original | revised guard) the value may be any
+    number of the line.
     """
     out: list[tuple[int, str]] = []
+    compares = comparison_lines(report)
+    number = re.compile(_NUMBER)
     # Several results may share a last key segment (t+ in two frames): a quoted number must match one of them.
     by_name: dict[str, list[float]] = {}
     for name, val in values.items():
@@ -192,6 +222,9 @@ def report_number_mismatches(report: str, values: dict[str, float]) -> list[tupl
                 try:
                     x = float(m.group(1))
                 except ValueError:
+                    continue
+                if n in compares and any(_same_up_to_unit(float(y), v) for y in number.findall(line[m.start():])
+                                         for v in vals):
                     continue
                 if not any(_same_up_to_unit(x, v) for v in vals):
                     shown = ", ".join(f"{v:.6g}" for v in vals[:3])

@@ -493,8 +493,10 @@ def _norm_name(text: str) -> str:
 def report_case_mismatches(run: Any, assessments: list[Any]) -> list[tuple[int, str]]:
     """(line, message) where a table row of a report.md section whose header names exactly one case gives a
     result of that case (first cell: its name) with a number (first number of the next cells) that matches no
-    value of that result (powers of ten allowed: unit prefixes)."""
-    from mdbench.audit.evidence import _same_up_to_unit  # noqa: PLC0415
+    value of that result (powers of ten allowed: unit prefixes). In a comparison table (a header column or the
+    section heading says original / revised / superseded / sensitivity …) the row is consistent when any of its
+    columns gives the value."""
+    from mdbench.audit.evidence import _same_up_to_unit, comparison_lines  # noqa: PLC0415
 
     text = run.report_md or ""
     if not text:
@@ -505,6 +507,7 @@ def report_case_mismatches(run: Any, assessments: list[Any]) -> list[tuple[int, 
             per_case.setdefault(a.case, {}).setdefault(re.split(r"[./]", key)[-1].lower(), []).append(val)
     out: list[tuple[int, str]] = []
     current: str | None = None
+    compares = comparison_lines(text)
     for n, line in enumerate(text.splitlines()[:100_000], start=1):
         m = _HEADER.match(line)
         if m:
@@ -512,6 +515,7 @@ def report_case_mismatches(run: Any, assessments: list[Any]) -> list[tuple[int, 
                      if re.search(rf"(?<![A-Za-z0-9_]){re.escape(c)}(?![A-Za-z0-9_])", m.group(2))]
             current = named[0] if len(named) == 1 else None
             continue
+        comparison = n in compares
         if current is None or not line.lstrip().startswith("|") or current not in per_case:
             continue
         cells = [c for c in line.strip().strip("|").split("|")]
@@ -520,18 +524,24 @@ def report_case_mismatches(run: Any, assessments: list[Any]) -> list[tuple[int, 
         vals = per_case[current].get(_norm_name(cells[0]))
         if not vals:
             continue
+        nums = []
         for cell in cells[1:]:
             num = _CELL_NUMBER.match(cell)
             if num is None:
                 continue
             try:
-                x = float(num.group(1).replace("−", "-"))
+                nums.append((num.group(1), float(num.group(1).replace("−", "-"))))
             except ValueError:
                 break
-            if not any(_same_up_to_unit(x, v) for v in vals):
-                out.append((n, f"report.md:{n} ({current}) gives {cells[0].strip()[:40]} = {num.group(1)}, "
-                               f"results.json has {', '.join(f'{v:.6g}' for v in vals[:3])}"))
-            break
+            if not comparison:
+                break  # a value table: the first number is the case's value
+        if not nums:
+            continue
+        # a comparison table (original | revised guard, a sensitivity table): the case's value is one of its columns
+        if not any(_same_up_to_unit(x, v) for _s, x in nums for v in vals):
+            out.append((n, f"report.md:{n} ({current}) gives {cells[0].strip()[:40]} = "
+                           f"{' / '.join(s for s, _x in nums)}, results.json has "
+                           f"{', '.join(f'{v:.6g}' for v in vals[:3])}"))
     return out
 
 
