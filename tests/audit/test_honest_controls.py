@@ -143,3 +143,14 @@ def test_a_sensitivity_table_that_gives_neither_value_is_still_E5(run_copy, bund
     doc = json.loads((tmp_path / "a" / "saeo.json").read_text())
     assert [f for f in doc["findings"] if f["code"] == "report_number_differs"], doc["findings"]
     assert doc["items"]["E5"]["final"] <= 0.5
+
+
+def test_only_a_comparison_tables_rows_may_give_the_value_in_another_column():
+    from mdbench.audit.evidence import comparison_lines, report_number_mismatches
+
+    plain = "## Results\n\n| result | value | other |\n|---|---|---|\n| density | 1234.5 | 1007.9 |\n"
+    assert report_number_mismatches(plain, {"density": 1007.9}), "a value table's first number is the value"
+    compared = "## Results\n\n| result | original guard | revised guard |\n|---|---|---|\n| density | 1234.5 | 1007.9 |\n"
+    assert comparison_lines(compared) == {3, 4, 5}
+    assert report_number_mismatches(compared, {"density": 1007.9}) == []
+    assert report_number_mismatches("density 1234.5 (previous draft) / 1007.9\n", {"density": 1007.9})

@@ -337,6 +337,14 @@ RULES: dict[str, Rule] = {r.code: r for r in (
          rule="NaN/Infinity in a parsed file",
          seed="A.1: \"deterministic methodological or numerical errors … are rated as not satisfied.\"",
          test="tests/audit/test_audit_real.py::test_failure_case_2_nan_tokens_are_findings"),
+    Rule("next_action_contradicts_state", None, {"O2": 0.0, "O3": 0.5}, "O2",
+         rule=("an unresolved observable's next action (observables.json or the terminal `unresolved` entry) is one "
+               "the state → action table (`analysis.states.STATE_ACTIONS`) rules out for the audit's state: SI "
+               "'correct the method', F 'extend sampling', not_estimable 'correct'"),
+         seed=("§3.3/§4.2: SI → extend within budget or stop with the limitation stated; F → correct and recompute "
+               "(\"longer trajectories cannot correct an estimator with inconsistent formula conventions\"); O2, O3"),
+         test="tests/audit/test_next_actions.py::test_next_actions_unlike_their_states_lower_O2_and_O3",
+         evidence="run_record/observables.json#/<case>/<observable>"),
     Rule("production_after_failed_gate", None, {"Sim3": 0.0}, "Sim3",
          rule="the last `gate_evaluated` event for the case's equilibration FAILED and production was entered",
          seed="\"Equilibration: production entered after the registered gate passed\"",

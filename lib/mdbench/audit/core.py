@@ -383,7 +383,8 @@ def _episode_pass(run: Any, bundle: Any, st: _AuditState) -> str:
     budget += [Finding("budget_statement_disagrees", m, "report.md" if m.startswith("report.md") else
                        f"{evidence.REC}/episode_terminal.json", item="E5") for m in consumption.statements]
     st.findings = deduplicate(st.findings + st.fs.findings + st.extra + claim_findings(st.assessments) + budget
-                              + outcome.state_disagreements(run, st.assessments))
+                              + outcome.state_disagreements(run, st.assessments)
+                              + outcome.next_action_findings(run, st.assessments))
     return expected
 
 

@@ -170,28 +170,32 @@ def _same_up_to_unit(a: float, b: float, rel: float = 0.05) -> bool:
     return abs(a / (b * 10.0 ** k) - 1.0) <= rel
 
 
-#: Words that make a report line, a table (its header row) or a section (its heading) a comparison of
-#: alternatives — the seed's sensitivity table of a revised guard (original | revised) — where the result's value
-#: is one of the numbers given, not necessarily the first.
+#: Words of a table's header row that make its value columns alternatives of one result — the seed's
+#: sensitivity table of a revised guard (original | revised) — so that the result's value is one of the row's
+#: numbers, not necessarily the first.
 COMPARISON_WORDS = re.compile(r"\b(original|revised|superseded|previous|before|after|sensitivity|alternative|"
                               r"variant)\b", re.I)
+#: Words of a section heading that make every table under it such a comparison.
+COMPARISON_HEADING = re.compile(r"\b(sensitivity|comparison|revised|revision|superseded)\b", re.I)
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 
 
 def comparison_lines(report: str) -> set[int]:
-    """Line numbers (1-based) of report.md that compare alternatives (:data:`COMPARISON_WORDS`): a line that says
-    so itself, or a row of a table whose header row or section heading says so."""
+    """Line numbers (1-based) of report.md that are rows of a comparison table: a table whose header row names
+    alternatives in two or more value columns (:data:`COMPARISON_WORDS`), or any table under a section heading
+    that says so (:data:`COMPARISON_HEADING`). Free text is never a comparison: its first number is the value."""
     out: set[int] = set()
     section = in_table = table = False
     for n, line in enumerate(report.splitlines()[:100_000], start=1):
         if _HEADING.match(line):
-            section, in_table = bool(COMPARISON_WORDS.search(line)), False
+            section, in_table = bool(COMPARISON_HEADING.search(line)), False
             continue
         row = line.lstrip().startswith("|")
         if row and not in_table:
-            table = section or bool(COMPARISON_WORDS.search(line))
+            head = line.strip().strip("|").split("|")
+            table = section or (len(head) >= 3 and sum(bool(COMPARISON_WORDS.search(h)) for h in head[1:]) >= 1)
         in_table = row
-        if (row and table) or COMPARISON_WORDS.search(line):
+        if row and table:
             out.add(n)
     return out
 
@@ -200,9 +204,9 @@ def report_number_mismatches(report: str, values: dict[str, float]) -> list[tupl
     """(line, message) where report.md quotes a named result with a number that matches no reported value.
 
     A result name (last key segment, at least 4 characters, e.g. ``density``) followed within 40
-    characters by a number is compared with results.json; unit prefixes (powers of ten) are allowed. On a
-    line that compares alternatives (:func:`comparison_lines`: original | revised guard) the value may be any
-    number of the line.
+    characters by a number is compared with results.json; unit prefixes (powers of ten) are allowed. In a row
+    of a comparison table (:func:`comparison_lines`: original | revised guard) the value may be any number of
+    the row.
     """
     out: list[tuple[int, str]] = []
     compares = comparison_lines(report)
