@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_codes_documented import emitted_codes
 
 from mdbench.audit import ruledoc
 from mdbench.audit.analysis_items import assess_case
@@ -22,7 +23,6 @@ from mdbench.audit.model import CHECK_SEVERITIES, ITEMS
 from mdbench.audit.runread import load_run
 from mdbench.audit.safeio import RunFS
 from mdbench.record import RunRecord
-from test_codes_documented import emitted_codes
 
 ROOT = Path(__file__).resolve().parents[2]
 AUDIT = ROOT / "lib" / "mdbench" / "audit"
@@ -68,7 +68,7 @@ def test_every_code_that_lowers_an_item_names_a_test_that_plants_it():
 
 
 def test_call_sites_name_only_the_code():
-    """No audit module gives a Check a literal severity, or an Extra literal caps or a literal item: the row
+    """No audit module gives a Check a literal severity, or a GroupCheck literal caps or a literal item: the row
     says them."""
     bad = []
     for f in sorted(AUDIT.glob("*.py")):
@@ -81,8 +81,8 @@ def test_call_sites_name_only_the_code():
             if name == "Check" and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant) \
                     and isinstance(node.args[1], ast.Constant):
                 bad.append(f"{f.name}:{node.lineno} Check({node.args[0].value!r}, {node.args[1].value!r}, …)")
-            if name == "Extra" and (len(node.args) > 2 or node.keywords):
-                bad.append(f"{f.name}:{node.lineno} Extra(…) with caps/item at the call site")
+            if name in ("Extra", "GroupCheck") and (len(node.args) > 2 or node.keywords):
+                bad.append(f"{f.name}:{node.lineno} GroupCheck(…) with caps/item at the call site")
     assert not bad, bad
 
 

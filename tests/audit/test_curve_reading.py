@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mdbench.audit.runread import (Entry, RunData, curve_citation, parse_curve_text, read_recorded_curve)
+from mdbench.audit.runread import Entry, RunData, curve_citation, parse_curve_text, read_recorded_curve
 from mdbench.audit.safeio import RunFS
 from mdbench.audit.transport import compare_curves, curve_diffusion
 

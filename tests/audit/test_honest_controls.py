@@ -15,10 +15,10 @@ import random
 import shutil
 from pathlib import Path
 
-import pytest
-
 import _runbuilder as rb
+import pytest
 from _audit_helpers import edit_results, reanalysed
+
 from _testseed import seed_for
 from mdbench.audit import consistency, runread
 from mdbench.record import RunRecord

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from _testseed import seed_for
-from mdbench.analysis.states import F, SI, STATE_ACTIONS, contradicting_action
+from mdbench.analysis.states import SI, STATE_ACTIONS, F, contradicting_action
 from mdbench.audit import outcome
 from mdbench.audit.analysis_items import assess_case
 from mdbench.audit.bundle import load_bundle

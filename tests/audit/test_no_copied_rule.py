@@ -13,7 +13,7 @@ import numpy as np
 from mdbench.analysis import units
 from mdbench.analysis.blocks import block_estimate
 from mdbench.audit import consistency, rulebook
-from mdbench.audit.amend import Extra
+from mdbench.audit.codes import GroupCheck
 from mdbench.audit.runread import as_entry
 
 LIB = Path(__file__).resolve().parents[2] / "lib"
@@ -85,7 +85,7 @@ def test_the_audits_tplus_is_the_rulebooks_in_every_convention():
                     assert got == []
             else:
                 assert [x.check.code for x in got] == [want]
-                assert isinstance(got[0], Extra) and got[0].caps == {"A2": 0.0}
+                assert isinstance(got[0], GroupCheck) and got[0].caps == {"A2": 0.0}
 
 
 def test_whole_versus_blocks_uses_the_analysis_half_width_for_any_number_of_blocks():

@@ -11,11 +11,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import _runbuilder as rb
 import numpy as np
 import pytest
-
-import _runbuilder as rb
 from _audit_helpers import edit_results, judgment, reanalysed, saeo, state
+
 from _testseed import seed_for
 from mdbench.audit import NotARunDirectory, audit_run
 from mdbench.errors import MdbenchError
@@ -206,10 +206,10 @@ def test_report_per_case_number_unlike_results_is_E5(run_copy, bundle, tmp_path)
     base = (run_copy / "report.md").read_text()
     (run_copy / "report.md").write_text(base + f"\n## Case {CASE}\n\n| quantity | value |\n|---|---|\n"
                                         f"| D_na | {d:.4e} |\n")
-    from mdbench.audit.record_checks import report_case_mismatches
+    from mdbench.audit.model import ObservableAssessment
+    from mdbench.audit.report_numbers import report_case_mismatches
     from mdbench.audit.runread import load_run
     from mdbench.audit.safeio import RunFS
-    from mdbench.audit.model import ObservableAssessment
 
     fake = [ObservableAssessment(CASE, "self_diffusion", "C", "", values={"observables.self_diffusion.D_na": d})]
     assert report_case_mismatches(load_run(RunFS(run_copy), [CASE]), fake) == []

@@ -15,8 +15,7 @@ import math
 import re
 from typing import Any
 
-from mdbench.audit.amend import Extra
-from mdbench.audit.codes import check
+from mdbench.audit.codes import GroupCheck, check
 from mdbench.audit.model import Evidence
 from mdbench.audit.runread import group_entries
 
@@ -77,7 +76,7 @@ def layout_problems(ranges: Any, n_blocks: int, guard_from_ps: float | None, t_e
     return out
 
 
-def checks(run: Any, case: str, prod: Any) -> list[Extra]:
+def checks(run: Any, case: str, prod: Any) -> list[GroupCheck]:
     """One ``block_layout_invalid`` check per group whose entries record a layout that is not the registered
     consecutive, equal, non-overlapping blocks."""
     n, guard, reg_text = registered_layout(run, case)
@@ -87,7 +86,7 @@ def checks(run: Any, case: str, prod: Any) -> list[Extra]:
     guard_from = (t0 + guard) if (t0 is not None and guard is not None) else None
     res = run.results.get(case)
     res_rel = f"analysis/{case}/results.json"
-    out: list[Extra] = []
+    out: list[GroupCheck] = []
     reg_overlap = bool(_OVERLAP_WORDS.search(reg_text))
     windows = res.get("windows") if isinstance(res, dict) and isinstance(res.get("windows"), dict) else {}
     for group, entries in group_entries(res).items():
@@ -110,7 +109,7 @@ def checks(run: Any, case: str, prod: Any) -> list[Extra]:
             why = layout_problems(windows.get("block_ranges_ps"), n, guard_from, t1, dt, t0)
             where = "windows.block_ranges_ps" if why else None
         if why:
-            out.append(Extra(group, check("block_layout_invalid",
+            out.append(GroupCheck(group, check("block_layout_invalid",
                                           f"{where or group}: the blocks are not {n} consecutive, equal, "
                                           f"non-overlapping blocks after the guard: " + "; ".join(why[:4]),
                                           (Evidence(res_rel, key=where),))))

@@ -15,7 +15,7 @@ from mdbench.analysis.observables import (
     SELF_DIFFUSION_GROUP,
     audit_group,
 )
-from mdbench.audit import registered
+from mdbench.audit import registered_definitions
 from mdbench.audit.codes import _check, check, is_regime_check
 from mdbench.audit.definitions import _definition_text
 from mdbench.audit.model import Check, Evidence
@@ -270,8 +270,8 @@ def _canonical_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] |
             out.append(_check("definition_differs_from_canonical",
                               f"{e.key}: definition differs from the canonical one (not compared)", e, path=path))
             continue
-        # the run's window: stated by the result, else the one it registered (mdbench.audit.registered)
-        window = (reported_window(e.raw) or registered.fit_window(ce)) if g.regime else None
+        # the run's window: stated by the result, else the one it registered (mdbench.audit.registered_definitions)
+        window = (reported_window(e.raw) or registered_definitions.fit_window(ce)) if g.regime else None
         cwin = reported_window(ce.raw)
         rf = None
         if window is not None and not (cwin is not None and same_window(window, cwin, dt)):
@@ -343,7 +343,7 @@ def recorded_curve_checks(g: Any, chosen: list[Entry], run: RunData, case: str, 
         curve = read_recorded_curve(run, case, e, species)
         if curve is None:
             continue
-        window = reported_window(e.raw) or registered.fit_window(ce)  # stated, else registered
+        window = reported_window(e.raw) or registered_definitions.fit_window(ce)  # stated, else registered
         own, follows = _own_curve_checks(g, e, curve, window, path)
         out += own
         canon = refit.msd(species) if refit is not None and species else None

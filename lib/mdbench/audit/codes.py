@@ -1,7 +1,7 @@
 """The one check table: every audit code with its severity, the items it can lower and how far, the finding's
 item, the evidence it cites, the rule, the seed sentence and the test that plants its defect.
 
-Call sites name only the code (:func:`check`, :class:`mdbench.audit.amend.Extra`, the record checks' ``add``);
+Call sites name only the code (:func:`check`, :class:`GroupCheck`, the record checks' ``add``);
 what a code does to the items is read here. ``docs/saeo-rules.md`` (its code table) and ``docs/saeo-coverage.md``
 are generated from :data:`RULES` by :mod:`mdbench.audit.ruledoc` (``python -m mdbench.audit.ruledoc``).
 """
@@ -437,6 +437,37 @@ RULES: dict[str, Rule] = {r.code: r for r in (
          seed="E3: \"Required records parse, and event, attempt, and artifact references resolve.\"",
          test="tests/audit/test_claims.py::test_symlink_loop_dangling_link_and_unreadable_file_are_one_finding_each"),
 )}
+
+
+@dataclass(frozen=True)
+class GroupCheck:
+    """One check of an observable group found after the analysis items; the items it caps and its finding's
+    item are its code's row in :data:`RULES` (``lowers``, ``item``).
+
+    Attributes
+    ----------
+    group : str
+        Observable group (``conductivity``, ``self_diffusion``…).
+    check : Check
+        The structured check (its severity decides the state).
+    caps : dict
+        Item → the highest rating it may keep (e.g. ``{"A3": 0.0}``); the table's ``lowers`` unless given (a
+        code without a row yet).
+    item : str
+        The item of the finding that reports the check; the table's unless given.
+    """
+
+    group: str
+    check: Check
+    caps: dict[str, float] = field(default_factory=dict)
+    item: str = ""
+
+    def __post_init__(self) -> None:
+        row = RULES.get(self.check.code)
+        if row is not None and not self.caps:
+            object.__setattr__(self, "caps", dict(row.lowers))
+        if not self.item:
+            object.__setattr__(self, "item", (row.item if row is not None else None) or "A3")
 
 
 def rule(code: str) -> Rule:

@@ -25,12 +25,17 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.blocks import block_estimate
-from mdbench.analysis.observables import (ASSOCIATION_GROUP, CONDUCTIVITY_GROUP, COORDINATION_GROUP, RDF,
-                                          THERMODYNAMICS_GROUP, TRANSFERENCE_GROUP)
+from mdbench.analysis.observables import (
+    ASSOCIATION_GROUP,
+    CONDUCTIVITY_GROUP,
+    COORDINATION_GROUP,
+    RDF,
+    THERMODYNAMICS_GROUP,
+    TRANSFERENCE_GROUP,
+)
 from mdbench.analysis.onsager import identify_transference_convention
 from mdbench.analysis.units import AVOGADRO_PER_MOL, E_CHARGE_C
-from mdbench.audit.amend import Extra
-from mdbench.audit.codes import check
+from mdbench.audit.codes import GroupCheck, check
 from mdbench.audit.model import Evidence
 from mdbench.audit.rulebook import tplus_conventions
 from mdbench.audit.runread import Entry, as_entry, group_entries, is_labelled_extra
@@ -140,10 +145,10 @@ def weighted_sum(L: np.ndarray, q: np.ndarray) -> float:
 
 
 def _sigma_checks(case: str, sig: Entry, L: tuple[float, float, float, bool] | None, z: tuple[float, float] | None,
-                  S: Any) -> list[Extra]:
+                  S: Any) -> list[GroupCheck]:
     if not sig.finite_value or sig.value == 0:
         return []
-    out: list[Extra] = []
+    out: list[GroupCheck] = []
     if isinstance(S, list):
         try:
             mat = np.asarray(S, dtype=np.float64)
@@ -154,7 +159,7 @@ def _sigma_checks(case: str, sig: Entry, L: tuple[float, float, float, bool] | N
             diag = float(np.trace(mat))
             code = ("conductivity_without_cross_terms" if unit_related(sig.value, diag) else
                     "sigma_inconsistent_with_own_matrix")
-            out.append(Extra(_SIGMA_GROUP, check(code, f"{sig.key} = {sig.value:.4g} does not follow from "
+            out.append(GroupCheck(_SIGMA_GROUP, check(code, f"{sig.key} = {sig.value:.4g} does not follow from "
                                                  f"its own σ_ij matrix (Σ σ_ij = {own:.4g}, diagonal only "
                                                  f"{diag:.4g})", _ev(case, sig, "sigma_ij_S_m"))))
         return out
@@ -174,12 +179,12 @@ def _sigma_checks(case: str, sig: Entry, L: tuple[float, float, float, bool] | N
         code, why = "charge_weighting_differs", f"it follows unit charges ({unit:.4g}), not the model's ±{abs(zp):g}"
     else:
         code, why = "sigma_inconsistent_with_own_matrix", "no unit factor relates them"
-    return [Extra(_SIGMA_GROUP, check(code, f"{sig.key} = {sig.value:.4g} does not follow from the run's "
+    return [GroupCheck(_SIGMA_GROUP, check(code, f"{sig.key} = {sig.value:.4g} does not follow from the run's "
                                       f"own Onsager matrix: Σ z_i z_j L_ij = {full:.4g} (z = {zp:+g}/{zm:+g}); "
                                       + why, _ev(case, sig, "onsager")))]
 
 
-def _tplus_checks(case: str, t: Entry, L: tuple[float, float, float, bool] | None) -> list[Extra]:
+def _tplus_checks(case: str, t: Entry, L: tuple[float, float, float, bool] | None) -> list[GroupCheck]:
     if not t.finite_value:
         return []
     raw = t.raw
@@ -188,7 +193,7 @@ def _tplus_checks(case: str, t: Entry, L: tuple[float, float, float, bool] | Non
     den = _num(raw.get("denominator", (raw.get("details") or {}).get("denominator")
                        if isinstance(raw.get("details"), dict) else None))
     if num is not None and den not in (None, 0.0) and abs(t.value - num / den) > REL_TOL * max(abs(t.value), 0.05):
-        return [Extra(_T_PLUS_GROUP, check(
+        return [GroupCheck(_T_PLUS_GROUP, check(
             "tplus_inconsistent_with_own_matrix", f"{t.key} = {t.value:.4g} is not its own "
             f"numerator / denominator = {num:.4g} / {den:.4g} = {num / den:.4g}", _ev(case, t, "numerator")))]
     if L is None:
@@ -202,17 +207,17 @@ def _tplus_checks(case: str, t: Entry, L: tuple[float, float, float, bool] | Non
     if abs(t.value - correct) <= tol:
         return []
     if abs(t.value - mixed) <= max(REL_TOL * abs(mixed), 0.005) and abs(mixed - correct) > tol:
-        return [Extra(_T_PLUS_GROUP, check(
+        return [GroupCheck(_T_PLUS_GROUP, check(
             "tplus_mixed_convention", f"{t.key} = {t.value:.4g} is its own Onsager matrix in the "
             f"mixed convention ((L++ + L+-)/(L++ + L-- + 2L+-) = {mixed:.4g}; signed-charge L+- fed to the "
             f"unweighted formula), the unweighted one gives {correct:.4g}: a formula error, F whatever the "
             "sampling", _ev(case, t, "onsager")))]
-    return [Extra(_T_PLUS_GROUP, check(
+    return [GroupCheck(_T_PLUS_GROUP, check(
         "tplus_inconsistent_with_own_matrix", f"{t.key} = {t.value:.4g} does not follow from its "
         f"own Onsager matrix ((L++ - L+-)/(L++ + L-- - 2L+-) = {correct:.4g})", _ev(case, t, "onsager")))]
 
 
-def _pipeline_tplus_checks(case: str, t: Entry, results: Any, cond: dict[str, Entry]) -> list[Extra]:
+def _pipeline_tplus_checks(case: str, t: Entry, results: Any, cond: dict[str, Entry]) -> list[GroupCheck]:
     """A t+ of a results file that records its Onsager matrix with σ (``details.L.whole``, our pipeline's
     format, species and charges in ``system``): the formulas of :func:`mdbench.analysis.onsager.
     identify_transference_convention` that reproduce it from the run's own matrix. Only mixed-up ones: F (A2),
@@ -235,18 +240,18 @@ def _pipeline_tplus_checks(case: str, t: Entry, results: Any, cond: dict[str, En
     except Exception:  # noqa: BLE001 - an incomplete or malformed matrix: nothing to compare, never a crash
         return []
     if names and all(n.startswith("mixed") for n in names):
-        return [Extra(_T_PLUS_GROUP, check(
+        return [GroupCheck(_T_PLUS_GROUP, check(
             "tplus_mixed_convention", f"{t.key} = {t.value:.4g} is reproduced from the run's own "
             f"Onsager matrix only by a mixed-up formula ({', '.join(names)}): a formula error, F whatever the "
             "sampling", _ev(case, t, "details.L")))]
     if not names:
-        return [Extra(_T_PLUS_GROUP, check(
+        return [GroupCheck(_T_PLUS_GROUP, check(
             "tplus_inconsistent_with_own_matrix", f"{t.key} = {t.value:.4g} is reproduced by no "
             "transference formula from the run's own Onsager matrix", _ev(case, t, "details.L")))]
     return []
 
 
-def _whole_vs_blocks(case: str, group: str, e: Entry) -> list[Extra]:
+def _whole_vs_blocks(case: str, group: str, e: Entry) -> list[GroupCheck]:
     if not e.finite_value or not e.blocks or len(e.blocks) < 2 or any(
             b is None or not math.isfinite(b) for b in e.blocks):
         return []
@@ -259,7 +264,7 @@ def _whole_vs_blocks(case: str, group: str, e: Entry) -> list[Extra]:
     slack = rel * max(abs(float(b.mean())), abs(e.value))
     if lo - slack <= e.value <= hi + slack:
         return []
-    return [Extra(group, check("whole_outside_blocks", f"{e.key} = {e.value:.4g} lies outside its "
+    return [GroupCheck(group, check("whole_outside_blocks", f"{e.key} = {e.value:.4g} lies outside its "
                                f"own blocks [{b.min():.4g}, {b.max():.4g}] ± their half-width {hw:.2g}: the whole-"
                                "interval value is not consistent with its blocks", _ev(case, e, "blocks")))]
 
@@ -267,7 +272,7 @@ def _whole_vs_blocks(case: str, group: str, e: Entry) -> list[Extra]:
 _IONICITY = re.compile(r"ionicity|haven", re.I)
 
 
-def _ionicity(case: str, entries: dict[str, Entry]) -> list[Extra]:
+def _ionicity(case: str, entries: dict[str, Entry]) -> list[GroupCheck]:
     ion = next((e for k, e in entries.items() if _IONICITY.search(k) and e.finite_value), None)
     if ion is None:
         return []
@@ -281,16 +286,16 @@ def _ionicity(case: str, entries: dict[str, Entry]) -> list[Extra]:
     if "haven" in ion.key.lower():
         want = 1.0 / want if want else math.nan
     if math.isfinite(want) and abs(ion.value - want) > REL_TOL * max(abs(want), 0.01):
-        return [Extra(_SIGMA_GROUP, check("ionicity_inconsistent",
+        return [GroupCheck(_SIGMA_GROUP, check("ionicity_inconsistent",
                                           f"{ion.key} = {ion.value:.4g}, its own σ / σ_NE = {sig.value:.4g} / "
                                           f"{ne.value:.4g} = {want:.4g}", _ev(case, ion, "ionicity")))]
     return []
 
 
-def checks(run: Any, case: str, prod: Any) -> list[Extra]:
+def checks(run: Any, case: str, prod: Any) -> list[GroupCheck]:
     """Every internal-consistency check of one case's results.json (nothing when it has none)."""
     groups = group_entries(run.results.get(case))
-    out: list[Extra] = []
+    out: list[GroupCheck] = []
     for group, entries in groups.items():
         for e in entries.values():
             out += _whole_vs_blocks(case, group, e)
@@ -418,12 +423,12 @@ def _partner_density(run: Any, case: str, e: Entry, prod: Any) -> tuple[float, s
     return n / vol, f"{n} {atom} atoms (selection {sel.strip()!r}) / {vol:.4g} nm^3"
 
 
-def cn_checks(run: Any, case: str, prod: Any) -> list[Extra]:
+def cn_checks(run: Any, case: str, prod: Any) -> list[GroupCheck]:
     """``cn_inconsistent_with_own_rdf`` (A3, F): a coordination number that is not
     :math:`4\\pi\\rho\\int_0^{r_c} g(r) r^2 dr` of the run's own recorded RDF (:func:`recorded_rdf`) with its own
     cutoff and the partner density of the run (:func:`_partner_density`), beyond :data:`CN_REL_TOL` plus the
     half-bin allowance. Both numbers in the message."""
-    out: list[Extra] = []
+    out: list[GroupCheck] = []
     cn_group = COORDINATION_GROUP.name
     for e in list((group_entries(run.results.get(case)).get(cn_group) or {}).values())[:50]:
         if not e.finite_value or e.value <= 0:
@@ -439,7 +444,7 @@ def cn_checks(run: Any, case: str, prod: Any) -> list[Extra]:
             cn, allow = rdf_integral(curve[0], curve[1], dens[0], rc)
         if not math.isfinite(cn) or abs(e.value - cn) <= CN_REL_TOL * abs(cn) + allow:
             continue
-        out.append(Extra(cn_group, check(
+        out.append(GroupCheck(cn_group, check(
             "cn_inconsistent_with_own_rdf", f"{e.key} = {e.value:.4g} is not the integral of its "
             f"own RDF ({curve[2]}): 4πρ∫₀^{rc:g} g(r) r² dr = {cn:.4g} (ρ = {dens[0]:.4g} nm^-3 from {dens[1]}; "
             f"tolerance {100 * CN_REL_TOL:g} % + {allow:.2g})", _ev(case, e, RDF.name))))
@@ -487,7 +492,7 @@ def classify_sigma(ratio: float, weightings: dict[str, float]) -> str | None:
     return None
 
 
-def sigma_charge_checks(run: Any, case: str, canonical_results: Any, prod: Any, refit: Any = None) -> list[Extra]:
+def sigma_charge_checks(run: Any, case: str, canonical_results: Any, prod: Any, refit: Any = None) -> list[GroupCheck]:
     """``charge_weighting_differs`` (A2, F): a collective σ *without* a recorded matrix, classified by the charges
     that reproduce it from the canonical Onsager matrix of the same trajectory (:func:`charge_weightings`,
     :func:`classify_sigma`): σ at formal ±1 charges under a model scaled to ±0.72 (× 1.93), or with unsigned
@@ -539,7 +544,7 @@ def sigma_charge_checks(run: Any, case: str, canonical_results: Any, prod: Any, 
     if name is None:
         return []
     q = ", ".join(f"{s} {float(charges.get(s, 0)):+g}" for s in species if abs(float(charges.get(s, 0))) > 1e-3)
-    return [Extra(CONDUCTIVITY_GROUP.name, check(
+    return [GroupCheck(CONDUCTIVITY_GROUP.name, check(
         "charge_weighting_differs", f"{sig.key} = {sig.value:.4g} S/m is {sig.value / ref_value:.3g} × "
         f"the σ at the model's charges ({q}: {ref_value:.4g} S/m, {ref_label}); the same trajectory's Onsager "
         f"matrix gives × {ks[name]:.3g} with {name} charges: σ computed with {name} charges, not the model's — a "

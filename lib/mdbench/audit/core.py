@@ -26,15 +26,33 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from mdbench.analysis.reduce.centres import CENTRES_FILE, load_centres
-from mdbench.audit import (amend, analysis_items, evidence, fabrication, outcome, record_checks, registered,
-                          simulation)
+from mdbench.audit import (
+    analysis_items,
+    evidence,
+    fabrication,
+    group_checks,
+    outcome,
+    record_checks,
+    registered_definitions,
+    simulation,
+)
 from mdbench.audit.bundle import load_bundle
-from mdbench.audit.judges import (check_append_only, entry_digest, load_adjudication, run_external_judge,
-                                  run_llm_judge)
-from mdbench.audit.model import Evidence
+from mdbench.audit.judges import check_append_only, entry_digest, load_adjudication, run_external_judge, run_llm_judge
+from mdbench.audit.model import (
+    AGGREGATION_RULE,
+    ITEM_TITLES,
+    ITEMS,
+    PER_CASE_ITEMS,
+    PER_OBSERVABLE_ITEMS,
+    AuditResult,
+    Evidence,
+    Finding,
+    ItemScore,
+    Judgment,
+    composite_score,
+    deduplicate,
+)
 from mdbench.audit.reanalysis import Reanalyses, case_dir
-from mdbench.audit.model import (AGGREGATION_RULE, ITEM_TITLES, ITEMS, PER_CASE_ITEMS, PER_OBSERVABLE_ITEMS,
-                                 AuditResult, Finding, ItemScore, Judgment, composite_score, deduplicate)
 from mdbench.audit.runread import load_run
 from mdbench.audit.safeio import RunFS
 from mdbench.audit.transport import WindowRefit
@@ -181,7 +199,7 @@ def _report_values(assessments: list[Any]) -> dict[str, float]:
 
 
 #: The guard [ps] of the registration in force for a case (kept under its old name for the registry tests).
-_guard_ps = registered.registered_guard_ps
+_guard_ps = registered_definitions.registered_guard_ps
 
 
 def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str | Path, reanalysis: bool = True,
@@ -314,7 +332,7 @@ def _case_pass(run: Any, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: Path
             canon = None
             if case in jobs:
                 canon, st.reinfo["cases"][case], re_findings = canonical.result(case)
-                canon = registered.annotate(canon, run, case)  # cutoffs on its entries, registered windows
+                canon = registered_definitions.annotate(canon, run, case)  # cutoffs on its entries, registered windows
                 st.findings += re_findings
                 if canon is None:  # failed or unavailable: nobody decompressed the frames, Sim4 does it now
                     first = {id(f) for f in sim4_found[case]}
@@ -331,7 +349,7 @@ def _job(run: Any, case: str, pf: simulation.ProdFiles) -> tuple:
     """The canonical reanalysis of a case: its production files, the guard and the definitions it registered
     (issue 37: recomputed as registered)."""
     return ((pf.tpr, pf.xtc, pf.edr), _guard_ps(run, case),
-            registered.settings_overrides(run, case, pf.extra.get("charges_e")))
+            registered_definitions.settings_overrides(run, case, pf.extra.get("charges_e")))
 
 
 def _reanalysis_job(run: Any, case: str) -> tuple | None:
@@ -356,9 +374,9 @@ def _assess(run: Any, bundle: Any, case: str, canon: Any, out: Path, st: _AuditS
     refit = WindowRefit.for_case(links / Path(pf.tpr).name, links / Path(pf.xtc).name, canon,
                                  centres) if canon else None
     js, groups = analysis_items.assess_case(run, bundle, case, st.upstream[case], canon, pf.extra, refit)
-    st.findings += amend.case_checks(run, case, st.upstream[case], canon, pf, groups, js, refit)  # issue 37
+    st.findings += group_checks.case_checks(run, case, st.upstream[case], canon, pf, groups, js, refit)  # issue 37
     if canon is not None:  # a required observable the reanalysis could not compare as registered: A2
-        st.findings += amend.apply(case, groups, js, registered.not_compared_extras(
+        st.findings += group_checks.apply(case, groups, js, registered_definitions.not_compared_extras(
             groups, analysis_items.required_targets(case, bundle)))
     st.judgments += js
     st.assessments += [g.assessment for g in groups]

@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from mdbench.audit.amend import Extra
-from mdbench.audit.codes import check
+from mdbench.audit.codes import GroupCheck, check
 from mdbench.audit.model import Evidence
 from mdbench.audit.runread import Entry, group_entries
 from mdbench.errors import InputError
@@ -77,13 +76,13 @@ def _canonical_match(group: str, e: Entry, canonical: dict[str, Entry]) -> Entry
         return None
 
 
-def block_spread_checks(run: Any, case: str, canonical_results: Any) -> list[Extra]:
+def block_spread_checks(run: Any, case: str, canonical_results: Any) -> list[GroupCheck]:
     """Blocks of a delivered entry far tighter than the canonical blocks of the same production."""
     if canonical_results is None:
         return []
     mine, canon = group_entries(run.results.get(case)), group_entries(canonical_results)
     res_rel = f"analysis/{case}/results.json"
-    out: list[Extra] = []
+    out: list[GroupCheck] = []
     for group, entries in mine.items():
         for e in entries.values():
             rb = _finite_blocks(e)
@@ -97,7 +96,7 @@ def block_spread_checks(run: Any, case: str, canonical_results: Any) -> list[Ext
                        f"canonical blocks of the same production (s = {float(np.std(cb, ddof=1)):.3g}; variance ratio "
                        f"{ratio:.2g} < F_{SPREAD_ALPHA:g}({rb.size - 1},{cb.size - 1}) = {crit:.2g}): block values "
                        "not computed from the blocks")
-                out.append(Extra(group, check("block_spread_implausible", msg,
+                out.append(GroupCheck(group, check("block_spread_implausible", msg,
                                               (Evidence(res_rel, key=e.key, note="blocks"),))))
     return out
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mdbench.analysis.states import STATE_ACTIONS, F, SI, C, contradicting_action
+from mdbench.analysis.states import SI, STATE_ACTIONS, C, F, contradicting_action
 from mdbench.audit.model import UNRESOLVED_STATES, Evidence, Finding, Judgment, ObservableAssessment
 from mdbench.audit.runread import RunData, tokens
 

@@ -26,8 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from mdbench.analysis.observables import (AUDIT_GROUPS, audit_group, category_group, null_means_none,
-                                          target_categories)
+from mdbench.analysis.observables import AUDIT_GROUPS, audit_group, category_group, null_means_none, target_categories
 from mdbench.audit.model import OUTCOME_SYNONYMS, Finding
 from mdbench.audit.safeio import RunFS
 

@@ -17,8 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from mdbench.audit.amend import Extra
-from mdbench.audit.codes import check
+from mdbench.audit.codes import GroupCheck, check
 from mdbench.audit.model import Evidence
 from mdbench.audit.runread import Entry, group_entries
 
@@ -71,13 +70,13 @@ def _contradicted(groups: list[Any] | None, group: str, key: str) -> bool:
 
 
 def checks(run: Any, case: str, canonical_results: Any, groups: list[Any] | None = None,
-           extras: list[Extra] | None = None) -> list[Extra]:
+           extras: list[GroupCheck] | None = None) -> list[GroupCheck]:
     """``value_without_artifact`` for every delivered number of ``case`` that is unsupported and not reproduced."""
     if not isinstance(canonical_results, dict):
         return []
     mine, canon = group_entries(run.results.get(case)), group_entries(canonical_results)
     done = {(x.group, x.check.code, x.check.message.split(" ", 1)[0]) for x in extras or []}
-    out: list[Extra] = []
+    out: list[GroupCheck] = []
     for group, entries in mine.items():
         for e in list(entries.values())[:200]:
             if not e.finite_value or supported(run, case, e):
@@ -97,6 +96,6 @@ def checks(run: Any, case: str, canonical_results: Any, groups: list[Any] | None
             msg = (f"{e.key} = {e.value:.4g} appears in no recorded artifact (no block values, curve, RDF or matrix "
                    f"behind it) and the reanalysis of the same trajectory does not reproduce it ({ce.key} = "
                    f"{ce.value:.4g} ± {_half_width(ce):.2g}): a value without evidence")
-            out.append(Extra(group, check("value_without_artifact", msg,
+            out.append(GroupCheck(group, check("value_without_artifact", msg,
                                           (Evidence(f"analysis/{case}/results.json", key=e.key, note="value"),))))
     return out

@@ -28,8 +28,14 @@ import math
 import re
 from typing import Any
 
-from mdbench.analysis.observables import (ASSOCIATION, ASSOCIATION_GROUP, CONDUCTIVITY, COORDINATION_GROUP,
-                                          SELF_DIFFUSION, TRANSFERENCE)
+from mdbench.analysis.observables import (
+    ASSOCIATION,
+    ASSOCIATION_GROUP,
+    CONDUCTIVITY,
+    COORDINATION_GROUP,
+    SELF_DIFFUSION,
+    TRANSFERENCE,
+)
 
 #: Site labels of a contact channel (``mdbench.analysis`` atom selections: ``<species>:<label>``).
 SITE_LABELS = ("ion", "O", "N", "O_carbonyl", "O_ether", "F", "S", "C")
@@ -251,8 +257,10 @@ def not_compared_extras(groups: list[Any], required: dict[str, list[str]]) -> li
     """One ``required_not_compared`` check (A2 ≤ ½) per required observable group whose results the audit could
     not compare with the reanalysis at their definition (``definition_differs_from_canonical``): a registered
     definition the reanalysis cannot express leaves the required number unverified."""
-    from mdbench.audit.amend import Extra  # noqa: PLC0415
-    from mdbench.audit.codes import check  # noqa: PLC0415
+    from mdbench.audit.codes import (
+        GroupCheck,  # noqa: PLC0415
+        check,  # noqa: PLC0415
+    )
 
     out = []
     for gr in groups:
@@ -265,5 +273,5 @@ def not_compared_extras(groups: list[Any], required: dict[str, list[str]]) -> li
         keys = ", ".join(e.key for c in diff for e in c.evidence if e.key)[:400]
         msg = (f"required {a.observable} not compared with the reanalysis: its definition ({keys}) is not one the "
                "canonical reanalysis can express, so the required value is unverified")
-        out.append(Extra(a.observable, check("required_not_compared", msg, diff[0].evidence)))
+        out.append(GroupCheck(a.observable, check("required_not_compared", msg, diff[0].evidence)))
     return out

@@ -30,8 +30,7 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.observables import SELF_DIFFUSION_GROUP, SELF_DIFFUSION_YH
-from mdbench.audit.amend import Extra
-from mdbench.audit.codes import check
+from mdbench.audit.codes import GroupCheck, check
 from mdbench.audit.model import Evidence
 from mdbench.audit.runread import Entry, group_entries
 
@@ -104,7 +103,7 @@ def _species(e: Entry, canonical: dict[str, Entry]) -> tuple[str | None, tuple[f
     """(species, the fit window the run registered for it) of the reanalysis entry ``e`` pairs with."""
     try:
         from mdbench.audit.canonical import _canonical_match  # noqa: PLC0415
-        from mdbench.audit.registered import fit_window  # noqa: PLC0415
+        from mdbench.audit.registered_definitions import fit_window  # noqa: PLC0415
 
         ce = _canonical_match(_GROUP, e, canonical)
         return (None, None) if ce is None else (str(ce.raw.get("species") or ce.key.rsplit("/", 1)[-1]),
@@ -134,7 +133,7 @@ def _uncorrected(e: Entry) -> float | None:
 
 
 def _finding(case: str, e: Entry, code: str, what: str, b: tuple[float, float, list], found: bool,
-             value: float) -> Extra:
+             value: float) -> GroupCheck:
     lo, hi, got = b
     ref = got[0][1]
     wins = ", ".join(f"[{w[0]:.3g}, {w[1]:.3g}] ps: {d:.4g}" for w, d in got)
@@ -143,10 +142,11 @@ def _finding(case: str, e: Entry, code: str, what: str, b: tuple[float, float, l
            f"re-derived by the β rule{'' if found else ', not found: fallback window'}; {wins} m^2/s); a linear fit "
            f"of that MSD gives [{lo:.4g}, {hi:.4g}] m^2/s on any candidate window (× {BAND_FACTOR:g} either way): "
            "the value follows from no window of it, whatever the run's diffusive diagnostics say")
-    return Extra(_GROUP, check(code, msg, (Evidence(f"analysis/{case}/results.json", key=e.key, note="value"),)))
+    return GroupCheck(_GROUP, check(code, msg, (Evidence(f"analysis/{case}/results.json", key=e.key, note="value"),)))
 
 
-def checks(run: Any, case: str, canonical_results: Any, refit: Any, groups: list[Any] | None = None) -> list[Extra]:
+def checks(run: Any, case: str, canonical_results: Any, refit: Any, groups: list[Any] | None = None
+           ) -> list[GroupCheck]:
     """Every reported D of ``case`` against the trajectory's MSD and its own recorded MSD (module docstring)."""
     from mdbench.audit.runread import read_recorded_curve  # noqa: PLC0415
     from mdbench.audit.transport import reported_window  # noqa: PLC0415
@@ -155,7 +155,7 @@ def checks(run: Any, case: str, canonical_results: Any, refit: Any, groups: list
     if not mine or refit is None:
         return []
     canon = (group_entries(canonical_results) or {}).get(_GROUP) or {}
-    out: list[Extra] = []
+    out: list[GroupCheck] = []
     for e in list(mine.values())[:50]:
         if not e.finite_value or not D_RANGE_M2_S[0] <= e.value <= D_RANGE_M2_S[1] or not _si_unit(e.raw) \
                 or _already_treatment(groups, e.key):
