@@ -1,4 +1,4 @@
-"""The block layout a run recorded (issue 37, class 4).
+"""The block layout a run recorded (seed: four consecutive, equal, non-overlapping blocks after the guard).
 
 The seed's uncertainty is the spread of four (or the registered number of) consecutive, equal,
 non-overlapping blocks after the guard. A run's ``block_ranges_ps`` (per entry, or its ``windows``
@@ -17,14 +17,14 @@ from typing import Any
 
 from mdbench.audit.codes import GroupCheck, check
 from mdbench.audit.model import Evidence
-from mdbench.audit.runread import group_entries
+from mdbench.audit.runread import RunData, group_entries
 
 _OVERLAP_WORDS = re.compile(r"(?<!non-)(?<!non )\b(overlapping|overlap|sliding|moving window|stride)\b", re.I)
 #: Relative tolerance on equal block lengths (besides one frame).
 EQUAL_TOL = 0.02
 
 
-def registered_layout(run: Any, case: str) -> tuple[int, float | None, str]:
+def registered_layout(run: RunData, case: str) -> tuple[int, float | None, str]:
     """(number of blocks, guard [ps] or None, registration text) of the guard/block registration in force."""
     n, guard, text = 4, None, ""
     for reg in run.in_force("guard", "block", case=case):
@@ -76,7 +76,7 @@ def layout_problems(ranges: Any, n_blocks: int, guard_from_ps: float | None, t_e
     return out
 
 
-def checks(run: Any, case: str, prod: Any) -> list[GroupCheck]:
+def checks(run: RunData, case: str, prod: Any) -> list[GroupCheck]:
     """One ``block_layout_invalid`` check per group whose entries record a layout that is not the registered
     consecutive, equal, non-overlapping blocks."""
     n, guard, reg_text = registered_layout(run, case)

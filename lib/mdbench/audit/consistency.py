@@ -1,4 +1,4 @@
-"""Internal consistency: a run's numbers against its own recorded decomposition (issue 37, class 1).
+"""Internal consistency: a run's numbers against its own recorded decomposition (A3: formulae, cross-terms).
 
 Checks, each with both numbers in its message:
 
@@ -25,20 +25,14 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.blocks import block_estimate
-from mdbench.analysis.observables import (
-    ASSOCIATION_GROUP,
-    CONDUCTIVITY_GROUP,
-    COORDINATION_GROUP,
-    RDF,
-    THERMODYNAMICS_GROUP,
-    TRANSFERENCE_GROUP,
-)
+from mdbench.analysis.observables import (ASSOCIATION_GROUP, CONDUCTIVITY_GROUP, COORDINATION_GROUP, RDF,
+                                          THERMODYNAMICS_GROUP, TRANSFERENCE_GROUP)
 from mdbench.analysis.onsager import identify_transference_convention
 from mdbench.analysis.units import AVOGADRO_PER_MOL, E_CHARGE_C
 from mdbench.audit.codes import GroupCheck, check
 from mdbench.audit.model import Evidence
 from mdbench.audit.rulebook import tplus_conventions
-from mdbench.audit.runread import Entry, as_entry, group_entries, is_labelled_extra
+from mdbench.audit.runread import Entry, RunData, as_entry, group_entries, is_labelled_extra
 
 _SIGMA_GROUP, _T_PLUS_GROUP = CONDUCTIVITY_GROUP.name, TRANSFERENCE_GROUP.name
 
@@ -292,7 +286,7 @@ def _ionicity(case: str, entries: dict[str, Entry]) -> list[GroupCheck]:
     return []
 
 
-def checks(run: Any, case: str, prod: Any) -> list[GroupCheck]:
+def checks(run: RunData, case: str, prod: Any) -> list[GroupCheck]:
     """Every internal-consistency check of one case's results.json (nothing when it has none)."""
     groups = group_entries(run.results.get(case))
     out: list[GroupCheck] = []
@@ -351,7 +345,7 @@ def _rdf_arrays(r: Any, g: Any) -> tuple[np.ndarray, np.ndarray] | None:
     return ra, ga
 
 
-def recorded_rdf(run: Any, case: str, raw: dict) -> tuple[np.ndarray, np.ndarray, str] | None:
+def recorded_rdf(run: RunData, case: str, raw: dict) -> tuple[np.ndarray, np.ndarray, str] | None:
     """(r [nm], g(r), source) of the RDF a coordination result carries inline (``{"r_nm": [...], "g_r": [...]}``
     under :data:`RDF_KEYS` or ``curves``) or cites as a two-column file (xvg/csv/dat, run-relative or relative to
     ``analysis/<case>/``, read through the run's safe reader); None when it records none or an unusable one."""
@@ -390,7 +384,7 @@ def rdf_integral(r_nm: np.ndarray, g: np.ndarray, rho_nm3: float, cutoff_nm: flo
     return cn, 4.0 * math.pi * rho_nm3 * rc * rc * abs(gc) * dr / 2.0
 
 
-def _partner_density(run: Any, case: str, e: Entry, prod: Any) -> tuple[float, str] | None:
+def _partner_density(run: RunData, case: str, e: Entry, prod: Any) -> tuple[float, str] | None:
     """(ρ [nm⁻³], how) of the partner atoms of a coordination result: the density it records, else the number
     of atoms named by its selection (the entry's or the registered coordination definition's ``A-B``, atom
     name B in the production topology) over the production's mean volume."""
@@ -423,7 +417,7 @@ def _partner_density(run: Any, case: str, e: Entry, prod: Any) -> tuple[float, s
     return n / vol, f"{n} {atom} atoms (selection {sel.strip()!r}) / {vol:.4g} nm^3"
 
 
-def cn_checks(run: Any, case: str, prod: Any) -> list[GroupCheck]:
+def cn_checks(run: RunData, case: str, prod: Any) -> list[GroupCheck]:
     """``cn_inconsistent_with_own_rdf`` (A3, F): a coordination number that is not
     :math:`4\\pi\\rho\\int_0^{r_c} g(r) r^2 dr` of the run's own recorded RDF (:func:`recorded_rdf`) with its own
     cutoff and the partner density of the run (:func:`_partner_density`), beyond :data:`CN_REL_TOL` plus the
@@ -492,7 +486,8 @@ def classify_sigma(ratio: float, weightings: dict[str, float]) -> str | None:
     return None
 
 
-def sigma_charge_checks(run: Any, case: str, canonical_results: Any, prod: Any, refit: Any = None) -> list[GroupCheck]:
+def sigma_charge_checks(run: RunData, case: str, canonical_results: Any, prod: Any, refit: Any = None
+                        ) -> list[GroupCheck]:
     """``charge_weighting_differs`` (A2, F): a collective σ *without* a recorded matrix, classified by the charges
     that reproduce it from the canonical Onsager matrix of the same trajectory (:func:`charge_weightings`,
     :func:`classify_sigma`): σ at formal ±1 charges under a model scaled to ±0.72 (× 1.93), or with unsigned

@@ -1,6 +1,6 @@
 """A reported self-diffusion coefficient against the MSD of the run's own trajectory and its own recorded MSD,
 by a ratio with its own band — not against the canonical interval, which on a short run spans several-fold
-(issue 37, class 9: D ×2.5 and ×0.08 with faked diffusive diagnostics passed).
+(A3: a D far off its own MSD is a wrong implementation whatever its diagnostics claim).
 
 The trajectory's MSD is the one the canonical reanalysis formed (:meth:`mdbench.audit.transport.WindowRefit.msd`,
 cached: no second pass over the trajectory). Its diffusive window is re-derived here by the analysis' own rule
@@ -32,7 +32,7 @@ import numpy as np
 from mdbench.analysis.observables import SELF_DIFFUSION_GROUP, SELF_DIFFUSION_YH
 from mdbench.audit.codes import GroupCheck, check
 from mdbench.audit.model import Evidence
-from mdbench.audit.runread import Entry, group_entries
+from mdbench.audit.runread import Entry, RunData, group_entries
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ def _finding(case: str, e: Entry, code: str, what: str, b: tuple[float, float, l
     return GroupCheck(_GROUP, check(code, msg, (Evidence(f"analysis/{case}/results.json", key=e.key, note="value"),)))
 
 
-def checks(run: Any, case: str, canonical_results: Any, refit: Any, groups: list[Any] | None = None
+def checks(run: RunData, case: str, canonical_results: Any, refit: Any, groups: list[Any] | None = None
            ) -> list[GroupCheck]:
     """Every reported D of ``case`` against the trajectory's MSD and its own recorded MSD (module docstring)."""
     from mdbench.audit.runread import read_recorded_curve  # noqa: PLC0415

@@ -1,4 +1,4 @@
-"""Fabricated evidence: what a run records but its files cannot have produced (issue 37, class 5).
+"""Fabricated evidence: what a run records but its files cannot have produced (E1, A3, A6).
 
 * :class:`NotARunDirectory` — a directory without ``run_record/`` is refused, never scored
   (``mdbench audit /etc`` used to score 17.5).
@@ -19,7 +19,7 @@ import numpy as np
 
 from mdbench.audit.codes import GroupCheck, check
 from mdbench.audit.model import Evidence
-from mdbench.audit.runread import Entry, group_entries
+from mdbench.audit.runread import Entry, RunData, group_entries
 from mdbench.errors import InputError
 
 #: One-sided level of the variance-ratio test of a run's block spread against the canonical blocks.
@@ -76,7 +76,7 @@ def _canonical_match(group: str, e: Entry, canonical: dict[str, Entry]) -> Entry
         return None
 
 
-def block_spread_checks(run: Any, case: str, canonical_results: Any) -> list[GroupCheck]:
+def block_spread_checks(run: RunData, case: str, canonical_results: Any) -> list[GroupCheck]:
     """Blocks of a delivered entry far tighter than the canonical blocks of the same production."""
     if canonical_results is None:
         return []
@@ -101,7 +101,7 @@ def block_spread_checks(run: Any, case: str, canonical_results: Any) -> list[Gro
     return out
 
 
-def lineage_artifacts(run: Any, prods: dict[str, Any]) -> list[str]:
+def lineage_artifacts(run: RunData, prods: dict[str, Any]) -> list[str]:
     """E1 problems: artifacts named in the attempts ledger that do not exist, and completed production
     attempts whose trajectory or energy file is absent or unreadable."""
     from mdbench.audit.runread import canonical_stage  # noqa: PLC0415

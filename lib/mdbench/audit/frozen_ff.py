@@ -1,4 +1,4 @@
-"""The production as simulated against the frozen force field of the bundle (Sim1, issue 37 class 7).
+"""The production as simulated against the frozen force field of the bundle (Sim1: force field as frozen).
 
 The production run input (``.tpr``, read by ``gmx dump``: a reader, nothing of the run is executed) is
 compared with the force-field files the bundle froze, not with the run's own equilibration input (an agent
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mdbench.audit.gmx_dump import _dump
+from mdbench.audit.runread import RunData
 
 #: Relative tolerance of a C6/C12 comparison (``gmx dump`` prints 9 significant digits, itp files fewer).
 LJ_REL_TOL = 2e-3
@@ -157,7 +158,7 @@ def differences(ff: dict[str, Any] | None, bundle_types: dict[str, tuple[float, 
     return out[:10]
 
 
-def production_vs_bundle(run: Any, bundle: Any, case: str, pf: Any) -> str | None:
+def production_vs_bundle(run: RunData, bundle: Any, case: str, pf: Any) -> str | None:
     """Sim1: why the production run input's force field is not the bundle's (None when it is, or when GROMACS,
     the run input or the bundle's force-field files are unavailable)."""
     if pf is None or getattr(pf, "tpr", None) is None or bundle is None or getattr(bundle, "root", None) is None:

@@ -9,12 +9,12 @@ import logging
 import math
 from typing import Any
 
-from mdbench.audit.runread import canonical_stage
+from mdbench.audit.runread import RunData, canonical_stage
 
 log = logging.getLogger(__name__)
 
 
-def _gate_events(run: Any, case: str, stage: str) -> list[tuple[int, dict]]:
+def _gate_events(run: RunData, case: str, stage: str) -> list[tuple[int, dict]]:
     out = []
     for _line, ev in run.events:
         p = ev.get("payload") if isinstance(ev.get("payload"), dict) else {}
@@ -51,7 +51,7 @@ def _gate_contradictions(p: dict) -> list[str]:
     return bad
 
 
-def gate_findings(run: Any, case: str) -> tuple[list[str], list[str]]:
+def gate_findings(run: RunData, case: str) -> tuple[list[str], list[str]]:
     """(Sim3 problems, E5 problems) of one case from its recorded equilibration gates and stage states."""
     sim3, e5 = [], []
     evs = _gate_events(run, case, "equil")
@@ -86,7 +86,7 @@ _GATE_ARGS = ("target_temperature_K", "observables", "nskip", "min_effective_sam
               "temperature_tolerance_K", "max_density_drift_rel")
 
 
-def reevaluate_registered_gate(run: Any, case: str) -> str | None:
+def reevaluate_registered_gate(run: RunData, case: str) -> str | None:
     """:func:`_reevaluate_registered_gate`, once per case and audit (the audit computes it while the reanalysis
     runs in its child process, :func:`mdbench.audit.core._case_pass`; the E/O pass reads it here)."""
     cache = run.fs.__dict__.setdefault("_gate_reevaluated", {})
@@ -95,7 +95,7 @@ def reevaluate_registered_gate(run: Any, case: str) -> str | None:
     return cache[case]
 
 
-def _reevaluate_registered_gate(run: Any, case: str) -> str | None:
+def _reevaluate_registered_gate(run: RunData, case: str) -> str | None:
     """The run's registered equilibration gate (the definition in force; :func:`mdbench.engine.gates.
     equilibration_gate`'s parameters) re-evaluated on its last equilibration energy file; why it fails, if it
     does. None where the run registered no such gate or the file cannot be read (Sim3 reports that)."""

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import tempfile
 from typing import Any
+from mdbench.audit.runread import RunData
 
 log = logging.getLogger(__name__)
 #: Largest |thermostat target - case target| accepted [K].
@@ -75,7 +76,7 @@ def _bounded_output(argv: list[str], max_bytes: int, timeout_s: float) -> tuple[
     return b"".join(chunks), None if killed else rc
 
 
-def _dump(run: Any, rel: str) -> tuple[dict[str, str], tuple | None, dict | None]:
+def _dump(run: RunData, rel: str) -> tuple[dict[str, str], tuple | None, dict | None]:
     """:func:`_dump_now`, or the result of its :func:`prefetch`."""
     cache = run.fs.__dict__.setdefault("_tpr_dump", {})
     fut = run.fs.__dict__.get("_tpr_dump_futures", {}).pop(rel, None)
@@ -89,7 +90,7 @@ def _dump(run: Any, rel: str) -> tuple[dict[str, str], tuple | None, dict | None
     return cache[rel]
 
 
-def _dump_now(run: Any, rel: str) -> tuple[dict[str, str], tuple | None, dict | None]:
+def _dump_now(run: RunData, rel: str) -> tuple[dict[str, str], tuple | None, dict | None]:
     """(run parameters, force-field fingerprint) of a ``.tpr`` by ``gmx dump -s`` (a reader, 60 s, its output
     capped); ({}, None) when GROMACS is unavailable or the file does not parse. The fingerprint is (the LJ
     parameter matrix, the atom types and charges of the molecule types), as printed; the third element is
@@ -114,7 +115,7 @@ def _dump_now(run: Any, rel: str) -> tuple[dict[str, str], tuple | None, dict | 
     return params, finger, ff
 
 
-def _equil_tpr(run: Any, case: str) -> str | None:
+def _equil_tpr(run: RunData, case: str) -> str | None:
     from mdbench.audit.simulation import _pick  # noqa: PLC0415
 
     eq = _pick(run, case, "equil", ".tpr")
@@ -122,7 +123,7 @@ def _equil_tpr(run: Any, case: str) -> str | None:
     return (npt or eq or [None])[-1]
 
 
-def prefetch(run: Any, prods: dict[str, Any]) -> None:
+def prefetch(run: RunData, prods: dict[str, Any]) -> None:
     """Start the ``gmx dump`` of every production and equilibration run input in threads (while the
     reanalysis runs), so that :func:`amend` finds them done."""
     if shutil.which("gmx") is None:
@@ -146,7 +147,7 @@ def prefetch(run: Any, prods: dict[str, Any]) -> None:
 _CPT_T = re.compile(r"^t = ([-+0-9.eE]+)\s*$", re.M)
 
 
-def _checkpoint_time_now(run: Any, rel: str) -> float | None:
+def _checkpoint_time_now(run: RunData, rel: str) -> float | None:
     """Simulation time [ps] a checkpoint was written at (``gmx dump -cp``), None when unreadable."""
     path = run.fs.resolve(rel)
     gmx = shutil.which("gmx")
@@ -163,7 +164,7 @@ def _checkpoint_time_now(run: Any, rel: str) -> float | None:
         return None
 
 
-def checkpoint_time(run: Any, rel: str) -> float | None:
+def checkpoint_time(run: RunData, rel: str) -> float | None:
     """:func:`_checkpoint_time_now`, or its :func:`prefetch`."""
     fut = run.fs.__dict__.get("_cpt_futures", {}).pop(rel, None)
     if fut is not None:
@@ -174,7 +175,7 @@ def checkpoint_time(run: Any, rel: str) -> float | None:
     return _checkpoint_time_now(run, rel)
 
 
-def tpr_parameters(run: Any, rel: str) -> dict[str, str]:
+def tpr_parameters(run: RunData, rel: str) -> dict[str, str]:
     """Run parameters of a ``.tpr`` (:func:`_dump`)."""
     return _dump(run, rel)[0]
 

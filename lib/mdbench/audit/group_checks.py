@@ -18,6 +18,7 @@ from mdbench.analysis.states import SI, C, F, M
 from mdbench.audit import blocklayout, consistency, diffusion_vs_msd, fabrication, unsupported_values
 from mdbench.audit.codes import GroupCheck
 from mdbench.audit.model import Finding, Judgment
+from mdbench.audit.runread import RunData
 
 #: States a check of this room leaves alone (nothing delivered or nothing applicable).
 _FIXED_STATES = frozenset({M, "invalid_upstream", "not_reached"})
@@ -81,7 +82,7 @@ def apply(case: str, groups: list[Any], judgments: list[Judgment], extras: list[
     return findings
 
 
-def case_checks(run: Any, case: str, upstream: str | None, canonical_results: Any, prod: Any, groups: list[Any],
+def case_checks(run: RunData, case: str, upstream: str | None, canonical_results: Any, prod: Any, groups: list[Any],
                 judgments: list[Judgment], refit: Any = None) -> list[Finding]:
     """Every check of this room on one case's delivered observables; ``groups`` and ``judgments`` (from
     :func:`mdbench.audit.analysis_items.assess_case`) are amended in place; ``refit`` is the case's

@@ -9,9 +9,10 @@ import re
 from typing import Any
 
 from mdbench.audit.gmx_dump import REF_T_TOL_K, _dump, _equil_tpr, checkpoint_time, tpr_parameters
+from mdbench.audit.runread import RunData
 
 
-def force_field_differs(run: Any, case: str, pf: Any) -> str | None:
+def force_field_differs(run: RunData, case: str, pf: Any) -> str | None:
     """Why the production run input's force field (LJ matrix, atom types, charges) differs from the
     equilibration's, if it does (the force field must not change between equilibration and production)."""
     if pf is None or pf.tpr is None:
@@ -36,7 +37,7 @@ def force_field_differs(run: Any, case: str, pf: Any) -> str | None:
 _LOG_STEP = re.compile(r"^\s+Step\s+Time\s*\n\s+(\d+)\s+([-+0-9.eE]+)", re.M)
 
 
-def production_findings(run: Any, bundle: Any, case: str, pf: Any) -> tuple[list[str], list[str]]:
+def production_findings(run: RunData, bundle: Any, case: str, pf: Any) -> tuple[list[str], list[str]]:
     """(Sim4 problems, E5 problems): the production's thermostat target against the case, and its length
     by log, trajectory and ledger."""
     sim4, e5 = [], []

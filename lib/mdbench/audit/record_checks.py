@@ -22,9 +22,10 @@ from mdbench.audit.production_checks import force_field_differs, production_find
 from mdbench.audit.references import unresolved_references
 from mdbench.audit.report_numbers import report_case_mismatches
 from mdbench.audit.unclaimed_files import unclaimed_md_files
+from mdbench.audit.runread import RunData
 
 
-def precompute_case_findings(run: Any, bundle: Any, case: str, pf: Any) -> None:
+def precompute_case_findings(run: RunData, bundle: Any, case: str, pf: Any) -> None:
     """:func:`_case_findings` of one case now, kept for :func:`amend` (the audit calls it while the reanalysis
     runs in its child process; they read only the record, the run inputs and the production's files)."""
     calls: list[tuple] = []
@@ -32,7 +33,7 @@ def precompute_case_findings(run: Any, bundle: Any, case: str, pf: Any) -> None:
     run.fs.__dict__.setdefault("_case_findings", {})[case] = (pf, calls)
 
 
-def _case_findings_kept(run: Any, bundle: Any, case: str, pf: Any, add: Any) -> None:
+def _case_findings_kept(run: RunData, bundle: Any, case: str, pf: Any, add: Any) -> None:
     """:func:`_case_findings` through ``add``: replayed from :func:`precompute_case_findings` where it ran on the
     same production files object, else computed now."""
     kept = run.fs.__dict__.get("_case_findings", {}).get(case)
@@ -43,7 +44,7 @@ def _case_findings_kept(run: Any, bundle: Any, case: str, pf: Any, add: Any) -> 
         _case_findings(run, bundle, case, pf, add)
 
 
-def _case_findings(run: Any, bundle: Any, case: str, pf: Any, add: Any) -> None:
+def _case_findings(run: RunData, bundle: Any, case: str, pf: Any, add: Any) -> None:
     """The gate, force-field and production checks of one case, reported through ``add`` (see :func:`amend`)."""
     sim3, e5 = gate_findings(run, case)
     for m in sim3:  # a gate record contradicting itself is in both lists: its row lowers Sim3 and E5
@@ -63,7 +64,7 @@ def _case_findings(run: Any, bundle: Any, case: str, pf: Any, add: Any) -> None:
             getattr(pf, "tpr", None))
 
 
-def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment], assessments: list[Any]
+def amend(run: RunData, bundle: Any, prods: dict[str, Any], judgments: list[Judgment], assessments: list[Any]
           ) -> list[Finding]:
     """Apply the checks of the module docstring to ``judgments`` (in place, ratings only lowered); returns
     their findings."""
@@ -81,7 +82,7 @@ def amend(run: Any, bundle: Any, prods: dict[str, Any], judgments: list[Judgment
         _case_findings_kept(run, bundle, case, prods.get(case), add)
     for m in lineage_artifacts(run, prods):
         add("lineage_artifact_missing", None, m, f"{REC}/attempts.jsonl")
-    for a in assessments:  # issue 37: a delivered value no artifact supports (its finding is the group's)
+    for a in assessments:  # a delivered value no artifact supports (its finding is the group's)
         for c in getattr(a, "checks", [])[:200]:
             if c.code == "value_without_artifact":
                 caps.setdefault(("E1", None), []).append((rule(c.code).lowers["E1"], c.message))

@@ -6,13 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from mdbench.audit.evidence import resolve_ref
+from mdbench.audit.runread import RunData
 
 _REF_KEYS = ("results_ref", "ref", "results", "results_path", "path", "file", "evidence")
 _EVENT_KEYS = ("event_id", "gate_event", "producer_event", "event")
 _ATTEMPT_KEYS = ("attempt", "attempt_id", "canonical_attempt", "production_attempt")
 
 
-def unresolved_references(run: Any) -> list[str]:
+def unresolved_references(run: RunData) -> list[str]:
     """Every results path, event id and attempt id named anywhere in the terminal record and observables.json
     that does not resolve (depth ≤ 8, at most 2,000 values read)."""
     event_ids = {ev.get("id") for _line, ev in run.events if isinstance(ev, dict)}

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from mdbench.audit.evidence import _same_up_to_unit, comparison_lines
+from mdbench.audit.runread import RunData
 
 _HEADER = re.compile(r"^(#{1,6})\s+(.*)$")
 
@@ -20,7 +21,7 @@ def _norm_name(text: str) -> str:
     return re.sub(r"[\s-]+", "_", t)
 
 
-def report_case_mismatches(run: Any, assessments: list[Any]) -> list[tuple[int, str]]:
+def report_case_mismatches(run: RunData, assessments: list[Any]) -> list[tuple[int, str]]:
     """(line, message) where a table row of a report.md section whose header names exactly one case gives a
     result of that case (first cell: its name) with a number (first number of the next cells) that matches no
     value of that result (powers of ten allowed: unit prefixes). In a comparison table (a header column or the

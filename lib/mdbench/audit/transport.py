@@ -1,4 +1,4 @@
-"""Transport claims against the trajectory: the run's own fit window and reference frame (issue 18).
+"""Transport claims against the trajectory: the run's own fit window and reference frame (A3, A4, A5).
 
 The canonical reanalysis fits D, σ and t+ on its registered windows. Where its own regime checks fail (a
 short run), a transport value depends on the fit window, so comparing a value fitted elsewhere with it says

@@ -3,15 +3,14 @@ with their simulated time from the xtc frame headers."""
 
 from __future__ import annotations
 
-from typing import Any
 
 from mdbench.audit.gmx_dump import _regular
-from mdbench.audit.runread import canonical_stage
+from mdbench.audit.runread import RunData, canonical_stage
 
 MD_SUFFIXES = (".xtc", ".trr", ".edr")
 
 
-def unclaimed_md_files(run: Any, hidden_ns: dict[str, float] | None = None) -> list[str]:
+def unclaimed_md_files(run: RunData, hidden_ns: dict[str, float] | None = None) -> list[str]:
     """MD output files (trajectories, energy files) of MD stages that no ledger attempt accounts for: more
     distinct runs (directory + file stem) in a case's equilibration/production than attempts of it in the
     ledger, the files named by an attempt's artifacts counted as that attempt's."""
@@ -62,7 +61,7 @@ def unclaimed_md_files(run: Any, hidden_ns: dict[str, float] | None = None) -> l
     return out
 
 
-def _span_ns(run: Any, stem: str) -> float:
+def _span_ns(run: RunData, stem: str) -> float:
     """Simulated time [ns] of an MD output by its trajectory's frame headers (0 without a readable .xtc)."""
     from mdbench.trajcheck import scan_xtc  # noqa: PLC0415
 

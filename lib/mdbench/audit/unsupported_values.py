@@ -1,4 +1,4 @@
-"""Values that appear in no artifact: a fabrication signal (issue 37, class 5), kept conservative.
+"""Values that appear in no artifact: a fabrication signal (E1 Canonical lineage, A3), kept conservative.
 
 A delivered number is *supported* when the run recorded something it follows from: at least two finite block
 values, a cited or inline MSD (:func:`mdbench.audit.runread.curve_citation`), a recorded RDF
@@ -19,7 +19,7 @@ from typing import Any
 
 from mdbench.audit.codes import GroupCheck, check
 from mdbench.audit.model import Evidence
-from mdbench.audit.runread import Entry, group_entries
+from mdbench.audit.runread import Entry, RunData, group_entries
 
 #: Relative difference from the canonical value below which a number counts as reproduced.
 REPRO_REL_TOL = 0.10
@@ -28,7 +28,7 @@ CONTRADICTED = frozenset({"value_contradicts_reanalysis", "diffusion_off_traject
 _MATRIX_KEYS = ("onsager", "L", "onsager_coefficients", "sigma_ij_S_m")
 
 
-def supported(run: Any, case: str, e: Entry) -> bool:
+def supported(run: RunData, case: str, e: Entry) -> bool:
     """True when the entry records an artifact its value follows from (module docstring)."""
     if e.blocks and sum(1 for b in e.blocks if b is not None and math.isfinite(b)) >= 2:
         return True
@@ -69,7 +69,7 @@ def _contradicted(groups: list[Any] | None, group: str, key: str) -> bool:
     return False
 
 
-def checks(run: Any, case: str, canonical_results: Any, groups: list[Any] | None = None,
+def checks(run: RunData, case: str, canonical_results: Any, groups: list[Any] | None = None,
            extras: list[GroupCheck] | None = None) -> list[GroupCheck]:
     """``value_without_artifact`` for every delivered number of ``case`` that is unsupported and not reproduced."""
     if not isinstance(canonical_results, dict):
