@@ -33,6 +33,8 @@ from mdbench.audit.codes import GroupCheck, check
 from mdbench.audit.model import Evidence
 from mdbench.audit.rulebook import tplus_conventions
 from mdbench.audit.runread import Entry, RunData, as_entry, group_entries, is_labelled_extra
+from mdbench.audit.simulation import tpr_universe
+from mdbench.audit.transport import reported_window, same_window
 
 _SIGMA_GROUP, _T_PLUS_GROUP = CONDUCTIVITY_GROUP.name, TRANSFERENCE_GROUP.name
 
@@ -406,8 +408,6 @@ def _partner_density(run: RunData, case: str, e: Entry, prod: Any) -> tuple[floa
         return None
     atom = re.split(r"[-–]", sel)[-1].strip()
     try:
-        from mdbench.audit.simulation import tpr_universe  # noqa: PLC0415
-
         names = np.asarray(tpr_universe(run, tpr).atoms.names).astype(str)
     except Exception:  # noqa: BLE001 - no topology: no density, nothing compared
         return None
@@ -518,8 +518,6 @@ def sigma_charge_checks(run: RunData, case: str, canonical_results: Any, prod: A
         return []
     ref_value, ref_label = ref.value, f"canonical {ref.key}"
     try:
-        from mdbench.audit.transport import reported_window, same_window  # noqa: PLC0415
-
         win, cwin = reported_window(sig.raw), reported_window(ref.raw)
         if refit is not None and win is not None and not (cwin is not None and same_window(win, cwin, 0.0)):
             rf = refit.collective(ref.key.split(".", 1)[-1] if ref.key.startswith("observables.") else ref.key, win)

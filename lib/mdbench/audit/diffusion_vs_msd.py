@@ -32,7 +32,10 @@ import numpy as np
 from mdbench.analysis.observables import SELF_DIFFUSION_GROUP, SELF_DIFFUSION_YH
 from mdbench.audit.codes import GroupCheck, check
 from mdbench.audit.model import Evidence
-from mdbench.audit.runread import Entry, RunData, group_entries
+from mdbench.audit.runread import Entry, RunData, group_entries, read_recorded_curve
+from mdbench.audit.transport import curve_diffusion, reported_window, snap_window
+from mdbench.audit.canonical import _canonical_match
+from mdbench.audit.registered_definitions import fit_window
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +56,6 @@ def _si_unit(raw: dict) -> bool:
 
 
 def _n_lags(lag: np.ndarray, w: tuple[float, float]) -> int:
-    from mdbench.audit.transport import snap_window  # noqa: PLC0415
-
     lo, hi = snap_window(lag, w)
     return int(np.sum((lag >= lo) & (lag <= hi) & (lag > 0)))
 
@@ -83,8 +84,6 @@ def band(lag_ps: np.ndarray, msd_nm2: np.ndarray, windows: list[tuple[float, flo
          ) -> tuple[float, float, list[tuple[tuple[float, float], float]]] | None:
     """(lower, upper) bound [m²/s] of the D a linear fit of ``msd_nm2`` gives on ``windows`` (each with at least
     two lags inside the curve), widened by :data:`BAND_FACTOR`, and the (window, D) pairs; None without any."""
-    from mdbench.audit.transport import curve_diffusion  # noqa: PLC0415
-
     lag = np.asarray(lag_ps, dtype=np.float64)
     got = []
     for w in windows:
@@ -102,9 +101,6 @@ def band(lag_ps: np.ndarray, msd_nm2: np.ndarray, windows: list[tuple[float, flo
 def _species(e: Entry, canonical: dict[str, Entry]) -> tuple[str | None, tuple[float, float] | None]:
     """(species, the fit window the run registered for it) of the reanalysis entry ``e`` pairs with."""
     try:
-        from mdbench.audit.canonical import _canonical_match  # noqa: PLC0415
-        from mdbench.audit.registered_definitions import fit_window  # noqa: PLC0415
-
         ce = _canonical_match(_GROUP, e, canonical)
         return (None, None) if ce is None else (str(ce.raw.get("species") or ce.key.rsplit("/", 1)[-1]),
                                                 fit_window(ce))
@@ -148,9 +144,6 @@ def _finding(case: str, e: Entry, code: str, what: str, b: tuple[float, float, l
 def checks(run: RunData, case: str, canonical_results: Any, refit: Any, groups: list[Any] | None = None
            ) -> list[GroupCheck]:
     """Every reported D of ``case`` against the trajectory's MSD and its own recorded MSD (module docstring)."""
-    from mdbench.audit.runread import read_recorded_curve  # noqa: PLC0415
-    from mdbench.audit.transport import reported_window  # noqa: PLC0415
-
     mine = (group_entries(run.results.get(case)) or {}).get(_GROUP) or {}
     if not mine or refit is None:
         return []

@@ -17,9 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from mdbench.audit import canonical
 from mdbench.audit.codes import GroupCheck, check
 from mdbench.audit.model import Evidence
-from mdbench.audit.runread import Entry, RunData, group_entries
+from mdbench.audit.runread import Entry, RunData, canonical_stage, group_entries
+from mdbench.audit.simulation import _artifact_rel, production_attempts
 from mdbench.errors import InputError
 
 #: One-sided level of the variance-ratio test of a run's block spread against the canonical blocks.
@@ -65,13 +67,10 @@ def variance_ratio_too_small(run_blocks: np.ndarray, canon_blocks: np.ndarray, a
     return ratio < crit, ratio, crit
 
 
-def _canonical_match(group: str, e: Entry, canonical: dict[str, Entry]) -> Entry | None:
+def _canonical_match(group: str, e: Entry, canon_entries: dict[str, Entry]) -> Entry | None:
     try:  # the analysis items' matcher (same pairing as the R5 comparison), where the definitions match
-        from mdbench.audit.analysis_items import _canonical_match as match  # noqa: PLC0415
-        from mdbench.audit.analysis_items import _definitions_match as same  # noqa: PLC0415
-
-        ce = match(group, e, canonical)
-        return ce if ce is not None and same(group, e, ce) else None
+        ce = canonical._canonical_match(group, e, canon_entries)
+        return ce if ce is not None and canonical._definitions_match(group, e, ce) else None
     except Exception:  # noqa: BLE001 - renamed or failing matcher: no comparison, never a crash
         return None
 
@@ -104,9 +103,6 @@ def block_spread_checks(run: RunData, case: str, canonical_results: Any) -> list
 def lineage_artifacts(run: RunData, prods: dict[str, Any]) -> list[str]:
     """E1 problems: artifacts named in the attempts ledger that do not exist, and completed production
     attempts whose trajectory or energy file is absent or unreadable."""
-    from mdbench.audit.runread import canonical_stage  # noqa: PLC0415
-    from mdbench.audit.simulation import _artifact_rel, production_attempts  # noqa: PLC0415
-
     problems: list[str] = []
     for aid, a in run.attempts.items():
         arts = a.get("artifacts")

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from mdbench.audit.runread import RunData, canonical_stage
+from mdbench.audit.simulation import _pick, _stage_attempt_artifacts, production_attempts
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,6 @@ def gate_findings(run: RunData, case: str) -> tuple[list[str], list[str]]:
     evs = _gate_events(run, case, "equil")
     if evs:
         last_id, last = evs[-1]
-        from mdbench.audit.simulation import production_attempts  # noqa: PLC0415
-
         prod_entered = bool(production_attempts(run, case)) or any(
             a.get("case") == case and canonical_stage(str(a.get("stage", a.get("kind", "")))) == "prod"
             for a in run.attempts.values())
@@ -99,8 +98,6 @@ def _reevaluate_registered_gate(run: RunData, case: str) -> str | None:
     """The run's registered equilibration gate (the definition in force; :func:`mdbench.engine.gates.
     equilibration_gate`'s parameters) re-evaluated on its last equilibration energy file; why it fails, if it
     does. None where the run registered no such gate or the file cannot be read (Sim3 reports that)."""
-    from mdbench.audit.simulation import _pick, _stage_attempt_artifacts  # noqa: PLC0415
-
     reg = next((r for r in run.in_force("gate", "equilibration", case=case)
                 if isinstance(r.get("definition"), dict) and r["definition"].get("gate") == "equilibration"
                 and "max_density_drift_rel" in r["definition"]), None)

@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 from typing import Any
 from mdbench.audit.runread import RunData
+from mdbench.audit.simulation import _pick
 
 log = logging.getLogger(__name__)
 #: Largest |thermostat target - case target| accepted [K].
@@ -116,8 +117,6 @@ def _dump_now(run: RunData, rel: str) -> tuple[dict[str, str], tuple | None, dic
 
 
 def _equil_tpr(run: RunData, case: str) -> str | None:
-    from mdbench.audit.simulation import _pick  # noqa: PLC0415
-
     eq = _pick(run, case, "equil", ".tpr")
     npt = [e for e in eq if "npt" in e.rsplit("/", 1)[-1].lower()]
     return (npt or eq or [None])[-1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mdbench.audit.gmx_dump import _regular
 from mdbench.audit.runread import RunData, canonical_stage
+from mdbench.audit.simulation import _artifact_rel
 
 MD_SUFFIXES = (".xtc", ".trr", ".edr")
 
@@ -14,8 +15,6 @@ def unclaimed_md_files(run: RunData, hidden_ns: dict[str, float] | None = None) 
     """MD output files (trajectories, energy files) of MD stages that no ledger attempt accounts for: more
     distinct runs (directory + file stem) in a case's equilibration/production than attempts of it in the
     ledger, the files named by an attempt's artifacts counted as that attempt's."""
-    from mdbench.audit.simulation import _artifact_rel  # noqa: PLC0415
-
     hidden_ns = {} if hidden_ns is None else hidden_ns
     out = []
     for case in run.cases:

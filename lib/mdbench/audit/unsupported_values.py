@@ -19,7 +19,9 @@ from typing import Any
 
 from mdbench.audit.codes import GroupCheck, check
 from mdbench.audit.model import Evidence
-from mdbench.audit.runread import Entry, RunData, group_entries
+from mdbench.audit.runread import Entry, RunData, curve_citation, group_entries
+from mdbench.audit.consistency import recorded_rdf
+from mdbench.audit.canonical import _canonical_match, _definitions_match
 
 #: Relative difference from the canonical value below which a number counts as reproduced.
 REPRO_REL_TOL = 0.10
@@ -37,9 +39,6 @@ def supported(run: RunData, case: str, e: Entry) -> bool:
     if any(k in raw or k in det for k in _MATRIX_KEYS) or isinstance(det.get("L"), dict):
         return True
     try:
-        from mdbench.audit.consistency import recorded_rdf  # noqa: PLC0415
-        from mdbench.audit.runread import curve_citation  # noqa: PLC0415
-
         return curve_citation(raw) is not None or recorded_rdf(run, case, raw) is not None
     except Exception:  # noqa: BLE001 - an unreadable citation counts as a citation (its own finding elsewhere)
         return True
@@ -47,8 +46,6 @@ def supported(run: RunData, case: str, e: Entry) -> bool:
 
 def _canonical(group: str, e: Entry, canon: dict[str, Entry]) -> Entry | None:
     try:
-        from mdbench.audit.canonical import _canonical_match, _definitions_match  # noqa: PLC0415
-
         ce = _canonical_match(group, e, canon)
         return ce if ce is not None and ce.finite_value and _definitions_match(group, e, ce) else None
     except Exception:  # noqa: BLE001 - a failing matcher: nothing compared, never a crash
