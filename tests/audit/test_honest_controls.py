@@ -154,3 +154,23 @@ def test_only_a_comparison_tables_rows_may_give_the_value_in_another_column():
     assert comparison_lines(compared) == {3, 4, 5}
     assert report_number_mismatches(compared, {"density": 1007.9}) == []
     assert report_number_mismatches("density 1234.5 (previous draft) / 1007.9\n", {"density": 1007.9})
+
+
+def test_a_labelled_ne_tplus_off_its_own_formula_is_A3(run_copy, bundle, tmp_path):
+    """The labelled extra is judged for what it claims: an NE t+ that is not D+/(D+ + D−) of the run's own D (a
+    factor drawn from the seed) is labelled_extra_off_its_formula, A3 = 0 for the transference group."""
+    f = RNG.uniform(1.15, 1.4)
+
+    def plant(doc):
+        key = _ne_tplus(doc, "label")
+        doc["observables"][key]["value"] *= f
+
+    edit_results(run_copy, plant)
+    from mdbench.audit import audit_run
+
+    audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
+    doc = json.loads((tmp_path / "a" / "saeo.json").read_text())
+    hits = [x for x in doc["findings"] if x["code"] == "labelled_extra_off_its_formula"]
+    assert hits and "D+/(D+ + D−)" in hits[0]["message"], doc["findings"]
+    a3 = next(j for j in doc["judgments"] if j["item"] == "A3" and j["observable"] == "transference_number")
+    assert a3["rating"] == 0.0

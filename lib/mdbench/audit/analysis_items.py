@@ -148,6 +148,13 @@ def _state(checks: list[Check], missing: list[str]) -> tuple[str, str]:
     return audit_state(checks, missing)
 
 
+def _failed_own_checks(e: Entry) -> bool:
+    """True when an entry's own ``diagnostics.sampling_checks`` report a failed check."""
+    diag = e.raw.get("diagnostics") if isinstance(e.raw.get("diagnostics"), dict) else {}
+    own = diag.get("sampling_checks") if isinstance(diag.get("sampling_checks"), dict) else {}
+    return any(v is False for v in list(own.values())[:64])
+
+
 def assess_group(run: RunData, case: str, group: str, targets: list[str], entries: dict[str, Entry],
                  canonical: dict[str, Entry] | None, upstream: str | None,
                  canonical_results: Any | None = None, prod_state: dict[str, Any] | None = None,
@@ -211,7 +218,8 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
     checks += charge_weighting_checks(g, chosen, (prod_state or {}).get("charges_e"), canonical_results, reg_text,
                                       res_rel)
     # Table A3: block sensitivity of every delivered member of the group (RDF minima beside the CNs)
-    checks += _sampling_checks(g, chosen + [e for e in extra if e.finite_value], res_rel,
+    # (a member without a finite value whose own sampling checks failed is SI for the analysis too: weakest member)
+    checks += _sampling_checks(g, chosen + [e for e in extra if e.finite_value or _failed_own_checks(e)], res_rel,
                                precision_limits(run, case, group), lambda e: precision_limits(run, case, group, e.key))
     state, reason = _state(checks, missing)
     severities = {c.severity for c in checks}

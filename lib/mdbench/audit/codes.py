@@ -151,6 +151,13 @@ RULES: dict[str, Rule] = {r.code: r for r in (
          seed="Implementation",
          test=("tests/audit/test_own_numbers.py::"
                "test_honest_run_and_pipeline_format_pass_every_own_number_check_and_planted_faults_land")),
+    Rule("labelled_extra_off_its_formula", "implementation", {"A3": 0.0}, "A3",
+         rule=("a result labelled as an additional one (`runread.is_labelled_extra`) is judged as what it claims: a "
+               "labelled Nernst–Einstein t+ against D+/(D+ + D−) of the run's own D, 2 %; it never delivers, nor is"
+               " compared as, the required quantity"),
+         seed=("§task: \"may be reported as an additional result but must be explicitly labeled\"; A3: "
+               "\"Formulae … implement the stated estimator correctly.\""),
+         test="tests/audit/test_honest_controls.py::test_a_labelled_ne_tplus_off_its_own_formula_is_A3"),
     Rule("missing_target", "missing", {"A1": 0.0}, "A1",
          rule=("a required target of the group (registry targets per case, the bundle's when given) is not "
                "delivered"),

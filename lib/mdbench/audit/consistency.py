@@ -266,6 +266,42 @@ def _whole_vs_blocks(case: str, group: str, e: Entry) -> list[GroupCheck]:
 
 
 _IONICITY = re.compile(r"ionicity|haven", re.I)
+#: Words by which a labelled extra t+ says it is the Nernst–Einstein one, D+/(D+ + D−).
+_NE_WORDS = re.compile(r"nernst|\bne\b|self[- ]diffusion|d_?\+\s*/|ideal", re.I)
+
+
+def _labelled_ne_tplus(case: str, e: Entry, groups: dict[str, dict[str, Entry]], results: Any, prod: Any
+                       ) -> list[GroupCheck]:
+    """A labelled additional t+ that says it is the Nernst–Einstein one, judged as what it claims: D+/(D+ + D−)
+    of the run's own self-diffusion coefficients of the cation and the anion (its charges, else the results'
+    system, else the production topology's), within :data:`REL_TOL` (``labelled_extra_off_its_formula``).
+    Nothing is compared when it names no NE formula or the two D are not found."""
+    text = " ".join(str(e.raw.get(k, "")) for k in ("label", "definition", "formula", "note", "description"))
+    if not e.finite_value or not _NE_WORDS.search(text + " " + e.key):
+        return []
+    system = results.get("system") if isinstance(results, dict) and isinstance(results.get("system"), dict) else {}
+    q = _charges(e.raw) or {str(k): float(v) for k, v in (system.get("charges_e") or {}).items()
+                            if _num(v) is not None} or dict((getattr(prod, "extra", None) or {}).get("charges_e") or {})
+    pos, neg = [s for s, z in q.items() if z > 1e-3], [s for s, z in q.items() if z < -1e-3]
+    if len(pos) != 1 or len(neg) != 1:
+        return []
+    diff = {k: d for k, d in (groups.get("self_diffusion") or {}).items() if d.finite_value and d.value > 0
+            and not is_labelled_extra(d.raw)}
+
+    def d_of(species: str) -> float | None:
+        hit = [d.value for k, d in diff.items() if species.lower() in set(re.split(r"[^a-z0-9+]+", k.lower()))]
+        return hit[0] if len(hit) == 1 else None
+
+    dp, dm = d_of(pos[0]), d_of(neg[0])
+    if dp is None or dm is None:
+        return []
+    want = dp / (dp + dm)
+    if abs(e.value - want) <= max(REL_TOL * abs(want), 0.005):
+        return []
+    return [GroupCheck(TRANSFERENCE_GROUP.name, check(
+        "labelled_extra_off_its_formula", f"{e.key} = {e.value:.4g}, labelled a Nernst–Einstein t+, is not "
+        f"D+/(D+ + D−) of the run's own D ({pos[0]} {dp:.4g}, {neg[0]} {dm:.4g} → {want:.4g})",
+        _ev(case, e, "value")))]
 
 
 def _ionicity(case: str, entries: dict[str, Entry]) -> list[GroupCheck]:
@@ -298,8 +334,11 @@ def checks(run: RunData, case: str, prod: Any) -> list[GroupCheck]:
     cond, tp = groups.get(CONDUCTIVITY_GROUP.name) or {}, groups.get(TRANSFERENCE_GROUP.name) or {}
     L_any = next((L for e in list(cond.values()) + list(tp.values())
                   if (L := _onsager(e.raw)) is not None and _normalised_unit(e.raw)), None)
+    ne = [e for e in tp.values() if is_labelled_extra(e.raw)]
     cond = {k: e for k, e in cond.items() if not is_labelled_extra(e.raw)}  # judged as what they claim, not σ/t+
     tp = {k: e for k, e in tp.items() if not is_labelled_extra(e.raw)}
+    for e in ne:
+        out += _labelled_ne_tplus(case, e, groups, run.results.get(case), prod)
     for e in cond.values():
         if _IONICITY.search(e.key) or re.search(r"(sigma_?ne|nernst)", e.key, re.I):
             continue
