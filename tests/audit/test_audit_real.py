@@ -8,12 +8,12 @@ import sys
 import time
 from pathlib import Path
 
+import _runbuilder as rb
 import jsonschema
 import pytest
+from _audit_helpers import edit_results, judgment, saeo, state
 from click.testing import CliRunner
 
-import _runbuilder as rb
-from _audit_helpers import edit_results, judgment, saeo, state
 from mdbench.analysis import pipeline
 from mdbench.audit import audit_run
 from mdbench.audit.analysis_items import tplus_conventions

@@ -8,8 +8,8 @@ import math
 
 import numpy as np
 import pytest
-
 from _audit_helpers import saeo
+
 from mdbench.analysis.pipeline import analyze_files
 from mdbench.analysis.reduce.centres import CENTRES_FILE, load_centres, save_centres
 from mdbench.audit import audit_run

@@ -14,10 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import _runbuilder as rb
+import pytest
 from _audit_helpers import edit_results, judgment, reanalysed, saeo, state
+
 from _testseed import seed_for
 from mdbench.analysis.states import NOT_ESTIMABLE, OBSERVABLE_STATES
 from mdbench.audit import audit_run

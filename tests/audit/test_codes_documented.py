@@ -24,7 +24,7 @@ def _codes_in(node: ast.AST) -> set[str]:
 
 def emitted_codes(lib: Path = AUDIT) -> dict[str, set[str]]:
     """Code → modules, for every code literal given to ``Finding``/``Check``/``_check`` (first argument or
-    ``code=``), to ``RunFS.add`` (``fs.add``, ``self.add``), to the record checks' local ``add`` (fifth
+    ``code=``), to ``RunFS.add`` (``fs.add``, ``self.add``), to the record checks' local ``add`` (first
     argument), or assigned to a variable ``code``."""
     out: dict[str, set[str]] = {}
     for f in sorted(lib.glob("*.py")):
@@ -34,13 +34,13 @@ def emitted_codes(lib: Path = AUDIT) -> dict[str, set[str]]:
                 fn = node.func
                 name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
                 recv = fn.value.id if isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name) else None
-                if name in ("Finding", "Check", "_check"):
+                if name in ("Finding", "Check", "_check", "check"):
                     got = _codes_in(node.args[0]) if node.args else set()
                     got |= set().union(*(_codes_in(k.value) for k in node.keywords if k.arg == "code"))
                 elif name == "add" and recv is not None and (recv.endswith("fs") or recv == "self") and node.args:
                     got = _codes_in(node.args[0])
-                elif name == "add" and recv is None and len(node.args) >= 5:
-                    got = _codes_in(node.args[4])
+                elif name == "add" and recv is None and len(node.args) >= 4:
+                    got = _codes_in(node.args[0])
             elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "code" for t in node.targets):
                 got = _codes_in(node.value)
             for c in got:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mdbench.audit.runread import (Entry, RunData, curve_citation, parse_curve_text, read_recorded_curve)
+from mdbench.audit.runread import Entry, RunData, curve_citation, parse_curve_text, read_recorded_curve
 from mdbench.audit.safeio import RunFS
 from mdbench.audit.transport import compare_curves, curve_diffusion
 
@@ -75,13 +75,13 @@ def test_curves_compare_by_factor_and_by_time_dependence():
     msd = 0.012 * lag
     blocks = [msd * (1 + 0.02 * rng.standard_normal()) for _ in range(4)]
     canon = (lag, msd, blocks)
-    same = compare_curves(lag, msd * 1.01, canon, (2.0, 10.0), 0.05, 3.182)
+    same = compare_curves(lag, msd * 1.01, canon, (2.0, 10.0), 0.05)
     assert same is not None and not same.disagrees
-    scaled = compare_curves(lag, msd * 3, canon, (2.0, 10.0), 0.05, 3.182)
+    scaled = compare_curves(lag, msd * 3, canon, (2.0, 10.0), 0.05)
     assert scaled.disagrees and not scaled.shape_differs and scaled.ratio_median == pytest.approx(3)
-    drift = compare_curves(lag, msd + 0.02 * lag ** 2, canon, (2.0, 10.0), 0.05, 3.182)
+    drift = compare_curves(lag, msd + 0.02 * lag ** 2, canon, (2.0, 10.0), 0.05)
     assert drift.disagrees and drift.shape_differs and drift.exponent_shift > 0
-    wrapped = compare_curves(lag, 0.03 * (1 - np.exp(-msd / 0.03)), canon, (2.0, 10.0), 0.05, 3.182)
+    wrapped = compare_curves(lag, 0.03 * (1 - np.exp(-msd / 0.03)), canon, (2.0, 10.0), 0.05)
     assert wrapped.disagrees and wrapped.shape_differs and wrapped.exponent_shift < 0
 
 
@@ -101,4 +101,4 @@ def test_hostile_numbers_never_raise(values):
     msd = np.asarray(values, dtype=np.float64)
     canon = (lag, np.abs(lag) * 0.01, [lag * 0.01 * f for f in (0.9, 1.0, 1.1, 1.0)])
     curve_diffusion(lag, msd, (0.5, 5.0))
-    compare_curves(lag, msd, canon, (0.5, 5.0), 0.05, 3.182)
+    compare_curves(lag, msd, canon, (0.5, 5.0), 0.05)

@@ -11,11 +11,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import _runbuilder as rb
 import numpy as np
 import pytest
-
-import _runbuilder as rb
 from _audit_helpers import edit_results, judgment, reanalysed, saeo, state
+
 from _testseed import seed_for
 from mdbench.audit import NotARunDirectory, audit_run
 from mdbench.errors import MdbenchError
@@ -206,10 +206,10 @@ def test_report_per_case_number_unlike_results_is_E5(run_copy, bundle, tmp_path)
     base = (run_copy / "report.md").read_text()
     (run_copy / "report.md").write_text(base + f"\n## Case {CASE}\n\n| quantity | value |\n|---|---|\n"
                                         f"| D_na | {d:.4e} |\n")
-    from mdbench.audit.record_checks import report_case_mismatches
+    from mdbench.audit.model import ObservableAssessment
+    from mdbench.audit.report_numbers import report_case_mismatches
     from mdbench.audit.runread import load_run
     from mdbench.audit.safeio import RunFS
-    from mdbench.audit.model import ObservableAssessment
 
     fake = [ObservableAssessment(CASE, "self_diffusion", "C", "", values={"observables.self_diffusion.D_na": d})]
     assert report_case_mismatches(load_run(RunFS(run_copy), [CASE]), fake) == []
@@ -305,6 +305,7 @@ def test_registered_gate_reevaluated_on_the_energy_file(run_copy, bundle, tmp_pa
     doc = saeo(tmp_path / "a")
     sim3 = judgment(doc, "Sim3", CASE)
     assert sim3["rating"] == 0.0 and "re-evaluated" in sim3["reason"], sim3
+    assert "registered_gate_fails" in {f["code"] for f in doc["findings"]}
 
 
 def _fractions_at(run: Path, cutoff_nm: float) -> dict[str, dict]:
@@ -416,12 +417,13 @@ def test_consistency_rules_on_hand_written_entries():
     production's first frame is accepted; overlap, unequal lengths and a block before the guard are not."""
     from types import SimpleNamespace
 
+    from mdbench.analysis.units import E_CHARGE_C
     from mdbench.audit import consistency
     from mdbench.audit.blocklayout import layout_problems
 
     rng = _rng("pure")
     pp, mm, pm = (float(x) for x in rng.uniform([2.0, 1.0, 0.1], [3.0, 2.0, 0.5]))
-    e2 = consistency.E_CHARGE ** 2
+    e2 = E_CHARGE_C ** 2
     sigma = e2 * (pp + mm - 2 * pm) * 1e20
 
     def doc(unit, value):

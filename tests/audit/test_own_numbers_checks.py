@@ -16,11 +16,11 @@ import json
 import math
 import shutil
 
+import _runbuilder as rb
 import numpy as np
 import pytest
-
-import _runbuilder as rb
 from _audit_helpers import edit_results, judgment, reanalysed, saeo, state
+
 from _testseed import seed_for
 from mdbench.audit import audit_run
 from mdbench.audit.consistency import charge_weightings, classify_sigma

@@ -12,14 +12,15 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import _runbuilder as rb
 import numpy as np
 import pytest
-
-import _runbuilder as rb
 from _audit_helpers import judgment, saeo
+
 from _testseed import seed_for
 from mdbench.audit import audit_run
-from mdbench.audit.frozen_ff import bundle_force_field, differences, parse_dump_topology
+from mdbench.audit.frozen_ff import bundle_force_field, differences
+from mdbench.audit.gmx_dump import parse_dump_topology
 from mdbench.record import RunRecord
 
 CASE = rb.CASE

@@ -10,8 +10,9 @@ import pytest
 
 from _testseed import seed_for
 from mdbench.audit.consistency import charge_weightings, classify_sigma, rdf_integral, recorded_rdf
-from mdbench.audit.frozen_ff import differences, parse_dump_topology, parse_itp
-from mdbench.audit.own_diffusion import band, rederived_window
+from mdbench.audit.diffusion_vs_msd import band, rederived_window
+from mdbench.audit.frozen_ff import differences, parse_itp
+from mdbench.audit.gmx_dump import parse_dump_topology
 
 HOSTILE_LISTS = [None, "x", 1e308, [], [1, 2], [[1, 2], [3, 4], [5, 6]], [1, "a", 3], [float("nan")] * 5,
                  [3.0, 2.0, 1.0], [-1.0, 0.0, 1.0], [True, False, True], list(range(300_000))]
@@ -74,7 +75,7 @@ def test_a_finite_size_corrected_d_is_compared_without_its_own_correction():
     """A Yeh–Hummer D is the trajectory's D plus ξk_BT/(6πηL): the MSD check compares it less the correction it
     records, and leaves alone a corrected D that records none (found as a false F on the oracle's own run)."""
     from mdbench.analysis.observables import SELF_DIFFUSION, SELF_DIFFUSION_YH
-    from mdbench.audit.own_diffusion import _uncorrected
+    from mdbench.audit.diffusion_vs_msd import _uncorrected
     from mdbench.audit.runread import Entry
 
     plain = Entry(f"observables.{SELF_DIFFUSION.key('LI')}", 2.0e-10, None, {})

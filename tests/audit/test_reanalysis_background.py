@@ -10,8 +10,8 @@ import struct
 from pathlib import Path
 
 import pytest
-
 from _audit_helpers import judgment, saeo
+
 from mdbench.audit import audit_run, reanalysis
 from mdbench.audit.runread import load_run
 from mdbench.audit.safeio import RunFS

@@ -15,11 +15,11 @@ import os
 import random
 from pathlib import Path
 
+import _runbuilder as rb
 import numpy as np
 import pytest
-
-import _runbuilder as rb
 from _audit_helpers import edit_results, judgment, reanalysed, saeo, state
+
 from _testseed import seed_for
 from mdbench.audit import audit_run
 from mdbench.audit.transport import curve_diffusion

@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import _runbuilder as rb
 import numpy as np
 import pytest
-
-import _runbuilder as rb
 from _audit_helpers import edit_results, judgment, reanalysed, state
+
 from _testseed import seed_for
-from mdbench.audit import registered
+from mdbench.audit import registered_definitions
 from mdbench.audit.runread import as_entry, load_run, read_recorded_curve
 from mdbench.audit.safeio import RunFS
 from mdbench.record import RunRecord
@@ -263,14 +263,14 @@ def test_registered_windows_and_cutoffs_are_read_from_fields_and_text():
         "diffusion_fit": "linear fit over lags [0.1, 0.5] x the block length",
         "onsager": {"fit_window_ps": [0.05, 0.2]}}},
         {"kind": "coordination_definition", "definition": {"selection": "Li-O", "cutoff_nm": 0.27}}])
-    w = registered.registered_fit_windows(run, "W")
+    w = registered_definitions.registered_fit_windows(run, "W")
     assert w["diffusion"] == ("fraction", (0.1, 0.5)) and w["collective"] == ("ps", (0.05, 0.2))
-    assert registered.registered_cn_cutoff(run, "W") == 0.27
+    assert registered_definitions.registered_cn_cutoff(run, "W") == 0.27
     two = Run([{"kind": "coordination_definition", "definition": {"cutoffs_nm": {"SOL:O": 0.3, "TTE:F": 0.4}}}])
-    assert registered.registered_cn_cutoff(two, "W") is None       # one fixed cutoff cannot express two
+    assert registered_definitions.registered_cn_cutoff(two, "W") is None       # one fixed cutoff cannot express two
     far = Run([{"kind": "coordination_definition", "definition": {"cutoff_nm": 0.9}}])
-    assert registered.registered_cn_cutoff(far, "W") is None       # beyond the stored neighbour range
-    assert registered.registered_contact_channels({"FSI:O": 0.3, "FSI:N": 0.3}) == {"FSI": ["O", "N"]}
+    assert registered_definitions.registered_cn_cutoff(far, "W") is None       # beyond the stored neighbour range
+    assert registered_definitions.registered_contact_channels({"FSI:O": 0.3, "FSI:N": 0.3}) == {"FSI": ["O", "N"]}
 
 
 def test_contact_channel_named_by_the_registration_goes_to_the_reanalysis(run_copy, bundle, tmp_path):

@@ -37,6 +37,7 @@ SI is only reachable when no failure was recorded; F is never produced by a samp
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -67,6 +68,94 @@ STATE_RULES = (
     "8 a derived observable takes the weakest state of its own and its inputs' (severity C < SI < "
     "not_estimable < M < F), the reason naming the input"
 )
+
+
+#: Kinds of next action an unresolved observable may get, each recognised by the words a study writes for it.
+ACTION_KINDS: dict[str, re.Pattern[str]] = {
+    "extend": re.compile(r"\b(extend\w*|longer|more (?:sampling|frames|data|statistics)|additional (?:sampling|"
+                         r"production|frames)|continue (?:the )?production|run (?:it )?longer|(?:increase|improve) "
+                         r"(?:the )?sampling|further sampling|more ns|more production)\b", re.I),
+    "correct": re.compile(r"\b(correct(?:ed|ion|ing|s)?|fix(?:ed|es|ing)?|repair\w*|recomput\w*|re-?deriv\w*|"
+                          r"re-?implement\w*|bug\w*|(?:method|formula|estimator|implementation|definition) "
+                          r"(?:must|should|needs? to) be (?:changed|corrected|fixed|replaced))\b", re.I),
+    "stop": re.compile(r"\b(stop\w*|terminat\w*|limitation|budget (?:exhausted|spent|reached)|report (?:it )?as|"
+                       r"accept\w*)\b", re.I),
+    "deliver": re.compile(r"\b(deliver\w*|rerun the analysis|compute the missing|add the missing|produce the "
+                          r"missing)\b", re.I),
+    "no_interpretation": re.compile(r"\b(no interpretation|not interpreted|uninterpretable|upstream)\b", re.I),
+}
+#: A clause that denies an action ("no repair needed", "cannot be fixed by more sampling") names no action.
+_DENIAL = re.compile(r"\b(no|not|never|without|cannot|can't|n't|neither|nor|instead of|rather than)\b", re.I)
+
+
+@dataclass(frozen=True)
+class StateActions:
+    """The seed's rule for what a study does next with an observable in one state (§3.3, §4.2).
+
+    Attributes
+    ----------
+    state : str
+        One of :data:`OBSERVABLE_STATES`.
+    admissible : tuple of str
+        Kinds of :data:`ACTION_KINDS` that address the state.
+    contradicting : tuple of str
+        Kinds that treat the state as another one (an SI result "corrected", an F result "extended").
+    rule : str
+        The rule in words.
+    """
+
+    state: str
+    admissible: tuple[str, ...]
+    contradicting: tuple[str, ...]
+    rule: str
+
+
+#: State → admissible next actions: the one table the analysis' terminal record and the audit's O2/O3 share.
+STATE_ACTIONS: dict[str, StateActions] = {a.state: a for a in (
+    StateActions(SI, ("extend", "stop"), ("correct",),
+                 "SI: extend sampling within the budget, or stop with the limitation stated; the estimator is valid, "
+                 "so correcting the method is not the action"),
+    StateActions(F, ("correct",), ("extend",),
+                 "F: correct the definition/implementation and recompute; longer trajectories cannot repair it"),
+    StateActions(M, ("deliver", "stop"), (),
+                 "M: deliver the missing result (rerun the analysis), or stop with it listed as missing"),
+    StateActions(NOT_ESTIMABLE, ("stop",), ("correct",),
+                 "not_estimable: stop and state the reason; nothing is wrong with the estimator"),
+    StateActions(INVALID_UPSTREAM, ("no_interpretation", "stop"), (),
+                 "invalid_upstream: no interpretation of the results; repair the upstream stage"),
+    StateActions(NOT_REACHED, ("no_interpretation", "stop"), (),
+                 "not_reached: no interpretation; no data yet"),
+)}
+
+
+def action_kinds(text: str) -> set[str]:
+    """Kinds of :data:`ACTION_KINDS` a next-action text asks for; clauses that deny an action count for none."""
+    out: set[str] = set()
+    for clause in re.split(r"[;.,:()\n]|\bbut\b|\bthen\b", str(text)[:4000]):
+        if _DENIAL.search(clause):
+            continue
+        out |= {k for k, pat in ACTION_KINDS.items() if pat.search(clause)}
+    return out
+
+
+def contradicting_action(state: str, text: str) -> str | None:
+    """The kind of action in ``text`` that :data:`STATE_ACTIONS` says contradicts ``state`` (an SI result whose
+    action is to correct the method, an F result whose action is to extend sampling); None when there is none.
+
+    Examples
+    --------
+    >>> contradicting_action("SI", "the method must be corrected and recomputed")
+    'correct'
+    >>> contradicting_action("F", "extend the production by 2 ns")
+    'extend'
+    >>> contradicting_action("SI", "extend production within the budget; no correction of the method needed") is None
+    True
+    """
+    rule = STATE_ACTIONS.get(state)
+    if rule is None:
+        return None
+    asked = action_kinds(text)
+    return next((k for k in rule.contradicting if k in asked), None)
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,7 @@ from mdbench.audit.codes import (  # noqa: F401 - re-exported: analysis_items is
     REGIME_CHECK_WORDS,
     REGIME_CODES,
     _check,
+    check,
     is_regime_check,
 )
 from mdbench.audit.definitions import (  # noqa: F401 - re-exported: analysis_items is the public face
@@ -96,6 +97,7 @@ from mdbench.audit.runread import (
     Entry,
     RunData,
     group_entries,
+    is_labelled_extra,
     match_target,
     target_entries_first,
     tokens,
@@ -146,6 +148,13 @@ def _state(checks: list[Check], missing: list[str]) -> tuple[str, str]:
     return audit_state(checks, missing)
 
 
+def _failed_own_checks(e: Entry) -> bool:
+    """True when an entry's own ``diagnostics.sampling_checks`` report a failed check."""
+    diag = e.raw.get("diagnostics") if isinstance(e.raw.get("diagnostics"), dict) else {}
+    own = diag.get("sampling_checks") if isinstance(diag.get("sampling_checks"), dict) else {}
+    return any(v is False for v in list(own.values())[:64])
+
+
 def assess_group(run: RunData, case: str, group: str, targets: list[str], entries: dict[str, Entry],
                  canonical: dict[str, Entry] | None, upstream: str | None,
                  canonical_results: Any | None = None, prod_state: dict[str, Any] | None = None,
@@ -178,16 +187,17 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
         return done(upstream, f"production data {upstream.replace('_', ' ')}", na, [], [], [])
     chosen: list[Entry] = []
     missing: list[str] = []
+    required = {k: e for k, e in entries.items() if not is_labelled_extra(e.raw)}  # a labelled extra delivers none
     if targets:
         for t in targets:
-            e = match_target(group, t, entries)
+            e = match_target(group, t, required)
             (chosen.append(e) if e is not None else missing.append(t))
     else:
-        chosen = list(target_entries_first(group, entries).values())[:1] if entries else []
+        chosen = list(target_entries_first(group, required).values())[:1] if required else []
         if not chosen:
             missing.append(group)
     ev = [Evidence(res_rel, key=e.key) for e in chosen]
-    gaps = [Check("missing_target", CODES["missing_target"], f"{group}: {t} not delivered", (Evidence(res_rel),))
+    gaps = [check("missing_target", f"{group}: {t} not delivered", (Evidence(res_rel),))
             for t in missing]
     if not chosen:
         r = {i: (None, "observable not delivered (scored under A1)") for i in PER_OBSERVABLE_ITEMS}
@@ -208,7 +218,8 @@ def assess_group(run: RunData, case: str, group: str, targets: list[str], entrie
     checks += charge_weighting_checks(g, chosen, (prod_state or {}).get("charges_e"), canonical_results, reg_text,
                                       res_rel)
     # Table A3: block sensitivity of every delivered member of the group (RDF minima beside the CNs)
-    checks += _sampling_checks(g, chosen + [e for e in extra if e.finite_value], res_rel,
+    # (a member without a finite value whose own sampling checks failed is SI for the analysis too: weakest member)
+    checks += _sampling_checks(g, chosen + [e for e in extra if e.finite_value or _failed_own_checks(e)], res_rel,
                                precision_limits(run, case, group), lambda e: precision_limits(run, case, group, e.key))
     state, reason = _state(checks, missing)
     severities = {c.severity for c in checks}

@@ -1,4 +1,4 @@
-"""The block layout a run recorded (issue 37, class 4).
+"""The block layout a run recorded (seed: four consecutive, equal, non-overlapping blocks after the guard).
 
 The seed's uncertainty is the spread of four (or the registered number of) consecutive, equal,
 non-overlapping blocks after the guard. A run's ``block_ranges_ps`` (per entry, or its ``windows``
@@ -15,16 +15,16 @@ import math
 import re
 from typing import Any
 
-from mdbench.audit.amend import Extra
-from mdbench.audit.model import Check, Evidence
-from mdbench.audit.runread import group_entries
+from mdbench.audit.codes import GroupCheck, check
+from mdbench.audit.model import Evidence
+from mdbench.audit.runread import RunData, group_entries
 
 _OVERLAP_WORDS = re.compile(r"(?<!non-)(?<!non )\b(overlapping|overlap|sliding|moving window|stride)\b", re.I)
 #: Relative tolerance on equal block lengths (besides one frame).
 EQUAL_TOL = 0.02
 
 
-def registered_layout(run: Any, case: str) -> tuple[int, float | None, str]:
+def registered_layout(run: RunData, case: str) -> tuple[int, float | None, str]:
     """(number of blocks, guard [ps] or None, registration text) of the guard/block registration in force."""
     n, guard, text = 4, None, ""
     for reg in run.in_force("guard", "block", case=case):
@@ -76,7 +76,7 @@ def layout_problems(ranges: Any, n_blocks: int, guard_from_ps: float | None, t_e
     return out
 
 
-def checks(run: Any, case: str, prod: Any) -> list[Extra]:
+def checks(run: RunData, case: str, prod: Any) -> list[GroupCheck]:
     """One ``block_layout_invalid`` check per group whose entries record a layout that is not the registered
     consecutive, equal, non-overlapping blocks."""
     n, guard, reg_text = registered_layout(run, case)
@@ -86,7 +86,7 @@ def checks(run: Any, case: str, prod: Any) -> list[Extra]:
     guard_from = (t0 + guard) if (t0 is not None and guard is not None) else None
     res = run.results.get(case)
     res_rel = f"analysis/{case}/results.json"
-    out: list[Extra] = []
+    out: list[GroupCheck] = []
     reg_overlap = bool(_OVERLAP_WORDS.search(reg_text))
     windows = res.get("windows") if isinstance(res, dict) and isinstance(res.get("windows"), dict) else {}
     for group, entries in group_entries(res).items():
@@ -109,8 +109,8 @@ def checks(run: Any, case: str, prod: Any) -> list[Extra]:
             why = layout_problems(windows.get("block_ranges_ps"), n, guard_from, t1, dt, t0)
             where = "windows.block_ranges_ps" if why else None
         if why:
-            out.append(Extra(group, Check("block_layout_invalid", "sampling",
+            out.append(GroupCheck(group, check("block_layout_invalid",
                                           f"{where or group}: the blocks are not {n} consecutive, equal, "
                                           f"non-overlapping blocks after the guard: " + "; ".join(why[:4]),
-                                          (Evidence(res_rel, key=where),)), {"A6": 0.5, "A7": 0.5}, item="A6"))
+                                          (Evidence(res_rel, key=where),))))
     return out

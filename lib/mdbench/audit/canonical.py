@@ -15,8 +15,8 @@ from mdbench.analysis.observables import (
     SELF_DIFFUSION_GROUP,
     audit_group,
 )
-from mdbench.audit import registered
-from mdbench.audit.codes import CODES, _check, is_regime_check
+from mdbench.audit import registered_definitions
+from mdbench.audit.codes import _check, check, is_regime_check
 from mdbench.audit.definitions import _definition_text
 from mdbench.audit.model import Check, Evidence
 from mdbench.audit.rulebook import R5_REL_TOL, r5_interval
@@ -209,12 +209,12 @@ def _r5_comparison(g: Any, e: Entry, ref_value: float, ref_blocks: list[float | 
     if block_mean is not None and widen == 1.0 and abs(block_mean - ref_value) > h:
         outside.append(f"block mean {block_mean:.5g}")
     if not outside:
-        return Check("agrees_with_canonical", "note", f"{e.key} inside the canonical interval "
+        return check("agrees_with_canonical", f"{e.key} inside the canonical interval "
                      f"{ref_value:.5g} ± {h:.3g} ({ref_label})", (ev,))
     cause = _treatment_problem(e, prod_state) or (curve_causes or {}).get(e.key)
     code = "trajectory_treatment_differs" if cause else (
         "outside_canonical_r5" if g.canonical_r5 else "value_contradicts_reanalysis")
-    return Check(code, CODES[code], f"{e.key}: {' and '.join(outside)} outside the canonical interval "
+    return check(code, f"{e.key}: {' and '.join(outside)} outside the canonical interval "
                  f"{ref_value:.5g} ± {h:.3g} of the reanalysis ({ref_label})"
                  + (f"; cause: {cause}" if cause else ""), (ev,))
 
@@ -270,8 +270,8 @@ def _canonical_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] |
             out.append(_check("definition_differs_from_canonical",
                               f"{e.key}: definition differs from the canonical one (not compared)", e, path=path))
             continue
-        # the run's window: stated by the result, else the one it registered (mdbench.audit.registered)
-        window = (reported_window(e.raw) or registered.fit_window(ce)) if g.regime else None
+        # the run's window: stated by the result, else the one it registered (mdbench.audit.registered_definitions)
+        window = (reported_window(e.raw) or registered_definitions.fit_window(ce)) if g.regime else None
         cwin = reported_window(ce.raw)
         rf = None
         if window is not None and not (cwin is not None and same_window(window, cwin, dt)):
@@ -300,7 +300,7 @@ def _canonical_checks(g: Any, chosen: list[Entry], canonical: dict[str, Entry] |
             else:
                 # seed Table A4 (R4): outside its regime a canonical value depends on the fit window; with no
                 # window stated (or none that fits inside a block) there is nothing like-for-like to compare
-                out.append(Check("canonical_not_eligible", "note", f"{e.key}: canonical estimate not eligible for "
+                out.append(check("canonical_not_eligible", f"{e.key}: canonical estimate not eligible for "
                                  f"comparison ({why} not met) and " + ("no fit window reported" if window is None
                                                                        else "the reported window cannot be re-fitted")
                                  + "; value not compared", (Evidence(path, key=e.key),)))
@@ -343,7 +343,7 @@ def recorded_curve_checks(g: Any, chosen: list[Entry], run: RunData, case: str, 
         curve = read_recorded_curve(run, case, e, species)
         if curve is None:
             continue
-        window = reported_window(e.raw) or registered.fit_window(ce)  # stated, else registered
+        window = reported_window(e.raw) or registered_definitions.fit_window(ce)  # stated, else registered
         own, follows = _own_curve_checks(g, e, curve, window, path)
         out += own
         canon = refit.msd(species) if refit is not None and species else None
@@ -378,10 +378,10 @@ def _own_curve_checks(g: Any, e: Entry, curve: Any, window: tuple[float, float] 
                        f"[{window[0]:g}, {window[1]:g}] ps ({n} lags; {src})")
     follows = abs(e.value - D) <= R5_REL_TOL * abs(D)
     if follows:
-        out = [Check("agrees_with_recorded_curve", "note", f"{e.key}: D follows from its recorded "
+        out = [check("agrees_with_recorded_curve", f"{e.key}: D follows from its recorded "
                      f"MSD ({D:.5g} m^2/s re-fitted)", (ev,))]
     else:
-        out = [Check("value_contradicts_reanalysis", CODES["value_contradicts_reanalysis"],
+        out = [check("value_contradicts_reanalysis",
                      f"{e.key}: reported D = {e.value:.5g} m^2/s does not follow from its own recorded "
                      f"MSD ({curve.source}): slope/6 over the reported fit window [{window[0]:g}, "
                      f"{window[1]:g}] ps gives {D:.5g} m^2/s ({e.value / D:.3g} ×)", (ev,))]
@@ -412,7 +412,7 @@ def _curve_against_trajectory(e: Entry, curve: Any, canon: Any, window: tuple[fl
     code = "trajectory_treatment_differs" if cause else "value_contradicts_reanalysis"
     ev = Evidence(curve.location or path, key=e.key, note=f"{cmp.worst}; recorded/trajectory median "
                                                             f"{cmp.ratio_median:.3g}")
-    return Check(code, CODES[code], f"{what}: disagree beyond the uncertainty (median deviation "
+    return check(code, f"{what}: disagree beyond the uncertainty (median deviation "
                  f"{cmp.median_excess:.1f} × the tolerance, recorded/trajectory ≈ {cmp.ratio_median:.3g}); "
                  + (f"cause: {cause}" if cause else "a constant factor (units or normalisation of the MSD)"),
                  (ev,)), cause

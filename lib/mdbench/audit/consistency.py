@@ -1,4 +1,4 @@
-"""Internal consistency: a run's numbers against its own recorded decomposition (issue 37, class 1).
+"""Internal consistency: a run's numbers against its own recorded decomposition (A3: formulae, cross-terms).
 
 Checks, each with both numbers in its message:
 
@@ -24,20 +24,24 @@ from typing import Any
 
 import numpy as np
 
-from mdbench.analysis.blocks import T_975_DOF3
+from mdbench.analysis.blocks import block_estimate
 from mdbench.analysis.observables import (ASSOCIATION_GROUP, CONDUCTIVITY_GROUP, COORDINATION_GROUP, RDF,
                                           THERMODYNAMICS_GROUP, TRANSFERENCE_GROUP)
-from mdbench.audit.amend import Extra
-from mdbench.audit.model import Check, Evidence
-from mdbench.audit.runread import Entry, as_entry, group_entries
+from mdbench.analysis.onsager import identify_transference_convention
+from mdbench.analysis.units import AVOGADRO_PER_MOL, E_CHARGE_C
+from mdbench.audit.codes import GroupCheck, check
+from mdbench.audit.model import Evidence
+from mdbench.audit.rulebook import tplus_conventions
+from mdbench.audit.runread import Entry, RunData, as_entry, group_entries, is_labelled_extra
+from mdbench.audit.simulation import tpr_universe
+from mdbench.audit.transport import reported_window, same_window
 
 _SIGMA_GROUP, _T_PLUS_GROUP = CONDUCTIVITY_GROUP.name, TRANSFERENCE_GROUP.name
 
-E_CHARGE = 1.602176634e-19
-N_A = 6.02214076e23
 #: Factors by which a recorded Onsager matrix and σ may differ besides a power of ten (the unit of L):
-#: 1, e², F² = (e N_A)², N_A.
-UNIT_FACTORS = (1.0, E_CHARGE ** 2, (E_CHARGE * N_A) ** 2, N_A, E_CHARGE, E_CHARGE * N_A)
+#: 1, e², F² = (e N_A)², N_A, e, F (constants: :mod:`mdbench.analysis.units`).
+UNIT_FACTORS = (1.0, E_CHARGE_C ** 2, (E_CHARGE_C * AVOGADRO_PER_MOL) ** 2, AVOGADRO_PER_MOL, E_CHARGE_C,
+                E_CHARGE_C * AVOGADRO_PER_MOL)
 #: Relative tolerance of an internal-consistency comparison (recorded numbers are rounded).
 REL_TOL = 0.02
 #: Relative slack beyond its blocks' range of a fitted or positional whole-interval value.
@@ -122,11 +126,25 @@ def _ev(case: str, e: Entry, note: str) -> tuple[Evidence, ...]:
     return (Evidence(f"analysis/{case}/results.json", key=e.key, note=note),)
 
 
+def _unweighted_matrix(L: tuple[float, float, float, bool]) -> np.ndarray:
+    """The 2 × 2 unweighted Onsager matrix [[L++, L+-], [L+-, L--]] of an entry's block (:func:`_onsager`; a
+    charge-weighted L+- is turned back)."""
+    pp, mm, pm, signed = L
+    lpm = -pm if signed else pm
+    return np.array([[pp, lpm], [lpm, mm]], dtype=np.float64)
+
+
+def weighted_sum(L: np.ndarray, q: np.ndarray) -> float:
+    """:math:`\\sum_{ij} q_i q_j L^{ij}`: σ / e² of an unweighted Onsager matrix under the charges ``q`` [e]
+    (the analysis' σ = e² Σ z_i z_j L^ij, :mod:`mdbench.analysis.onsager`)."""
+    return float(q @ L @ q)
+
+
 def _sigma_checks(case: str, sig: Entry, L: tuple[float, float, float, bool] | None, z: tuple[float, float] | None,
-                  S: Any) -> list[Extra]:
+                  S: Any) -> list[GroupCheck]:
     if not sig.finite_value or sig.value == 0:
         return []
-    out: list[Extra] = []
+    out: list[GroupCheck] = []
     if isinstance(S, list):
         try:
             mat = np.asarray(S, dtype=np.float64)
@@ -135,40 +153,34 @@ def _sigma_checks(case: str, sig: Entry, L: tuple[float, float, float, bool] | N
             own = math.nan
         if math.isfinite(own) and own != 0 and not unit_related(sig.value, own):
             diag = float(np.trace(mat))
-            code, sev, caps = (("conductivity_without_cross_terms", "definition", {"A2": 0.0})
-                               if unit_related(sig.value, diag) else
-                               ("sigma_inconsistent_with_own_matrix", "implementation", {"A3": 0.0}))
-            out.append(Extra(_SIGMA_GROUP, Check(code, sev, f"{sig.key} = {sig.value:.4g} does not follow from "
-                                                   f"its own σ_ij matrix (Σ σ_ij = {own:.4g}, diagonal only "
-                                                   f"{diag:.4g})", _ev(case, sig, "sigma_ij_S_m")), caps,
-                             item="A2" if sev == "definition" else "A3"))
+            code = ("conductivity_without_cross_terms" if unit_related(sig.value, diag) else
+                    "sigma_inconsistent_with_own_matrix")
+            out.append(GroupCheck(_SIGMA_GROUP, check(code, f"{sig.key} = {sig.value:.4g} does not follow from "
+                                                 f"its own σ_ij matrix (Σ σ_ij = {own:.4g}, diagonal only "
+                                                 f"{diag:.4g})", _ev(case, sig, "sigma_ij_S_m"))))
         return out
     if L is None or z is None:
         return []
-    pp, mm, pm, signed = L
     zp, zm = z
-    lpm = -pm if signed else pm  # unweighted L+-
-    full = zp * zp * pp + zm * zm * mm + 2.0 * zp * zm * lpm
+    mat, q = _unweighted_matrix(L), np.array([zp, zm])
+    full = weighted_sum(mat, q)  # σ / e² (the analysis' σ = e² Σ_ij z_i z_j L^ij)
     if full == 0 or unit_related(sig.value, full):
         return []
-    diag = zp * zp * pp + zm * zm * mm
-    unit = pp + mm - 2.0 * lpm
+    diag = weighted_sum(np.diag(np.diag(mat)), q)
+    unit = weighted_sum(mat, np.sign(q))
     if unit_related(sig.value, diag):
-        code, sev, caps, why = "conductivity_without_cross_terms", "definition", {"A2": 0.0}, \
-            f"it follows the diagonal-only weighting ({diag:.4g}): the cross-correlation L+- is dropped"
+        code, why = ("conductivity_without_cross_terms",
+                     f"it follows the diagonal-only weighting ({diag:.4g}): the cross-correlation L+- is dropped")
     elif abs(abs(zp) - 1.0) > 0.01 and unit_related(sig.value, unit):
-        code, sev, caps, why = "charge_weighting_differs", "definition", {"A2": 0.0}, \
-            f"it follows unit charges ({unit:.4g}), not the model's ±{abs(zp):g}"
+        code, why = "charge_weighting_differs", f"it follows unit charges ({unit:.4g}), not the model's ±{abs(zp):g}"
     else:
-        code, sev, caps, why = "sigma_inconsistent_with_own_matrix", "implementation", {"A3": 0.0}, \
-            "no unit factor relates them"
-    return [Extra(_SIGMA_GROUP, Check(code, sev, f"{sig.key} = {sig.value:.4g} does not follow from the run's "
-                                        f"own Onsager matrix: Σ z_i z_j L_ij = {full:.4g} (z = {zp:+g}/{zm:+g}); "
-                                        + why, _ev(case, sig, "onsager")), caps,
-                  item="A2" if sev == "definition" else "A3")]
+        code, why = "sigma_inconsistent_with_own_matrix", "no unit factor relates them"
+    return [GroupCheck(_SIGMA_GROUP, check(code, f"{sig.key} = {sig.value:.4g} does not follow from the run's "
+                                      f"own Onsager matrix: Σ z_i z_j L_ij = {full:.4g} (z = {zp:+g}/{zm:+g}); "
+                                      + why, _ev(case, sig, "onsager")))]
 
 
-def _tplus_checks(case: str, t: Entry, L: tuple[float, float, float, bool] | None) -> list[Extra]:
+def _tplus_checks(case: str, t: Entry, L: tuple[float, float, float, bool] | None) -> list[GroupCheck]:
     if not t.finite_value:
         return []
     raw = t.raw
@@ -177,34 +189,31 @@ def _tplus_checks(case: str, t: Entry, L: tuple[float, float, float, bool] | Non
     den = _num(raw.get("denominator", (raw.get("details") or {}).get("denominator")
                        if isinstance(raw.get("details"), dict) else None))
     if num is not None and den not in (None, 0.0) and abs(t.value - num / den) > REL_TOL * max(abs(t.value), 0.05):
-        return [Extra(_T_PLUS_GROUP, Check(
-            "tplus_inconsistent_with_own_matrix", "implementation", f"{t.key} = {t.value:.4g} is not its own "
-            f"numerator / denominator = {num:.4g} / {den:.4g} = {num / den:.4g}", _ev(case, t, "numerator")),
-            {"A3": 0.0})]
+        return [GroupCheck(_T_PLUS_GROUP, check(
+            "tplus_inconsistent_with_own_matrix", f"{t.key} = {t.value:.4g} is not its own "
+            f"numerator / denominator = {num:.4g} / {den:.4g} = {num / den:.4g}", _ev(case, t, "numerator")))]
     if L is None:
         return []
-    pp, mm, pm, signed = L
-    lpm = -pm if signed else pm
-    den_c, den_m = pp + mm - 2.0 * lpm, pp + mm + 2.0 * lpm
-    if den_c == 0 or den_m == 0:
+    mat = _unweighted_matrix(L)
+    conv = tplus_conventions(float(mat[0, 0]), float(mat[1, 1]), float(mat[0, 1]))  # the analysis' algebra
+    correct, mixed = conv["correct"], conv["mixed"]
+    if not (math.isfinite(correct) and math.isfinite(mixed)):
         return []
-    correct, mixed = (pp - lpm) / den_c, (pp + lpm) / den_m
     tol = max(REL_TOL * abs(correct), 0.005)
     if abs(t.value - correct) <= tol:
         return []
     if abs(t.value - mixed) <= max(REL_TOL * abs(mixed), 0.005) and abs(mixed - correct) > tol:
-        return [Extra(_T_PLUS_GROUP, Check(
-            "tplus_mixed_convention", "definition", f"{t.key} = {t.value:.4g} is its own Onsager matrix in the "
+        return [GroupCheck(_T_PLUS_GROUP, check(
+            "tplus_mixed_convention", f"{t.key} = {t.value:.4g} is its own Onsager matrix in the "
             f"mixed convention ((L++ + L+-)/(L++ + L-- + 2L+-) = {mixed:.4g}; signed-charge L+- fed to the "
             f"unweighted formula), the unweighted one gives {correct:.4g}: a formula error, F whatever the "
-            "sampling", _ev(case, t, "onsager")), {"A2": 0.0}, item="A2")]
-    return [Extra(_T_PLUS_GROUP, Check(
-        "tplus_inconsistent_with_own_matrix", "implementation", f"{t.key} = {t.value:.4g} does not follow from its "
-        f"own Onsager matrix ((L++ - L+-)/(L++ + L-- - 2L+-) = {correct:.4g})", _ev(case, t, "onsager")),
-        {"A3": 0.0})]
+            "sampling", _ev(case, t, "onsager")))]
+    return [GroupCheck(_T_PLUS_GROUP, check(
+        "tplus_inconsistent_with_own_matrix", f"{t.key} = {t.value:.4g} does not follow from its "
+        f"own Onsager matrix ((L++ - L+-)/(L++ + L-- - 2L+-) = {correct:.4g})", _ev(case, t, "onsager")))]
 
 
-def _pipeline_tplus_checks(case: str, t: Entry, results: Any, cond: dict[str, Entry]) -> list[Extra]:
+def _pipeline_tplus_checks(case: str, t: Entry, results: Any, cond: dict[str, Entry]) -> list[GroupCheck]:
     """A t+ of a results file that records its Onsager matrix with σ (``details.L.whole``, our pipeline's
     format, species and charges in ``system``): the formulas of :func:`mdbench.analysis.onsager.
     identify_transference_convention` that reproduce it from the run's own matrix. Only mixed-up ones: F (A2),
@@ -223,30 +232,27 @@ def _pipeline_tplus_checks(case: str, t: Entry, results: Any, cond: dict[str, En
     species = system.get("species")
     charges = det.get("charges_e") if isinstance(det.get("charges_e"), dict) else system.get("charges_e")
     try:
-        from mdbench.analysis.onsager import identify_transference_convention  # noqa: PLC0415
-
         names = identify_transference_convention(t.value, blk["whole"], list(species), dict(charges))
     except Exception:  # noqa: BLE001 - an incomplete or malformed matrix: nothing to compare, never a crash
         return []
     if names and all(n.startswith("mixed") for n in names):
-        return [Extra(_T_PLUS_GROUP, Check(
-            "tplus_mixed_convention", "definition", f"{t.key} = {t.value:.4g} is reproduced from the run's own "
+        return [GroupCheck(_T_PLUS_GROUP, check(
+            "tplus_mixed_convention", f"{t.key} = {t.value:.4g} is reproduced from the run's own "
             f"Onsager matrix only by a mixed-up formula ({', '.join(names)}): a formula error, F whatever the "
-            "sampling", _ev(case, t, "details.L")), {"A2": 0.0}, item="A2")]
+            "sampling", _ev(case, t, "details.L")))]
     if not names:
-        return [Extra(_T_PLUS_GROUP, Check(
-            "tplus_inconsistent_with_own_matrix", "implementation", f"{t.key} = {t.value:.4g} is reproduced by no "
-            "transference formula from the run's own Onsager matrix", _ev(case, t, "details.L")), {"A3": 0.0})]
+        return [GroupCheck(_T_PLUS_GROUP, check(
+            "tplus_inconsistent_with_own_matrix", f"{t.key} = {t.value:.4g} is reproduced by no "
+            "transference formula from the run's own Onsager matrix", _ev(case, t, "details.L")))]
     return []
 
 
-def _whole_vs_blocks(case: str, group: str, e: Entry) -> list[Extra]:
+def _whole_vs_blocks(case: str, group: str, e: Entry) -> list[GroupCheck]:
     if not e.finite_value or not e.blocks or len(e.blocks) < 2 or any(
             b is None or not math.isfinite(b) for b in e.blocks):
         return []
     b = np.asarray(e.blocks, dtype=np.float64)
-    hw = T_975_DOF3 * float(b.std(ddof=1)) / math.sqrt(b.size) if b.size == 4 else \
-        2.0 * float(b.std(ddof=1)) / math.sqrt(b.size)
+    hw = float(block_estimate(e.value, list(b), "").half_width_95)  # the analysis' t(0.975, n-1) s / √n
     lo, hi = float(b.min()) - hw, float(b.max()) + hw
     # averages over frames (energy-file terms, class fractions) equal the mean of equal blocks; fitted and
     # positional estimates (D, η, σ, t+, g(r) minima) may differ from their blocks by a finite-window bias
@@ -254,16 +260,51 @@ def _whole_vs_blocks(case: str, group: str, e: Entry) -> list[Extra]:
     slack = rel * max(abs(float(b.mean())), abs(e.value))
     if lo - slack <= e.value <= hi + slack:
         return []
-    return [Extra(group, Check("whole_outside_blocks", "implementation", f"{e.key} = {e.value:.4g} lies outside its "
+    return [GroupCheck(group, check("whole_outside_blocks", f"{e.key} = {e.value:.4g} lies outside its "
                                f"own blocks [{b.min():.4g}, {b.max():.4g}] ± their half-width {hw:.2g}: the whole-"
-                               "interval value is not consistent with its blocks", _ev(case, e, "blocks")),
-                  {"A3": 0.0})]
+                               "interval value is not consistent with its blocks", _ev(case, e, "blocks")))]
 
 
 _IONICITY = re.compile(r"ionicity|haven", re.I)
+#: Words by which a labelled extra t+ says it is the Nernst–Einstein one, D+/(D+ + D−).
+_NE_WORDS = re.compile(r"nernst|\bne\b|self[- ]diffusion|d_?\+\s*/|ideal", re.I)
 
 
-def _ionicity(case: str, entries: dict[str, Entry]) -> list[Extra]:
+def _labelled_ne_tplus(case: str, e: Entry, groups: dict[str, dict[str, Entry]], results: Any, prod: Any
+                       ) -> list[GroupCheck]:
+    """A labelled additional t+ that says it is the Nernst–Einstein one, judged as what it claims: D+/(D+ + D−)
+    of the run's own self-diffusion coefficients of the cation and the anion (its charges, else the results'
+    system, else the production topology's), within :data:`REL_TOL` (``labelled_extra_off_its_formula``).
+    Nothing is compared when it names no NE formula or the two D are not found."""
+    text = " ".join(str(e.raw.get(k, "")) for k in ("label", "definition", "formula", "note", "description"))
+    if not e.finite_value or not _NE_WORDS.search(text + " " + e.key):
+        return []
+    system = results.get("system") if isinstance(results, dict) and isinstance(results.get("system"), dict) else {}
+    q = _charges(e.raw) or {str(k): float(v) for k, v in (system.get("charges_e") or {}).items()
+                            if _num(v) is not None} or dict((getattr(prod, "extra", None) or {}).get("charges_e") or {})
+    pos, neg = [s for s, z in q.items() if z > 1e-3], [s for s, z in q.items() if z < -1e-3]
+    if len(pos) != 1 or len(neg) != 1:
+        return []
+    diff = {k: d for k, d in (groups.get("self_diffusion") or {}).items() if d.finite_value and d.value > 0
+            and not is_labelled_extra(d.raw)}
+
+    def d_of(species: str) -> float | None:
+        hit = [d.value for k, d in diff.items() if species.lower() in set(re.split(r"[^a-z0-9+]+", k.lower()))]
+        return hit[0] if len(hit) == 1 else None
+
+    dp, dm = d_of(pos[0]), d_of(neg[0])
+    if dp is None or dm is None:
+        return []
+    want = dp / (dp + dm)
+    if abs(e.value - want) <= max(REL_TOL * abs(want), 0.005):
+        return []
+    return [GroupCheck(TRANSFERENCE_GROUP.name, check(
+        "labelled_extra_off_its_formula", f"{e.key} = {e.value:.4g}, labelled a Nernst–Einstein t+, is not "
+        f"D+/(D+ + D−) of the run's own D ({pos[0]} {dp:.4g}, {neg[0]} {dm:.4g} → {want:.4g})",
+        _ev(case, e, "value")))]
+
+
+def _ionicity(case: str, entries: dict[str, Entry]) -> list[GroupCheck]:
     ion = next((e for k, e in entries.items() if _IONICITY.search(k) and e.finite_value), None)
     if ion is None:
         return []
@@ -277,23 +318,27 @@ def _ionicity(case: str, entries: dict[str, Entry]) -> list[Extra]:
     if "haven" in ion.key.lower():
         want = 1.0 / want if want else math.nan
     if math.isfinite(want) and abs(ion.value - want) > REL_TOL * max(abs(want), 0.01):
-        return [Extra(_SIGMA_GROUP, Check("ionicity_inconsistent", "implementation",
-                                            f"{ion.key} = {ion.value:.4g}, its own σ / σ_NE = {sig.value:.4g} / "
-                                            f"{ne.value:.4g} = {want:.4g}", _ev(case, ion, "ionicity")),
-                      {"A3": 0.0})]
+        return [GroupCheck(_SIGMA_GROUP, check("ionicity_inconsistent",
+                                          f"{ion.key} = {ion.value:.4g}, its own σ / σ_NE = {sig.value:.4g} / "
+                                          f"{ne.value:.4g} = {want:.4g}", _ev(case, ion, "ionicity")))]
     return []
 
 
-def checks(run: Any, case: str, prod: Any) -> list[Extra]:
+def checks(run: RunData, case: str, prod: Any) -> list[GroupCheck]:
     """Every internal-consistency check of one case's results.json (nothing when it has none)."""
     groups = group_entries(run.results.get(case))
-    out: list[Extra] = []
+    out: list[GroupCheck] = []
     for group, entries in groups.items():
         for e in entries.values():
             out += _whole_vs_blocks(case, group, e)
     cond, tp = groups.get(CONDUCTIVITY_GROUP.name) or {}, groups.get(TRANSFERENCE_GROUP.name) or {}
     L_any = next((L for e in list(cond.values()) + list(tp.values())
                   if (L := _onsager(e.raw)) is not None and _normalised_unit(e.raw)), None)
+    ne = [e for e in tp.values() if is_labelled_extra(e.raw)]
+    cond = {k: e for k, e in cond.items() if not is_labelled_extra(e.raw)}  # judged as what they claim, not σ/t+
+    tp = {k: e for k, e in tp.items() if not is_labelled_extra(e.raw)}
+    for e in ne:
+        out += _labelled_ne_tplus(case, e, groups, run.results.get(case), prod)
     for e in cond.values():
         if _IONICITY.search(e.key) or re.search(r"(sigma_?ne|nernst)", e.key, re.I):
             continue
@@ -341,7 +386,7 @@ def _rdf_arrays(r: Any, g: Any) -> tuple[np.ndarray, np.ndarray] | None:
     return ra, ga
 
 
-def recorded_rdf(run: Any, case: str, raw: dict) -> tuple[np.ndarray, np.ndarray, str] | None:
+def recorded_rdf(run: RunData, case: str, raw: dict) -> tuple[np.ndarray, np.ndarray, str] | None:
     """(r [nm], g(r), source) of the RDF a coordination result carries inline (``{"r_nm": [...], "g_r": [...]}``
     under :data:`RDF_KEYS` or ``curves``) or cites as a two-column file (xvg/csv/dat, run-relative or relative to
     ``analysis/<case>/``, read through the run's safe reader); None when it records none or an unusable one."""
@@ -380,7 +425,7 @@ def rdf_integral(r_nm: np.ndarray, g: np.ndarray, rho_nm3: float, cutoff_nm: flo
     return cn, 4.0 * math.pi * rho_nm3 * rc * rc * abs(gc) * dr / 2.0
 
 
-def _partner_density(run: Any, case: str, e: Entry, prod: Any) -> tuple[float, str] | None:
+def _partner_density(run: RunData, case: str, e: Entry, prod: Any) -> tuple[float, str] | None:
     """(ρ [nm⁻³], how) of the partner atoms of a coordination result: the density it records, else the number
     of atoms named by its selection (the entry's or the registered coordination definition's ``A-B``, atom
     name B in the production topology) over the production's mean volume."""
@@ -402,8 +447,6 @@ def _partner_density(run: Any, case: str, e: Entry, prod: Any) -> tuple[float, s
         return None
     atom = re.split(r"[-–]", sel)[-1].strip()
     try:
-        from mdbench.audit.simulation import tpr_universe  # noqa: PLC0415
-
         names = np.asarray(tpr_universe(run, tpr).atoms.names).astype(str)
     except Exception:  # noqa: BLE001 - no topology: no density, nothing compared
         return None
@@ -413,12 +456,12 @@ def _partner_density(run: Any, case: str, e: Entry, prod: Any) -> tuple[float, s
     return n / vol, f"{n} {atom} atoms (selection {sel.strip()!r}) / {vol:.4g} nm^3"
 
 
-def cn_checks(run: Any, case: str, prod: Any) -> list[Extra]:
+def cn_checks(run: RunData, case: str, prod: Any) -> list[GroupCheck]:
     """``cn_inconsistent_with_own_rdf`` (A3, F): a coordination number that is not
     :math:`4\\pi\\rho\\int_0^{r_c} g(r) r^2 dr` of the run's own recorded RDF (:func:`recorded_rdf`) with its own
     cutoff and the partner density of the run (:func:`_partner_density`), beyond :data:`CN_REL_TOL` plus the
     half-bin allowance. Both numbers in the message."""
-    out: list[Extra] = []
+    out: list[GroupCheck] = []
     cn_group = COORDINATION_GROUP.name
     for e in list((group_entries(run.results.get(case)).get(cn_group) or {}).values())[:50]:
         if not e.finite_value or e.value <= 0:
@@ -434,10 +477,10 @@ def cn_checks(run: Any, case: str, prod: Any) -> list[Extra]:
             cn, allow = rdf_integral(curve[0], curve[1], dens[0], rc)
         if not math.isfinite(cn) or abs(e.value - cn) <= CN_REL_TOL * abs(cn) + allow:
             continue
-        out.append(Extra(cn_group, Check(
-            "cn_inconsistent_with_own_rdf", "implementation", f"{e.key} = {e.value:.4g} is not the integral of its "
+        out.append(GroupCheck(cn_group, check(
+            "cn_inconsistent_with_own_rdf", f"{e.key} = {e.value:.4g} is not the integral of its "
             f"own RDF ({curve[2]}): 4πρ∫₀^{rc:g} g(r) r² dr = {cn:.4g} (ρ = {dens[0]:.4g} nm^-3 from {dens[1]}; "
-            f"tolerance {100 * CN_REL_TOL:g} % + {allow:.2g})", _ev(case, e, RDF.name)), {"A3": 0.0}))
+            f"tolerance {100 * CN_REL_TOL:g} % + {allow:.2g})", _ev(case, e, RDF.name))))
     return out
 
 
@@ -459,12 +502,12 @@ def charge_weightings(L: np.ndarray, species: list[str], charges: dict[str, floa
         return {}
     q = np.array([float(charges.get(s, 0.0)) for s in species])
     ions = np.abs(q) > 1e-3
-    model = float(q @ L @ q)
+    model = weighted_sum(L, q)
     if not ions.any() or model == 0 or not math.isfinite(model):
         return {}
     formal = np.where(ions, np.where(np.rint(q) != 0, np.rint(q), np.sign(q)), 0.0)
     unsigned = ions.astype(np.float64)
-    return {"formal": float(formal @ L @ formal) / model, "unsigned": float(unsigned @ L @ unsigned) / model}
+    return {"formal": weighted_sum(L, formal) / model, "unsigned": weighted_sum(L, unsigned) / model}
 
 
 def classify_sigma(ratio: float, weightings: dict[str, float]) -> str | None:
@@ -482,7 +525,8 @@ def classify_sigma(ratio: float, weightings: dict[str, float]) -> str | None:
     return None
 
 
-def sigma_charge_checks(run: Any, case: str, canonical_results: Any, prod: Any, refit: Any = None) -> list[Extra]:
+def sigma_charge_checks(run: RunData, case: str, canonical_results: Any, prod: Any, refit: Any = None
+                        ) -> list[GroupCheck]:
     """``charge_weighting_differs`` (A2, F): a collective σ *without* a recorded matrix, classified by the charges
     that reproduce it from the canonical Onsager matrix of the same trajectory (:func:`charge_weightings`,
     :func:`classify_sigma`): σ at formal ±1 charges under a model scaled to ±0.72 (× 1.93), or with unsigned
@@ -492,7 +536,7 @@ def sigma_charge_checks(run: Any, case: str, canonical_results: Any, prod: Any, 
     if not isinstance(canonical_results, dict):
         return []
     cond = group_entries(run.results.get(case)).get(CONDUCTIVITY_GROUP.name) or {}
-    sig = next((e for e in cond.values() if not _IONICITY.search(e.key)
+    sig = next((e for e in cond.values() if not _IONICITY.search(e.key) and not is_labelled_extra(e.raw)
                 and not re.search(r"(sigma_?ne|nernst)", e.key, re.I)), None)
     if sig is None or not sig.finite_value or sig.value <= 0:
         return []
@@ -513,8 +557,6 @@ def sigma_charge_checks(run: Any, case: str, canonical_results: Any, prod: Any, 
         return []
     ref_value, ref_label = ref.value, f"canonical {ref.key}"
     try:
-        from mdbench.audit.transport import reported_window, same_window  # noqa: PLC0415
-
         win, cwin = reported_window(sig.raw), reported_window(ref.raw)
         if refit is not None and win is not None and not (cwin is not None and same_window(win, cwin, 0.0)):
             rf = refit.collective(ref.key.split(".", 1)[-1] if ref.key.startswith("observables.") else ref.key, win)
@@ -534,8 +576,8 @@ def sigma_charge_checks(run: Any, case: str, canonical_results: Any, prod: Any, 
     if name is None:
         return []
     q = ", ".join(f"{s} {float(charges.get(s, 0)):+g}" for s in species if abs(float(charges.get(s, 0))) > 1e-3)
-    return [Extra(CONDUCTIVITY_GROUP.name, Check(
-        "charge_weighting_differs", "definition", f"{sig.key} = {sig.value:.4g} S/m is {sig.value / ref_value:.3g} × "
+    return [GroupCheck(CONDUCTIVITY_GROUP.name, check(
+        "charge_weighting_differs", f"{sig.key} = {sig.value:.4g} S/m is {sig.value / ref_value:.3g} × "
         f"the σ at the model's charges ({q}: {ref_value:.4g} S/m, {ref_label}); the same trajectory's Onsager "
         f"matrix gives × {ks[name]:.3g} with {name} charges: σ computed with {name} charges, not the model's — a "
-        "definition error, F whatever the sampling", _ev(case, sig, "value")), {"A2": 0.0}, item="A2")]
+        "definition error, F whatever the sampling", _ev(case, sig, "value")))]

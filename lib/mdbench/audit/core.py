@@ -26,8 +26,8 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from mdbench.analysis.reduce.centres import CENTRES_FILE, load_centres
-from mdbench.audit import (amend, analysis_items, evidence, fabrication, outcome, record_checks, registered,
-                          simulation)
+from mdbench.audit import (analysis_items, evidence, fabrication, gate_checks, gmx_dump, group_checks, outcome,
+                           record_checks, registered_definitions, simulation)
 from mdbench.audit.bundle import load_bundle
 from mdbench.audit.judges import (check_append_only, entry_digest, load_adjudication, run_external_judge,
                                   run_llm_judge)
@@ -35,7 +35,7 @@ from mdbench.audit.model import Evidence
 from mdbench.audit.reanalysis import Reanalyses, case_dir
 from mdbench.audit.model import (AGGREGATION_RULE, ITEM_TITLES, ITEMS, PER_CASE_ITEMS, PER_OBSERVABLE_ITEMS,
                                  AuditResult, Finding, ItemScore, Judgment, composite_score, deduplicate)
-from mdbench.audit.runread import load_run
+from mdbench.audit.runread import RunData, load_run
 from mdbench.audit.safeio import RunFS
 from mdbench.audit.transport import WindowRefit
 from mdbench.errors import InputError
@@ -123,7 +123,7 @@ def _record_findings(run_path: Path) -> tuple[list[Finding], list[Finding]]:
     return extra, refs
 
 
-def _upstream(run: Any, case: str, s4: Judgment) -> str | None:
+def _upstream(run: RunData, case: str, s4: Judgment) -> str | None:
     """The upstream state of a case's observables: ``not_reached`` without a production, ``invalid_upstream``
     when Sim4 fails or the run recorded the production invalid, else None (observables judged on their own)."""
     prod_state = run.stage_state(case, "prod")
@@ -181,7 +181,7 @@ def _report_values(assessments: list[Any]) -> dict[str, float]:
 
 
 #: The guard [ps] of the registration in force for a case (kept under its old name for the registry tests).
-_guard_ps = registered.registered_guard_ps
+_guard_ps = registered_definitions.registered_guard_ps
 
 
 def audit_run(run_dir: str | Path, bundle_dir: str | Path | None, out_dir: str | Path, reanalysis: bool = True,
@@ -275,7 +275,7 @@ class _AuditState:
     refs: list[Finding] = field(default_factory=list)    # ... those that are not parse findings
 
 
-def _case_pass(run: Any, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: Path, out: Path, reanalysis: bool,
+def _case_pass(run: RunData, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: Path, out: Path, reanalysis: bool,
                verbose: bool) -> _AuditState:
     """Sim1–Sim4 per case, the canonical reanalyses (beside the checks that do not need them) and A1–A7 with
     the observable states, and this room's checks on each case's delivered observables."""
@@ -299,11 +299,11 @@ def _case_pass(run: Any, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: Path
         jobs = {case: _job(run, case, pf) for case, pf in st.prods.items()
                 if reanalysis and st.upstream[case] is None and pf.readable}
         canonical.restrict(jobs)
-        if not canonical.in_background:  # issue 37: the run inputs' gmx dump in threads while the parent analyses
-            record_checks.prefetch(run, st.prods)  # (beside a child they would take its CPU; the parent has time)
+        if not canonical.in_background:  # the run inputs' gmx dump in threads while the parent analyses
+            gmx_dump.prefetch(run, st.prods)  # (beside a child they would take its CPU; the parent has time)
         for case in run.cases:  # Sim3 reads the equilibration energy files meanwhile, E3 the record, E2 hashes
             per_case[case].insert(2, simulation.check_equilibration(run, bundle, case))
-            record_checks.reevaluate_registered_gate(run, case)  # issue 37: the registered gate, kept for amend
+            gate_checks.reevaluate_registered_gate(run, case)  # the registered gate, kept for record_checks.amend
         st.extra, st.refs = _record_findings(run_path)
         if canonical.in_background and isinstance(run.artifacts, dict):
             fs.prefetch_sha256(str(p) for p in run.artifacts)
@@ -314,7 +314,7 @@ def _case_pass(run: Any, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: Path
             canon = None
             if case in jobs:
                 canon, st.reinfo["cases"][case], re_findings = canonical.result(case)
-                canon = registered.annotate(canon, run, case)  # cutoffs on its entries, registered windows
+                canon = registered_definitions.annotate(canon, run, case)  # cutoffs, registered windows
                 st.findings += re_findings
                 if canon is None:  # failed or unavailable: nobody decompressed the frames, Sim4 does it now
                     first = {id(f) for f in sim4_found[case]}
@@ -327,14 +327,14 @@ def _case_pass(run: Any, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: Path
     return st
 
 
-def _job(run: Any, case: str, pf: simulation.ProdFiles) -> tuple:
+def _job(run: RunData, case: str, pf: simulation.ProdFiles) -> tuple:
     """The canonical reanalysis of a case: its production files, the guard and the definitions it registered
-    (issue 37: recomputed as registered)."""
+    (recomputed as registered: registered_definitions)."""
     return ((pf.tpr, pf.xtc, pf.edr), _guard_ps(run, case),
-            registered.settings_overrides(run, case, pf.extra.get("charges_e")))
+            registered_definitions.settings_overrides(run, case, pf.extra.get("charges_e")))
 
 
-def _reanalysis_job(run: Any, case: str) -> tuple | None:
+def _reanalysis_job(run: RunData, case: str) -> tuple | None:
     """:func:`_job` as the reanalysis child forms it before Sim4 has run (in its own copy of the audit's
     state): the files Sim4 locates, when all three are regular files, and the species charges of the run
     input. The parent takes the child's result only where its own job, after Sim4, is the same."""
@@ -347,7 +347,7 @@ def _reanalysis_job(run: Any, case: str) -> tuple | None:
     return _job(run, case, pf)
 
 
-def _assess(run: Any, bundle: Any, case: str, canon: Any, out: Path, st: _AuditState) -> None:
+def _assess(run: RunData, bundle: Any, case: str, canon: Any, out: Path, st: _AuditState) -> None:
     """A1–A7 and the observable states of one case (against ``canon``, the reanalysis, where it ran), then
     this room's checks that see through the run's own numbers."""
     pf = st.prods[case]
@@ -356,15 +356,15 @@ def _assess(run: Any, bundle: Any, case: str, canon: Any, out: Path, st: _AuditS
     refit = WindowRefit.for_case(links / Path(pf.tpr).name, links / Path(pf.xtc).name, canon,
                                  centres) if canon else None
     js, groups = analysis_items.assess_case(run, bundle, case, st.upstream[case], canon, pf.extra, refit)
-    st.findings += amend.case_checks(run, case, st.upstream[case], canon, pf, groups, js, refit)  # issue 37
+    st.findings += group_checks.case_checks(run, case, st.upstream[case], canon, pf, groups, js, refit)
     if canon is not None:  # a required observable the reanalysis could not compare as registered: A2
-        st.findings += amend.apply(case, groups, js, registered.not_compared_extras(
+        st.findings += group_checks.apply(case, groups, js, registered_definitions.not_compared_extras(
             groups, analysis_items.required_targets(case, bundle)))
     st.judgments += js
     st.assessments += [g.assessment for g in groups]
 
 
-def _episode_pass(run: Any, bundle: Any, st: _AuditState) -> str:
+def _episode_pass(run: RunData, bundle: Any, st: _AuditState) -> str:
     """E1–E5 and O1–O5 (the budget from the ledger), then this room's record checks and the findings'
     de-duplication. Returns the outcome the evidence supports."""
     valid_cases = [c for c in run.cases if st.upstream.get(c) is None]
@@ -378,16 +378,17 @@ def _episode_pass(run: Any, bundle: Any, st: _AuditState) -> str:
         ojs = [Judgment("O3", 0.0, "MD consumption exceeds the budget: " + "; ".join(consumption.over),
                         evidence=[Evidence(f"{evidence.REC}/attempts.jsonl")]) if j.item == "O3" else j for j in ojs]
     st.judgments += ojs
-    st.findings += record_checks.amend(run, bundle, st.prods, st.judgments, st.assessments)  # issue 37
+    st.findings += record_checks.amend(run, bundle, st.prods, st.judgments, st.assessments)
     budget = [Finding("budget_exceeded", m, f"{evidence.REC}/attempts.jsonl", item="E5") for m in consumption.over]
     budget += [Finding("budget_statement_disagrees", m, "report.md" if m.startswith("report.md") else
                        f"{evidence.REC}/episode_terminal.json", item="E5") for m in consumption.statements]
     st.findings = deduplicate(st.findings + st.fs.findings + st.extra + claim_findings(st.assessments) + budget
-                              + outcome.state_disagreements(run, st.assessments))
+                              + outcome.state_disagreements(run, st.assessments)
+                              + outcome.next_action_findings(run, st.assessments))
     return expected
 
 
-def _run_judges(run: Any, run_path: Path, out: Path, st: _AuditState, expected: str, judge_cmd: str | None,
+def _run_judges(run: RunData, run_path: Path, out: Path, st: _AuditState, expected: str, judge_cmd: str | None,
                 judge_llm: str | None, judge_model: str | None, judge_key_env: str
                 ) -> tuple[list[Judgment], dict[str, Any]]:
     """The preliminary judgments: the rules', with an external or LLM judge's verdicts applied where one is
@@ -412,7 +413,7 @@ def _run_judges(run: Any, run_path: Path, out: Path, st: _AuditState, expected: 
     return _apply(st.judgments, verdicts), judge_info
 
 
-def _result(run: Any, run_path: Path, out: Path, st: _AuditState, prelim: list[Judgment],
+def _result(run: RunData, run_path: Path, out: Path, st: _AuditState, prelim: list[Judgment],
             entries: list[dict[str, Any]], expected: str, judge_info: dict[str, Any], bundle_dir: Any
             ) -> AuditResult:
     """Aggregation (preliminary), expert adjudication applied last, the composite scores and the result."""

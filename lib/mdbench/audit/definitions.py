@@ -17,7 +17,7 @@ from mdbench.analysis.observables import (
     SELF_DIFFUSION_GROUP,
     SIGMA_NE,
 )
-from mdbench.audit.codes import CODES, _check
+from mdbench.audit.codes import _check, check
 from mdbench.audit.model import Check, Evidence
 from mdbench.audit.rulebook import r5_agrees, r5_interval, tplus_conventions
 from mdbench.audit.runread import (
@@ -109,7 +109,7 @@ def registration_order_checks(run: RunData, case: str, regs: list[dict], path: s
             continue
         justified = bool(reg.get("revises")) and bool(reg.get("evidence"))
         if not justified:
-            out.append(Check("registered_after_results", CODES["registered_after_results"],
+            out.append(check("registered_after_results",
                              f"definition revised after inspecting results: registration {reg.get('id')} "
                              f"({reg.get('kind')}, event {rid}, {rtime}) comes after the results first existed "
                              f"(event {first_id}, {first_time}) and names no revised registration with its "

@@ -170,13 +170,47 @@ def _same_up_to_unit(a: float, b: float, rel: float = 0.05) -> bool:
     return abs(a / (b * 10.0 ** k) - 1.0) <= rel
 
 
+#: Words of a table's header row that make its value columns alternatives of one result — the seed's
+#: sensitivity table of a revised guard (original | revised) — so that the result's value is one of the row's
+#: numbers, not necessarily the first.
+COMPARISON_WORDS = re.compile(r"\b(original|revised|superseded|previous|before|after|sensitivity|alternative|"
+                              r"variant)\b", re.I)
+#: Words of a section heading that make every table under it such a comparison.
+COMPARISON_HEADING = re.compile(r"\b(sensitivity|comparison|revised|revision|superseded)\b", re.I)
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
+
+
+def comparison_lines(report: str) -> set[int]:
+    """Line numbers (1-based) of report.md that are rows of a comparison table: a table whose header row names
+    alternatives in two or more value columns (:data:`COMPARISON_WORDS`), or any table under a section heading
+    that says so (:data:`COMPARISON_HEADING`). Free text is never a comparison: its first number is the value."""
+    out: set[int] = set()
+    section = in_table = table = False
+    for n, line in enumerate(report.splitlines()[:100_000], start=1):
+        if _HEADING.match(line):
+            section, in_table = bool(COMPARISON_HEADING.search(line)), False
+            continue
+        row = line.lstrip().startswith("|")
+        if row and not in_table:
+            head = line.strip().strip("|").split("|")
+            table = section or (len(head) >= 3 and sum(bool(COMPARISON_WORDS.search(h)) for h in head[1:]) >= 1)
+        in_table = row
+        if row and table:
+            out.add(n)
+    return out
+
+
 def report_number_mismatches(report: str, values: dict[str, float]) -> list[tuple[int, str]]:
     """(line, message) where report.md quotes a named result with a number that matches no reported value.
 
     A result name (last key segment, at least 4 characters, e.g. ``density``) followed within 40
-    characters by a number is compared with results.json; unit prefixes (powers of ten) are allowed.
+    characters by a number is compared with results.json; unit prefixes (powers of ten) are allowed. In a row
+    of a comparison table (:func:`comparison_lines`: original | revised guard) the value may be any number of
+    the row.
     """
     out: list[tuple[int, str]] = []
+    compares = comparison_lines(report)
+    number = re.compile(_NUMBER)
     # Several results may share a last key segment (t+ in two frames): a quoted number must match one of them.
     by_name: dict[str, list[float]] = {}
     for name, val in values.items():
@@ -192,6 +226,9 @@ def report_number_mismatches(report: str, values: dict[str, float]) -> list[tupl
                 try:
                     x = float(m.group(1))
                 except ValueError:
+                    continue
+                if n in compares and any(_same_up_to_unit(float(y), v) for y in number.findall(line[m.start():])
+                                         for v in vals):
                     continue
                 if not any(_same_up_to_unit(x, v) for v in vals):
                     shown = ", ".join(f"{v:.6g}" for v in vals[:3])

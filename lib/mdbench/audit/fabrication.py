@@ -1,4 +1,4 @@
-"""Fabricated evidence: what a run records but its files cannot have produced (issue 37, class 5).
+"""Fabricated evidence: what a run records but its files cannot have produced (E1, A3, A6).
 
 * :class:`NotARunDirectory` — a directory without ``run_record/`` is refused, never scored
   (``mdbench audit /etc`` used to score 17.5).
@@ -17,9 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from mdbench.audit.amend import Extra
-from mdbench.audit.model import Check, Evidence
-from mdbench.audit.runread import Entry, group_entries
+from mdbench.audit import canonical
+from mdbench.audit.codes import GroupCheck, check
+from mdbench.audit.model import Evidence
+from mdbench.audit.runread import Entry, RunData, canonical_stage, group_entries
+from mdbench.audit.simulation import _artifact_rel, production_attempts
 from mdbench.errors import InputError
 
 #: One-sided level of the variance-ratio test of a run's block spread against the canonical blocks.
@@ -65,24 +67,21 @@ def variance_ratio_too_small(run_blocks: np.ndarray, canon_blocks: np.ndarray, a
     return ratio < crit, ratio, crit
 
 
-def _canonical_match(group: str, e: Entry, canonical: dict[str, Entry]) -> Entry | None:
+def _canonical_match(group: str, e: Entry, canon_entries: dict[str, Entry]) -> Entry | None:
     try:  # the analysis items' matcher (same pairing as the R5 comparison), where the definitions match
-        from mdbench.audit.analysis_items import _canonical_match as match  # noqa: PLC0415
-        from mdbench.audit.analysis_items import _definitions_match as same  # noqa: PLC0415
-
-        ce = match(group, e, canonical)
-        return ce if ce is not None and same(group, e, ce) else None
+        ce = canonical._canonical_match(group, e, canon_entries)
+        return ce if ce is not None and canonical._definitions_match(group, e, ce) else None
     except Exception:  # noqa: BLE001 - renamed or failing matcher: no comparison, never a crash
         return None
 
 
-def block_spread_checks(run: Any, case: str, canonical_results: Any) -> list[Extra]:
+def block_spread_checks(run: RunData, case: str, canonical_results: Any) -> list[GroupCheck]:
     """Blocks of a delivered entry far tighter than the canonical blocks of the same production."""
     if canonical_results is None:
         return []
     mine, canon = group_entries(run.results.get(case)), group_entries(canonical_results)
     res_rel = f"analysis/{case}/results.json"
-    out: list[Extra] = []
+    out: list[GroupCheck] = []
     for group, entries in mine.items():
         for e in entries.values():
             rb = _finite_blocks(e)
@@ -96,18 +95,14 @@ def block_spread_checks(run: Any, case: str, canonical_results: Any) -> list[Ext
                        f"canonical blocks of the same production (s = {float(np.std(cb, ddof=1)):.3g}; variance ratio "
                        f"{ratio:.2g} < F_{SPREAD_ALPHA:g}({rb.size - 1},{cb.size - 1}) = {crit:.2g}): block values "
                        "not computed from the blocks")
-                out.append(Extra(group, Check("block_spread_implausible", "implementation", msg,
-                                              (Evidence(res_rel, key=e.key, note="blocks"),)),
-                                 {"A3": 0.0, "A6": 0.0}, item="A6"))
+                out.append(GroupCheck(group, check("block_spread_implausible", msg,
+                                              (Evidence(res_rel, key=e.key, note="blocks"),))))
     return out
 
 
-def lineage_artifacts(run: Any, prods: dict[str, Any]) -> list[str]:
+def lineage_artifacts(run: RunData, prods: dict[str, Any]) -> list[str]:
     """E1 problems: artifacts named in the attempts ledger that do not exist, and completed production
     attempts whose trajectory or energy file is absent or unreadable."""
-    from mdbench.audit.runread import canonical_stage  # noqa: PLC0415
-    from mdbench.audit.simulation import _artifact_rel, production_attempts  # noqa: PLC0415
-
     problems: list[str] = []
     for aid, a in run.attempts.items():
         arts = a.get("artifacts")

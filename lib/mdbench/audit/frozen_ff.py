@@ -1,4 +1,4 @@
-"""The production as simulated against the frozen force field of the bundle (Sim1, issue 37 class 7).
+"""The production as simulated against the frozen force field of the bundle (Sim1: force field as frozen).
 
 The production run input (``.tpr``, read by ``gmx dump``: a reader, nothing of the run is executed) is
 compared with the force-field files the bundle froze, not with the run's own equilibration input (an agent
@@ -21,6 +21,9 @@ import math
 import re
 from pathlib import Path
 from typing import Any
+
+from mdbench.audit.gmx_dump import _dump
+from mdbench.audit.runread import RunData
 
 #: Relative tolerance of a C6/C12 comparison (``gmx dump`` prints 9 significant digits, itp files fewer).
 LJ_REL_TOL = 2e-3
@@ -115,38 +118,6 @@ def bundle_force_field(root: str | Path | None) -> tuple[dict[str, tuple[float, 
     return types, mols
 
 
-_LJ_ROW = re.compile(r"^\s*functype\[(\d+)\]=LJ_SR,\s*c6=\s*([-+0-9.eE]+),\s*c12=\s*([-+0-9.eE]+)", re.M)
-_ATOM_ROW = re.compile(r"^\s*atom\[\s*\d+\]=\{type=\s*(\d+),.*?\bq=\s*([-+0-9.eE]+)", re.M)
-_TYPE_ROW = re.compile(r'^\s*type\[\d+\]=\{name="([^"]*)"', re.M)
-_MOLNAME = re.compile(r'^\s*name="([^"]*)"', re.M)
-
-
-def parse_dump_topology(topo: str) -> dict[str, Any] | None:
-    """The force field of a ``gmx dump -s`` topology section: ``lj`` (atom type name → (C6, C12) of its
-    self-interaction) and ``molecules`` (molecule type → [(atom type name, charge [e])])."""
-    lj_rows = [(int(i), float(a), float(b)) for i, a, b in _LJ_ROW.findall(topo)]
-    n = math.isqrt(len(lj_rows))
-    if n == 0 or n * n != len(lj_rows):
-        return None
-    lj = {i: (a, b) for i, a, b in lj_rows}
-    names: dict[int, str] = {}
-    molecules: dict[str, list[tuple[str, float]]] = {}
-    for block in topo.split("moltype (")[1:]:
-        m = _MOLNAME.search(block)
-        atoms = [(int(t), float(q)) for t, q in _ATOM_ROW.findall(block)]
-        tnames = _TYPE_ROW.findall(block)
-        if m is None or len(tnames) != len(atoms):
-            continue
-        for (t, _q), nm in zip(atoms, tnames):
-            names.setdefault(t, nm)
-        molecules.setdefault(m.group(1), [(nm, q) for (_t, q), nm in zip(atoms, tnames)])
-    by_name: dict[str, tuple[float, float]] = {}
-    for t, nm in names.items():
-        if t < n and t * n + t in lj:
-            by_name.setdefault(nm, lj[t * n + t])
-    return {"lj": by_name, "molecules": molecules}
-
-
 def _rel(a: float, b: float) -> float:
     return abs(a - b) / max(abs(a), abs(b), 1e-300)
 
@@ -187,13 +158,11 @@ def differences(ff: dict[str, Any] | None, bundle_types: dict[str, tuple[float, 
     return out[:10]
 
 
-def production_vs_bundle(run: Any, bundle: Any, case: str, pf: Any) -> str | None:
+def production_vs_bundle(run: RunData, bundle: Any, case: str, pf: Any) -> str | None:
     """Sim1: why the production run input's force field is not the bundle's (None when it is, or when GROMACS,
     the run input or the bundle's force-field files are unavailable)."""
     if pf is None or getattr(pf, "tpr", None) is None or bundle is None or getattr(bundle, "root", None) is None:
         return None
-    from mdbench.audit.record_checks import _dump  # noqa: PLC0415
-
     got = _dump(run, pf.tpr)
     ff = got[2] if len(got) > 2 else None
     if not ff:

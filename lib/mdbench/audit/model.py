@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mdbench.analysis.states import C, OBSERVABLE_STATES
+from mdbench.analysis.states import OBSERVABLE_STATES, C
 
 #: Dimension letter → ordered item ids.
 DIMENSIONS: dict[str, tuple[str, ...]] = {

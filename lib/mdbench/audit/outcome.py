@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mdbench.analysis.states import F, SI, C
+from mdbench.analysis.states import SI, STATE_ACTIONS, C, F, contradicting_action
 from mdbench.audit.model import UNRESOLVED_STATES, Evidence, Finding, Judgment, ObservableAssessment
 from mdbench.audit.runread import RunData, tokens
 
@@ -84,6 +84,38 @@ def state_disagreements(run: RunData, assessments: list[ObservableAssessment]) -
     return out
 
 
+#: Fields of an observables.json entry or a terminal ``unresolved`` entry that state the run's next action.
+_ACTION_FIELDS = ("next_action", "action", "planned_action", "next_step")
+
+
+def next_action_conflicts(run: RunData, assessments: list[ObservableAssessment]
+                          ) -> list[tuple[ObservableAssessment, str, str]]:
+    """(observable, the run's next action, the contradicting kind) for every unresolved observable whose next
+    action the seed's state → action table (:data:`mdbench.analysis.states.STATE_ACTIONS`) says treats it as
+    another state: an SI result to be corrected, an F result to be extended. The audit's own state is used."""
+    out = []
+    for a in assessments:
+        if a.state not in UNRESOLVED_STATES:
+            continue
+        texts = []
+        for src in (run.run_observable_states(a.case).get(a.observable), _listed_unresolved(run, a.case, a.observable)):
+            if isinstance(src, dict):
+                texts += [str(src[k])[:2000] for k in _ACTION_FIELDS if isinstance(src.get(k), str)]
+        for text in texts:
+            kind = contradicting_action(a.state, text)
+            if kind is not None:
+                out.append((a, text, kind))
+                break
+    return out
+
+
+def next_action_findings(run: RunData, assessments: list[ObservableAssessment]) -> list[Finding]:
+    """One ``next_action_contradicts_state`` finding (O2) per conflict of :func:`next_action_conflicts`."""
+    return [Finding("next_action_contradicts_state", f"{a.case}/{a.observable} is {a.state}, its next action "
+                    f"{text[:160]!r} is to {kind}: {STATE_ACTIONS[a.state].rule}", f"{OBS}#/{a.case}/{a.observable}",
+                    item="O2", case=a.case) for a, text, kind in next_action_conflicts(run, assessments)]
+
+
 def _detection(run: RunData, assessments: list[ObservableAssessment], unresolved: list[ObservableAssessment]
                ) -> tuple[list[ObservableAssessment], list[str], list[ObservableAssessment], list[str]]:
     """(unresolved observables the run recognised in the contract vocabulary, mislabelled lines, failures it
@@ -126,8 +158,12 @@ def _o1(n: int, detected: list[ObservableAssessment], names: str, ev_o: Evidence
 
 
 def _o2(n: int, detected: list[ObservableAssessment], mislabelled: list[str], f_as_si: list[ObservableAssessment],
-        confusions: list[str], ev_o: Evidence) -> Judgment:
-    """O2 classification: F, SI and M told apart as the audit finds them."""
+        confusions: list[str], ev_o: Evidence, conflicts: list[str] = ()) -> Judgment:
+    """O2 classification: F, SI and M told apart as the audit finds them — in the states the run declares and in
+    the next actions it plans (an SI result to be corrected or an F result to be extended confuses them)."""
+    if conflicts:
+        return Judgment("O2", 0.0, "deterministic failure and sampling limitation confused in the next actions: "
+                        + "; ".join(conflicts[:8]), evidence=[ev_o])
     if n == 0 and mislabelled:
         return Judgment("O2", 0.0 if confusions else 0.5, "; ".join((confusions or mislabelled)[:8]), evidence=[ev_o])
     if n == 0:
@@ -143,10 +179,20 @@ def _o2(n: int, detected: list[ObservableAssessment], mislabelled: list[str], f_
                     evidence=[ev_o])
 
 
-def _o3(run: RunData, unresolved: list[ObservableAssessment], t: dict[str, Any], ev_t: Evidence) -> Judgment:
+def _o3(run: RunData, unresolved: list[ObservableAssessment], t: dict[str, Any], ev_t: Evidence,
+        conflicts: list[str] = ()) -> Judgment:
     """O3 action / stopping: every unresolved item needs an auditable reason (a per-item reason or next action in
     the terminal record, a repair/reanalysis event, or — for SI/M/not-reached items — a recorded stopping
-    decision)."""
+    decision); a next action the state → action table rules out (:func:`next_action_conflicts`) does not address
+    its item (O3 ≤ ½)."""
+    j = _o3_addressed(run, unresolved, t, ev_t)
+    if conflicts and j.rating is not None and j.rating > 0.5:
+        return Judgment("O3", 0.5, "next action unlike the state: " + "; ".join(conflicts[:8]), evidence=j.evidence)
+    return j
+
+
+def _o3_addressed(run: RunData, unresolved: list[ObservableAssessment], t: dict[str, Any], ev_t: Evidence
+                  ) -> Judgment:
     actions = [e for _, e in run.events if any(w in str(e.get("type", "")).lower() for w in _ACTION_WORDS)]
     stops = [e for e in actions if any(w in str(e.get("type", "")).lower() for w in _STOP_WORDS)]
     global_stop = bool(stops) or any(k in t for k in ("stop_reason", "stopping_reason", "stopping", "next_action"))
@@ -204,8 +250,10 @@ def judge_outcome(run: RunData, assessments: list[ObservableAssessment], valid_c
     names = ", ".join(f"{a.case}/{a.observable}={a.state}" for a in unresolved)
     t = run.terminal if isinstance(run.terminal, dict) else {}
     expected = expected_outcome(run, assessments, valid_cases)
-    return [_o1(n, detected, names, ev_o, ev_t), _o2(n, detected, mislabelled, f_as_si, confusions, ev_o),
-            _o3(run, unresolved, t, ev_t), _o4(run, unresolved, t, ev_t),
+    conflicts = [f"{a.case}/{a.observable}={a.state}: {text[:120]!r} ({kind})"
+                 for a, text, kind in next_action_conflicts(run, assessments)]
+    return [_o1(n, detected, names, ev_o, ev_t), _o2(n, detected, mislabelled, f_as_si, confusions, ev_o, conflicts),
+            _o3(run, unresolved, t, ev_t, conflicts), _o4(run, unresolved, t, ev_t),
             _o5(run.claimed_outcome(), expected, n, t, ev_t)], expected
 
 

@@ -110,7 +110,7 @@ def _reanalyse(run_fs: RunFS, case: str, files: tuple[str, str, str], out: Path,
     try:
         # numbers only: the audit compares values and diagnostics, it draws no figures (most of an analysis' time)
         settings = None
-        if overrides:  # the run's registered definitions (mdbench.audit.registered.settings_overrides)
+        if overrides:  # the run's registered definitions (mdbench.audit.registered_definitions.settings_overrides)
             import dataclasses  # noqa: PLC0415
 
             from mdbench.analysis.settings import AnalysisSettings  # noqa: PLC0415
@@ -209,7 +209,7 @@ class Reanalyses:
         The audited run (read only).
     jobs : dict
         Case → ((tpr, xtc, edr) run-relative paths, guard interval [ps] or None[, settings overrides: the run's
-        registered definitions, :func:`mdbench.audit.registered.settings_overrides`]), in audit order; or a
+        registered definitions, :func:`mdbench.audit.registered_definitions.settings_overrides`]), in audit order; or a
         callable returning that tuple or None, which the child evaluates (a speculative start, before the
         parent's Sim4 has decided: :meth:`restrict` then names the jobs the audit takes).
     out : Path

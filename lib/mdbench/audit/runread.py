@@ -26,8 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from mdbench.analysis.observables import (AUDIT_GROUPS, audit_group, category_group, null_means_none,
-                                          target_categories)
+from mdbench.analysis.observables import AUDIT_GROUPS, audit_group, category_group, null_means_none, target_categories
 from mdbench.audit.model import OUTCOME_SYNONYMS, Finding
 from mdbench.audit.safeio import RunFS
 
@@ -92,6 +91,27 @@ def _num(x: Any) -> float | None:
     if isinstance(x, (int, float)):
         return float(x)
     return None
+
+
+#: Words by which a result marks itself as an additional result, not the required quantity (seed: "may be
+#: reported as an additional result but must be explicitly labeled"), in :data:`EXTRA_LABEL_FIELDS`.
+EXTRA_WORDS = re.compile(r"\b(additional|supplementary|auxiliary|for comparison|comparison only|not the required|"
+                         r"extra result|labell?ed extra)\b", re.I)
+#: Fields of a result whose text may label it additional.
+EXTRA_LABEL_FIELDS = ("label", "definition", "description", "note", "notes", "role", "status", "comment")
+#: Boolean fields that label a result additional (``True``) or not required (``required: False``).
+EXTRA_FLAGS = ("additional", "extra", "supplementary")
+
+
+def is_labelled_extra(raw: Any) -> bool:
+    """True when a result entry labels itself an additional result (:data:`EXTRA_FLAGS` true, ``required``
+    false, or :data:`EXTRA_WORDS` in one of :data:`EXTRA_LABEL_FIELDS`). Such an entry never delivers a required
+    target and is never judged against the required observable's formula (it may stand beside it)."""
+    if not isinstance(raw, dict):
+        return False
+    if any(raw.get(k) is True for k in EXTRA_FLAGS) or raw.get("required") is False:
+        return True
+    return any(isinstance(raw.get(k), str) and EXTRA_WORDS.search(raw[k][:2000]) for k in EXTRA_LABEL_FIELDS)
 
 
 def as_entry(key: str, obj: Any) -> Entry | None:

@@ -15,8 +15,8 @@ import logging
 import math
 import os
 import re
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Transport claims against the trajectory: the run's own fit window and reference frame (issue 18).
+"""Transport claims against the trajectory: the run's own fit window and reference frame (A3, A4, A5).
 
 The canonical reanalysis fits D, σ and t+ on its registered windows. Where its own regime checks fail (a
 short run), a transport value depends on the fit window, so comparing a value fitted elsewhere with it says
@@ -124,10 +124,6 @@ class WindowRefit:
         from mdbench.analysis.blocks import block_windows  # noqa: PLC0415
 
         return float(block_windows(rd.time_ps, self.guard_ps, self.n_blocks).block_length_ps)
-
-    def whole_length_ps(self) -> float | None:
-        rd = self.trajectory()
-        return None if rd is None else float(rd.time_ps[-1] - max(rd.time_ps[0], rd.time_ps[0] + self.guard_ps))
 
     def _max_lag_fraction(self, hi: float) -> float | None:
         bl = self.block_length_ps()
@@ -303,14 +299,13 @@ class CurveComparison:
 
 
 def compare_curves(lag_ps: np.ndarray, msd_nm2: np.ndarray, canonical: tuple[np.ndarray, np.ndarray, list[np.ndarray]],
-                   window: tuple[float, float] | None, rel_tol: float, t_975: float | None = None
-                   ) -> CurveComparison | None:
+                   window: tuple[float, float] | None, rel_tol: float) -> CurveComparison | None:
     r"""Compare a recorded MSD with the canonical one at the recorded lags inside the canonical range (the
     canonical curves interpolated linearly; lag 0 left out), restricted to ``window`` where it holds at least
     three of them. The tolerance at each lag is twice :math:`\max(h, \mathrm{rel\_tol}\cdot\mathrm{MSD})`, with
     :math:`h = t_{0.975}\, s_b/\sqrt{n_b}` of the canonical block MSDs — twice, as for every sampling-limited
-    comparison, so that no finding rests on a borderline state. ``t_975`` is accepted for old callers and
-    ignored: the quantile always follows the number of canonical blocks."""
+    comparison, so that no finding rests on a borderline state; the quantile follows the number of canonical
+    blocks (:func:`mdbench.analysis.blocks.t_quantile_975`, the analysis' rule)."""
     lag_c, whole, blocks = canonical
     lag, m = np.asarray(lag_ps, dtype=np.float64), np.asarray(msd_nm2, dtype=np.float64)
     sel = (lag > 0) & (lag <= lag_c[-1] * (1 + 1e-9)) & np.isfinite(m)

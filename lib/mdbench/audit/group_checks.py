@@ -1,10 +1,10 @@
-"""Checks that see through a run's own numbers, applied after the analysis items (issue 37).
+"""Checks of an observable group that see through a run's own numbers, applied after the analysis items.
 
 The analysis items (:mod:`mdbench.audit.analysis_items`) give each observable group its state and A2–A7
 ratings. The checks of this room — internal consistency (:mod:`mdbench.audit.consistency`: σ, t+, ionicity,
 CN against ∫g(r), σ classified by its charges), fabricated evidence (:mod:`mdbench.audit.fabrication`), the
 block layout (:mod:`mdbench.audit.blocklayout`), D against the trajectory's MSD
-(:mod:`mdbench.audit.own_diffusion`), values without any artifact (:mod:`mdbench.audit.own_values`) — add
+(:mod:`mdbench.audit.diffusion_vs_msd`), values without any artifact (:mod:`mdbench.audit.unsupported_values`) — add
 :class:`~mdbench.audit.model.Check` records to a group with a cap on the items they land on. Applying them
 is monotone: a check can lower a rating or worsen a state (C → SI for a sampling check, → F for a
 definition or implementation check), never raise one, so an honest run keeps its score when none fires.
@@ -12,38 +12,18 @@ definition or implementation check), never raise one, so an honest run keeps its
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from mdbench.analysis.states import C, F, M, SI
-from mdbench.audit.model import Check, Finding, Judgment
+from mdbench.analysis.states import SI, C, F, M
+from mdbench.audit import blocklayout, consistency, diffusion_vs_msd, fabrication, unsupported_values
+from mdbench.audit.codes import GroupCheck
+from mdbench.audit.model import Finding, Judgment
+from mdbench.audit.runread import RunData
 
 #: States a check of this room leaves alone (nothing delivered or nothing applicable).
 _FIXED_STATES = frozenset({M, "invalid_upstream", "not_reached"})
 #: Codes stated whatever the group's state (their item is episode-level, e.g. E1), without changing it.
 _ANY_STATE = frozenset({"value_without_artifact"})
-
-
-@dataclass(frozen=True)
-class Extra:
-    """One check with the items it caps.
-
-    Attributes
-    ----------
-    group : str
-        Observable group (``conductivity``, ``self_diffusion``…).
-    check : Check
-        The structured check (its severity decides the state).
-    caps : dict
-        Item → the highest rating it may keep (e.g. ``{"A3": 0.0}``).
-    item : str
-        The item of the finding that reports the check.
-    """
-
-    group: str
-    check: Check
-    caps: dict[str, float] = field(default_factory=dict)
-    item: str = "A3"
 
 
 def cap(j: Judgment, rating: float, reason: str) -> Judgment:
@@ -54,12 +34,12 @@ def cap(j: Judgment, rating: float, reason: str) -> Judgment:
                     j.observable, list(j.evidence), j.source, j.reviewer)
 
 
-def apply(case: str, groups: list[Any], judgments: list[Judgment], extras: list[Extra]) -> list[Finding]:
+def apply(case: str, groups: list[Any], judgments: list[Judgment], extras: list[GroupCheck]) -> list[Finding]:
     """Add ``extras`` to their groups (checks, state) and cap the per-observable ``judgments`` in place.
 
     Returns one finding per check, with its item.
     """
-    by_group: dict[str, list[Extra]] = {}
+    by_group: dict[str, list[GroupCheck]] = {}
     for x in extras:
         by_group.setdefault(x.group, []).append(x)
     findings: list[Finding] = []
@@ -102,19 +82,17 @@ def apply(case: str, groups: list[Any], judgments: list[Judgment], extras: list[
     return findings
 
 
-def case_checks(run: Any, case: str, upstream: str | None, canonical_results: Any, prod: Any, groups: list[Any],
+def case_checks(run: RunData, case: str, upstream: str | None, canonical_results: Any, prod: Any, groups: list[Any],
                 judgments: list[Judgment], refit: Any = None) -> list[Finding]:
     """Every check of this room on one case's delivered observables; ``groups`` and ``judgments`` (from
     :func:`mdbench.audit.analysis_items.assess_case`) are amended in place; ``refit`` is the case's
     :class:`~mdbench.audit.transport.WindowRefit` (its cached trajectory MSDs). Returns the findings."""
     if upstream is not None:
         return []
-    from mdbench.audit import blocklayout, consistency, fabrication, own_diffusion, own_values  # noqa: PLC0415
-
     extras = (consistency.checks(run, case, prod) + fabrication.block_spread_checks(run, case, canonical_results)
               + blocklayout.checks(run, case, prod)
-              + own_diffusion.checks(run, case, canonical_results, refit, groups)
+              + diffusion_vs_msd.checks(run, case, canonical_results, refit, groups)
               + consistency.cn_checks(run, case, prod)
               + consistency.sigma_charge_checks(run, case, canonical_results, prod, refit))
-    extras += own_values.checks(run, case, canonical_results, groups, extras)
+    extras += unsupported_values.checks(run, case, canonical_results, groups, extras)
     return apply(case, groups, judgments, extras)

@@ -1,4 +1,4 @@
-"""Definitions recomputed as the run registered them (issue 37, class 2).
+"""Definitions recomputed as the run registered them (R5: values compared for matched definitions).
 
 Where a run registers a definition the canonical reanalysis can express, the audit compares the run's numbers
 with the reanalysis at *that* definition (one reanalysis per case; the settings object carries it):
@@ -30,6 +30,7 @@ from typing import Any
 
 from mdbench.analysis.observables import (ASSOCIATION, ASSOCIATION_GROUP, CONDUCTIVITY, COORDINATION_GROUP,
                                           SELF_DIFFUSION, TRANSFERENCE)
+from mdbench.audit.runread import RunData
 
 #: Site labels of a contact channel (``mdbench.analysis`` atom selections: ``<species>:<label>``).
 SITE_LABELS = ("ion", "O", "N", "O_carbonyl", "O_ether", "F", "S", "C")
@@ -47,7 +48,7 @@ def _cutoff(x: Any) -> float | None:
     return None
 
 
-def registered_contact_cutoffs(run: Any, case: str, anions: list[str]) -> dict[str, float]:
+def registered_contact_cutoffs(run: RunData, case: str, anions: list[str]) -> dict[str, float]:
     """Channel name → registered contact cutoff [nm] for the case's ``anions`` (empty without a registration)."""
     out: dict[str, float] = {}
     for reg in run.in_force(ASSOCIATION_GROUP.name, "contact", case=case)[:1]:
@@ -80,7 +81,7 @@ def registered_contact_channels(cutoffs: dict[str, float]) -> dict[str, list[str
     return {an: labs for an, labs in by.items() if set(labs) != set(SITE_LABELS) and all(labs)}
 
 
-def registered_cn_cutoff(run: Any, case: str) -> float | None:
+def registered_cn_cutoff(run: RunData, case: str) -> float | None:
     """The one coordination cutoff [nm] the coordination registration in force names (None: none, one the
     reanalysis cannot store, or several different ones)."""
     found: set[float] = set()
@@ -97,7 +98,7 @@ def registered_cn_cutoff(run: Any, case: str) -> float | None:
     return found.pop() if len(found) == 1 else None
 
 
-def settings_overrides(run: Any, case: str, charges_e: dict[str, float] | None) -> dict[str, Any] | None:
+def settings_overrides(run: RunData, case: str, charges_e: dict[str, float] | None) -> dict[str, Any] | None:
     """``AnalysisSettings`` fields the run registered for ``case`` (None when it registered none the audit can
     express): contact cutoffs and channels, and the coordination cutoff."""
     anions = [sp for sp, q in (charges_e or {}).items() if isinstance(q, (int, float)) and q < -0.05]
@@ -121,7 +122,7 @@ def settings_overrides(run: Any, case: str, charges_e: dict[str, float] | None) 
     return out
 
 
-def registered_guard_ps(run: Any, case: str) -> float | None:
+def registered_guard_ps(run: RunData, case: str) -> float | None:
     """The guard interval [ps] of the registration in force for ``case`` (its latest revision), if any."""
     for reg in run.in_force("guard", case=case):
         d = reg.get("definition") or {}
@@ -159,7 +160,7 @@ def _parse_window(key: str, value: Any) -> tuple[str, tuple[float, float]] | Non
     return unit, (lo, hi)
 
 
-def registered_fit_windows(run: Any, case: str) -> dict[str, tuple[str, tuple[float, float]]]:
+def registered_fit_windows(run: RunData, case: str) -> dict[str, tuple[str, tuple[float, float]]]:
     """``"diffusion"`` / ``"collective"`` → (unit, window) of the fit windows the registrations in force name
     (a field that names neither kind applies to both)."""
     out: dict[str, tuple[str, tuple[float, float]]] = {}
@@ -215,7 +216,7 @@ def _block_length_ps(canonical_results: dict[str, Any]) -> float | None:
 _WITHIN = re.compile(r"within\s+([0-9]*\.?[0-9]+)\s*nm")
 
 
-def annotate(canonical_results: Any, run: Any = None, case: str | None = None) -> Any:
+def annotate(canonical_results: Any, run: RunData = None, case: str | None = None) -> Any:
     """The reanalysis' association entries with ``details.cutoff_nm`` from the definition they state, and (with
     ``run`` and ``case``) the fit window [ps] the run registered on each transport entry it applies to
     (:data:`REGISTERED_WINDOW_KEY`; fractions of a block converted with the reanalysis' block length)."""
@@ -251,8 +252,10 @@ def not_compared_extras(groups: list[Any], required: dict[str, list[str]]) -> li
     """One ``required_not_compared`` check (A2 ≤ ½) per required observable group whose results the audit could
     not compare with the reanalysis at their definition (``definition_differs_from_canonical``): a registered
     definition the reanalysis cannot express leaves the required number unverified."""
-    from mdbench.audit.amend import Extra  # noqa: PLC0415
-    from mdbench.audit.model import Check  # noqa: PLC0415
+    from mdbench.audit.codes import (
+        GroupCheck,  # noqa: PLC0415
+        check,  # noqa: PLC0415
+    )
 
     out = []
     for gr in groups:
@@ -265,6 +268,5 @@ def not_compared_extras(groups: list[Any], required: dict[str, list[str]]) -> li
         keys = ", ".join(e.key for c in diff for e in c.evidence if e.key)[:400]
         msg = (f"required {a.observable} not compared with the reanalysis: its definition ({keys}) is not one the "
                "canonical reanalysis can express, so the required value is unverified")
-        out.append(Extra(a.observable, Check("required_not_compared", "note", msg, diff[0].evidence),
-                         {"A2": 0.5}, item="A2"))
+        out.append(GroupCheck(a.observable, check("required_not_compared", msg, diff[0].evidence)))
     return out

@@ -1,6 +1,6 @@
 """A reported self-diffusion coefficient against the MSD of the run's own trajectory and its own recorded MSD,
 by a ratio with its own band — not against the canonical interval, which on a short run spans several-fold
-(issue 37, class 9: D ×2.5 and ×0.08 with faked diffusive diagnostics passed).
+(A3: a D far off its own MSD is a wrong implementation whatever its diagnostics claim).
 
 The trajectory's MSD is the one the canonical reanalysis formed (:meth:`mdbench.audit.transport.WindowRefit.msd`,
 cached: no second pass over the trajectory). Its diffusive window is re-derived here by the analysis' own rule
@@ -30,9 +30,12 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.observables import SELF_DIFFUSION_GROUP, SELF_DIFFUSION_YH
-from mdbench.audit.amend import Extra
-from mdbench.audit.model import Check, Evidence
-from mdbench.audit.runread import Entry, group_entries
+from mdbench.audit.codes import GroupCheck, check
+from mdbench.audit.model import Evidence
+from mdbench.audit.runread import Entry, RunData, group_entries, read_recorded_curve
+from mdbench.audit.transport import curve_diffusion, reported_window, snap_window
+from mdbench.audit.canonical import _canonical_match
+from mdbench.audit.registered_definitions import fit_window
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +56,6 @@ def _si_unit(raw: dict) -> bool:
 
 
 def _n_lags(lag: np.ndarray, w: tuple[float, float]) -> int:
-    from mdbench.audit.transport import snap_window  # noqa: PLC0415
-
     lo, hi = snap_window(lag, w)
     return int(np.sum((lag >= lo) & (lag <= hi) & (lag > 0)))
 
@@ -83,8 +84,6 @@ def band(lag_ps: np.ndarray, msd_nm2: np.ndarray, windows: list[tuple[float, flo
          ) -> tuple[float, float, list[tuple[tuple[float, float], float]]] | None:
     """(lower, upper) bound [m²/s] of the D a linear fit of ``msd_nm2`` gives on ``windows`` (each with at least
     two lags inside the curve), widened by :data:`BAND_FACTOR`, and the (window, D) pairs; None without any."""
-    from mdbench.audit.transport import curve_diffusion  # noqa: PLC0415
-
     lag = np.asarray(lag_ps, dtype=np.float64)
     got = []
     for w in windows:
@@ -102,9 +101,6 @@ def band(lag_ps: np.ndarray, msd_nm2: np.ndarray, windows: list[tuple[float, flo
 def _species(e: Entry, canonical: dict[str, Entry]) -> tuple[str | None, tuple[float, float] | None]:
     """(species, the fit window the run registered for it) of the reanalysis entry ``e`` pairs with."""
     try:
-        from mdbench.audit.canonical import _canonical_match  # noqa: PLC0415
-        from mdbench.audit.registered import fit_window  # noqa: PLC0415
-
         ce = _canonical_match(_GROUP, e, canonical)
         return (None, None) if ce is None else (str(ce.raw.get("species") or ce.key.rsplit("/", 1)[-1]),
                                                 fit_window(ce))
@@ -133,7 +129,7 @@ def _uncorrected(e: Entry) -> float | None:
 
 
 def _finding(case: str, e: Entry, code: str, what: str, b: tuple[float, float, list], found: bool,
-             value: float) -> Extra:
+             value: float) -> GroupCheck:
     lo, hi, got = b
     ref = got[0][1]
     wins = ", ".join(f"[{w[0]:.3g}, {w[1]:.3g}] ps: {d:.4g}" for w, d in got)
@@ -142,20 +138,17 @@ def _finding(case: str, e: Entry, code: str, what: str, b: tuple[float, float, l
            f"re-derived by the β rule{'' if found else ', not found: fallback window'}; {wins} m^2/s); a linear fit "
            f"of that MSD gives [{lo:.4g}, {hi:.4g}] m^2/s on any candidate window (× {BAND_FACTOR:g} either way): "
            "the value follows from no window of it, whatever the run's diffusive diagnostics say")
-    return Extra(_GROUP, Check(code, "implementation", msg, (Evidence(f"analysis/{case}/results.json", key=e.key,
-                                                                      note="value"),)), {"A3": 0.0})
+    return GroupCheck(_GROUP, check(code, msg, (Evidence(f"analysis/{case}/results.json", key=e.key, note="value"),)))
 
 
-def checks(run: Any, case: str, canonical_results: Any, refit: Any, groups: list[Any] | None = None) -> list[Extra]:
+def checks(run: RunData, case: str, canonical_results: Any, refit: Any, groups: list[Any] | None = None
+           ) -> list[GroupCheck]:
     """Every reported D of ``case`` against the trajectory's MSD and its own recorded MSD (module docstring)."""
-    from mdbench.audit.runread import read_recorded_curve  # noqa: PLC0415
-    from mdbench.audit.transport import reported_window  # noqa: PLC0415
-
     mine = (group_entries(run.results.get(case)) or {}).get(_GROUP) or {}
     if not mine or refit is None:
         return []
     canon = (group_entries(canonical_results) or {}).get(_GROUP) or {}
-    out: list[Extra] = []
+    out: list[GroupCheck] = []
     for e in list(mine.values())[:50]:
         if not e.finite_value or not D_RANGE_M2_S[0] <= e.value <= D_RANGE_M2_S[1] or not _si_unit(e.raw) \
                 or _already_treatment(groups, e.key):

@@ -1,4 +1,4 @@
-"""Values that appear in no artifact: a fabrication signal (issue 37, class 5), kept conservative.
+"""Values that appear in no artifact: a fabrication signal (E1 Canonical lineage, A3), kept conservative.
 
 A delivered number is *supported* when the run recorded something it follows from: at least two finite block
 values, a cited or inline MSD (:func:`mdbench.audit.runread.curve_citation`), a recorded RDF
@@ -17,9 +17,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from mdbench.audit.amend import Extra
-from mdbench.audit.model import Check, Evidence
-from mdbench.audit.runread import Entry, group_entries
+from mdbench.audit.codes import GroupCheck, check
+from mdbench.audit.model import Evidence
+from mdbench.audit.runread import Entry, RunData, curve_citation, group_entries
+from mdbench.audit.consistency import recorded_rdf
+from mdbench.audit.canonical import _canonical_match, _definitions_match
 
 #: Relative difference from the canonical value below which a number counts as reproduced.
 REPRO_REL_TOL = 0.10
@@ -28,7 +30,7 @@ CONTRADICTED = frozenset({"value_contradicts_reanalysis", "diffusion_off_traject
 _MATRIX_KEYS = ("onsager", "L", "onsager_coefficients", "sigma_ij_S_m")
 
 
-def supported(run: Any, case: str, e: Entry) -> bool:
+def supported(run: RunData, case: str, e: Entry) -> bool:
     """True when the entry records an artifact its value follows from (module docstring)."""
     if e.blocks and sum(1 for b in e.blocks if b is not None and math.isfinite(b)) >= 2:
         return True
@@ -37,9 +39,6 @@ def supported(run: Any, case: str, e: Entry) -> bool:
     if any(k in raw or k in det for k in _MATRIX_KEYS) or isinstance(det.get("L"), dict):
         return True
     try:
-        from mdbench.audit.consistency import recorded_rdf  # noqa: PLC0415
-        from mdbench.audit.runread import curve_citation  # noqa: PLC0415
-
         return curve_citation(raw) is not None or recorded_rdf(run, case, raw) is not None
     except Exception:  # noqa: BLE001 - an unreadable citation counts as a citation (its own finding elsewhere)
         return True
@@ -47,8 +46,6 @@ def supported(run: Any, case: str, e: Entry) -> bool:
 
 def _canonical(group: str, e: Entry, canon: dict[str, Entry]) -> Entry | None:
     try:
-        from mdbench.audit.canonical import _canonical_match, _definitions_match  # noqa: PLC0415
-
         ce = _canonical_match(group, e, canon)
         return ce if ce is not None and ce.finite_value and _definitions_match(group, e, ce) else None
     except Exception:  # noqa: BLE001 - a failing matcher: nothing compared, never a crash
@@ -69,14 +66,14 @@ def _contradicted(groups: list[Any] | None, group: str, key: str) -> bool:
     return False
 
 
-def checks(run: Any, case: str, canonical_results: Any, groups: list[Any] | None = None,
-           extras: list[Extra] | None = None) -> list[Extra]:
+def checks(run: RunData, case: str, canonical_results: Any, groups: list[Any] | None = None,
+           extras: list[GroupCheck] | None = None) -> list[GroupCheck]:
     """``value_without_artifact`` for every delivered number of ``case`` that is unsupported and not reproduced."""
     if not isinstance(canonical_results, dict):
         return []
     mine, canon = group_entries(run.results.get(case)), group_entries(canonical_results)
     done = {(x.group, x.check.code, x.check.message.split(" ", 1)[0]) for x in extras or []}
-    out: list[Extra] = []
+    out: list[GroupCheck] = []
     for group, entries in mine.items():
         for e in list(entries.values())[:200]:
             if not e.finite_value or supported(run, case, e):
@@ -96,7 +93,6 @@ def checks(run: Any, case: str, canonical_results: Any, groups: list[Any] | None
             msg = (f"{e.key} = {e.value:.4g} appears in no recorded artifact (no block values, curve, RDF or matrix "
                    f"behind it) and the reanalysis of the same trajectory does not reproduce it ({ce.key} = "
                    f"{ce.value:.4g} ± {_half_width(ce):.2g}): a value without evidence")
-            out.append(Extra(group, Check("value_without_artifact", "implementation", msg,
-                                          (Evidence(f"analysis/{case}/results.json", key=e.key, note="value"),)),
-                             {"A3": 0.0}, item="E1"))
+            out.append(GroupCheck(group, check("value_without_artifact", msg,
+                                          (Evidence(f"analysis/{case}/results.json", key=e.key, note="value"),))))
     return out
