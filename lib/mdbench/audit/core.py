@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from mdbench.analysis.reduce.centres import CENTRES_FILE, load_centres
 from mdbench.audit import (amend, analysis_items, evidence, fabrication, outcome, record_checks, registered,
-                          simulation)
+                          required_results, simulation)
 from mdbench.audit.bundle import load_bundle
 from mdbench.audit.judges import (check_append_only, entry_digest, load_adjudication, run_external_judge,
                                   run_llm_judge)
@@ -357,6 +357,7 @@ def _assess(run: Any, bundle: Any, case: str, canon: Any, out: Path, st: _AuditS
                                  centres) if canon else None
     js, groups = analysis_items.assess_case(run, bundle, case, st.upstream[case], canon, pf.extra, refit)
     st.findings += amend.case_checks(run, case, st.upstream[case], canon, pf, groups, js, refit)  # issue 37
+    st.findings += required_results.apply(run, bundle, case, st.upstream[case], groups, js)  # issue 45: A1 by spec
     if canon is not None:  # a required observable the reanalysis could not compare as registered: A2
         st.findings += amend.apply(case, groups, js, registered.not_compared_extras(
             groups, analysis_items.required_targets(case, bundle)))
