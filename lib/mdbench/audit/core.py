@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from mdbench.analysis.reduce.centres import CENTRES_FILE, load_centres
 from mdbench.audit import (amend, analysis_items, evidence, fabrication, outcome, record_checks, registered,
-                          required_results, simulation)
+                          production_protocol, required_results, simulation)
 from mdbench.audit.bundle import load_bundle
 from mdbench.audit.judges import (check_append_only, entry_digest, load_adjudication, run_external_judge,
                                   run_llm_judge)
@@ -322,6 +322,7 @@ def _case_pass(run: Any, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: Path
                     s4, st.prods[case] = simulation.check_production(run, case, decode=True)
                     per_case[case][3] = s4
                     st.upstream[case] = _upstream(run, case, s4)
+            st.findings += production_protocol.apply(run, bundle, case, st.prods[case], per_case[case])  # issue 45
             st.judgments += per_case[case]
             _assess(run, bundle, case, canon, out, st)
     return st
