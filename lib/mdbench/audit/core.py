@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from mdbench.analysis.reduce.centres import CENTRES_FILE, load_centres
 from mdbench.audit import (amend, analysis_items, evidence, fabrication, outcome, record_checks, registered,
-                          production_protocol, required_results, simulation)
+                          production_protocol, required_results, simulation, trajectory_integrity)
 from mdbench.audit.bundle import load_bundle
 from mdbench.audit.judges import (check_append_only, entry_digest, load_adjudication, run_external_judge,
                                   run_llm_judge)
@@ -356,6 +356,7 @@ def _assess(run: Any, bundle: Any, case: str, canon: Any, out: Path, st: _AuditS
     centres = load_centres(links.parent / CENTRES_FILE) if canon else None  # the reanalysis' pass, kept
     refit = WindowRefit.for_case(links / Path(pf.tpr).name, links / Path(pf.xtc).name, canon,
                                  centres) if canon else None
+    st.findings += trajectory_integrity.apply(run, case, pf, centres, st.judgments)  # issue 45: Sim4
     js, groups = analysis_items.assess_case(run, bundle, case, st.upstream[case], canon, pf.extra, refit)
     st.findings += amend.case_checks(run, case, st.upstream[case], canon, pf, groups, js, refit)  # issue 37
     st.findings += required_results.apply(run, bundle, case, st.upstream[case], groups, js)  # issue 45: A1 by spec
@@ -381,6 +382,7 @@ def _episode_pass(run: Any, bundle: Any, st: _AuditState) -> str:
                         evidence=[Evidence(f"{evidence.REC}/attempts.jsonl")]) if j.item == "O3" else j for j in ojs]
     st.judgments += ojs
     st.findings += record_checks.amend(run, bundle, st.prods, st.judgments, st.assessments)  # issue 37
+    st.findings += trajectory_integrity.cap_consistency(run, st.judgments, st.findings)  # issue 45: E5
     budget = [Finding("budget_exceeded", m, f"{evidence.REC}/attempts.jsonl", item="E5") for m in consumption.over]
     budget += [Finding("budget_statement_disagrees", m, "report.md" if m.startswith("report.md") else
                        f"{evidence.REC}/episode_terminal.json", item="E5") for m in consumption.statements]

@@ -1,0 +1,266 @@
+"""Sim4 (and E5): the production trajectory is one continuous simulation of its run input (issue 45).
+
+Checked before anything is read from the trajectory's physics, from what the audit pass has at hand:
+
+* **frame times** (every frame header: :data:`mdbench.trajcheck` layout, nothing decompressed): uniform, and
+  spaced by the run input's ``dt × nstxout-compressed`` (``gmx dump``, :mod:`mdbench.audit.production_protocol`)
+  → ``trajectory_times_irregular``;
+* **repeated frames**: every pair of frames compared on the molecular centres the reanalysis pass kept
+  (:mod:`mdbench.analysis.reduce.centres`; without a reanalysis, a subset of atoms decoded from the xtc), under
+  the minimum image of the box: a frame closer to an earlier one than :data:`REPEAT_FRACTION` of the typical
+  frame-to-frame step is a (near-)repeat → ``trajectory_frames_repeated``;
+* **splices**: the frame-to-frame displacement along the run; a step larger than :data:`JUMP_FACTOR` times the
+  median step and :data:`JUMP_MAD` robust deviations above it is a jump between two trajectories →
+  ``trajectory_splice``;
+* **coverage**: the trajectory does not run past the last step the production log and the checkpoint
+  record → ``trajectory_files_disagree``.
+
+Each failure names the frames (index and time) and lowers Sim4 to 0 (times not those of the run input,
+frames repeated, a splice, frames past the run's end); where the run recorded the production valid, E5 is
+capped at ½. Cost: one header walk of the xtc, and :data:`MAX_PAIR_WORK` coordinate comparisons at most (the
+molecules compared are a fixed, evenly spaced subset).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from typing import Any
+
+import numpy as np
+
+from mdbench.audit.model import Evidence, Finding, Judgment
+
+log = logging.getLogger(__name__)
+
+#: A frame closer to another (rms over the compared centres, minimum image) than this fraction of the median
+#: frame-to-frame step is a repeat.
+REPEAT_FRACTION = 0.1
+#: Smallest rms distance [nm] still told apart from the xtc precision (1e-3 nm).
+REPEAT_FLOOR_NM = 2.5e-3
+#: A step larger than this factor times the median step ...
+JUMP_FACTOR = 3.0
+#: ... and this many scaled median absolute deviations above the median is a splice.
+JUMP_MAD = 12.0
+#: Largest number of (frame pair × coordinate) differences computed for the repeat search.
+MAX_PAIR_WORK = 2.0e8
+#: Relative tolerance of frame spacing (xtc times are float32).
+TIME_REL_TOL = 1e-3
+#: The codes of this module (their item: Sim4; E5 where the record calls the production valid).
+INTEGRITY_CODES = frozenset({"trajectory_times_irregular", "trajectory_frames_repeated", "trajectory_splice",
+                             "trajectory_files_disagree"})
+_STEP_TIME = re.compile(r"^\s+Step\s+Time\s*\n\s+(\d+)\s+([-+0-9.eE]+)", re.M)
+
+
+def frame_headers(path: Any, max_frames: int = 10_000_000) -> tuple[np.ndarray, np.ndarray]:
+    """(step, time [ps]) of every complete frame of an xtc, from the frame headers alone."""
+    from mdbench.trajcheck import _HEADER_BYTES, _LEAD, XTC_MAGIC, _frame_bytes  # noqa: PLC0415
+
+    steps: list[int] = []
+    times: list[float] = []
+    with open(path, "rb") as fh:
+        fh.seek(0, 2)
+        size = fh.tell()
+        offset, natoms = 0, None
+        while offset < size and len(steps) < max_frames:
+            fh.seek(offset)
+            head = fh.read(_HEADER_BYTES)
+            if len(head) < _HEADER_BYTES:
+                break
+            magic, n, step, t = _LEAD.unpack_from(head)
+            natoms = n if natoms is None else natoms
+            length = _frame_bytes(head, natoms)
+            if magic != XTC_MAGIC or n != natoms or length is None or offset + length > size:
+                break
+            steps.append(int(step))
+            times.append(float(t))
+            offset += length
+    return np.asarray(steps, dtype=np.int64), np.asarray(times, dtype=np.float64)
+
+
+def _frames(path: Any, n_keep: int) -> tuple[np.ndarray, np.ndarray]:
+    """(positions (F, n, 3) of an evenly spaced subset of atoms [nm], orthorhombic box edges (F, 3) [nm])."""
+    from MDAnalysis.lib.formats.libmdaxdr import XTCFile  # noqa: PLC0415
+
+    xs, boxes = [], []
+    with XTCFile(str(path)) as fh:
+        for frame in fh:
+            x = frame.x
+            idx = np.linspace(0, x.shape[0] - 1, min(n_keep, x.shape[0])).astype(int)
+            xs.append(np.asarray(x[idx], dtype=np.float64))
+            boxes.append(np.diag(np.asarray(frame.box, dtype=np.float64)))
+    return np.asarray(xs), np.asarray(boxes)
+
+
+def _positions(pf: Any, run: Any, centres: Any, n_frames: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(positions (F, n, 3) [nm], box edges (F, 3) [nm]) compared, from the centres or the xtc."""
+    n_keep = int(max(16, min(256, MAX_PAIR_WORK / max(1.0, 1.5 * n_frames ** 2 * 3))))
+    if centres is not None and len(centres.time_ps) == n_frames:
+        com = np.concatenate([centres.com_by_species[sp] for sp in centres.species], axis=1)
+        idx = np.linspace(0, com.shape[1] - 1, min(n_keep, com.shape[1])).astype(int)
+        box0 = _first_box(run.fs.resolve(pf.xtc))
+        if box0 is None:
+            return None
+        vol = np.asarray(centres.volume_nm3, dtype=np.float64)
+        scale = (vol / vol[0]) ** (1.0 / 3.0) if vol.size == n_frames and vol[0] > 0 else np.ones(n_frames)
+        return np.asarray(com[:, idx], dtype=np.float64), box0[None, :] * scale[:, None]
+    try:
+        return _frames(run.fs.resolve(pf.xtc), n_keep)
+    except Exception as exc:  # noqa: BLE001 - unreadable frames are Sim4's finding already
+        log.info("trajectory integrity: frames not read: %s", exc)
+        return None
+
+
+def _first_box(path: Any) -> np.ndarray | None:
+    from mdbench.trajcheck import scan_xtc  # noqa: PLC0415
+
+    try:
+        box = scan_xtc(path).first_box_nm
+    except Exception:  # noqa: BLE001
+        return None
+    return None if box is None else np.diag(np.asarray(box, dtype=np.float64).reshape(3, 3))
+
+
+def _min_image(d: np.ndarray, box: np.ndarray) -> np.ndarray:
+    return d - box * np.round(d / np.where(box > 0, box, np.inf))
+
+
+def step_rms(x: np.ndarray, box: np.ndarray) -> np.ndarray:
+    """rms displacement [nm] between consecutive frames (minimum image), (F-1,)."""
+    d = _min_image(np.diff(x, axis=0), box[1:, None, :])
+    return np.sqrt(np.mean(np.sum(d * d, axis=-1), axis=-1))
+
+
+def repeated_pairs(x: np.ndarray, box: np.ndarray, threshold_nm: float, max_pairs: int = 20) -> list[tuple[int, int]]:
+    """(earlier, later) frame pairs whose rms distance under the minimum image is below ``threshold_nm``."""
+    out: list[tuple[int, int]] = []
+    for j in range(1, x.shape[0]):
+        d = _min_image(x[:j] - x[j][None], box[j][None, None, :])
+        r = np.sqrt(np.mean(np.sum(d * d, axis=-1), axis=-1))
+        for i in np.flatnonzero(r < threshold_nm):
+            out.append((int(i), j))
+            if len(out) >= max_pairs:
+                return out
+    return out
+
+
+def jumps(steps: np.ndarray) -> list[int]:
+    """Indices t of steps t → t+1 that stand out of the run's displacement statistics (a splice)."""
+    if steps.size < 8:
+        return []
+    med = float(np.median(steps))
+    mad = 1.4826 * float(np.median(np.abs(steps - med))) or 1e-12
+    return [int(t) for t in np.flatnonzero((steps > JUMP_FACTOR * med) & (steps > med + JUMP_MAD * mad))]
+
+
+def _frames_text(idx: list[int], times: np.ndarray) -> str:
+    shown = ", ".join(f"{i} (t = {times[i]:.3f} ps)" if i < len(times) else str(i) for i in idx[:6])
+    return shown + (f" and {len(idx) - 6} more" if len(idx) > 6 else "")
+
+
+def checks(run: Any, case: str, pf: Any, centres: Any = None) -> list[tuple[str, str]]:
+    """(code, message naming the frames) of every integrity failure of a case's production trajectory."""
+    if pf is None or not getattr(pf, "readable", False) or pf.xtc is None:
+        return []
+    path = run.fs.resolve(pf.xtc)
+    if path is None:
+        return []
+    steps, times = frame_headers(path)
+    out: list[tuple[str, str]] = []
+    if times.size < 3:
+        return out
+    dts = np.diff(times)
+    spacing = float(np.median(dts))
+    bad = np.flatnonzero(np.abs(dts - spacing) > TIME_REL_TOL * abs(spacing) + 1e-4) + 1
+    if bad.size:
+        out.append(("trajectory_times_irregular", f"frame times not uniform (spacing {spacing:g} ps): frames "
+                                                  f"{_frames_text(bad.tolist(), times)}"))
+    from mdbench.audit.production_protocol import dump_inputrec  # noqa: PLC0415
+
+    ir = dump_inputrec(run, pf.tpr) if pf.tpr else {}
+    try:
+        dt, nst = float(ir.get("dt", "nan")), int(ir.get("nstxout-compressed", 0))
+    except ValueError:
+        dt, nst = math.nan, 0
+    if nst > 0 and math.isfinite(dt) and abs(spacing - dt * nst) > TIME_REL_TOL * dt * nst + 1e-4:
+        out.append(("trajectory_times_irregular", f"frames every {spacing:g} ps, the run input writes every "
+                                                  f"{dt * nst:g} ps (dt {dt:g} ps x nstxout-compressed {nst})"))
+    out += _coverage(run, pf, times)
+    got = _positions(pf, run, centres, times.size)
+    if got is None:
+        return out
+    x, box = got
+    s = step_rms(x, box)
+    med = float(np.median(s)) if s.size else 0.0
+    if med > 0:
+        pairs = repeated_pairs(x, box, max(REPEAT_FRACTION * med, REPEAT_FLOOR_NM))
+        if pairs:
+            later = sorted({j for _i, j in pairs})
+            out.append(("trajectory_frames_repeated", f"{len(later)}+ frame(s) repeat earlier ones (rms distance "
+                        f"< {max(REPEAT_FRACTION * med, REPEAT_FLOOR_NM):.2g} nm, typical step {med:.3g} nm): "
+                        + "; ".join(f"frame {j} (t = {times[j]:.3f} ps) = frame {i} (t = {times[i]:.3f} ps)"
+                                    for i, j in pairs[:4])))
+        jt = jumps(s)
+        if jt:
+            out.append(("trajectory_splice", f"displacement jumps between frames (median step {med:.3g} nm): "
+                        + "; ".join(f"{s[t]:.3g} nm from frame {t} to {t + 1} (t = {times[t]:.3f} → "
+                                    f"{times[t + 1]:.3f} ps)" for t in jt[:4])))
+    return out
+
+
+def _coverage(run: Any, pf: Any, times: np.ndarray) -> list[tuple[str, str]]:
+    """The trajectory against the last step the production log and checkpoint record."""
+    ends: list[str] = []
+    tol = float(np.median(np.diff(times))) + 1e-6
+    text = run.fs.read_text(pf.log, item="Sim4") if pf.log else None
+    m = _STEP_TIME.findall(text or "")
+    if m:
+        t_log = float(m[-1][1])
+        if times[-1] > t_log + tol:
+            ends.append(f"the log's last step is at {t_log:g} ps")
+    if pf.cpt:
+        from mdbench.audit.record_checks import checkpoint_time  # noqa: PLC0415
+
+        t_cpt = checkpoint_time(run, pf.cpt)
+        if t_cpt is not None and times[-1] > t_cpt + tol:
+            ends.append(f"the checkpoint was written at {t_cpt:g} ps")
+    if not ends:
+        return []
+    past = np.flatnonzero(times > min(float(x) for x in re.findall(r"at ([-+0-9.eE]+) ps", "; ".join(ends))) + tol)
+    return [("trajectory_files_disagree", f"the trajectory runs to {times[-1]:g} ps but " + " and ".join(ends)
+             + f": frames {_frames_text(past.tolist(), times)} were not simulated by this run")]
+
+
+def apply(run: Any, case: str, pf: Any, centres: Any, judgments: list[Judgment]) -> list[Finding]:
+    """Sim4 of ``case`` set to 0 by its trajectory's integrity failures (``judgments`` amended in place)."""
+    from mdbench.audit.amend import cap  # noqa: PLC0415
+
+    found = checks(run, case, pf, centres)
+    if not found:
+        return []
+    why = "production trajectory is not one continuous simulation of its run input: " + "; ".join(m for _c, m in found)
+    for i, j in enumerate(judgments):
+        if j.item == "Sim4" and j.case == case and j.observable is None:
+            judgments[i] = cap(j, 0.0, why)
+            judgments[i].evidence.append(Evidence(pf.xtc, note="frame headers and coordinates compared"))
+    return [Finding(code, msg[:900], pf.xtc, item="Sim4", case=case) for code, msg in found]
+
+
+def cap_consistency(run: Any, judgments: list[Judgment], findings: list[Finding]) -> list[Finding]:
+    """E5 capped at ½ where the run recorded a production valid whose trajectory fails these checks."""
+    from mdbench.audit.amend import cap  # noqa: PLC0415
+
+    out: list[Finding] = []
+    for f in findings:
+        if f.code not in INTEGRITY_CODES or f.item != "Sim4" or f.case is None:
+            continue
+        claimed = run.stage_state(f.case, "prod")
+        if claimed is None or claimed.get("state") != "valid":
+            continue
+        msg = f"the record calls the production of {f.case} valid, but {f.message}"
+        out.append(Finding(f.code, msg[:900], "run_record/stage_states.json", item="E5", case=f.case))
+        for i, j in enumerate(judgments):
+            if j.item == "E5" and j.case is None and j.observable is None:
+                judgments[i] = cap(j, 0.5, msg[:600])
+    return out
