@@ -125,3 +125,16 @@ def test_honest_runs_leave_every_simulation_item(built, run_copy, bundle, second
     assert sim_items(tmp_path / "second") == base
     res0 = audit_run(run, bundle, tmp_path / "honest_re", reanalysis=True)
     assert not [f for f in res0.findings if f.code.startswith("trajectory_")]
+
+
+def test_frames_whose_step_numbers_are_not_their_times(run_copy, bundle, tmp_path):
+    """Copied frames whose times were continued but whose step numbers were not: the headers contradict the
+    run input's dt."""
+    frames = read_frames(run_copy / "cases" / rb.CASE / "prod" / "prod.xtc")
+    k = split_index(len(frames), "audit45/steps")
+    fabricate(run_copy, frames[:k] + [(frames[i][0], frames[i][1], frames[i - k][2], frames[i][3])
+                                      for i in range(k, len(frames))])
+    res = audit_run(run_copy, bundle, tmp_path / "a", reanalysis=False)
+    irr = [f for f in res.findings if f.code == "trajectory_times_irregular"]
+    assert irr and "not their step numbers" in irr[0].message and f"frames {k} (t = " in irr[0].message
+    assert sim_items(tmp_path / "a")["Sim4"] == 0.0

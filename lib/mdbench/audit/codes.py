@@ -45,7 +45,7 @@ CODES: dict[str, str] = {
     # issue 45, judged from the task's specification (audit/required_results, production_protocol,
     # trajectory_integrity): a required result missing (A1 <= 1/2); the production tpr unlike the frozen
     # protocol (Sim1/Sim4 = 0; an output interval coarser than required: Sim4 <= 1/2); a trajectory whose
-    # frames repeat, splice, or whose times / files disagree (Sim4 = 0 or 1/2; E5 <= 1/2 where recorded valid)
+    # frames repeat or splice, or whose times are not the tpr's (Sim4 = 0; E5 <= 1/2 where recorded valid)
     "required_result_missing": "missing",
     "protocol_model_differs": "implementation",
     "protocol_state_point_differs": "implementation",
@@ -53,7 +53,6 @@ CODES: dict[str, str] = {
     "trajectory_frames_repeated": "implementation",
     "trajectory_splice": "implementation",
     "trajectory_times_irregular": "implementation",
-    "trajectory_files_disagree": "implementation",
 }
 
 

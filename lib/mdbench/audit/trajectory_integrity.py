@@ -12,11 +12,13 @@ Checked before anything is read from the trajectory's physics, from what the aud
 * **splices**: the frame-to-frame displacement along the run; a step larger than :data:`JUMP_FACTOR` times the
   median step and :data:`JUMP_MAD` robust deviations above it is a jump between two trajectories →
   ``trajectory_splice``;
-* **coverage**: the trajectory does not run past the last step the production log and the checkpoint
-  record → ``trajectory_files_disagree``.
+* **step numbers**: each frame's time is ``tinit + step × dt`` of the run input → ``trajectory_times_irregular``.
+
+Whether the trajectory, log, checkpoint and ledger cover the same time is
+``production_length_disagrees`` (:mod:`mdbench.audit.record_checks`), the energy file's end Sim4's own check.
 
 Each failure names the frames (index and time) and lowers Sim4 to 0 (times not those of the run input,
-frames repeated, a splice, frames past the run's end); where the run recorded the production valid, E5 is
+frames repeated, a splice); where the run recorded the production valid, E5 is
 capped at ½. Cost: one header walk of the xtc, and :data:`MAX_PAIR_WORK` coordinate comparisons at most (the
 molecules compared are a fixed, evenly spaced subset).
 """
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from typing import Any
 
 import numpy as np
@@ -45,12 +46,12 @@ JUMP_FACTOR = 3.0
 JUMP_MAD = 12.0
 #: Largest number of (frame pair × coordinate) differences computed for the repeat search.
 MAX_PAIR_WORK = 2.0e8
-#: Relative tolerance of frame spacing (xtc times are float32).
+#: Relative tolerance of frame spacing.
 TIME_REL_TOL = 1e-3
+#: Relative rounding of a float32 time (xtc frame headers), twice its machine epsilon.
+FLOAT32_REL = 2.5e-7
 #: The codes of this module (their item: Sim4; E5 where the record calls the production valid).
-INTEGRITY_CODES = frozenset({"trajectory_times_irregular", "trajectory_frames_repeated", "trajectory_splice",
-                             "trajectory_files_disagree"})
-_STEP_TIME = re.compile(r"^\s+Step\s+Time\s*\n\s+(\d+)\s+([-+0-9.eE]+)", re.M)
+INTEGRITY_CODES = frozenset({"trajectory_times_irregular", "trajectory_frames_repeated", "trajectory_splice"})
 
 
 def frame_headers(path: Any, max_frames: int = 10_000_000) -> tuple[np.ndarray, np.ndarray]:
@@ -172,7 +173,8 @@ def checks(run: Any, case: str, pf: Any, centres: Any = None) -> list[tuple[str,
         return out
     dts = np.diff(times)
     spacing = float(np.median(dts))
-    bad = np.flatnonzero(np.abs(dts - spacing) > TIME_REL_TOL * abs(spacing) + 1e-4) + 1
+    f32 = FLOAT32_REL * np.abs(times)   # xtc times are float32: their own rounding grows with t
+    bad = np.flatnonzero(np.abs(dts - spacing) > TIME_REL_TOL * abs(spacing) + 1e-4 + 2 * f32[1:]) + 1
     if bad.size:
         out.append(("trajectory_times_irregular", f"frame times not uniform (spacing {spacing:g} ps): frames "
                                                   f"{_frames_text(bad.tolist(), times)}"))
@@ -180,13 +182,18 @@ def checks(run: Any, case: str, pf: Any, centres: Any = None) -> list[tuple[str,
 
     ir = dump_inputrec(run, pf.tpr) if pf.tpr else {}
     try:
-        dt, nst = float(ir.get("dt", "nan")), int(ir.get("nstxout-compressed", 0))
+        dt, nst, t0 = float(ir.get("dt", "nan")), int(ir.get("nstxout-compressed", 0)), float(ir.get("tinit", 0))
     except ValueError:
-        dt, nst = math.nan, 0
+        dt, nst, t0 = math.nan, 0, 0.0
     if nst > 0 and math.isfinite(dt) and abs(spacing - dt * nst) > TIME_REL_TOL * dt * nst + 1e-4:
         out.append(("trajectory_times_irregular", f"frames every {spacing:g} ps, the run input writes every "
                                                   f"{dt * nst:g} ps (dt {dt:g} ps x nstxout-compressed {nst})"))
-    out += _coverage(run, pf, times)
+    if math.isfinite(dt) and dt > 0:
+        off = np.flatnonzero(np.abs(t0 + steps * dt - times) > TIME_REL_TOL * max(dt * max(nst, 1), 1e-3) + 1e-4 + f32)
+        if off.size:
+            out.append(("trajectory_times_irregular", f"frame times are not their step numbers x dt {dt:g} ps: "
+                                                      f"frames {_frames_text(off.tolist(), times)} (step "
+                                                      f"{int(steps[off[0]])})"))
     got = _positions(pf, run, centres, times.size)
     if got is None:
         return out
@@ -209,29 +216,6 @@ def checks(run: Any, case: str, pf: Any, centres: Any = None) -> list[tuple[str,
     return out
 
 
-def _coverage(run: Any, pf: Any, times: np.ndarray) -> list[tuple[str, str]]:
-    """The trajectory against the last step the production log and checkpoint record."""
-    ends: list[str] = []
-    tol = float(np.median(np.diff(times))) + 1e-6
-    text = run.fs.read_text(pf.log, item="Sim4") if pf.log else None
-    m = _STEP_TIME.findall(text or "")
-    if m:
-        t_log = float(m[-1][1])
-        if times[-1] > t_log + tol:
-            ends.append(f"the log's last step is at {t_log:g} ps")
-    if pf.cpt:
-        from mdbench.audit.record_checks import checkpoint_time  # noqa: PLC0415
-
-        t_cpt = checkpoint_time(run, pf.cpt)
-        if t_cpt is not None and times[-1] > t_cpt + tol:
-            ends.append(f"the checkpoint was written at {t_cpt:g} ps")
-    if not ends:
-        return []
-    past = np.flatnonzero(times > min(float(x) for x in re.findall(r"at ([-+0-9.eE]+) ps", "; ".join(ends))) + tol)
-    return [("trajectory_files_disagree", f"the trajectory runs to {times[-1]:g} ps but " + " and ".join(ends)
-             + f": frames {_frames_text(past.tolist(), times)} were not simulated by this run")]
-
-
 def apply(run: Any, case: str, pf: Any, centres: Any, judgments: list[Judgment]) -> list[Finding]:
     """Sim4 of ``case`` set to 0 by its trajectory's integrity failures (``judgments`` amended in place)."""
     from mdbench.audit.amend import cap  # noqa: PLC0415
@@ -244,7 +228,10 @@ def apply(run: Any, case: str, pf: Any, centres: Any, judgments: list[Judgment])
         if j.item == "Sim4" and j.case == case and j.observable is None:
             judgments[i] = cap(j, 0.0, why)
             judgments[i].evidence.append(Evidence(pf.xtc, note="frame headers and coordinates compared"))
-    return [Finding(code, msg[:900], pf.xtc, item="Sim4", case=case) for code, msg in found]
+    merged: dict[str, list[str]] = {}
+    for code, msg in found:  # one finding per code and file (findings are de-duplicated by location)
+        merged.setdefault(code, []).append(msg)
+    return [Finding(code, "; ".join(msgs)[:900], pf.xtc, item="Sim4", case=case) for code, msgs in merged.items()]
 
 
 def cap_consistency(run: Any, judgments: list[Judgment], findings: list[Finding]) -> list[Finding]:
