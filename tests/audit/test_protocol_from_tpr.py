@@ -155,3 +155,12 @@ def test_study_protocol_through_grompp_has_no_difference(tmp_path):
     assert differences(got, sets[0]) == []
     changed = dict(got, rvdw="0.9")
     assert [(c, p) for c, p, _m in differences(changed, sets[0])] == [("protocol_model_differs", "rvdw")]
+
+
+def test_coarser_trajectory_output_caps_sim4_at_half(frozen_bundle, run_copy, tmp_path):
+    every = (20, 40)[seed_for("audit45/nstxout") % 2]
+    rerun_production(run_copy, nstxout_compressed=f"{every}")
+    res = audit_run(run_copy, frozen_bundle, tmp_path / "a", reanalysis=False)
+    found = [f for f in res.findings if f.code == "protocol_output_coarser"]
+    assert [f.item for f in found] == ["Sim4"] and f"every {every * 0.002:g} ps in the production" in found[0].message
+    assert items(tmp_path / "a")["Sim4"] <= 0.5

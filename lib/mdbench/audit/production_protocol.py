@@ -198,8 +198,8 @@ def differences(got: dict[str, Any], want: dict[str, Any]) -> list[tuple[str, st
             else:
                 unit = "nm"
             if math.isfinite(wv) and gv > wv * (1 + 1e-6):
-                c = "protocol_output_coarser" if name.startswith("nst") else code
-                out.append((c, name, f"{name}: every {gv:g} {unit} in the production run input, the frozen "
+                code = "protocol_output_coarser" if name.startswith("nst") else code
+                out.append((code, name, f"{name}: every {gv:g} {unit} in the production run input, the frozen "
                                      f"protocol every {wv:g} {unit} (coarser)"))
     return out
 
