@@ -28,6 +28,7 @@ import math
 import re
 import shutil
 import subprocess
+from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -120,11 +121,10 @@ def frozen_protocol(bundle: Any, case: str) -> tuple[list[dict[str, Any]], str] 
             preset = _bundle_preset(bundle, case)
             if preset is None:
                 return None
-            from mdbench.engine.stages import _cutoff_overrides, _timing, load_preset  # noqa: PLC0415
+            from mdbench.engine.stages import load_preset  # noqa: PLC0415
 
-            pre = load_preset(preset)
             prot = load_protocol("production")
-            overrides, tm = _cutoff_overrides(pre), _timing(prot, pre, "production_ps", None)
+            overrides, tm = preset_production(prot, load_preset(preset))
             source = f"params/protocols/production.yaml + preset {preset}"
         sets = [mdp_options(prot, overrides, timing=tm)]
         if prot.raw.get("npt_mdp"):
@@ -133,6 +133,26 @@ def frozen_protocol(bundle: Any, case: str) -> tuple[list[dict[str, Any]], str] 
         log.info("frozen protocol of %s not loaded: %s", case, exc)
         return None
     return [{_norm_key(k): v for k, v in s.items()} for s in sets], source
+
+
+def preset_production(prot: Any, preset: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """(mdp overrides, timing) of a production under a preset, merged as the engine's production stage merges
+    them: the preset's ``cutoff_nm`` for rcoulomb and rvdw, its ``protocol:`` time step, output intervals and
+    ``production_ps``, the log interval no longer than the segment (``tests/audit/test_protocol_from_tpr.py``
+    holds it equal to :mod:`mdbench.engine.stages`' own merge, whose functions are private to that room)."""
+    from mdbench.engine.protocols import Timing  # noqa: PLC0415
+
+    rc = preset.get("cutoff_nm")
+    overrides = {"rcoulomb": float(rc), "rvdw": float(rc)} if rc else {}
+    tm = Timing(**asdict(prot.timing))
+    block = preset.get("protocol") or {}
+    for key in ("dt_fs", "energy_interval_ps", "xtc_interval_ps"):
+        if key in block:
+            setattr(tm, key, float(block[key]))
+    if "production_ps" in block:
+        tm.length_ps = float(block["production_ps"])
+    tm.log_interval_ps = min(tm.log_interval_ps, max(tm.energy_interval_ps, tm.length_ps or tm.log_interval_ps))
+    return overrides, tm
 
 
 def _bundle_preset(bundle: Any, case: str) -> str | None:

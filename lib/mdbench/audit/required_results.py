@@ -29,18 +29,13 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from mdbench.analysis.observables import REGISTRY, audit_group, family
+from mdbench.analysis.observables import RDF, REGISTRY, audit_group, family
 from mdbench.analysis.states import M
 from mdbench.audit.model import Check, Evidence, Finding, Judgment
 from mdbench.audit.runread import Entry, group_entries, match_target, target_entries_first, tokens
 
-#: Tokens of another tool's result name that make it an RDF, not a coordination number.
-_RDF_TOKENS = frozenset({"rdf", "gr", "g_r", "first_minimum", "minimum", "rmin", "r_min"})
-#: Tokens that make a result one of the registry's additional families (never a required one).
-_EXTRA_TOKENS = {"self_diffusion_yeh_hummer": frozenset({"yeh", "hummer", "yh", "corrected", "pbc_corrected"}),
-                 "residence_time": frozenset({"residence", "tau_res"}),
-                 "contact_lifetime": frozenset({"lifetime"}),
-                 "speciation": frozenset({"speciation", "shell_composition"})}
+#: Words of another tool's result name that make it an RDF (beside the registry's name of the RDF family).
+_RDF_WORDS = frozenset({"gr", "minimum", "rmin"})
 #: Largest A1 rating a case keeps when a required entry is missing (seed A.1; issue 45).
 A1_MISSING_CAP = 0.5
 N_BLOCKS = 4
@@ -109,6 +104,16 @@ def required_results(case: str, bundle: Any = None) -> list[RequiredResult]:
     return out
 
 
+def _additional_families() -> list[Any]:
+    """The registry's families the seed does not require (additional results, never a required one)."""
+    return [e for e in REGISTRY if not e.required]
+
+
+def _distinctive(e: Any) -> set[str]:
+    """The words of an additional family's name that no required family's name has (``yeh``, ``hummer``)."""
+    return tokens(e.name) - set().union(*(tokens(x.name) for x in REGISTRY if x.required)) or {e.name}
+
+
 def _entry_family(path: str, ent: Entry, group: str) -> str:
     """The registry family a result entry belongs to (category, registry name, else its words)."""
     cat = ent.raw.get("category") if isinstance(ent.raw, dict) else None
@@ -120,12 +125,12 @@ def _entry_family(path: str, ent: Entry, group: str) -> str:
         for e in REGISTRY:
             if e.category == cat.lower():
                 return e.name
-    words = tokens(path) | {path.lower().rsplit(".", 1)[-1]}
-    for fam_name, marks in _EXTRA_TOKENS.items():
-        if words & marks:
-            return fam_name
-    if words & _RDF_TOKENS:
-        return "rdf"
+    words = tokens(path)
+    for e in _additional_families():  # a Yeh–Hummer D, a residence time, a speciation fraction …
+        if e.audit_group == group and _distinctive(e) <= words:
+            return e.name
+    if words & (_RDF_WORDS | {RDF.name}):
+        return RDF.name
     declaring = [e for e in REGISTRY if e.required and e.audit_group == group and e.targets]
     return declaring[0].name if declaring else next((e.name for e in REGISTRY if e.audit_group == group), group)
 
