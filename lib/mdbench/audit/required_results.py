@@ -178,20 +178,17 @@ def apply(run: Any, bundle: Any, case: str, upstream: str | None, groups: list[A
     if not gaps:
         return []
     by_obs = {gr.assessment.observable: gr for gr in groups}
-    findings: list[Finding] = []
     for req, why in gaps:
         msg = f"required {req.label()} ({req.source}): {why}"
-        check = Check("required_result_missing", CODES["required_result_missing"], msg,
-                      (Evidence(res_rel, note=f"required by {req.source}"),))
         gr = by_obs.get(req.group)
         if gr is not None:
             a = gr.assessment
-            a.checks.append(check)
+            a.checks.append(Check("required_result_missing", CODES["required_result_missing"], msg,
+                                  (Evidence(res_rel, note=f"required by {req.source}"),)))
             if a.state not in (M, "invalid_upstream", "not_reached"):
                 a.state, a.reason = M, f"missing: {msg}; {a.reason}"[:900]
-        findings.append(Finding("required_result_missing", msg[:600], res_rel, item="A1", case=case))
     why = "required results missing: " + "; ".join(f"{r.label()} ({w})" for r, w in gaps)
     for i, j in enumerate(judgments):
         if j.item == "A1" and j.case == case and j.observable is None:
             judgments[i] = cap(j, A1_MISSING_CAP, why)
-    return findings
+    return [Finding("required_result_missing", why[:900], res_rel, item="A1", case=case)]  # one per case
