@@ -6,8 +6,8 @@ Checked before anything is read from the trajectory's physics, from what the aud
   spaced by the run input's ``dt × nstxout-compressed`` (``gmx dump``, :mod:`mdbench.audit.production_protocol`)
   → ``trajectory_times_irregular``;
 * **repeated frames**: every pair of frames compared on the molecular centres the reanalysis pass kept
-  (:mod:`mdbench.analysis.reduce.centres`; without a reanalysis, atoms decoded from the xtc; an evenly spaced
-  subset of 256, each pair screened on 8 of them), under the minimum image of the box: a frame closer to an
+  (:mod:`mdbench.analysis.reduce.centres`; without a reanalysis, the atoms Sim4 kept while decoding the
+  frames, ``ProdFiles.frame_sample``; an evenly spaced subset of 256, each pair screened on 8 of them), under the minimum image of the box: a frame closer to an
   earlier one than :data:`REPEAT_FRACTION` of the typical frame-to-frame step is a (near-)repeat →
   ``trajectory_frames_repeated``;
 * **splices**: the frame-to-frame displacement along the run; a step larger than :data:`JUMP_FACTOR` times the
@@ -21,7 +21,7 @@ Whether the trajectory, log, checkpoint and ledger cover the same time is
 Each failure names the frames (index and time) and lowers Sim4 to 0 (times not those of the run input,
 frames repeated, a splice); where the run recorded the production valid, E5 is
 capped at ½. Cost: one header walk of the xtc and F²/2 × 8 centre comparisons (F frames; ≈ 0.1 s for 2000
-frames), plus the decoding of the xtc where no reanalysis kept the centres.
+frames); no frame is decoded twice.
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ JUMP_FACTOR = 3.0
 JUMP_MAD = 12.0
 #: Centres every frame pair is screened on before the candidates are compared on all.
 SCREEN_CENTRES = 8
+#: Centres (or atoms) compared.
+N_COMPARED = 256
 #: Relative tolerance of frame spacing.
 TIME_REL_TOL = 1e-3
 #: Relative rounding of a float32 time (xtc frame headers), twice its machine epsilon.
@@ -81,34 +83,40 @@ def frame_headers(path: Any, max_frames: int = 10_000_000) -> tuple[np.ndarray, 
     return np.asarray(steps, dtype=np.int64), np.asarray(times, dtype=np.float64)
 
 
-def _frames(path: Any, n_keep: int) -> tuple[np.ndarray, np.ndarray]:
-    """(positions (F, n, 3) of an evenly spaced subset of atoms [nm], orthorhombic box edges (F, 3) [nm])."""
+def sampled_atoms(n: int, n_keep: int = N_COMPARED) -> np.ndarray:
+    """Indices of the evenly spaced subset of ``n`` atoms or centres the frames are compared on."""
+    return np.linspace(0, n - 1, min(n_keep, n)).astype(int)
+
+
+def _frames(path: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(positions (F, n, 3) of :func:`sampled_atoms` [nm], orthorhombic box edges (F, 3) [nm]) of an xtc."""
     from MDAnalysis.lib.formats.libmdaxdr import XTCFile  # noqa: PLC0415
 
     xs, boxes = [], []
     with XTCFile(str(path)) as fh:
         for frame in fh:
-            x = frame.x
-            idx = np.linspace(0, x.shape[0] - 1, min(n_keep, x.shape[0])).astype(int)
-            xs.append(np.asarray(x[idx], dtype=np.float64))
+            xs.append(np.asarray(frame.x[sampled_atoms(frame.x.shape[0])], dtype=np.float64))
             boxes.append(np.diag(np.asarray(frame.box, dtype=np.float64)))
     return np.asarray(xs), np.asarray(boxes)
 
 
 def _positions(pf: Any, run: Any, centres: Any, n_frames: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """(positions (F, n, 3) [nm], box edges (F, 3) [nm]) compared, from the centres or the xtc."""
-    n_keep = 256
+    """(positions (F, n, 3) [nm], box edges (F, 3) [nm]) compared: the reanalysis' centres, the atoms Sim4 kept
+    while decoding the frames, else the xtc decoded here."""
     if centres is not None and len(centres.time_ps) == n_frames:
         com = np.concatenate([centres.com_by_species[sp] for sp in centres.species], axis=1)
-        idx = np.linspace(0, com.shape[1] - 1, min(n_keep, com.shape[1])).astype(int)
+        idx = sampled_atoms(com.shape[1])
         box0 = _first_box(run.fs.resolve(pf.xtc))
         if box0 is None:
             return None
         vol = np.asarray(centres.volume_nm3, dtype=np.float64)
         scale = (vol / vol[0]) ** (1.0 / 3.0) if vol.size == n_frames and vol[0] > 0 else np.ones(n_frames)
         return np.asarray(com[:, idx], dtype=np.float64), box0[None, :] * scale[:, None]
+    sample = getattr(pf, "frame_sample", None)
+    if sample is not None and len(sample[0]) == n_frames:
+        return sample
     try:
-        return _frames(run.fs.resolve(pf.xtc), n_keep)
+        return _frames(run.fs.resolve(pf.xtc))
     except Exception as exc:  # noqa: BLE001 - unreadable frames are Sim4's finding already
         log.info("trajectory integrity: frames not read: %s", exc)
         return None
