@@ -7,9 +7,9 @@ Checked before anything is read from the trajectory's physics, from what the aud
   → ``trajectory_times_irregular``;
 * **repeated frames**: every pair of frames compared on the molecular centres the reanalysis pass kept
   (:mod:`mdbench.analysis.reduce.centres`; without a reanalysis, the atoms Sim4 kept while decoding the
-  frames, ``ProdFiles.frame_sample``; an evenly spaced subset of 256, each pair screened on 8 of them), under the minimum image of the box: a frame closer to an
-  earlier one than :data:`REPEAT_FRACTION` of the typical frame-to-frame step is a (near-)repeat →
-  ``trajectory_frames_repeated``;
+  frames, ``ProdFiles.frame_sample``; an evenly spaced subset of 256, each pair screened on 8 of them), under
+  the minimum image of the box: a frame closer to an earlier one than :data:`REPEAT_FRACTION` of the typical
+  frame-to-frame step is a (near-)repeat → ``trajectory_frames_repeated``;
 * **splices**: the frame-to-frame displacement along the run; a step larger than :data:`JUMP_FACTOR` times the
   median step and :data:`JUMP_MAD` robust deviations above it is a jump between two trajectories →
   ``trajectory_splice``;
@@ -19,9 +19,9 @@ Whether the trajectory, log, checkpoint and ledger cover the same time is
 ``production_length_disagrees`` (:mod:`mdbench.audit.record_checks`), the energy file's end Sim4's own check.
 
 Each failure names the frames (index and time) and lowers Sim4 to 0 (times not those of the run input,
-frames repeated, a splice); where the run recorded the production valid, E5 is
-capped at ½. Cost: one header walk of the xtc and F²/2 × 8 centre comparisons (F frames; ≈ 0.1 s for 2000
-frames); no frame is decoded twice.
+frames repeated, a splice); where the run recorded the production valid, E5 is capped at ½. Cost: one header
+walk of the xtc and F²/2 × 8 centre comparisons (F frames; ≈ 0.7 s for 2000 frames under load); no frame is
+decoded twice.
 """
 
 from __future__ import annotations
