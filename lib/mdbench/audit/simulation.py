@@ -396,7 +396,7 @@ def _read_trajectory(run: RunData, case: str, pf: ProdFiles, n_atoms: int, decod
 
         from mdbench.audit.trajectory_integrity import sampled_atoms  # noqa: PLC0415
 
-        times, keep, sample, boxes = [], sampled_atoms(n_atoms), [], []
+        times, keep, sample, boxes = [], sampled_atoms(n_atoms, integrity.n_frames or 1), [], []
         with XTCFile(str(run.fs.resolve(pf.xtc))) as fh:
             for frame in itertools.islice(fh, integrity.n_frames):
                 if first_box is None:
@@ -406,7 +406,7 @@ def _read_trajectory(run: RunData, case: str, pf: ProdFiles, n_atoms: int, decod
                 if not np.all(np.isfinite(frame.x)):
                     raise ValueError(f"non-finite coordinates at t = {frame.time} ps")
                 times.append(float(frame.time))
-                sample.append(frame.x[keep])  # issue 45: the integrity checks compare frames on these
+                sample.append(np.asarray(frame.x[keep], dtype=np.float32))  # issue 45: the frames compared
                 boxes.append(np.diag(np.asarray(frame.box, dtype=np.float64)))
         pf.n_frames = len(times)
         pf.frame_sample = (np.asarray(sample, dtype=np.float64), np.asarray(boxes))

@@ -49,6 +49,10 @@ JUMP_MAD = 12.0
 SCREEN_CENTRES = 8
 #: Centres (or atoms) compared.
 N_COMPARED = 256
+#: Largest number of coordinates kept for the comparison (a hostile trajectory of millions of frames).
+MAX_SAMPLE_VALUES = 12_000_000
+#: Above this many frames, only exact repeats are looked for (positions hashed, not every pair compared).
+MAX_PAIR_FRAMES = 4000
 #: Relative tolerance of frame spacing.
 TIME_REL_TOL = 1e-3
 #: Relative rounding of a float32 time (xtc frame headers), twice its machine epsilon.
@@ -83,8 +87,10 @@ def frame_headers(path: Any, max_frames: int = 10_000_000) -> tuple[np.ndarray, 
     return np.asarray(steps, dtype=np.int64), np.asarray(times, dtype=np.float64)
 
 
-def sampled_atoms(n: int, n_keep: int = N_COMPARED) -> np.ndarray:
-    """Indices of the evenly spaced subset of ``n`` atoms or centres the frames are compared on."""
+def sampled_atoms(n: int, n_frames: int = 1) -> np.ndarray:
+    """Indices of the evenly spaced subset of ``n`` atoms or centres the frames are compared on: at most
+    :data:`N_COMPARED`, fewer for a very long trajectory (:data:`MAX_SAMPLE_VALUES` coordinates kept in all)."""
+    n_keep = max(SCREEN_CENTRES, min(N_COMPARED, int(MAX_SAMPLE_VALUES / (3 * max(1, n_frames)))))
     return np.linspace(0, n - 1, min(n_keep, n)).astype(int)
 
 
@@ -92,12 +98,15 @@ def _frames(path: Any) -> tuple[np.ndarray, np.ndarray]:
     """(positions (F, n, 3) of :func:`sampled_atoms` [nm], orthorhombic box edges (F, 3) [nm]) of an xtc."""
     from MDAnalysis.lib.formats.libmdaxdr import XTCFile  # noqa: PLC0415
 
+    from mdbench.trajcheck import scan_xtc  # noqa: PLC0415
+
+    n_frames = scan_xtc(path).n_frames or 1
     xs, boxes = [], []
     with XTCFile(str(path)) as fh:
         for frame in fh:
-            xs.append(np.asarray(frame.x[sampled_atoms(frame.x.shape[0])], dtype=np.float64))
+            xs.append(np.asarray(frame.x[sampled_atoms(frame.x.shape[0], n_frames)], dtype=np.float32))
             boxes.append(np.diag(np.asarray(frame.box, dtype=np.float64)))
-    return np.asarray(xs), np.asarray(boxes)
+    return np.asarray(xs, dtype=np.float64), np.asarray(boxes)
 
 
 def _positions(pf: Any, run: Any, centres: Any, n_frames: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -105,7 +114,7 @@ def _positions(pf: Any, run: Any, centres: Any, n_frames: int) -> tuple[np.ndarr
     while decoding the frames, else the xtc decoded here."""
     if centres is not None and len(centres.time_ps) == n_frames:
         com = np.concatenate([centres.com_by_species[sp] for sp in centres.species], axis=1)
-        idx = sampled_atoms(com.shape[1])
+        idx = sampled_atoms(com.shape[1], n_frames)
         box0 = _first_box(run.fs.resolve(pf.xtc))
         if box0 is None:
             return None
@@ -151,7 +160,10 @@ def repeated_pairs(x: np.ndarray, box: np.ndarray, threshold_nm: float, max_pair
     """(earlier, later) frame pairs whose rms distance under the minimum image is below ``threshold_nm``.
 
     Every pair is screened on :data:`SCREEN_CENTRES` of the compared centres (a repeat is close on any subset;
-    twice the threshold), and the candidates are confirmed on all of them."""
+    twice the threshold), and the candidates are confirmed on all of them. Above :data:`MAX_PAIR_FRAMES`
+    frames, frames whose positions in the box agree to the threshold's grid are repeats (exact copies)."""
+    if x.shape[0] > MAX_PAIR_FRAMES:
+        return _exact_repeats(x, box, threshold_nm, max_pairs)
     screen = x[:, np.linspace(0, x.shape[1] - 1, min(SCREEN_CENTRES, x.shape[1])).astype(int)]
     out: list[tuple[int, int]] = []
     for j in range(1, x.shape[0]):
@@ -162,6 +174,22 @@ def repeated_pairs(x: np.ndarray, box: np.ndarray, threshold_nm: float, max_pair
             out.append((int(i), j))
             if len(out) >= max_pairs:
                 return out
+    return out
+
+
+def _exact_repeats(x: np.ndarray, box: np.ndarray, grid_nm: float, max_pairs: int) -> list[tuple[int, int]]:
+    """Frames whose wrapped positions of :data:`SCREEN_CENTRES` centres fall on the same ``grid_nm`` grid."""
+    screen = x[:, np.linspace(0, x.shape[1] - 1, min(SCREEN_CENTRES, x.shape[1])).astype(int)]
+    seen: dict[bytes, int] = {}
+    out: list[tuple[int, int]] = []
+    for j in range(x.shape[0]):
+        key = np.round(np.mod(screen[j], box[j]) / grid_nm).astype(np.int64).tobytes()
+        if key in seen:
+            out.append((seen[key], j))
+            if len(out) >= max_pairs:
+                break
+        else:
+            seen[key] = j
     return out
 
 
