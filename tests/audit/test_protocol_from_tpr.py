@@ -155,6 +155,13 @@ def test_study_protocol_through_grompp_has_no_difference(tmp_path):
     assert differences(got, sets[0]) == []
     changed = dict(got, rvdw="0.9")
     assert [(c, p) for c, p, _m in differences(changed, sets[0])] == [("protocol_model_differs", "rvdw")]
+    # the NPT production the protocol offers (its npt_mdp) is admissible too, and is not the NVT one
+    (work / "npt.mdp").write_text(render_mdp(sets[1]))
+    rb.gmx("grompp", "-f", "npt.mdp", "-c", "box.gro", "-p", "topol.top", "-o", "npt.tpr", "-maxwarn", "2", cwd=work)
+    npt = parse_inputrec(subprocess.run(["gmx", "-quiet", "dump", "-s", "npt.tpr"], cwd=work, capture_output=True,
+                                        text=True).stdout)
+    assert differences(npt, sets[1]) == []
+    assert ("protocol_state_point_differs", "pcoupl") in [(c, p) for c, p, _m in differences(npt, sets[0])]
 
 
 def test_coarser_trajectory_output_caps_sim4_at_half(frozen_bundle, run_copy, tmp_path):
