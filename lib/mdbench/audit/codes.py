@@ -206,6 +206,15 @@ RULES: dict[str, Rule] = {r.code: r for r in (
                " …\""),
          test=("tests/audit/test_registered_definitions.py::"
                "test_required_observable_at_a_definition_the_audit_cannot_express_is_an_A2_finding")),
+    Rule("required_result_missing", "missing", {"A1": 0.5}, "A1",
+         rule=("a required result of the case — the list derived from the registry's required families and "
+               "their per-case targets, or the bundle's `required_targets` (`required_results.required_results`),"
+               " never from the run — is not delivered in its own family with its whole value and four blocks; "
+               "its group becomes M and the finding lists every missing entry"),
+         seed=("A1: \"Required outputs are present\"; task: the three Li–O channels of LHCE separately, D per "
+               "species, σ with cross-correlations, the correlated t+, whole interval + four blocks"),
+         test="tests/audit/test_spec_coverage.py::test_dropped_required_entry_lowers_A1",
+         evidence="analysis/<case>/results.json, with the spec source (registry or bundle:cases/<case>.yaml)"),
     Rule("run_regime_check_failed", "sampling", {"A5": 0.5}, "A5",
          rule="a regime check the run reports as failed",
          seed="A5: \"Diagnostics support the required diffusive or asymptotic fitting regime\"",
@@ -352,6 +361,26 @@ RULES: dict[str, Rule] = {r.code: r for r in (
                "(\"longer trajectories cannot correct an estimator with inconsistent formula conventions\"); O2, O3"),
          test="tests/audit/test_next_actions.py::test_next_actions_unlike_their_states_lower_O2_and_O3",
          evidence="run_record/observables.json#/<case>/<observable>"),
+    Rule("protocol_model_differs", "implementation", {"Sim1": 0.0}, "Sim1",
+         rule=("a physics parameter of the production run input (`gmx dump -s`: integrator, dt, constraints, "
+               "cut-off scheme, coulombtype/rcoulomb, vdw type/modifier/rvdw, DispCorr, PME order/spacing…) "
+               "unlike the case's frozen protocol beyond `params/audit/protocol_tolerances.yaml`; both values "
+               "named"),
+         seed="Sim1: \"The model and protocol are the frozen ones\"; Table A1 Production",
+         test="tests/audit/test_protocol_from_tpr.py::test_changed_cutoffs_lower_sim1_with_both_values",
+         evidence="the production .tpr (gmx dump -s), the parameter, the frozen protocol's source"),
+    Rule("protocol_output_coarser", "sampling", {"Sim4": 0.5}, "Sim4",
+         rule=("an output interval of the production run input (nstxout-compressed, nstenergy, nstcalcenergy) "
+               "coarser than the frozen protocol's (finer is allowed)"),
+         seed="Production: the outputs the analyses need",
+         test="tests/audit/test_protocol_from_tpr.py::test_coarser_trajectory_output_caps_sim4_at_half",
+         evidence="the production .tpr (gmx dump -s), the parameter, the frozen protocol's source"),
+    Rule("protocol_state_point_differs", "implementation", {"Sim4": 0.0}, "Sim4",
+         rule=("the ensemble of the production run input (thermostat/barostat types, targets, τ, "
+               "compressibility) unlike the case's frozen protocol; both values named"),
+         seed="\"Production: at the case's state point\"",
+         test="tests/audit/test_protocol_from_tpr.py::test_changed_thermostat_tau_lowers_sim4_with_both_values",
+         evidence="the production .tpr (gmx dump -s), the parameter, the frozen protocol's source"),
     Rule("production_after_failed_gate", None, {"Sim3": 0.0}, "Sim3",
          rule="the last `gate_evaluated` event for the case's equilibration FAILED and production was entered",
          seed="\"Equilibration: production entered after the registered gate passed\"",
@@ -438,6 +467,25 @@ RULES: dict[str, Rule] = {r.code: r for r in (
          rule="a results group the registry does not know (no audit group)",
          seed="A1: \"Every required observable … is delivered\" (the unknown group counts for none)",
          test=""),
+    Rule("trajectory_frames_repeated", None, {"Sim4": 0.0, "E5": 0.5}, "Sim4",
+         rule=("frames of the production trajectory that repeat earlier ones (minimum-image rms distance on up to"
+               " 256 molecular centres below a fraction of the typical frame-to-frame step); the frames named; E5"
+               " where the record calls the production valid"),
+         seed="Production; Consistency: one continuous simulation of the run input",
+         test="tests/audit/test_trajectory_integrity.py::test_second_half_repeating_the_first_lowers_sim4_naming_frames",
+         evidence="the production .xtc, frame indices and times"),
+    Rule("trajectory_splice", None, {"Sim4": 0.0, "E5": 0.5}, "Sim4",
+         rule=("a frame-to-frame displacement above 3 × the median step and 12 robust deviations above it (two "
+               "trajectories joined); the frames named"),
+         seed="Production; Consistency: one continuous simulation of the run input",
+         test="tests/audit/test_trajectory_integrity.py::test_splice_of_two_trajectories_lowers_sim4_naming_the_jump",
+         evidence="the production .xtc, frame indices and times"),
+    Rule("trajectory_times_irregular", None, {"Sim4": 0.0, "E5": 0.5}, "Sim4",
+         rule=("xtc frame times not evenly spaced at the run input's dt × nstxout-compressed, or not "
+               "tinit + step × dt; the frames named"),
+         seed="Production; Consistency: one continuous simulation of the run input",
+         test="tests/audit/test_trajectory_integrity.py::test_dropped_frames_are_irregular_times",
+         evidence="the production .xtc frame headers"),
     Rule("unreadable", None, {}, "E3",
          rule=("a file the run directory holds where a record belongs that cannot be read (a directory or FIFO,"
                " permissions)"),

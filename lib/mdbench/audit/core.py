@@ -27,7 +27,8 @@ from tqdm.auto import tqdm
 
 from mdbench.analysis.reduce.centres import CENTRES_FILE, load_centres
 from mdbench.audit import (analysis_items, evidence, fabrication, gate_checks, gmx_dump, group_checks, outcome,
-                           record_checks, registered_definitions, simulation)
+                           production_protocol, record_checks, registered_definitions, required_results, simulation,
+                           trajectory_integrity)
 from mdbench.audit.bundle import load_bundle
 from mdbench.audit.judges import (check_append_only, entry_digest, load_adjudication, run_external_judge,
                                   run_llm_judge)
@@ -322,6 +323,7 @@ def _case_pass(run: RunData, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: 
                     s4, st.prods[case] = simulation.check_production(run, case, decode=True)
                     per_case[case][3] = s4
                     st.upstream[case] = _upstream(run, case, s4)
+            st.findings += production_protocol.apply(run, bundle, case, st.prods[case], per_case[case])  # Sim1/Sim4 from the tpr
             st.judgments += per_case[case]
             _assess(run, bundle, case, canon, out, st)
     return st
@@ -355,8 +357,10 @@ def _assess(run: RunData, bundle: Any, case: str, canon: Any, out: Path, st: _Au
     centres = load_centres(links.parent / CENTRES_FILE) if canon else None  # the reanalysis' pass, kept
     refit = WindowRefit.for_case(links / Path(pf.tpr).name, links / Path(pf.xtc).name, canon,
                                  centres) if canon else None
+    st.findings += trajectory_integrity.apply(run, case, pf, centres, st.judgments)  # Sim4: frames of one continuous run
     js, groups = analysis_items.assess_case(run, bundle, case, st.upstream[case], canon, pf.extra, refit)
     st.findings += group_checks.case_checks(run, case, st.upstream[case], canon, pf, groups, js, refit)
+    st.findings += required_results.apply(run, bundle, case, st.upstream[case], groups, js)  # A1 from the task spec
     if canon is not None:  # a required observable the reanalysis could not compare as registered: A2
         st.findings += group_checks.apply(case, groups, js, registered_definitions.not_compared_extras(
             groups, analysis_items.required_targets(case, bundle)))
@@ -379,6 +383,7 @@ def _episode_pass(run: RunData, bundle: Any, st: _AuditState) -> str:
                         evidence=[Evidence(f"{evidence.REC}/attempts.jsonl")]) if j.item == "O3" else j for j in ojs]
     st.judgments += ojs
     st.findings += record_checks.amend(run, bundle, st.prods, st.judgments, st.assessments)
+    st.findings += trajectory_integrity.cap_consistency(run, st.judgments, st.findings)  # E5: records vs frames
     budget = [Finding("budget_exceeded", m, f"{evidence.REC}/attempts.jsonl", item="E5") for m in consumption.over]
     budget += [Finding("budget_statement_disagrees", m, "report.md" if m.startswith("report.md") else
                        f"{evidence.REC}/episode_terminal.json", item="E5") for m in consumption.statements]

@@ -55,6 +55,8 @@ class ProdFiles:
     readable: bool = False
     attempt: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: (positions of a subset of atoms (F, n, 3) [nm], box edges (F, 3) [nm]) kept while decoding (issue 45)
+    frame_sample: Any = None
 
 
 def _artifact_rel(run: RunData, value: str, stage_dir: str | None) -> str | None:
@@ -392,7 +394,9 @@ def _read_trajectory(run: RunData, case: str, pf: ProdFiles, n_atoms: int, decod
     else:
         from MDAnalysis.lib.formats.libmdaxdr import XTCFile  # noqa: PLC0415
 
-        times = []
+        from mdbench.audit.trajectory_integrity import sampled_atoms  # noqa: PLC0415
+
+        times, keep, sample, boxes = [], sampled_atoms(n_atoms, integrity.n_frames or 1), [], []
         with XTCFile(str(run.fs.resolve(pf.xtc))) as fh:
             for frame in itertools.islice(fh, integrity.n_frames):
                 if first_box is None:
@@ -402,7 +406,10 @@ def _read_trajectory(run: RunData, case: str, pf: ProdFiles, n_atoms: int, decod
                 if not np.all(np.isfinite(frame.x)):
                     raise ValueError(f"non-finite coordinates at t = {frame.time} ps")
                 times.append(float(frame.time))
+                sample.append(np.asarray(frame.x[keep], dtype=np.float32))  # issue 45: the frames compared
+                boxes.append(np.diag(np.asarray(frame.box, dtype=np.float64)))
         pf.n_frames = len(times)
+        pf.frame_sample = (np.asarray(sample, dtype=np.float64), np.asarray(boxes))
     if not times or pf.n_frames == 0:
         raise ValueError("trajectory has no frames")
     pf.t_first_ps, pf.t_last_ps = float(times[0]), float(times[-1])
