@@ -142,11 +142,6 @@ class DiffusionResult:
     too_short: str | None = None
     check_details: dict[str, str] = field(default_factory=dict)
 
-    @property
-    def D_uncertainty_m2_s(self) -> float:
-        """Block half-width (95 %) of D [m^2/s]."""
-        return self.D.half_width_95
-
     def state_inputs(self) -> dict[str, Any]:
         """Inputs for :func:`mdbench.analysis.states.classify_observable`."""
         return {"values": [self.D.whole, *self.D.blocks], "failures": list(self.failures),

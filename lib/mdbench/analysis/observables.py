@@ -432,11 +432,6 @@ def null_means_none(category: str) -> bool:
     return any(e.null_means_none for e in REGISTRY if e.category == category.lower())
 
 
-def categories_of(*groups: str) -> tuple[str, ...]:
-    """Registry categories whose audit group is one of ``groups``, in registry order."""
-    return tuple(dict.fromkeys(e.category for e in REGISTRY if e.audit_group in groups))
-
-
 def template_categories(template: str) -> tuple[str, ...]:
     """The results.json categories a template presents (``analysis/53_diffusion`` → ``("self_diffusion",)``)."""
     return tuple(dict.fromkeys(e.category for e in REGISTRY if e.template == template))

@@ -38,7 +38,7 @@ from mdbench.analysis import observables as registry
 from mdbench.analysis.concurrency import ForkedCall, hash_in_background
 from mdbench.analysis.estimator import CaseInputs, declared_products
 from mdbench.analysis.settings import AnalysisSettings, registration_definitions
-from mdbench.errors import InputError, MdbenchError
+from mdbench.errors import InputError
 from mdbench.record.store import run_relative, sha256_file
 
 log = logging.getLogger(__name__)
@@ -542,10 +542,6 @@ def _installed_versions() -> dict[str, str]:
         except PackageNotFoundError:
             out[pkg] = "not installed"
     return out
-
-
-class AnalysisError(MdbenchError):
-    """The analysis of a case could not be carried out (message says why and what to fix)."""
 
 
 def _finite(x: Any) -> bool:
