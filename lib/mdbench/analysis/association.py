@@ -29,6 +29,7 @@ from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate
 from mdbench.analysis.coordination import distinct_keys
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.observables import ASSOCIATION
 from mdbench.analysis.reduce import ReducedTrajectory, divmod_by_scalar
 from mdbench.analysis.settings import registered
 
@@ -262,3 +263,33 @@ class AssociationEstimator(EstimatorBase):
                 details={"cluster_size_fraction_of_ions": details[an]["cluster_size_fraction_of_ions"]}))
         return Estimate(out, sections={entry.details_section: details}, figure_data={"clusters": details},
                         products={"contacts": contacts})
+
+
+    @classmethod
+    def definition(cls, settings: Any) -> dict[str, dict[str, Any]]:
+        """Registered as ``analysis_contacts_clusters``."""
+        s = settings
+        return {"analysis_contacts_clusters": {
+            "contact_cutoffs_nm": s.contact_cutoffs_nm, "contact_sites": s.contact_channels,
+            "other_anions": "all sites of the anion; cutoff = first minimum of the cation-site g(r), else "
+                            f"{s.fixed_cn_cutoff_nm} nm",
+            "classes": "per anion, distinct cations in contact: 0 free_or_SSIP, 1 CIP, >=2 AGG",
+            "clusters": "connected components of the cation-anion contact graph; size in ions",
+        }}
+
+    @classmethod
+    def figures(cls, estimate: Estimate, settings: Any) -> dict[str, Any]:
+        """The cation–anion cluster-size distribution of each anion."""
+        clusters = estimate.figure_data.get("clusters")
+        if not clusters:
+            return {}
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for an, d in clusters.items():
+            sizes = {int(k): v for k, v in d["cluster_size_fraction_of_ions"].items()}
+            ax.bar(list(sizes), list(sizes.values()), alpha=0.6, label=f"{d['cation']}–{an}")
+        ax.set_xlabel("cluster size [ions]")
+        ax.set_ylabel("fraction of ions")
+        ax.legend(fontsize=7)
+        return {ASSOCIATION.figure: fig}

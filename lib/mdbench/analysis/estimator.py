@@ -215,7 +215,7 @@ class EstimatorBase:
     @classmethod
     def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
         """Its part of the registered definitions: registration kind → {key: text or value}, all read from
-        ``settings`` (merged by :func:`mdbench.analysis.settings.registration_definitions`; none by default)."""
+        ``settings`` (merged by :func:`mdbench.analysis.definitions.registration_definitions`; none by default)."""
         return {}
 
     @classmethod

@@ -162,7 +162,7 @@ class Observable:
     estimator : str
         ``module:Class`` of its estimator (:class:`mdbench.analysis.estimator.Estimator`).
     registration : str
-        Registration kind whose definition it uses (:func:`mdbench.analysis.settings.registration_definitions`).
+        Registration kind whose definition it uses (:func:`mdbench.analysis.definitions.registration_definitions`).
     figure : str or None
         Figure of results.json ``figures`` that shows it.
     template : str

@@ -37,7 +37,8 @@ import numpy as np
 from mdbench.analysis import observables as registry
 from mdbench.analysis.concurrency import ForkedCall, hash_in_background
 from mdbench.analysis.estimator import CaseInputs, declared_products
-from mdbench.analysis.settings import AnalysisSettings, registration_definitions
+from mdbench.analysis.definitions import registration_definitions
+from mdbench.analysis.settings import AnalysisSettings
 from mdbench.errors import InputError
 from mdbench.record.store import run_relative, sha256_file
 
@@ -184,16 +185,15 @@ def estimator_plan(entries: tuple[registry.Observable, ...] | None = None
 
 
 def run_estimators(inputs: CaseInputs, upstream_state: str, reg_ids: dict[str, str]
-                   ) -> tuple[dict[str, dict[str, Any]], dict[str, Any], dict[str, Any], list[tuple[type, Any]]]:
+                   ) -> tuple[dict[str, dict[str, Any]], dict[str, Any], list[tuple[type, Any]]]:
     """Run every registered estimator in dependency order and classify each result by the registered rules.
 
-    Returns (observables of results.json, its detail sections, the figures' data, (estimator class,
-    Estimate) of each estimator for its own figures)."""
+    Returns (observables of results.json, its detail sections, (estimator class, Estimate) of each
+    estimator for its own figures)."""
     from mdbench.analysis.states import C, classify_observable
 
     observables: dict[str, dict[str, Any]] = {}
     sections: dict[str, Any] = {}
-    figure_data: dict[str, Any] = {}
     drawn: list[tuple[type, Any]] = []
     for estimator_class, entries in estimator_plan():
         estimator = estimator_class(inputs, entries)
@@ -203,7 +203,6 @@ def run_estimators(inputs: CaseInputs, upstream_state: str, reg_ids: dict[str, s
             raise ValueError(f"{estimator_class.__name__} shares {', '.join(sorted(undeclared))} without declaring "
                              "it in the products of its registry entries")
         inputs.products.update(result.products)
-        figure_data.update(result.figure_data)
         drawn.append((estimator_class, result))
         for name, content in result.sections.items():
             if isinstance(sections.get(name), dict) and isinstance(content, dict):
@@ -217,7 +216,7 @@ def run_estimators(inputs: CaseInputs, upstream_state: str, reg_ids: dict[str, s
             observables[m.name] = _obs(m.entry.category, m.payload, definition=m.definition,
                                        registration_id=reg_ids.get(m.entry.registration), state=st,
                                        details=m.details)
-    return observables, sections, figure_data, drawn
+    return observables, sections, drawn
 
 
 def _system_section(rd: Any, rd_s: Any, win: Any) -> dict[str, Any]:
@@ -359,7 +358,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     win = block_windows(rd.time_ps, guard, settings.n_blocks)
     inputs = _case_inputs(settings, case, series, guard, rd, win)
     # 4. every registered estimator, in dependency order; 5. states by the registered rules
-    observables, sections, figure_data, drawn = run_estimators(inputs, upstream_state, reg_ids)
+    observables, sections, drawn = run_estimators(inputs, upstream_state, reg_ids)
     # 6. document, figures, states
     doc = {
         "schema_version": "1.0",
@@ -383,7 +382,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     }
     doc["energy"] = inputs.products.get("energy_coverage")  # issue 35: truncation and window coverage stated
     if figures:
-        doc["figures"] = write_figures(out, observables=observables, settings=settings, drawn=drawn, **figure_data)
+        doc["figures"] = write_figures(out, observables=observables, settings=settings, drawn=drawn)
     doc["superseded_results"] = _archive_superseded(out, reg_ids)
     write_validated_results(out / "results.json", doc)
     if rec is not None:

@@ -501,3 +501,37 @@ class ViscosityEstimator(EstimatorBase):
         inputs["check_details"] = {**inputs["check_details"], **cov_why}
         return Estimate([Measurement(entry, (), payload, definition, inputs)],
                         figure_data={"green_kubo": visc}, products={VISCOSITY.name: visc})
+
+
+    @classmethod
+    def definition(cls, settings: Any) -> dict[str, dict[str, Any]]:
+        """Its part of ``analysis_fitting_rules``."""
+        s = settings
+        return {"analysis_fitting_rules": {
+            VISCOSITY.name: {"method": "Green-Kubo, 5 traceless pressure components, plateau rule: first window of "
+                                       f"width {s.viscosity_plateau_width_tau:g} tau_c (at least "
+                                       f"{s.viscosity_plateau_min_width_fraction:g} of the longest lag), starting at "
+                                       f">= {s.viscosity_plateau_start_tau:g} tau_c, where the running integral "
+                                       f"changes by <= {s.viscosity_plateau_rel_tol:g} of its window mean",
+                             "requires": "pressure output <= 0.5 ps and constant volume (no barostat)"}}}
+
+    @classmethod
+    def figures(cls, estimate: Estimate, settings: Any) -> dict[str, Any]:
+        """The Green–Kubo running integral with its plateau window and η."""
+        visc = estimate.figure_data.get("green_kubo")
+        if not (visc is not None and getattr(visc, "running_integral_mPa_s", np.zeros(0)).size):
+            return {}
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot(visc.lag_ps[: visc.running_integral_mPa_s.size], visc.running_integral_mPa_s,
+                label="GK running integral")
+        lo, hi = visc.plateau_window_ps
+        if np.isfinite(lo) and np.isfinite(hi):
+            ax.axvspan(lo, hi, color="C1", alpha=0.15, label="plateau window")
+        if np.isfinite(visc.viscosity_mPa_s):
+            ax.axhline(visc.viscosity_mPa_s, color="C1", ls="--", label="η")
+        ax.set_xlabel("lag [ps]")
+        ax.set_ylabel("η(t) [mPa·s]")
+        ax.legend(fontsize=7)
+        return {VISCOSITY.figure: fig}
