@@ -41,7 +41,7 @@ KNOWN_PRIVATE: dict[tuple[str, str, str], str] = {}
 #: Tests that still skip on an import error of our own modules: file → count (their owners' to replace).
 KNOWN_IMPORTORSKIP: dict[str, int] = {}
 #: Rooms whose doctests run here: every room with a ``>>>`` example (and the modules below every room).
-DOCTEST_ROOMS = ("analysis", "arena", "audit", "record")
+DOCTEST_ROOMS = ("analysis", "arena", "audit", "llm", "record")
 #: Numerics modules that teach with runnable examples.
 MUST_HAVE_EXAMPLES = ("mdbench.audit.rulebook", "mdbench.analysis.speciation", "mdbench.analysis.msd")
 #: Numerics kernels over 80 lines that stay one piece (file:function → why). Each is one formula carried out
