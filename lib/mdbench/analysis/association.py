@@ -31,7 +31,7 @@ from mdbench.analysis.coordination import distinct_keys
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.observables import ASSOCIATION
 from mdbench.analysis.reduce import ReducedTrajectory, divmod_by_scalar
-from mdbench.analysis.settings import registered
+from mdbench.analysis.settings import AnalysisSettings, registered
 
 CLASSES = ("free_or_SSIP", "CIP", "AGG")
 #: Nodes (frames × ions) of one cluster graph; frames are batched to bound memory.
@@ -266,7 +266,7 @@ class AssociationEstimator(EstimatorBase):
 
 
     @classmethod
-    def definition(cls, settings: Any) -> dict[str, dict[str, Any]]:
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
         """Registered as ``analysis_contacts_clusters``."""
         s = settings
         return {"analysis_contacts_clusters": {
@@ -278,7 +278,7 @@ class AssociationEstimator(EstimatorBase):
         }}
 
     @classmethod
-    def figures(cls, estimate: Estimate, settings: Any) -> dict[str, Any]:
+    def figures(cls, estimate: Estimate, settings: AnalysisSettings) -> dict[str, Any]:
         """The cation–anion cluster-size distribution of each anion."""
         clusters = estimate.figure_data.get("clusters")
         if not clusters:

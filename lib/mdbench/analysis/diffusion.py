@@ -40,7 +40,7 @@ from mdbench.analysis.reduce.series import as_positions, count_non_finite_positi
 from mdbench.analysis.msd import (  # noqa: F401 - re-exported: the diffusion API names them
     DIRECT_MSD_MAX_LAGS, DIRECT_MSD_MAX_WORK, GATHER_MIN_MOLECULES, TRANSPOSE_BLOCK_FRAMES, _default_threads,
     fit_slope, local_slope, msd_each_series, msd_fft, msd_fft_windows)
-from mdbench.analysis.settings import registered
+from mdbench.analysis.settings import AnalysisSettings, registered
 from mdbench.analysis.units import KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM_M, PA_S_TO_MPA_S, as_float64
 from mdbench.errors import InputError
 
@@ -436,7 +436,7 @@ class SelfDiffusionEstimator(EstimatorBase):
 
 
     @classmethod
-    def definition(cls, settings: Any) -> dict[str, dict[str, Any]]:
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
         """Its part of ``analysis_fitting_rules``."""
         s = settings
         return {"analysis_fitting_rules": {
@@ -444,7 +444,7 @@ class SelfDiffusionEstimator(EstimatorBase):
                           "max_lag_fraction_of_block": s.diffusion_max_lag_fraction, "frame": "barycentric"}}}
 
     @classmethod
-    def figures(cls, estimate: Estimate, settings: Any) -> dict[str, Any]:
+    def figures(cls, estimate: Estimate, settings: AnalysisSettings) -> dict[str, Any]:
         """The MSD of each species with its fit window, and β(t) against the accepted range."""
         diffusion = estimate.figure_data.get("diffusion")
         if not diffusion:
@@ -539,7 +539,7 @@ class YehHummerEstimator(EstimatorBase):
 
 
     @classmethod
-    def definition(cls, settings: Any) -> dict[str, dict[str, Any]]:
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
         """Its part of ``analysis_fitting_rules``."""
         return {"analysis_fitting_rules": {
             "yeh_hummer": "D_YH = D_PBC + 2.837297 kB T / (6 pi eta L) with the case's own Green-Kubo eta and "

@@ -56,7 +56,7 @@ from mdbench.analysis.thermo import coverage_check
 from mdbench.analysis.units import (E_CHARGE_C, KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM3_M3,
                                     as_float64)
 from mdbench.errors import InputError
-from mdbench.analysis.settings import registered
+from mdbench.analysis.settings import AnalysisSettings, registered
 
 logger = logging.getLogger(__name__)
 
@@ -845,7 +845,7 @@ class CollectiveTransportEstimator(EstimatorBase):
 
 
     @classmethod
-    def definition(cls, settings: Any) -> dict[str, dict[str, Any]]:
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
         """Its part of ``analysis_fitting_rules``."""
         s = settings
         return {"analysis_fitting_rules": {

@@ -35,7 +35,7 @@ from mdbench.analysis.blocks import BlockWindows
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.observables import RDF
 from mdbench.analysis.reduce import ReducedTrajectory
-from mdbench.analysis.settings import registered
+from mdbench.analysis.settings import AnalysisSettings, registered
 
 #: The first-minimum search limit [nm]: the registered ``rdf_first_min_max_nm`` of ``params/analysis/default.yaml``
 #: (read from there: the YAML is the one place a default lives).
@@ -319,7 +319,7 @@ class RdfEstimator(EstimatorBase):
 
 
     @classmethod
-    def definition(cls, settings: Any) -> dict[str, dict[str, Any]]:
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
         """Registered as ``analysis_rdf_coordination`` (shared with the coordination numbers)."""
         s = settings
         return {"analysis_rdf_coordination": {
@@ -338,7 +338,7 @@ class RdfEstimator(EstimatorBase):
         }}
 
     @classmethod
-    def figures(cls, estimate: Estimate, settings: Any) -> dict[str, Any]:
+    def figures(cls, estimate: Estimate, settings: AnalysisSettings) -> dict[str, Any]:
         """The RDFs with their first minima and the first-minimum search limit."""
         rdfs = estimate.figure_data.get("rdfs")
         if not rdfs:

@@ -40,7 +40,7 @@ from mdbench.analysis.blocks import BlockEstimate, BlockWindows, _json_float, bl
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.observables import RESIDENCE_TIME
 from mdbench.analysis.reduce import ReducedTrajectory
-from mdbench.analysis.settings import registered
+from mdbench.analysis.settings import AnalysisSettings, registered
 
 #: The two correlation definitions, in the order results are written.
 DEFINITIONS = ("intermittent", "continuous")
@@ -422,7 +422,7 @@ class _LifetimeEstimator(EstimatorBase):
 
 
     @classmethod
-    def definition(cls, settings: Any) -> dict[str, dict[str, Any]]:
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
         """Registered as ``analysis_shell_dynamics`` (residence times and contact lifetimes alike)."""
         s = settings
         return {"analysis_shell_dynamics": {
@@ -442,7 +442,7 @@ class _LifetimeEstimator(EstimatorBase):
         }}
 
     @classmethod
-    def figures(cls, estimate: Estimate, settings: Any) -> dict[str, Any]:
+    def figures(cls, estimate: Estimate, settings: AnalysisSettings) -> dict[str, Any]:
         """The intermittent and continuous shell correlation functions (residence times and contact
         lifetimes share this figure: :func:`mdbench.analysis.results.write_figures` hands it both estimates)."""
         curves = [m for m in estimate.measurements if m.details.get("curve")]

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 
+from mdbench.analysis.estimator import Estimate, EstimatorBase
 from mdbench.analysis.observables import AUDIT_GROUPS, group_of, template_categories
+from mdbench.analysis.settings import AnalysisSettings
 from mdbench.analysis.states import NEXT_ACTION, SEVERITY
 from mdbench.errors import InputError
 from mdbench.jsonsafe import json_safe
@@ -103,8 +105,8 @@ def read_results(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any = None,
-                  drawn: list[tuple[type, Any]] | None = None) -> dict[str, str]:
+def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: AnalysisSettings | None = None,
+                  drawn: list[tuple[type[EstimatorBase], Estimate]] | None = None) -> dict[str, str]:
     """PNG figures: what each estimator draws itself (``drawn``: (estimator class, its Estimate), drawn by
     :meth:`EstimatorBase.figures <mdbench.analysis.estimator.EstimatorBase.figures>` under the figure name of
     its registry entry) and the block bars (:func:`mdbench.analysis.blockbars.block_bars`). Estimators that
@@ -118,7 +120,6 @@ def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any =
 
     from mdbench.analysis import observables as registry
     from mdbench.analysis.blockbars import block_bars
-    from mdbench.analysis.settings import AnalysisSettings
 
     settings = settings if settings is not None else AnalysisSettings()
     figs: dict[str, str] = {}
@@ -141,12 +142,10 @@ def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any =
     return figs
 
 
-def _by_figures_hook(drawn: list[tuple[type, Any]]) -> list[tuple[type, Any]]:
+def _by_figures_hook(drawn: list[tuple[type[EstimatorBase], Estimate]]) -> list[tuple[type[EstimatorBase], Estimate]]:
     """``drawn`` with the estimates of estimators sharing one ``figures`` hook merged into one Estimate
     (measurements in order, figure data together), first place kept."""
-    from mdbench.analysis.estimator import Estimate
-
-    merged: dict[Any, tuple[type, Any]] = {}
+    merged: dict[Any, tuple[type[EstimatorBase], Estimate]] = {}
     for cls, est in drawn:
         hook = getattr(cls.figures, "__func__", cls.figures)
         if hook in merged:

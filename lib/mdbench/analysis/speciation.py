@@ -30,6 +30,7 @@ from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import block_estimate
 from mdbench.analysis.coordination import distinct_keys
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.settings import AnalysisSettings
 
 #: How many of the most frequent species (whole interval) are reported as results.
 TOP_SPECIES = 5
@@ -117,7 +118,7 @@ class SpeciationEstimator(EstimatorBase):
         return Estimate(out)
 
     @classmethod
-    def definition(cls, settings: Any) -> dict[str, dict[str, Any]]:
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
         """Registered as ``analysis_speciation``."""
         return {"analysis_speciation": {
             "composition": DEFINITION, "cutoffs": "each channel's coordination cutoff (analysis_rdf_coordination)",
@@ -125,7 +126,7 @@ class SpeciationEstimator(EstimatorBase):
             "precision_abs_half_width": settings.association_fraction_max_half_width}}
 
     @classmethod
-    def figures(cls, estimate: Estimate, settings: Any) -> dict[str, Any]:
+    def figures(cls, estimate: Estimate, settings: AnalysisSettings) -> dict[str, Any]:
         """Bar chart of the reported species' fractions with their block 95 % intervals."""
         if not estimate.measurements:
             return {}

@@ -51,7 +51,7 @@ from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.observables import VISCOSITY
 from mdbench.analysis.units import BAR_PA, KB_J_PER_K, NM3_M3, PA_S_TO_MPA_S, PS_S, as_float64
 from mdbench.errors import InputError
-from mdbench.analysis.settings import registered
+from mdbench.analysis.settings import AnalysisSettings, registered
 
 logger = logging.getLogger(__name__)
 
@@ -504,7 +504,7 @@ class ViscosityEstimator(EstimatorBase):
 
 
     @classmethod
-    def definition(cls, settings: Any) -> dict[str, dict[str, Any]]:
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
         """Its part of ``analysis_fitting_rules``."""
         s = settings
         return {"analysis_fitting_rules": {
@@ -516,7 +516,7 @@ class ViscosityEstimator(EstimatorBase):
                              "requires": "pressure output <= 0.5 ps and constant volume (no barostat)"}}}
 
     @classmethod
-    def figures(cls, estimate: Estimate, settings: Any) -> dict[str, Any]:
+    def figures(cls, estimate: Estimate, settings: AnalysisSettings) -> dict[str, Any]:
         """The Green–Kubo running integral with its plateau window and η."""
         visc = estimate.figure_data.get("green_kubo")
         if not (visc is not None and getattr(visc, "running_integral_mPa_s", np.zeros(0)).size):
