@@ -28,7 +28,7 @@ import numpy as np
 from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate
 from mdbench.analysis.coordination import distinct_keys
-from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement, new_figure
 from mdbench.analysis.observables import ASSOCIATION
 from mdbench.analysis.reduce import ReducedTrajectory, divmod_by_scalar
 from mdbench.analysis.settings import AnalysisSettings, registered
@@ -283,9 +283,7 @@ class AssociationEstimator(EstimatorBase):
         clusters = estimate.figure_data.get("clusters")
         if not clusters:
             return {}
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = new_figure()
         for an, d in clusters.items():
             sizes = {int(k): v for k, v in d["cluster_size_fraction_of_ions"].items()}
             ax.bar(list(sizes), list(sizes.values()), alpha=0.6, label=f"{d['cation']}–{an}")

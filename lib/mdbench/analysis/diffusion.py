@@ -34,7 +34,7 @@ import numpy as np
 
 from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate, block_windows, _json_float
-from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement, new_figure
 from mdbench.analysis.observables import SELF_DIFFUSION, SELF_DIFFUSION_YH
 from mdbench.analysis.reduce.series import as_positions, count_non_finite_positions
 from mdbench.analysis.msd import (  # noqa: F401 - re-exported: the diffusion API names them
@@ -449,9 +449,7 @@ class SelfDiffusionEstimator(EstimatorBase):
         diffusion = estimate.figure_data.get("diffusion")
         if not diffusion:
             return {}
-        import matplotlib.pyplot as plt
-
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+        fig, (a1, a2) = new_figure(2, figsize=(10, 4))
         for sp, dr in diffusion.items():
             if dr.msd_nm2.size < 2:
                 continue

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.blocks import BlockWindows
-from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement, new_figure
 from mdbench.analysis.observables import RDF
 from mdbench.analysis.reduce import ReducedTrajectory
 from mdbench.analysis.settings import AnalysisSettings, registered
@@ -340,12 +340,10 @@ class RdfEstimator(EstimatorBase):
     @classmethod
     def figures(cls, estimate: Estimate, settings: AnalysisSettings) -> dict[str, Any]:
         """The RDFs with their first minima and the first-minimum search limit."""
-        rdfs = estimate.figure_data.get("rdfs")
-        if not rdfs:
+        if not estimate.figure_data.get("rdfs"):
             return {}
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = new_figure()
+        rdfs = estimate.figure_data["rdfs"]
         for ch, res in rdfs.items():
             line, = ax.plot(res.whole.r_nm, res.whole.g, label=ch, lw=1.2)
             if np.isfinite(res.whole.first_min_nm):

@@ -37,7 +37,7 @@ import numpy as np
 
 from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, _json_float, block_estimate
-from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement, new_figure
 from mdbench.analysis.observables import RESIDENCE_TIME
 from mdbench.analysis.reduce import ReducedTrajectory
 from mdbench.analysis.settings import AnalysisSettings, registered
@@ -448,9 +448,7 @@ class _LifetimeEstimator(EstimatorBase):
         curves = [m for m in estimate.measurements if m.details.get("curve")]
         if not curves:
             return {}
-        import matplotlib.pyplot as plt
-
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+        fig, axes = new_figure(2, figsize=(10, 4), sharey=True)
         for ax, kind in zip(axes, ("intermittent", "continuous")):
             for m in (m for m in curves if m.qualifiers[-1] == kind):
                 c = m.details["curve"]

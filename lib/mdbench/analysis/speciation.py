@@ -29,7 +29,7 @@ import numpy as np
 from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import block_estimate
 from mdbench.analysis.coordination import distinct_keys
-from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement, new_figure
 from mdbench.analysis.settings import AnalysisSettings
 
 #: How many of the most frequent species (whole interval) are reported as results.
@@ -130,9 +130,7 @@ class SpeciationEstimator(EstimatorBase):
         """Bar chart of the reported species' fractions with their block 95 % intervals."""
         if not estimate.measurements:
             return {}
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 3.5))
+        fig, ax = new_figure(figsize=(6, 3.5))
         ms = estimate.measurements
         ax.bar(range(len(ms)), [m.payload["value"] or 0.0 for m in ms],
                yerr=[m.payload["uncertainty"]["half_width_95"] or 0.0 for m in ms], capsize=3)

@@ -47,7 +47,7 @@ import numpy as np
 from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks, withheld
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, _json_float, block_estimate, block_windows
 from mdbench.analysis.diffusion import fit_slope
-from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement, new_figure
 from mdbench.analysis.observables import VISCOSITY
 from mdbench.analysis.units import BAR_PA, KB_J_PER_K, NM3_M3, PA_S_TO_MPA_S, PS_S, as_float64
 from mdbench.errors import InputError
@@ -521,9 +521,7 @@ class ViscosityEstimator(EstimatorBase):
         visc = estimate.figure_data.get("green_kubo")
         if not (visc is not None and getattr(visc, "running_integral_mPa_s", np.zeros(0)).size):
             return {}
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = new_figure()
         ax.plot(visc.lag_ps[: visc.running_integral_mPa_s.size], visc.running_integral_mPa_s,
                 label="GK running integral")
         lo, hi = visc.plateau_window_ps
