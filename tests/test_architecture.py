@@ -130,8 +130,9 @@ KNOWN_CIRCLES: list[frozenset[str]] = [
     # the sdl room: runner ↔ verify
     frozenset({"mdbench.sdl.runner", "mdbench.sdl.verify"}),
 ]
-#: Function-local imports marked ``noqa: PLC0415`` in lib/ (182 at 57d1c2f); may only go down.
-LAZY_IMPORTS_AT_MOST = 182
+#: Function-local imports marked ``noqa: PLC0415`` in lib/ (180 at 57d1c2f, 171 once the analysis, arena, llm and
+#: report rooms lost theirs that hid nothing); may only go down.
+LAZY_IMPORTS_AT_MOST = 171
 
 
 def _module_graph() -> dict[str, set[str]]:
