@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import doctest
 import importlib
+import re
 import shutil
 import subprocess
 import sys
@@ -130,9 +131,9 @@ KNOWN_CIRCLES: list[frozenset[str]] = [
     # the sdl room: runner ↔ verify
     frozenset({"mdbench.sdl.runner", "mdbench.sdl.verify"}),
 ]
-#: Function-local imports marked ``noqa: PLC0415`` in lib/ (180 at 57d1c2f, 171 once the analysis, arena, llm and
+#: Function-local imports marked ``noqa: PLC0415`` in lib/ (182 at 57d1c2f, 173 once the analysis, arena, llm and
 #: report rooms lost theirs that hid nothing); may only go down.
-LAZY_IMPORTS_AT_MOST = 171
+LAZY_IMPORTS_AT_MOST = 173
 
 
 def _module_graph() -> dict[str, set[str]]:
@@ -220,7 +221,7 @@ def test_no_import_circle_between_files():
 
 
 def test_function_local_imports_only_go_down():
-    n = sum(f.read_text(encoding="utf-8").count("noqa: PLC0415") for f, _module in _modules())
+    n = sum(len(re.findall(r"noqa:[^\n]*\bPLC0415", f.read_text(encoding="utf-8"))) for f, _module in _modules())
     assert n <= LAZY_IMPORTS_AT_MOST, (f"{n} function-local imports marked noqa: PLC0415 (at most "
                                        f"{LAZY_IMPORTS_AT_MOST}): import at the top, or say why it is lazy")
 
@@ -305,7 +306,6 @@ _PARAMETER_VALUE = r"\d+(?:\.\d+)?\s*(?:nm|ps|ns|fs|K|bar|kJ|ns/case)\b|±\s*\d|
 
 def test_template_prose_names_parameters_without_repeating_their_values():
     import json
-    import re
 
     found = []
     for f in sorted((ROOT / "templates").rglob("*.ipynb")):
