@@ -203,7 +203,7 @@ def association(rd: ReducedTrajectory, windows: BlockWindows, anion: str, channe
     )
 
 
-def contact_definition(rd: ReducedTrajectory, anion: str, settings: Any, cutoffs: dict[str, float]
+def contact_definition(rd: ReducedTrajectory, anion: str, settings: AnalysisSettings, cutoffs: dict[str, float]
                        ) -> tuple[list[str], float, str] | None:
     """(site channels, cutoff [nm], rule) of the registered cation–``anion`` contact, or None without sites.
 

@@ -36,11 +36,13 @@ import numpy as np
 
 from mdbench.analysis import observables as registry
 from mdbench.analysis.concurrency import ForkedCall, hash_in_background
-from mdbench.analysis.estimator import CaseInputs, declared_products
+from mdbench.analysis.blocks import BlockWindows
 from mdbench.analysis.definitions import registration_definitions
+from mdbench.analysis.estimator import CaseInputs, declared_products
+from mdbench.analysis.reduce import ReducedTrajectory
 from mdbench.analysis.settings import AnalysisSettings
 from mdbench.errors import InputError
-from mdbench.record.store import run_relative, sha256_file
+from mdbench.record.store import RunRecord, run_relative, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +53,7 @@ __all__ = ["AnalysisSettings", "REQUIRED_OBSERVABLES", "analyze_case", "analyze_
            "load_or_analyze_case", "register_definitions", "registration_definitions"]
 
 
-def register_definitions(rec: Any, case: str, settings: AnalysisSettings) -> dict[str, str]:
+def register_definitions(rec: RunRecord, case: str, settings: AnalysisSettings) -> dict[str, str]:
     """Register each definition for ``case`` unless an identical one is in force (kind → registration id).
 
     A changed definition is registered as a revision of the one in force, with the changed keys as evidence
@@ -219,7 +221,7 @@ def run_estimators(inputs: CaseInputs, upstream_state: str, reg_ids: dict[str, s
     return observables, sections, drawn
 
 
-def _system_section(rd: Any, rd_s: Any, win: Any) -> dict[str, Any]:
+def _system_section(rd: ReducedTrajectory, rd_s: ReducedTrajectory, win: BlockWindows) -> dict[str, Any]:
     """The ``system`` section of results.json: species, counts, charges, channels, how the frames were read."""
     return {"species": rd.species, "n_molecules": {sp: int(np.sum(rd.mol_species == sp)) for sp in rd.species},
             "charges_e": dict(rd.species_charge_e),
@@ -233,7 +235,7 @@ def _system_section(rd: Any, rd_s: Any, win: Any) -> dict[str, Any]:
             "mean_volume_nm3": float(np.mean(rd.volume_nm3[win.whole]))}
 
 
-def _record_results(rec: Any, out: Path, case: str, observables: dict[str, dict[str, Any]], doc: dict[str, Any]
+def _record_results(rec: RunRecord, out: Path, case: str, observables: dict[str, dict[str, Any]], doc: dict[str, Any]
                     ) -> None:
     """Observable states (with their JSON-pointer references) and the artifacts into the run record."""
     rel = run_relative(out / "results.json", rec.run_dir)
@@ -290,7 +292,8 @@ def _pass_and_energy(tpr: str | Path, xtc: str | Path, edr: str | Path, out: Pat
     return frames, rd, (series, guard, guard_info), src, hashes
 
 
-def _case_inputs(settings: AnalysisSettings, case: str, series: Any, guard: float, rd: Any, win: Any) -> CaseInputs:
+def _case_inputs(settings: AnalysisSettings, case: str, series: Any, guard: float, rd: ReducedTrajectory,
+                 win: BlockWindows) -> CaseInputs:
     """What the estimators read: the series, the guard, the trajectory and its structure frames with their
     blocks, and how neighbour-based results treated the trajectory."""
     from mdbench.analysis.blocks import block_windows
@@ -309,7 +312,7 @@ def _case_inputs(settings: AnalysisSettings, case: str, series: Any, guard: floa
 
 
 def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: str | Path, *,
-                  guard_ps: float | None = None, settings: AnalysisSettings | None = None, rec: Any = None,
+                  guard_ps: float | None = None, settings: AnalysisSettings | None = None, rec: RunRecord | None = None,
                   case: str | None = None, upstream_state: str = "valid", figures: bool = True,
                   verbose: bool = False, workers: int | None = None, keep_centres: str | Path | None = None
                   ) -> dict[str, Any]:
@@ -460,7 +463,7 @@ def load_or_analyze_case(run_dir: str | Path, case: str, *, guard_ps: float | No
 REQUIRED_OBSERVABLES = registry.unanalysable_names()
 
 
-def _record_unanalysable(rec: Any, run_dir: Path, case: str, upstream: str, reason: str,
+def _record_unanalysable(rec: RunRecord, run_dir: Path, case: str, upstream: str, reason: str,
                          reg_ids: dict[str, str], settings: AnalysisSettings) -> dict[str, Any]:
     """Write a results.json whose observables all carry the upstream state, and record those states."""
     from mdbench.analysis.results import write_validated_results

@@ -30,6 +30,7 @@ from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import block_estimate
 from mdbench.analysis.coordination import distinct_keys
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement, new_figure
+from mdbench.analysis.reduce import ReducedTrajectory
 from mdbench.analysis.settings import AnalysisSettings
 
 #: How many of the most frequent species (whole interval) are reported as results.
@@ -39,7 +40,7 @@ DEFINITION = ("fraction of (cation, structure frame) pairs whose first shell hol
               "channel's coordination cutoff)")
 
 
-def shell_counts(rd: Any, cutoffs_nm: dict[str, float]) -> dict[str, np.ndarray]:
+def shell_counts(rd: ReducedTrajectory, cutoffs_nm: dict[str, float]) -> dict[str, np.ndarray]:
     """Distinct partner molecules of each species around each centre, per frame.
 
     Parameters
