@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from mdbench.llm.fake_server import FakeChatServer
 from mdbench.llm.prices import ModelPrice, PriceTable
-from mdbench.llm.proxy import Caps, MeteringProxy, ProxyError, RetryPolicy, usage_of
+from mdbench.llm.proxy import Caps, MeteringProxy, ProxyError
+from mdbench.llm.retry import RetryPolicy
+from mdbench.llm.usage import usage_of
 from mdbench.llm.scripted import ScriptedModel
 from mdbench.llm.trajectory import build_trajectory, read_calls
 
