@@ -42,7 +42,7 @@ from typing import Any, Callable
 from mdbench.errors import MdbenchError
 from mdbench.llm.prices import ModelPrice
 from mdbench.llm.retry import RETRY_STATUS, RetryPolicy
-from mdbench.llm.usage import usage_of
+from mdbench.llm.usage import meter
 
 #: Declared prices of the client: the llm room's one price record (input, output[, cached input] in USD per
 #: 1,000,000 tokens).
@@ -55,7 +55,9 @@ class EndpointError(MdbenchError):
 
 @dataclass
 class Usage:
-    """Token, time and cost accounting of one call or of many (``+=``)."""
+    """Token, time and cost accounting of the client's calls, one or many (``+=``): the sum of their
+    :class:`mdbench.llm.usage.CallUsage` records with latency and attempts (the metering proxy sums the same
+    records into its episode totals)."""
 
     calls: int = 0
     attempts: int = 0
@@ -181,19 +183,13 @@ class ChatClient:
             return exc.code, dict(exc.headers or {}), exc.read() or b""
 
     def _usage(self, data: dict[str, Any], latency: float, attempts: int) -> Usage:
-        tin, cached, tout, provider_cost = usage_of("chat", data.get("usage")) or (0, 0, 0, None)
+        m = meter("chat", data.get("usage"), self.prices, "declared_prices")
         raw = data.get("usage")
         total = raw.get("total_tokens") if isinstance(raw, dict) else None
-        usage = Usage(calls=1, attempts=attempts, prompt_tokens=tin, completion_tokens=tout,
-                      total_tokens=total if isinstance(total, int) and not isinstance(total, bool) and total >= 0
-                      else tin + tout, latency_s=latency)
-        if provider_cost is not None:
-            usage.cost, usage.cost_source = provider_cost, "provider"
-        elif self.prices is not None:
-            usage.cost, usage.cost_source = self.prices.usd(tin, cached, tout), "declared_prices"
-        else:
-            usage.cost_unknown_calls = 1
-        return usage
+        return Usage(calls=1, attempts=attempts, prompt_tokens=m.tokens_in, completion_tokens=m.tokens_out,
+                     total_tokens=total if isinstance(total, int) and not isinstance(total, bool) and total >= 0
+                     else m.tokens_in + m.tokens_out, latency_s=latency, cost=m.usd, cost_source=m.usd_source,
+                     cost_unknown_calls=int(m.usd is None))
 
     def chat(self, messages: list[dict[str, Any]], *, session: str | None = None, log_from: int = 0,
              **params: Any) -> ChatResult:

@@ -54,7 +54,7 @@ from mdbench.llm.prices import PriceTable
 from mdbench.llm.retry import RETRY_STATUS, RetryPolicy
 from mdbench.llm.scripted import encode_responses, sse_responses
 from mdbench.llm.translate import chat_to_reply, responses_to_chat
-from mdbench.llm.usage import usage_of
+from mdbench.llm.usage import meter
 
 log = logging.getLogger(__name__)
 
@@ -426,24 +426,16 @@ class MeteringProxy:
             if asm is not None and rec.get("status") == 200:
                 t.calls += 1
                 t.incomplete += 0 if asm.complete else 1
-                u = usage_of(rec["api"], asm.usage)
-                if u is not None:
-                    tin, cached, tout, pusd = u
-                    t.tokens_in, t.tokens_cached, t.tokens_out = t.tokens_in + tin, t.tokens_cached + cached, \
-                        t.tokens_out + tout
-                    price = self.prices.get(rec.get("model")) if self.prices else None
-                    usd, src = ((pusd, "provider") if pusd is not None else
-                                (price.usd(tin, cached, tout), "price_table") if price is not None else (None, None))
-                    rec["metered"] = {"tokens_in": tin, "tokens_cached": cached, "tokens_out": tout,
-                                      "usd": usd, "usd_source": src}
-                    if usd is None:
-                        t.usd_unknown_calls += 1
-                    else:
-                        t.usd += usd
-                else:
-                    rec["metered"] = {"tokens_in": 0, "tokens_cached": 0, "tokens_out": 0, "usd": None,
-                                      "usd_source": None, "usage_missing": True}
+                price = self.prices.get(rec.get("model")) if self.prices else None
+                m = meter(rec["api"], asm.usage, price, "price_table")
+                rec["metered"] = m.to_log()
+                t.tokens_in += m.tokens_in
+                t.tokens_cached += m.tokens_cached
+                t.tokens_out += m.tokens_out
+                if m.usd is None:
                     t.usd_unknown_calls += 1
+                else:
+                    t.usd += m.usd
                 self._cap_reached()
             if not self._log.closed:
                 self._log.write(json.dumps(rec, default=str) + "\n")

@@ -1,8 +1,65 @@
-"""The one reading of an endpoint's ``usage`` object (chat and Responses APIs), for the client and the proxy."""
+"""What one model call used: the one reading of an endpoint's ``usage`` object (chat and Responses APIs) and the
+one cost rule, shared by the chat client (:mod:`mdbench.llm.client`) and the metering proxy
+(:mod:`mdbench.llm.proxy`), whose running totals are sums of :class:`CallUsage` records.
+
+>>> from mdbench.llm.prices import ModelPrice
+>>> m = meter("chat", {"prompt_tokens": 1000, "completion_tokens": 10}, ModelPrice(2.0, 8.0), "declared_prices")
+>>> m.tokens_in, m.tokens_out, round(m.usd, 6), m.usd_source
+(1000, 10, 0.00208, 'declared_prices')
+"""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Any
+
+from mdbench.llm.prices import ModelPrice
+
+
+@dataclass(frozen=True)
+class CallUsage:
+    """The token-usage record of one answered call.
+
+    Attributes
+    ----------
+    tokens_in, tokens_cached, tokens_out : int
+        Input tokens (cached ones included), of which cached, output tokens, as the endpoint reported them.
+    usd : float or None
+        Cost [USD]: the provider's own ``usage.cost`` when reported, else from the price, else unknown (None;
+        never an invented zero).
+    usd_source : str or None
+        ``"provider"``, the price's source label (``"price_table"``, ``"declared_prices"``), or None.
+    usage_missing : bool
+        The endpoint's answer had no ``usage`` object.
+    """
+
+    tokens_in: int = 0
+    tokens_cached: int = 0
+    tokens_out: int = 0
+    usd: float | None = None
+    usd_source: str | None = None
+    usage_missing: bool = False
+
+    def to_log(self) -> dict[str, Any]:
+        """The record as a log line's ``metered`` field (``usage_missing`` only when true)."""
+        d = asdict(self)
+        if not self.usage_missing:
+            del d["usage_missing"]
+        return d
+
+
+def meter(api: str, usage: Any, price: ModelPrice | None, price_source: str) -> CallUsage:
+    """The :class:`CallUsage` of one answer: its ``usage`` object read by :func:`usage_of`, priced by the
+    provider's own cost, else by ``price`` (labelled ``price_source``), else unknown."""
+    u = usage_of(api, usage)
+    if u is None:
+        return CallUsage(usage_missing=True)
+    tin, cached, tout, provider_usd = u
+    if provider_usd is not None:
+        return CallUsage(tin, cached, tout, provider_usd, "provider")
+    if price is not None:
+        return CallUsage(tin, cached, tout, price.usd(tin, cached, tout), price_source)
+    return CallUsage(tin, cached, tout)
 
 
 def _nonneg_int(v: Any) -> int:
