@@ -76,18 +76,6 @@ def quiet_by_default(verbose: int = 0) -> None:
     warnings.filterwarnings("ignore", message=r".*[Nn]etCDF.*", module=r"MDAnalysis.*")
 
 
-def not_built(room: str, issue: str) -> click.Command:
-    """A placeholder command for a room that is not implemented yet; it says so and exits 2."""
-
-    @click.command(name=room, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-    def _cmd() -> None:
-        click.echo(f"mdbench {room}: not built yet (tracked in {issue}).", err=True)
-        sys.exit(2)
-
-    _cmd.help = f"Not built yet ({issue})."
-    return _cmd
-
-
 #: what to do about the OSErrors a user causes, by errno
 _OS_FIX = {
     errno.ENOTDIR: "a folder in this path is a file; choose another path",

@@ -19,5 +19,3 @@ class InputError(MdbenchError):
         super().__init__(where + message)
 
 
-class NotBuiltError(MdbenchError):
-    """A room of the product that is not implemented yet."""

@@ -4,6 +4,9 @@
 
 * ``OUT/tiny/saeo.json`` and the canonical reanalysis' ``results.json`` of the audit tests' tiny real run
   (water + 4 NaCl, built by ``tests/audit/_runbuilder.py``, ~10 s of GROMACS);
+* ``OUT/tiny/files/results.json`` and its figures: ``analyze_files`` of the same tiny run (figure names in
+  ``results.json`` ``figures``), and ``OUT/definitions.json``, the registered definitions of the default
+  settings (compared as documents: the order of keys within a kind is not a difference);
 * ``OUT/micro/results.json`` of the peers' micro DE production (``tests/peers/conftest.py``, built once into
   ``CACHE`` — give the same folder to both checkouts, ~3 min of GROMACS the first time).
 
@@ -35,7 +38,7 @@ def write(out: Path, cache: Path) -> None:
     peers = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(peers)
 
-    from mdbench.analysis.pipeline import AnalysisSettings, analyze_files
+    from mdbench.analysis.pipeline import AnalysisSettings, analyze_files, registration_definitions
     from mdbench.audit import audit_run
 
     tiny = out / "tiny"
@@ -44,6 +47,10 @@ def write(out: Path, cache: Path) -> None:
     if not run.is_dir():  # built once, then audited by every checkout
         rb.build_run(run)
     audit_run(run, bundle, tiny / "audit", reanalysis=True)
+    prod = run / "cases" / rb.CASE / "prod"
+    analyze_files(prod / "prod.tpr", prod / "prod.xtc", prod / "prod.edr", tiny / "files", guard_ps=rb.GUARD_PS,
+                  case=rb.CASE, workers=1, settings=AnalysisSettings(guard_ps=rb.GUARD_PS))
+    (out / "definitions.json").write_text(json.dumps(registration_definitions(AnalysisSettings()), indent=1))
     md = cache / "micro" / "md"
     if not (md / "prod.gro").is_file():
         peers._produce(cache / "micro")

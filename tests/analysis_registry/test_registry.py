@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from mdbench.analysis import observables as registry
-from mdbench.analysis.settings import AnalysisSettings, registration_definitions
+from mdbench.analysis.definitions import registration_definitions
+from mdbench.analysis.settings import AnalysisSettings
 from mdbench.paths import TEMPLATES_DIR
 
 LIB = Path(registry.__file__).resolve().parents[1]
@@ -69,6 +70,36 @@ def test_every_entry_is_complete_and_consistent():
         assert isinstance(estimator.inputs, tuple) and callable(estimator.run)
         assert (TEMPLATES_DIR / f"{e.template}.ipynb").is_file(), e.template
     assert {e.audit_group for e in registry.REGISTRY if e.required} == groups  # every seed group is delivered
+
+
+def _estimator(e: registry.Observable) -> type:
+    module, _, cls = e.estimator.partition(":")
+    return getattr(__import__(module, fromlist=[cls]), cls)
+
+
+def test_every_estimator_owns_its_definition_and_its_figure():
+    """Each estimator's registration kind and figure come from its own hooks (``definition``, ``figures``), not
+    from settings.py or results.py; the shared kinds keep the order a run registers them (registration ids)."""
+    from mdbench.analysis.definitions import REGISTRATION_ORDER, shared_definitions
+    from mdbench.analysis.estimator import EstimatorBase
+
+    s = AnalysisSettings()
+    kinds = list(registration_definitions(s))
+    assert kinds[:len(REGISTRATION_ORDER)] == list(REGISTRATION_ORDER)
+    shared = set(shared_definitions(s))
+    for e in registry.REGISTRY:
+        if e.registration not in shared:
+            owners = [_estimator(o) for o in registry.REGISTRY if o.registration == e.registration]
+            assert any(e.registration in o.definition(s) for o in owners), e.name
+        if e.figure not in (None, registry.BLOCK_BARS_FIGURE):
+            assert any(_estimator(o).figures is not EstimatorBase.figures
+                       for o in registry.REGISTRY if o.figure == e.figure), e.name
+    fitting = registration_definitions(s)["analysis_fitting_rules"]
+    assert set(fitting) == {"diffusion", "onsager", "yeh_hummer", registry.VISCOSITY.name}
+    for rel in ("analysis/settings.py", "analysis/results.py"):
+        text = (LIB / rel).read_text(encoding="utf-8")
+        assert not [k for k in kinds if f'"{k}"' in text], f"{rel} writes a registration kind"
+        assert "plt.subplots" not in text, f"{rel} draws an observable's figure"
 
 
 def test_lookups():

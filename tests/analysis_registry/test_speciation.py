@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from mdbench.analysis import observables as registry
-from mdbench.analysis.settings import AnalysisSettings, registration_definitions
+from mdbench.analysis.definitions import registration_definitions
+from mdbench.analysis.settings import AnalysisSettings
 from mdbench.audit.runread import group_entries
 from mdbench.report.science import EVIDENCE_FIGURES, CaseResults, cross_system
 

@@ -11,7 +11,8 @@ import yaml
 
 from mdbench.analysis import settings as settings_module
 from mdbench.analysis.pipeline import analyze_files, load_or_analyze_case
-from mdbench.analysis.settings import AnalysisSettings, registration_definitions
+from mdbench.analysis.definitions import registration_definitions
+from mdbench.analysis.settings import AnalysisSettings
 from mdbench.errors import InputError
 from mdbench.record import RunRecord
 

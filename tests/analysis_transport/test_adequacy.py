@@ -8,7 +8,8 @@ from mdbench.analysis import states
 from mdbench.analysis.adequacy import (PrecisionBound, adequacy_checks, block_trend, consistent_with_zero,
                                        precision_check, withheld)
 from mdbench.analysis.blocks import block_estimate
-from mdbench.analysis.settings import AnalysisSettings, registration_definitions
+from mdbench.analysis.definitions import registration_definitions
+from mdbench.analysis.settings import AnalysisSettings
 
 
 def test_registered_thresholds_are_the_ones_an_expert_accepts():

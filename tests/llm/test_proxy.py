@@ -14,13 +14,15 @@ from pathlib import Path
 import pytest
 from mdbench.llm.fake_server import FakeChatServer
 from mdbench.llm.prices import ModelPrice, PriceTable
-from mdbench.llm.proxy import Caps, MeteringProxy, ProxyError, RetryPolicy, usage_of
+from mdbench.llm.proxy import Caps, MeteringProxy, ProxyError
+from mdbench.llm.retry import RetryPolicy
+from mdbench.llm.usage import usage_of
 from mdbench.llm.scripted import ScriptedModel
 from mdbench.llm.trajectory import build_trajectory, read_calls
 
 KEY = "sk-upstream-abc123"
 USAGE = {"input": 1000, "cached": 250, "output": 40}
-PRICES = PriceTable({"m1": ModelPrice(2.0, 0.5, 8.0)})
+PRICES = PriceTable({"m1": ModelPrice(input_usd_per_mtok=2.0, output_usd_per_mtok=8.0, cached_input_usd_per_mtok=0.5)})
 CHAT_TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {}}}]
 RESP_TOOLS = [{"type": "function", "name": "exec_command", "parameters": {}}]
 FAST = RetryPolicy(max_retries=2, backoff_s=0.01, max_backoff_s=0.05, connect_timeout_s=2, read_timeout_s=5)

@@ -28,9 +28,10 @@ import numpy as np
 from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate
 from mdbench.analysis.coordination import distinct_keys
-from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement, new_figure
+from mdbench.analysis.observables import ASSOCIATION
 from mdbench.analysis.reduce import ReducedTrajectory, divmod_by_scalar
-from mdbench.analysis.settings import registered
+from mdbench.analysis.settings import AnalysisSettings, registered
 
 CLASSES = ("free_or_SSIP", "CIP", "AGG")
 #: Nodes (frames × ions) of one cluster graph; frames are batched to bound memory.
@@ -202,7 +203,7 @@ def association(rd: ReducedTrajectory, windows: BlockWindows, anion: str, channe
     )
 
 
-def contact_definition(rd: ReducedTrajectory, anion: str, settings: Any, cutoffs: dict[str, float]
+def contact_definition(rd: ReducedTrajectory, anion: str, settings: AnalysisSettings, cutoffs: dict[str, float]
                        ) -> tuple[list[str], float, str] | None:
     """(site channels, cutoff [nm], rule) of the registered cation–``anion`` contact, or None without sites.
 
@@ -262,3 +263,31 @@ class AssociationEstimator(EstimatorBase):
                 details={"cluster_size_fraction_of_ions": details[an]["cluster_size_fraction_of_ions"]}))
         return Estimate(out, sections={entry.details_section: details}, figure_data={"clusters": details},
                         products={"contacts": contacts})
+
+
+    @classmethod
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
+        """Registered as ``analysis_contacts_clusters``."""
+        s = settings
+        return {"analysis_contacts_clusters": {
+            "contact_cutoffs_nm": s.contact_cutoffs_nm, "contact_sites": s.contact_channels,
+            "other_anions": "all sites of the anion; cutoff = first minimum of the cation-site g(r), else "
+                            f"{s.fixed_cn_cutoff_nm} nm",
+            "classes": "per anion, distinct cations in contact: 0 free_or_SSIP, 1 CIP, >=2 AGG",
+            "clusters": "connected components of the cation-anion contact graph; size in ions",
+        }}
+
+    @classmethod
+    def figures(cls, estimate: Estimate, settings: AnalysisSettings) -> dict[str, Any]:
+        """The cation–anion cluster-size distribution of each anion."""
+        clusters = estimate.figure_data.get("clusters")
+        if not clusters:
+            return {}
+        fig, ax = new_figure()
+        for an, d in clusters.items():
+            sizes = {int(k): v for k, v in d["cluster_size_fraction_of_ions"].items()}
+            ax.bar(list(sizes), list(sizes.values()), alpha=0.6, label=f"{d['cation']}–{an}")
+        ax.set_xlabel("cluster size [ions]")
+        ax.set_ylabel("fraction of ions")
+        ax.legend(fontsize=7)
+        return {ASSOCIATION.figure: fig}

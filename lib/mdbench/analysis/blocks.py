@@ -461,7 +461,7 @@ def _pymbar_timeseries():
     """Import pymbar.timeseries lazily, swallowing its import-time banner."""
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         logging.getLogger("pymbar").setLevel(logging.ERROR)
-        from pymbar import timeseries  # noqa: PLC0415
+        from pymbar import timeseries  # noqa: PLC0415 - pymbar takes seconds to import; only the guard needs it
     return timeseries
 
 

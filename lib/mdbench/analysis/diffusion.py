@@ -34,13 +34,13 @@ import numpy as np
 
 from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate, block_windows, _json_float
-from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement, new_figure
 from mdbench.analysis.observables import SELF_DIFFUSION, SELF_DIFFUSION_YH
 from mdbench.analysis.reduce.series import as_positions, count_non_finite_positions
 from mdbench.analysis.msd import (  # noqa: F401 - re-exported: the diffusion API names them
     DIRECT_MSD_MAX_LAGS, DIRECT_MSD_MAX_WORK, GATHER_MIN_MOLECULES, TRANSPOSE_BLOCK_FRAMES, _default_threads,
     fit_slope, local_slope, msd_each_series, msd_fft, msd_fft_windows)
-from mdbench.analysis.settings import registered
+from mdbench.analysis.settings import AnalysisSettings, registered
 from mdbench.analysis.units import KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM_M, PA_S_TO_MPA_S, as_float64
 from mdbench.errors import InputError
 
@@ -141,11 +141,6 @@ class DiffusionResult:
     sampling_checks: dict[str, bool] = field(default_factory=dict)
     too_short: str | None = None
     check_details: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def D_uncertainty_m2_s(self) -> float:
-        """Block half-width (95 %) of D [m^2/s]."""
-        return self.D.half_width_95
 
     def state_inputs(self) -> dict[str, Any]:
         """Inputs for :func:`mdbench.analysis.states.classify_observable`."""
@@ -440,6 +435,38 @@ class SelfDiffusionEstimator(EstimatorBase):
         return Estimate(out, figure_data={"diffusion": results}, products={"diffusion": results})
 
 
+    @classmethod
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
+        """Its part of ``analysis_fitting_rules``."""
+        s = settings
+        return {"analysis_fitting_rules": {
+            "diffusion": {"beta_range": list(s.diffusion_beta_range), "min_window_decades": s.diffusion_min_decades,
+                          "max_lag_fraction_of_block": s.diffusion_max_lag_fraction, "frame": "barycentric"}}}
+
+    @classmethod
+    def figures(cls, estimate: Estimate, settings: AnalysisSettings) -> dict[str, Any]:
+        """The MSD of each species with its fit window, and β(t) against the accepted range."""
+        diffusion = estimate.figure_data.get("diffusion")
+        if not diffusion:
+            return {}
+        fig, (a1, a2) = new_figure(2, figsize=(10, 4))
+        for sp, dr in diffusion.items():
+            if dr.msd_nm2.size < 2:
+                continue
+            line, = a1.loglog(dr.lag_ps[1:], dr.msd_nm2[1:], label=sp)
+            if np.isfinite(dr.window.lo_ps):
+                a1.axvspan(dr.window.lo_ps, dr.window.hi_ps, color=line.get_color(), alpha=0.08)
+            a2.semilogx(dr.beta_lag_ps, dr.beta, color=line.get_color(), label=sp)
+        a2.axhspan(*settings.diffusion_beta_range, color="0.85", label="accepted β")
+        a1.set_xlabel("lag [ps]")
+        a1.set_ylabel("MSD [nm²] (barycentric)")
+        a2.set_xlabel("lag [ps]")
+        a2.set_ylabel("β = dlnMSD/dlnt")
+        a1.legend(fontsize=7)
+        a2.legend(fontsize=7)
+        return {SELF_DIFFUSION.figure: fig}
+
+
 #: Definition written with every Yeh-Hummer result.
 YEH_HUMMER_DEFINITION = ("D_YH = D_PBC + xi kB T / (6 pi eta L), xi = 2.837297 (cubic box; Yeh & Hummer, J. Phys. "
                          "Chem. B 108, 15873 (2004)); eta = this case's Green-Kubo viscosity, L = mean box edge "
@@ -507,6 +534,15 @@ class YehHummerEstimator(EstimatorBase):
                                     "sampling_checks": checks, "check_details": details,
                                     "too_short": inputs.get("too_short"), "not_estimable": v_in.get("not_estimable")}))
         return Estimate(out)
+
+
+    @classmethod
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
+        """Its part of ``analysis_fitting_rules``."""
+        return {"analysis_fitting_rules": {
+            "yeh_hummer": "D_YH = D_PBC + 2.837297 kB T / (6 pi eta L) with the case's own Green-Kubo eta and "
+                          "mean box edge L (cubic box); reported beside the uncorrected D, uncertainty propagated; "
+                          "not_estimable without a positive eta"}}
 
 
 def withheld_yh(dr: DiffusionResult, L: float, T: float) -> dict[str, Any]:

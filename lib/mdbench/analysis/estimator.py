@@ -129,6 +129,14 @@ class Estimate:
     products: dict[str, Any] = field(default_factory=dict)
 
 
+def new_figure(ncols: int = 1, figsize: tuple[float, float] = (6, 4), **kw: Any) -> tuple[Any, Any]:
+    """(figure, axes) for a ``figures`` hook: one row of ``ncols`` panels (matplotlib is imported here, on first
+    use, so an analysis without figures never loads it)."""
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(1, ncols, figsize=figsize, **kw)
+
+
 class UndeclaredInput(RuntimeError):
     """An estimator read a product of another estimator that it did not declare in its ``inputs``."""
 
@@ -215,7 +223,7 @@ class EstimatorBase:
     @classmethod
     def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
         """Its part of the registered definitions: registration kind → {key: text or value}, all read from
-        ``settings`` (merged by :func:`mdbench.analysis.settings.registration_definitions`; none by default)."""
+        ``settings`` (merged by :func:`mdbench.analysis.definitions.registration_definitions`; none by default)."""
         return {}
 
     @classmethod

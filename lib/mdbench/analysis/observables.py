@@ -162,7 +162,7 @@ class Observable:
     estimator : str
         ``module:Class`` of its estimator (:class:`mdbench.analysis.estimator.Estimator`).
     registration : str
-        Registration kind whose definition it uses (:func:`mdbench.analysis.settings.registration_definitions`).
+        Registration kind whose definition it uses (:func:`mdbench.analysis.definitions.registration_definitions`).
     figure : str or None
         Figure of results.json ``figures`` that shows it.
     template : str
@@ -430,11 +430,6 @@ def category_group(category: str) -> str | None:
 def null_means_none(category: str) -> bool:
     """True when a null value of a results.json entry of ``category`` means "none by the registered rule"."""
     return any(e.null_means_none for e in REGISTRY if e.category == category.lower())
-
-
-def categories_of(*groups: str) -> tuple[str, ...]:
-    """Registry categories whose audit group is one of ``groups``, in registry order."""
-    return tuple(dict.fromkeys(e.category for e in REGISTRY if e.audit_group in groups))
 
 
 def template_categories(template: str) -> tuple[str, ...]:

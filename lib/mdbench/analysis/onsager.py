@@ -56,7 +56,7 @@ from mdbench.analysis.thermo import coverage_check
 from mdbench.analysis.units import (E_CHARGE_C, KB_J_PER_K, NM2_PER_PS_TO_M2_PER_S, NM3_M3,
                                     as_float64)
 from mdbench.errors import InputError
-from mdbench.analysis.settings import registered
+from mdbench.analysis.settings import AnalysisSettings, registered
 
 logger = logging.getLogger(__name__)
 
@@ -842,3 +842,16 @@ class CollectiveTransportEstimator(EstimatorBase):
                 f"{te['formula']} ({te['frame']} frame"
                 f"{', reference ' + te['reference_species'] if te['reference_species'] else ''})", t_inputs))
         return Estimate(out, sections={section: od})
+
+
+    @classmethod
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
+        """Its part of ``analysis_fitting_rules``."""
+        s = settings
+        return {"analysis_fitting_rules": {
+            "onsager": {"fit_window_fraction_of_block": list(s.onsager_fit_window_fraction),
+                        "beta_range": list(s.onsager_beta_range), "fit": "linear in time (cross terms may be <0)",
+                        "frames": "barycentric and solvent (reference species named)",
+                        "solvent_reference": s.solvent_reference or "most numerous neutral species",
+                        "temperature_K": s.temperature_K if s.temperature_K is not None
+                        else "mean edr Temperature over the analysed window"}}}

@@ -36,10 +36,13 @@ import numpy as np
 
 from mdbench.analysis import observables as registry
 from mdbench.analysis.concurrency import ForkedCall, hash_in_background
+from mdbench.analysis.blocks import BlockWindows
+from mdbench.analysis.definitions import registration_definitions
 from mdbench.analysis.estimator import CaseInputs, declared_products
-from mdbench.analysis.settings import AnalysisSettings, registration_definitions
-from mdbench.errors import InputError, MdbenchError
-from mdbench.record.store import run_relative, sha256_file
+from mdbench.analysis.reduce import ReducedTrajectory
+from mdbench.analysis.settings import AnalysisSettings
+from mdbench.errors import InputError
+from mdbench.record.store import RunRecord, run_relative, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +53,7 @@ __all__ = ["AnalysisSettings", "REQUIRED_OBSERVABLES", "analyze_case", "analyze_
            "load_or_analyze_case", "register_definitions", "registration_definitions"]
 
 
-def register_definitions(rec: Any, case: str, settings: AnalysisSettings) -> dict[str, str]:
+def register_definitions(rec: RunRecord, case: str, settings: AnalysisSettings) -> dict[str, str]:
     """Register each definition for ``case`` unless an identical one is in force (kind → registration id).
 
     A changed definition is registered as a revision of the one in force, with the changed keys as evidence
@@ -184,16 +187,15 @@ def estimator_plan(entries: tuple[registry.Observable, ...] | None = None
 
 
 def run_estimators(inputs: CaseInputs, upstream_state: str, reg_ids: dict[str, str]
-                   ) -> tuple[dict[str, dict[str, Any]], dict[str, Any], dict[str, Any], list[tuple[type, Any]]]:
+                   ) -> tuple[dict[str, dict[str, Any]], dict[str, Any], list[tuple[type, Any]]]:
     """Run every registered estimator in dependency order and classify each result by the registered rules.
 
-    Returns (observables of results.json, its detail sections, the figures' data, (estimator class,
-    Estimate) of each estimator for its own figures)."""
+    Returns (observables of results.json, its detail sections, (estimator class, Estimate) of each
+    estimator for its own figures)."""
     from mdbench.analysis.states import C, classify_observable
 
     observables: dict[str, dict[str, Any]] = {}
     sections: dict[str, Any] = {}
-    figure_data: dict[str, Any] = {}
     drawn: list[tuple[type, Any]] = []
     for estimator_class, entries in estimator_plan():
         estimator = estimator_class(inputs, entries)
@@ -203,7 +205,6 @@ def run_estimators(inputs: CaseInputs, upstream_state: str, reg_ids: dict[str, s
             raise ValueError(f"{estimator_class.__name__} shares {', '.join(sorted(undeclared))} without declaring "
                              "it in the products of its registry entries")
         inputs.products.update(result.products)
-        figure_data.update(result.figure_data)
         drawn.append((estimator_class, result))
         for name, content in result.sections.items():
             if isinstance(sections.get(name), dict) and isinstance(content, dict):
@@ -217,10 +218,10 @@ def run_estimators(inputs: CaseInputs, upstream_state: str, reg_ids: dict[str, s
             observables[m.name] = _obs(m.entry.category, m.payload, definition=m.definition,
                                        registration_id=reg_ids.get(m.entry.registration), state=st,
                                        details=m.details)
-    return observables, sections, figure_data, drawn
+    return observables, sections, drawn
 
 
-def _system_section(rd: Any, rd_s: Any, win: Any) -> dict[str, Any]:
+def _system_section(rd: ReducedTrajectory, rd_s: ReducedTrajectory, win: BlockWindows) -> dict[str, Any]:
     """The ``system`` section of results.json: species, counts, charges, channels, how the frames were read."""
     return {"species": rd.species, "n_molecules": {sp: int(np.sum(rd.mol_species == sp)) for sp in rd.species},
             "charges_e": dict(rd.species_charge_e),
@@ -234,7 +235,7 @@ def _system_section(rd: Any, rd_s: Any, win: Any) -> dict[str, Any]:
             "mean_volume_nm3": float(np.mean(rd.volume_nm3[win.whole]))}
 
 
-def _record_results(rec: Any, out: Path, case: str, observables: dict[str, dict[str, Any]], doc: dict[str, Any]
+def _record_results(rec: RunRecord, out: Path, case: str, observables: dict[str, dict[str, Any]], doc: dict[str, Any]
                     ) -> None:
     """Observable states (with their JSON-pointer references) and the artifacts into the run record."""
     rel = run_relative(out / "results.json", rec.run_dir)
@@ -291,7 +292,8 @@ def _pass_and_energy(tpr: str | Path, xtc: str | Path, edr: str | Path, out: Pat
     return frames, rd, (series, guard, guard_info), src, hashes
 
 
-def _case_inputs(settings: AnalysisSettings, case: str, series: Any, guard: float, rd: Any, win: Any) -> CaseInputs:
+def _case_inputs(settings: AnalysisSettings, case: str, series: Any, guard: float, rd: ReducedTrajectory,
+                 win: BlockWindows) -> CaseInputs:
     """What the estimators read: the series, the guard, the trajectory and its structure frames with their
     blocks, and how neighbour-based results treated the trajectory."""
     from mdbench.analysis.blocks import block_windows
@@ -310,7 +312,7 @@ def _case_inputs(settings: AnalysisSettings, case: str, series: Any, guard: floa
 
 
 def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: str | Path, *,
-                  guard_ps: float | None = None, settings: AnalysisSettings | None = None, rec: Any = None,
+                  guard_ps: float | None = None, settings: AnalysisSettings | None = None, rec: RunRecord | None = None,
                   case: str | None = None, upstream_state: str = "valid", figures: bool = True,
                   verbose: bool = False, workers: int | None = None, keep_centres: str | Path | None = None
                   ) -> dict[str, Any]:
@@ -359,7 +361,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     win = block_windows(rd.time_ps, guard, settings.n_blocks)
     inputs = _case_inputs(settings, case, series, guard, rd, win)
     # 4. every registered estimator, in dependency order; 5. states by the registered rules
-    observables, sections, figure_data, drawn = run_estimators(inputs, upstream_state, reg_ids)
+    observables, sections, drawn = run_estimators(inputs, upstream_state, reg_ids)
     # 6. document, figures, states
     doc = {
         "schema_version": "1.0",
@@ -383,7 +385,7 @@ def analyze_files(tpr: str | Path, xtc: str | Path, edr: str | Path, out_dir: st
     }
     doc["energy"] = inputs.products.get("energy_coverage")  # issue 35: truncation and window coverage stated
     if figures:
-        doc["figures"] = write_figures(out, observables=observables, settings=settings, drawn=drawn, **figure_data)
+        doc["figures"] = write_figures(out, observables=observables, settings=settings, drawn=drawn)
     doc["superseded_results"] = _archive_superseded(out, reg_ids)
     write_validated_results(out / "results.json", doc)
     if rec is not None:
@@ -461,7 +463,7 @@ def load_or_analyze_case(run_dir: str | Path, case: str, *, guard_ps: float | No
 REQUIRED_OBSERVABLES = registry.unanalysable_names()
 
 
-def _record_unanalysable(rec: Any, run_dir: Path, case: str, upstream: str, reason: str,
+def _record_unanalysable(rec: RunRecord, run_dir: Path, case: str, upstream: str, reason: str,
                          reg_ids: dict[str, str], settings: AnalysisSettings) -> dict[str, Any]:
     """Write a results.json whose observables all carry the upstream state, and record those states."""
     from mdbench.analysis.results import write_validated_results
@@ -542,10 +544,6 @@ def _installed_versions() -> dict[str, str]:
         except PackageNotFoundError:
             out[pkg] = "not installed"
     return out
-
-
-class AnalysisError(MdbenchError):
-    """The analysis of a case could not be carried out (message says why and what to fix)."""
 
 
 def _finite(x: Any) -> bool:

@@ -32,9 +32,10 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.blocks import BlockWindows
-from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement, new_figure
+from mdbench.analysis.observables import RDF
 from mdbench.analysis.reduce import ReducedTrajectory
-from mdbench.analysis.settings import registered
+from mdbench.analysis.settings import AnalysisSettings, registered
 
 #: The first-minimum search limit [nm]: the registered ``rdf_first_min_max_nm`` of ``params/analysis/default.yaml``
 #: (read from there: the YAML is the one place a default lives).
@@ -315,6 +316,43 @@ class RdfEstimator(EstimatorBase):
         return Estimate(out, sections={entry.details_section: {entry.name: curves, "abundance": {}}},
                         figure_data={"rdfs": rdfs, "cutoffs": cutoffs},
                         products={"rdf_results": rdfs, "cutoffs": cutoffs, "cutoff_rules": rules})
+
+
+    @classmethod
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
+        """Registered as ``analysis_rdf_coordination`` (shared with the coordination numbers)."""
+        s = settings
+        return {"analysis_rdf_coordination": {
+            "rdf_rmax_nm": s.rdf_rmax_nm, "rdf_bin_nm": s.rdf_bin_nm,
+            "first_minimum_rule": first_min_rule(s.rdf_first_min_max_nm, min_peak_height=s.rdf_first_peak_min_height,
+                                                 min_depth=s.rdf_first_min_min_depth),
+            "cn_definition": "distinct partner molecules with any site of the channel within r_c",
+            "cn_cutoffs": "first minimum of each channel's g(r) (registered rule); fixed "
+                          f"{s.fixed_cn_cutoff_nm} nm reported for every channel as well",
+            "cross_check": "rho * integral 4 pi r^2 g(r) dr (site count) at the same r_c",
+            "abundance": "mean distinct molecules of each species in the first shell / shell total",
+            "structure_frames": ("every frame" if not s.structure_max_frames else
+                                 f"every k-th frame, k = ceil(frames / {s.structure_max_frames}) (at most "
+                                 f"{s.structure_max_frames} frames; consecutive frames 1 ps apart are strongly "
+                                 "correlated for first-shell contacts); blocks and guard as for every analysis"),
+        }}
+
+    @classmethod
+    def figures(cls, estimate: Estimate, settings: AnalysisSettings) -> dict[str, Any]:
+        """The RDFs with their first minima and the first-minimum search limit."""
+        if not estimate.figure_data.get("rdfs"):
+            return {}
+        fig, ax = new_figure()
+        rdfs = estimate.figure_data["rdfs"]
+        for ch, res in rdfs.items():
+            line, = ax.plot(res.whole.r_nm, res.whole.g, label=ch, lw=1.2)
+            if np.isfinite(res.whole.first_min_nm):
+                ax.axvline(res.whole.first_min_nm, color=line.get_color(), ls=":", lw=1)
+        ax.axvline(settings.rdf_first_min_max_nm, color="0.6", ls="--", lw=0.8, label="first-minimum search limit")
+        ax.set_xlabel("r [nm]")
+        ax.set_ylabel("g(r)")
+        ax.legend(fontsize=7)
+        return {RDF.figure: fig}
 
 
 def _f(x: Any) -> float | None:

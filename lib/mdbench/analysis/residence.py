@@ -37,9 +37,10 @@ import numpy as np
 
 from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, _json_float, block_estimate
-from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement, new_figure
+from mdbench.analysis.observables import RESIDENCE_TIME
 from mdbench.analysis.reduce import ReducedTrajectory
-from mdbench.analysis.settings import registered
+from mdbench.analysis.settings import AnalysisSettings, registered
 
 #: The two correlation definitions, in the order results are written.
 DEFINITIONS = ("intermittent", "continuous")
@@ -418,6 +419,47 @@ class _LifetimeEstimator(EstimatorBase):
                                    f"(time resolution {r.dt_ps:g} ps)", r.state_inputs(),
                                    details={"curve": curve, "cutoff_nm": cutoff, "channels": channels}))
         return out
+
+
+    @classmethod
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
+        """Registered as ``analysis_shell_dynamics`` (residence times and contact lifetimes alike)."""
+        s = settings
+        return {"analysis_shell_dynamics": {
+            "pairs": "(centre, partner molecule) with any site of the channel within r_c: residence times use "
+                     "each Li-O channel's coordination cutoff (first minimum, else the fixed cutoff); contact "
+                     "lifetimes the registered cation-anion contact definition",
+            "intermittent": "C_I(t) = (<h(0)h(t)> - <h>^2) / (<h> - <h>^2) over every centre x partner-molecule "
+                            "pair and every time origin of the window (h = 1 in the shell)",
+            "continuous": "C_C(t) = <h(0)H(t)> / <h>, H = 1 while the pair stays in the shell without an "
+                          f"absence longer than {s.lifetime_tolerance_ps:g} ps (absences up to that are filled)",
+            "tolerance_ps": s.lifetime_tolerance_ps,
+            "lifetime": "tau = integral of C(t) dt (trapezoid) from 0 to its first zero, lags up to "
+                        f"{s.lifetime_max_lag_fraction:g} of the block length",
+            "time_resolution": "the structure frames (every k-th frame, see analysis_rdf_coordination): dt_s is "
+                               "declared with each result; tau must span at least "
+                               f"{s.lifetime_min_frames_per_tau:g} of them",
+        }}
+
+    @classmethod
+    def figures(cls, estimate: Estimate, settings: AnalysisSettings) -> dict[str, Any]:
+        """The intermittent and continuous shell correlation functions (residence times and contact
+        lifetimes share this figure: :func:`mdbench.analysis.results.write_figures` hands it both estimates)."""
+        curves = [m for m in estimate.measurements if m.details.get("curve")]
+        if not curves:
+            return {}
+        fig, axes = new_figure(2, figsize=(10, 4), sharey=True)
+        for ax, kind in zip(axes, ("intermittent", "continuous")):
+            for m in (m for m in curves if m.qualifiers[-1] == kind):
+                c = m.details["curve"]
+                ax.plot(c["lag_ps"], [np.nan if v is None else v for v in c["correlation"]],
+                        label=f"{m.entry.name}/{m.qualifiers[0]} (τ = {m.payload.get('value') or float('nan'):.3g} ps)")
+            ax.axhline(0.0, color="0.6", lw=0.8)
+            ax.set_xlabel("lag [ps]")
+            ax.set_title(f"{kind} C(t)", fontsize=9)
+            ax.legend(fontsize=6)
+        axes[0].set_ylabel("C(t)")
+        return {RESIDENCE_TIME.figure: fig}
 
 
 class ResidenceTimeEstimator(_LifetimeEstimator):

@@ -15,9 +15,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
+from mdbench.analysis.estimator import Estimate, EstimatorBase
 from mdbench.analysis.observables import AUDIT_GROUPS, group_of, template_categories
+from mdbench.analysis.settings import AnalysisSettings
 from mdbench.analysis.states import NEXT_ACTION, SEVERITY
 from mdbench.errors import InputError
 from mdbench.jsonsafe import json_safe
@@ -104,106 +105,13 @@ def read_results(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-def _rdf_figure(plt: Any, settings: Any, rdfs: dict[str, Any]) -> Any:
-    """RDFs with their first minima and the search limit (None without RDFs)."""
-    if not rdfs:
-        return None
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for ch, res in rdfs.items():
-        line, = ax.plot(res.whole.r_nm, res.whole.g, label=ch, lw=1.2)
-        if np.isfinite(res.whole.first_min_nm):
-            ax.axvline(res.whole.first_min_nm, color=line.get_color(), ls=":", lw=1)
-    ax.axvline(settings.rdf_first_min_max_nm, color="0.6", ls="--", lw=0.8, label="first-minimum search limit")
-    ax.set_xlabel("r [nm]")
-    ax.set_ylabel("g(r)")
-    ax.legend(fontsize=7)
-    return fig
-
-
-def _msd_figure(plt: Any, settings: Any, diffusion: dict[str, Any]) -> Any:
-    """MSD per species with its fit window, and β(t) against the accepted range."""
-    if not diffusion:
-        return None
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-    for sp, dr in diffusion.items():
-        if dr.msd_nm2.size < 2:
-            continue
-        line, = a1.loglog(dr.lag_ps[1:], dr.msd_nm2[1:], label=sp)
-        if np.isfinite(dr.window.lo_ps):
-            a1.axvspan(dr.window.lo_ps, dr.window.hi_ps, color=line.get_color(), alpha=0.08)
-        a2.semilogx(dr.beta_lag_ps, dr.beta, color=line.get_color(), label=sp)
-    a2.axhspan(*settings.diffusion_beta_range, color="0.85", label="accepted β")
-    a1.set_xlabel("lag [ps]")
-    a1.set_ylabel("MSD [nm²] (barycentric)")
-    a2.set_xlabel("lag [ps]")
-    a2.set_ylabel("β = dlnMSD/dlnt")
-    a1.legend(fontsize=7)
-    a2.legend(fontsize=7)
-    return fig
-
-
-def _gk_figure(plt: Any, settings: Any, viscosity: Any) -> Any:
-    """Green–Kubo running integral with its plateau window and η."""
-    if not (viscosity is not None and getattr(viscosity, "running_integral_mPa_s", np.zeros(0)).size):
-        return None
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(viscosity.lag_ps[: viscosity.running_integral_mPa_s.size], viscosity.running_integral_mPa_s,
-            label="GK running integral")
-    lo, hi = viscosity.plateau_window_ps
-    if np.isfinite(lo) and np.isfinite(hi):
-        ax.axvspan(lo, hi, color="C1", alpha=0.15, label="plateau window")
-    if np.isfinite(viscosity.viscosity_mPa_s):
-        ax.axhline(viscosity.viscosity_mPa_s, color="C1", ls="--", label="η")
-    ax.set_xlabel("lag [ps]")
-    ax.set_ylabel("η(t) [mPa·s]")
-    ax.legend(fontsize=7)
-    return fig
-
-
-def _cluster_figure(plt: Any, settings: Any, clusters: dict[str, Any]) -> Any:
-    """Cation–anion cluster-size distribution per anion."""
-    if not clusters:
-        return None
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for an, d in clusters.items():
-        sizes = {int(k): v for k, v in d["cluster_size_fraction_of_ions"].items()}
-        ax.bar(list(sizes), list(sizes.values()), alpha=0.6, label=f"{d['cation']}–{an}")
-    ax.set_xlabel("cluster size [ions]")
-    ax.set_ylabel("fraction of ions")
-    ax.legend(fontsize=7)
-    return fig
-
-
-def _lifetime_figure(plt: Any, settings: Any, lifetimes: list[Any] | None, contact_lifetimes: list[Any] | None) -> Any:
-    """Intermittent and continuous shell correlation functions."""
-    curves = [m for m in (lifetimes or []) + (contact_lifetimes or []) if m.details.get("curve")]
-    if not curves:
-        return None
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for ax, kind in zip(axes, ("intermittent", "continuous")):
-        for m in (m for m in curves if m.qualifiers[-1] == kind):
-            c = m.details["curve"]
-            ax.plot(c["lag_ps"], [np.nan if v is None else v for v in c["correlation"]],
-                    label=f"{m.entry.name}/{m.qualifiers[0]} (τ = {m.payload.get('value') or float('nan'):.3g} ps)")
-        ax.axhline(0.0, color="0.6", lw=0.8)
-        ax.set_xlabel("lag [ps]")
-        ax.set_title(f"{kind} C(t)", fontsize=9)
-        ax.legend(fontsize=6)
-    axes[0].set_ylabel("C(t)")
-    return fig
-
-
-def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any = None,
-                  rdfs: dict[str, Any] | None = None, cutoffs: dict[str, float] | None = None,
-                  diffusion: dict[str, Any] | None = None, green_kubo: Any = None,
-                  clusters: dict[str, Any] | None = None, lifetimes: list[Any] | None = None,
-                  contact_lifetimes: list[Any] | None = None, drawn: list[tuple[type, Any]] | None = None,
-                  **_unused: Any) -> dict[str, str]:
-    """PNG figures: RDFs with minima, MSD with fit window and β, GK running integral with plateau, cluster
-    histogram, the residence-time and contact-lifetime correlation functions, block bars
-    (:func:`mdbench.analysis.blockbars.block_bars`), and what each estimator draws itself (``drawn``:
-    :meth:`EstimatorBase.figures <mdbench.analysis.estimator.EstimatorBase.figures>`), each under the figure name of its
-    registry entry. ``settings`` gives the registered limits drawn (first-minimum search limit, accepted β).
+def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: AnalysisSettings | None = None,
+                  drawn: list[tuple[type[EstimatorBase], Estimate]] | None = None) -> dict[str, str]:
+    """PNG figures: what each estimator draws itself (``drawn``: (estimator class, its Estimate), drawn by
+    :meth:`EstimatorBase.figures <mdbench.analysis.estimator.EstimatorBase.figures>` under the figure name of
+    its registry entry) and the block bars (:func:`mdbench.analysis.blockbars.block_bars`). Estimators that
+    share one ``figures`` hook (residence times and contact lifetimes) draw one figure from their estimates
+    together. ``settings`` gives the registered limits drawn (first-minimum search limit, accepted β).
     Returns name → file name (relative to ``out_dir``)."""
     import matplotlib
 
@@ -212,10 +120,8 @@ def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any =
 
     from mdbench.analysis import observables as registry
     from mdbench.analysis.blockbars import block_bars
-    from mdbench.analysis.settings import AnalysisSettings
 
     settings = settings if settings is not None else AnalysisSettings()
-    rdfs, diffusion, clusters, viscosity = rdfs or {}, diffusion or {}, clusters or {}, green_kubo
     figs: dict[str, str] = {}
 
     def save(fig: Any, name: str) -> None:
@@ -225,15 +131,7 @@ def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any =
         plt.close(fig)
         figs[name] = fname
 
-    for name, draw, data in ((registry.RDF.figure, _rdf_figure, (rdfs,)),
-                             (registry.SELF_DIFFUSION.figure, _msd_figure, (diffusion,)),
-                             (registry.VISCOSITY.figure, _gk_figure, (viscosity,)),
-                             (registry.ASSOCIATION.figure, _cluster_figure, (clusters,)),
-                             (registry.RESIDENCE_TIME.figure, _lifetime_figure, (lifetimes, contact_lifetimes))):
-        fig = draw(plt, settings, *data)
-        if fig is not None:
-            save(fig, name)
-    for cls, estimate in drawn or []:  # figures an estimator draws itself (EstimatorBase.figures)
+    for cls, estimate in _by_figures_hook(drawn or []):
         for name, fig in cls.figures(estimate, settings).items():
             save(fig, name)
     names = [k for k in registry.block_bar_names(list(observables)) if observables[k].get("blocks")
@@ -242,6 +140,21 @@ def write_figures(out_dir: Path, *, observables: dict[str, Any], settings: Any =
         frame = observables_frame({"observables": {k: observables[k] for k in names}})
         save(block_bars(frame), registry.BLOCK_BARS_FIGURE)
     return figs
+
+
+def _by_figures_hook(drawn: list[tuple[type[EstimatorBase], Estimate]]) -> list[tuple[type[EstimatorBase], Estimate]]:
+    """``drawn`` with the estimates of estimators sharing one ``figures`` hook merged into one Estimate
+    (measurements in order, figure data together), first place kept."""
+    merged: dict[Any, tuple[type[EstimatorBase], Estimate]] = {}
+    for cls, est in drawn:
+        hook = getattr(cls.figures, "__func__", cls.figures)
+        if hook in merged:
+            first_cls, first = merged[hook]
+            merged[hook] = (first_cls, Estimate(first.measurements + est.measurements,
+                                                figure_data={**first.figure_data, **est.figure_data}))
+        else:
+            merged[hook] = (cls, est)
+    return list(merged.values())
 
 
 # ----------------------------------------------------------------------------- tables and comparison

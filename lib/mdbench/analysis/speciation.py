@@ -29,7 +29,9 @@ import numpy as np
 from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
 from mdbench.analysis.blocks import block_estimate
 from mdbench.analysis.coordination import distinct_keys
-from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement, new_figure
+from mdbench.analysis.reduce import ReducedTrajectory
+from mdbench.analysis.settings import AnalysisSettings
 
 #: How many of the most frequent species (whole interval) are reported as results.
 TOP_SPECIES = 5
@@ -38,7 +40,7 @@ DEFINITION = ("fraction of (cation, structure frame) pairs whose first shell hol
               "channel's coordination cutoff)")
 
 
-def shell_counts(rd: Any, cutoffs_nm: dict[str, float]) -> dict[str, np.ndarray]:
+def shell_counts(rd: ReducedTrajectory, cutoffs_nm: dict[str, float]) -> dict[str, np.ndarray]:
     """Distinct partner molecules of each species around each centre, per frame.
 
     Parameters
@@ -117,7 +119,7 @@ class SpeciationEstimator(EstimatorBase):
         return Estimate(out)
 
     @classmethod
-    def definition(cls, settings: Any) -> dict[str, dict[str, Any]]:
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
         """Registered as ``analysis_speciation``."""
         return {"analysis_speciation": {
             "composition": DEFINITION, "cutoffs": "each channel's coordination cutoff (analysis_rdf_coordination)",
@@ -125,13 +127,11 @@ class SpeciationEstimator(EstimatorBase):
             "precision_abs_half_width": settings.association_fraction_max_half_width}}
 
     @classmethod
-    def figures(cls, estimate: Estimate, settings: Any) -> dict[str, Any]:
+    def figures(cls, estimate: Estimate, settings: AnalysisSettings) -> dict[str, Any]:
         """Bar chart of the reported species' fractions with their block 95 % intervals."""
         if not estimate.measurements:
             return {}
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 3.5))
+        fig, ax = new_figure(figsize=(6, 3.5))
         ms = estimate.measurements
         ax.bar(range(len(ms)), [m.payload["value"] or 0.0 for m in ms],
                yerr=[m.payload["uncertainty"]["half_width_95"] or 0.0 for m in ms], capsize=3)

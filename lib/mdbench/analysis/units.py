@@ -71,16 +71,6 @@ def as_float64(values: Any, name: str = "array") -> np.ndarray:
     return arr.astype(np.float64, copy=False)
 
 
-def nm2_per_ps_to_m2_per_s(value: float) -> float:
-    """Convert a diffusion coefficient from nm^2/ps to m^2/s (× 1e-6)."""
-    return float(value) * NM2_PER_PS_TO_M2_PER_S
-
-
-def kT_J(temperature_K: float) -> float:
-    """Thermal energy k_B T [J] for a temperature [K], in float64."""
-    return KB_J_PER_K * float(temperature_K)
-
-
 def count_non_finite(values: np.ndarray) -> int:
     """Number of NaN / ±inf entries of a float array.
 

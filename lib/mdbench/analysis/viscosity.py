@@ -47,11 +47,11 @@ import numpy as np
 from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks, withheld
 from mdbench.analysis.blocks import BlockEstimate, BlockWindows, _json_float, block_estimate, block_windows
 from mdbench.analysis.diffusion import fit_slope
-from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
+from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement, new_figure
 from mdbench.analysis.observables import VISCOSITY
 from mdbench.analysis.units import BAR_PA, KB_J_PER_K, NM3_M3, PA_S_TO_MPA_S, PS_S, as_float64
 from mdbench.errors import InputError
-from mdbench.analysis.settings import registered
+from mdbench.analysis.settings import AnalysisSettings, registered
 
 logger = logging.getLogger(__name__)
 
@@ -501,3 +501,35 @@ class ViscosityEstimator(EstimatorBase):
         inputs["check_details"] = {**inputs["check_details"], **cov_why}
         return Estimate([Measurement(entry, (), payload, definition, inputs)],
                         figure_data={"green_kubo": visc}, products={VISCOSITY.name: visc})
+
+
+    @classmethod
+    def definition(cls, settings: AnalysisSettings) -> dict[str, dict[str, Any]]:
+        """Its part of ``analysis_fitting_rules``."""
+        s = settings
+        return {"analysis_fitting_rules": {
+            VISCOSITY.name: {"method": "Green-Kubo, 5 traceless pressure components, plateau rule: first window of "
+                                       f"width {s.viscosity_plateau_width_tau:g} tau_c (at least "
+                                       f"{s.viscosity_plateau_min_width_fraction:g} of the longest lag), starting at "
+                                       f">= {s.viscosity_plateau_start_tau:g} tau_c, where the running integral "
+                                       f"changes by <= {s.viscosity_plateau_rel_tol:g} of its window mean",
+                             "requires": "pressure output <= 0.5 ps and constant volume (no barostat)"}}}
+
+    @classmethod
+    def figures(cls, estimate: Estimate, settings: AnalysisSettings) -> dict[str, Any]:
+        """The Green–Kubo running integral with its plateau window and η."""
+        visc = estimate.figure_data.get("green_kubo")
+        if not (visc is not None and getattr(visc, "running_integral_mPa_s", np.zeros(0)).size):
+            return {}
+        fig, ax = new_figure()
+        ax.plot(visc.lag_ps[: visc.running_integral_mPa_s.size], visc.running_integral_mPa_s,
+                label="GK running integral")
+        lo, hi = visc.plateau_window_ps
+        if np.isfinite(lo) and np.isfinite(hi):
+            ax.axvspan(lo, hi, color="C1", alpha=0.15, label="plateau window")
+        if np.isfinite(visc.viscosity_mPa_s):
+            ax.axhline(visc.viscosity_mPa_s, color="C1", ls="--", label="η")
+        ax.set_xlabel("lag [ps]")
+        ax.set_ylabel("η(t) [mPa·s]")
+        ax.legend(fontsize=7)
+        return {VISCOSITY.figure: fig}

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mdbench.arena.grading import agent_dir
+from mdbench.arena.folders import agent_dir
 
 from mdbench.atif import KNOWN_VERSIONS, SCHEMA_VERSION, check_trajectory, load_trajectory  # noqa: F401 — re-exported
 

@@ -27,89 +27,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mdbench import untrusted
+from mdbench.arena.criterion import Criterion, weighted_score
+from mdbench.arena.folders import HARBOR_PATHS, agent_dir, app_dir, harbor_path, tests_dir, verifier_dir
+from mdbench.arena.judge import judge_process
 from mdbench.untrusted import write_new
 
+#: Names task verifiers import from here (folders and criteria are defined in :mod:`mdbench.arena.folders`
+#: and :mod:`mdbench.arena.criterion`).
+__all__ = ["HARBOR_PATHS", "Criterion", "Grader", "agent_dir", "app_dir", "harbor_path", "read_json", "read_text",
+           "read_xvg", "tests_dir", "verifier_dir", "weighted_score"]
 
 log = logging.getLogger(__name__)
-
-#: Harbor's in-container paths and the environment variables the local runner maps them with.
-HARBOR_PATHS: dict[str, str] = {
-    "ARENA_APP_DIR": "/app",
-    "ARENA_TESTS_DIR": "/tests",
-    "ARENA_SOLUTION_DIR": "/solution",
-    "ARENA_VERIFIER_DIR": "/logs/verifier",
-    "ARENA_AGENT_DIR": "/logs/agent",
-}
-
-
-def harbor_path(var: str) -> Path:
-    """Return the folder a Harbor path maps to: ``$VAR`` when set (local runner), else the container path.
-
-    Parameters
-    ----------
-    var : str
-        One of :data:`HARBOR_PATHS` (``ARENA_APP_DIR``, ``ARENA_TESTS_DIR``, ...).
-    """
-    return Path(os.environ.get(var, HARBOR_PATHS[var]))
-
-
-def app_dir() -> Path:
-    """The agent's working directory (``/app`` in the container)."""
-    return harbor_path("ARENA_APP_DIR")
-
-
-def tests_dir() -> Path:
-    """The task's ``tests/`` folder (``/tests`` in the container)."""
-    return harbor_path("ARENA_TESTS_DIR")
-
-
-def verifier_dir() -> Path:
-    """Where rewards go (``/logs/verifier`` in the container)."""
-    return harbor_path("ARENA_VERIFIER_DIR")
-
-
-def agent_dir() -> Path:
-    """Where agent logs and the trajectory go (``/logs/agent`` in the container)."""
-    return harbor_path("ARENA_AGENT_DIR")
-
-
-@dataclass
-class Criterion:
-    """One scored criterion of a reward key (Harbor ``reward-details.json`` entry).
-
-    Attributes
-    ----------
-    name : str
-        Identifier, unique within the reward key.
-    value : float
-        Normalised score in [0, 1].
-    raw : Any
-        What was measured or rated (a number, a bool, a short string).
-    weight : float
-        Weight in the weighted mean.
-    description : str
-        What the criterion demands.
-    reasoning : str | None
-        Why it got this value.
-    error : str | None
-        Set when evaluating the criterion raised (the criterion then scores 0).
-    """
-
-    name: str
-    value: float
-    raw: Any = None
-    weight: float = 1.0
-    description: str = ""
-    reasoning: str | None = None
-    error: str | None = None
-
-
-def weighted_score(criteria: list[Criterion]) -> float:
-    """Weighted mean of criterion values, :math:`\\sum w_i v_i / \\sum w_i` (0 for no criteria)."""
-    total = sum(c.weight for c in criteria)
-    if total <= 0:
-        return 0.0
-    return sum(c.weight * c.value for c in criteria) / total
 
 
 @dataclass
@@ -173,8 +101,6 @@ class Grader:
         dict
             The rewards written, e.g. ``{"correctness": 0.75, "process": 1.0}``.
         """
-        from mdbench.arena.judge import judge_process
-
         out_dir = Path(out_dir) if out_dir is not None else verifier_dir()
         out_dir.mkdir(parents=True, exist_ok=True)
         rewards = {"correctness": round(self.correctness, 6)}

@@ -100,16 +100,6 @@ def validate_task_dir(path: str | os.PathLike[str]) -> list[str]:
     return _problems(probe("task", path))
 
 
-def validate_trial_dir(path: str | os.PathLike[str]) -> list[str]:
-    """Validate a trial folder's ``result.json``/``config.json`` with ``TrialResult``/``TrialConfig``."""
-    return _problems(probe("trial", path))
-
-
-def validate_job_dir(path: str | os.PathLike[str]) -> list[str]:
-    """Validate a job folder's ``config.json``/``result.json`` with ``JobConfig``/``JobResult``."""
-    return _problems(probe("job", path))
-
-
 @dataclass(frozen=True)
 class DockerPath:
     """What Harbor's Docker environment does with a task folder (no ``--force-build``)."""

@@ -45,7 +45,8 @@ from typing import Any, Callable
 
 from mdbench import untrusted
 from mdbench.arena import atif
-from mdbench.arena.grading import Criterion, agent_dir, app_dir, harbor_path, verifier_dir
+from mdbench.arena.criterion import Criterion
+from mdbench.arena.folders import agent_dir, app_dir, harbor_path, verifier_dir
 from mdbench.errors import InputError
 
 #: Largest part of one output file handed to a judge [characters].

@@ -19,12 +19,17 @@ builds it, and :func:`replay_dockerfile` replays its ``WORKDIR``, ``COPY``, ``RU
 in the workspace. Its ``FROM`` must name this suite's base image (:data:`BASE_IMAGE_REPO`), whose
 contents — the ``mdbench`` package, GROMACS, packmol — this machine provides instead.
 
-**Sandbox.** :func:`sandbox_argv` wraps a command so that, when this process is root, it runs as an
-unprivileged user in its own mount, PID and network namespaces (``unshare``), with the task's source
-folder and the job folder hidden under empty tmpfs mounts: the agent can read neither the solution,
-the tests nor earlier trials' verifier logs, cannot write the frozen inputs (root-owned, read-only
-in a sticky ``/app``), and has no network when the task says ``network_mode = "no-network"``.
-Without root only the network cut is attempted (``unshare -n`` may be refused), and the result says so.
+**Sandbox.** :func:`make_sandbox` describes how one command of a trial is confined (a :class:`Sandbox`);
+:func:`start` / :func:`run_sync` run it through :func:`mdbench.sandbox.spawn_confined`. When this process is
+root, an agent step runs as an unprivileged user in its own mount, PID and network namespaces, with only the
+system folders, its workspace, the toolchain and the read-only folders visible (the task's source folder,
+the project checkout and the job folder are covered): the agent can read neither the solution, the tests
+nor earlier trials' verifier logs, cannot write the frozen inputs (root-owned, read-only in a sticky
+``/app``), and has no network when the task says ``network_mode = "no-network"``. Without root only the
+network cut is attempted (it may be refused), and :func:`describe` says so.
+
+The module holds these three jobs because the local runner and the Harbor plug-in need all three, in this
+order, for every trial (:func:`build_workspace` replays the Dockerfile inside a sandbox).
 """
 
 from __future__ import annotations

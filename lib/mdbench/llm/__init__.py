@@ -10,6 +10,10 @@ For evaluated coding agents (Codex, OpenCode: :mod:`mdbench.episode.harnesses`),
 metering proxy the agent reaches instead of the endpoint (chat completions and Responses API, streamed or not;
 log, tokens, USD from :mod:`~mdbench.llm.prices`, caps, retries), :mod:`~mdbench.llm.trajectory` turns its log into
 an ATIF ``trajectory.json``, and :mod:`~mdbench.llm.scripted` is a scripted model that drives the real CLIs in tests.
+
+Client and proxy share one record of what a call used (:class:`~mdbench.llm.usage.CallUsage`, made by
+:func:`~mdbench.llm.usage.meter`), one price rule (:class:`~mdbench.llm.prices.ModelPrice`) and one retry rule
+(:class:`~mdbench.llm.retry.RetryPolicy`).
 """
 
 from mdbench.llm.client import ChatClient, ChatResult, EndpointError, Prices, Usage, parse_json_reply

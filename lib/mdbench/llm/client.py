@@ -5,15 +5,17 @@ JSON (``model``, ``messages``, optional ``temperature``, ``max_tokens``, ``respo
 .message.content``, ``finish_reason``, ``usage``), which every OpenAI-compatible server speaks.
 
 * **Retries.** HTTP 408, 409, 429, 500, 502, 503, 504, timeouts, refused or dropped connections and replies
-  that are not chat-completion JSON are retried up to ``max_retries`` times with exponential backoff
-  (``backoff_s · 2^k``, at most ``max_backoff_s``; a ``Retry-After`` header in seconds wins). Other HTTP
+  that are not chat-completion JSON are retried up to ``max_retries`` times by the llm room's one retry rule
+  (:class:`mdbench.llm.retry.RetryPolicy`: ``backoff_s · 2^k``, at most ``max_backoff_s``; a ``Retry-After``
+  header in seconds wins). Other HTTP
   errors (400, 401, 403, 404, …) fail at once. Failures raise :class:`EndpointError` with the status and
   the start of the response body — never the API key.
 * **Timeouts.** ``timeout_s`` per HTTP request [s].
 * **Accounting.** :class:`Usage` per call and accumulated in :attr:`ChatClient.totals`: calls, attempts,
   prompt / completion / total tokens (as the endpoint reports them), wall time, and cost — the
-  provider-reported ``usage.cost`` when present, else ``prompt_tokens · price_in + completion_tokens ·
-  price_out`` from :class:`Prices` (per million tokens), else unknown (``None``; never an invented zero).
+  provider-reported ``usage.cost`` when present, else the declared :class:`Prices` (the llm room's one price
+  rule, :class:`mdbench.llm.prices.ModelPrice`, per million tokens), else unknown (``None``; never an invented
+  zero). The ``usage`` object is read as the metering proxy reads it (:func:`mdbench.llm.usage.usage_of`).
 * **Transcript.** With ``transcript=PATH`` every exchange is appended as one JSON line: time, session label,
   model, the messages the caller asks to log (by default all), the sha256 of the full message list, the
   reply, usage, cost, latency and every failed attempt. Headers are never logged.
@@ -38,29 +40,24 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mdbench.errors import MdbenchError
+from mdbench.llm.prices import ModelPrice
+from mdbench.llm.retry import RETRY_STATUS, RetryPolicy
+from mdbench.llm.usage import meter
 
-RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+#: Declared prices of the client: the llm room's one price record (input, output[, cached input] in USD per
+#: 1,000,000 tokens).
+Prices = ModelPrice
 
 
 class EndpointError(MdbenchError):
     """The endpoint failed (after retries where the failure is transient); the message says how."""
 
 
-@dataclass(frozen=True)
-class Prices:
-    """Declared prices [currency per 1,000,000 tokens]."""
-
-    prompt_per_mtok: float
-    completion_per_mtok: float
-    currency: str = "USD"
-
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.prompt_per_mtok + completion_tokens * self.completion_per_mtok) / 1e6
-
-
 @dataclass
 class Usage:
-    """Token, time and cost accounting of one call or of many (``+=``)."""
+    """Token, time and cost accounting of the client's calls, one or many (``+=``): the sum of their
+    :class:`mdbench.llm.usage.CallUsage` records with latency and attempts (the metering proxy sums the same
+    records into its episode totals)."""
 
     calls: int = 0
     attempts: int = 0
@@ -159,7 +156,7 @@ class ChatClient:
         self._key = api_key if api_key is not None else os.environ.get(api_key_env) or None
         self.api_key_env = api_key_env
         self.timeout_s, self.max_retries = timeout_s, max_retries
-        self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
+        self.retry = RetryPolicy(max_retries=max_retries, backoff_s=backoff_s, max_backoff_s=max_backoff_s)
         self.prices = prices
         self.transcript = Path(transcript) if transcript is not None else None
         self.params = dict(params or {})
@@ -185,27 +182,14 @@ class ChatClient:
         except urllib.error.HTTPError as exc:
             return exc.code, dict(exc.headers or {}), exc.read() or b""
 
-    def _delay(self, attempt: int, headers: dict[str, str]) -> float:
-        ra = {k.lower(): v for k, v in headers.items()}.get("retry-after")
-        if ra is not None:
-            try:
-                return min(float(ra), self.max_backoff_s)
-            except ValueError:
-                pass
-        return min(self.backoff_s * 2 ** attempt, self.max_backoff_s)
-
     def _usage(self, data: dict[str, Any], latency: float, attempts: int) -> Usage:
-        u = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        pt, ct = int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)
-        usage = Usage(calls=1, attempts=attempts, prompt_tokens=pt, completion_tokens=ct,
-                      total_tokens=int(u.get("total_tokens") or pt + ct), latency_s=latency)
-        if isinstance(u.get("cost"), (int, float)) and not isinstance(u.get("cost"), bool):
-            usage.cost, usage.cost_source = float(u["cost"]), "provider"
-        elif self.prices is not None:
-            usage.cost, usage.cost_source = self.prices.cost(pt, ct), "declared_prices"
-        else:
-            usage.cost_unknown_calls = 1
-        return usage
+        m = meter("chat", data.get("usage"), self.prices, "declared_prices")
+        raw = data.get("usage")
+        total = raw.get("total_tokens") if isinstance(raw, dict) else None
+        return Usage(calls=1, attempts=attempts, prompt_tokens=m.tokens_in, completion_tokens=m.tokens_out,
+                     total_tokens=total if isinstance(total, int) and not isinstance(total, bool) and total >= 0
+                     else m.tokens_in + m.tokens_out, latency_s=latency, cost=m.usd, cost_source=m.usd_source,
+                     cost_unknown_calls=int(m.usd is None))
 
     def chat(self, messages: list[dict[str, Any]], *, session: str | None = None, log_from: int = 0,
              **params: Any) -> ChatResult:
@@ -245,7 +229,8 @@ class ChatClient:
                     if status not in RETRY_STATUS:
                         break
             if attempt < self.max_retries:
-                self._sleep(self._delay(attempt, headers))
+                self._sleep(self.retry.delay_s(attempt, {k.lower(): v for k, v in headers.items()}
+                                                    .get("retry-after")))
         err = EndpointError(f"chat endpoint {self.url} failed after {len(failed)} attempt(s): "
                             f"{failed[-1].get('status', '')} {failed[-1]['error'][:200]}".replace("  ", " "))
         self._record(messages, log_from, session, None, params, failed, str(err))

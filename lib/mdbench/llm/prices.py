@@ -1,4 +1,5 @@
-"""Model prices for the metering proxy: ``params/llm_prices.yaml`` (USD per 1,000,000 tokens).
+"""The one price rule of the llm room: ``params/llm_prices.yaml`` for the metering proxy, and the prices a
+caller declares to the chat client (:class:`ModelPrice` both; USD per 1,000,000 tokens).
 
 Each model has ``input`` (uncached input), ``cached_input`` and ``output`` prices. A call's cost is
 
@@ -26,16 +27,22 @@ PRICES_YAML = PROJECT_ROOT / "params" / "llm_prices.yaml"
 
 @dataclass(frozen=True)
 class ModelPrice:
-    """USD per 1,000,000 tokens: uncached input, cached input, output."""
+    """USD per 1,000,000 tokens: input, output, cached input (``None``: cached tokens cost as input).
+
+    >>> ModelPrice(2.0, 8.0).usd(1_000_000, 0, 500_000)
+    6.0
+    """
 
     input_usd_per_mtok: float
-    cached_input_usd_per_mtok: float
     output_usd_per_mtok: float
+    cached_input_usd_per_mtok: float | None = None
 
     def usd(self, tokens_in: int, tokens_cached: int, tokens_out: int) -> float:
         """Cost [USD] of one call (``tokens_in`` includes ``tokens_cached``)."""
         cached = min(tokens_cached, tokens_in)
-        return ((tokens_in - cached) * self.input_usd_per_mtok + cached * self.cached_input_usd_per_mtok
+        cached_price = (self.cached_input_usd_per_mtok if self.cached_input_usd_per_mtok is not None
+                        else self.input_usd_per_mtok)
+        return ((tokens_in - cached) * self.input_usd_per_mtok + cached * cached_price
                 + tokens_out * self.output_usd_per_mtok) / 1e6
 
 
@@ -59,14 +66,14 @@ class PriceTable:
             raise InputError('needs a "models:" mapping of model name → {input, cached_input, output}', path=str(path))
         out: dict[str, ModelPrice] = {}
         for name, entry in models.items():
-            vals = []
+            vals = {}
             for key in ("input", "cached_input", "output"):
                 v = entry.get(key) if isinstance(entry, dict) else None
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                     raise InputError(f"models.{name}.{key} must be a finite price >= 0 in USD per 1M tokens "
                                      f"(got {v!r})", path=str(path))
-                vals.append(float(v))
-            out[str(name)] = ModelPrice(*vals)
+                vals[key] = float(v)
+            out[str(name)] = ModelPrice(vals["input"], vals["output"], vals["cached_input"])
         return cls(out, str(path))
 
     def get(self, model: str | None) -> ModelPrice | None:

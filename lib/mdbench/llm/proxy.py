@@ -28,13 +28,16 @@ included) and ``GET …/models`` to the maintainer's endpoint, with the API key 
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import http.client
 import json
 import logging
 import os
+import signal
 import socket
 import ssl
+import sys
 import threading
 import time
 import urllib.parse
@@ -46,12 +49,15 @@ from pathlib import Path
 from typing import Any
 
 from mdbench import untrusted
-from mdbench.errors import MdbenchError
+from mdbench.errors import InputError, MdbenchError
 from mdbench.llm.prices import PriceTable
+from mdbench.llm.retry import RETRY_STATUS, RetryPolicy
+from mdbench.llm.scripted import encode_responses, sse_responses
+from mdbench.llm.translate import chat_to_reply, responses_to_chat
+from mdbench.llm.usage import meter
 
 log = logging.getLogger(__name__)
 
-RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_REQUEST_BYTES = 64 * 1024 * 1024
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 #: A logged request body longer than this is replaced by its size, sha256 and head.
@@ -83,17 +89,6 @@ class Caps:
     max_inflight: int = 8               # calls forwarded at once (bounds how far a cap can be overshot)
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Retries of transient failures before any byte reaches the agent."""
-
-    max_retries: int = 4
-    backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
-    connect_timeout_s: float = 30.0
-    read_timeout_s: float = 600.0       # between two bytes of the endpoint's answer [s]
-
-
 @dataclass
 class Totals:
     """What the episode's model calls used, as the endpoint reported it."""
@@ -115,33 +110,6 @@ class Totals:
         d = asdict(self)
         d["usd"] = round(self.usd, 8)
         return d
-
-
-def _nonneg_int(v: Any) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 10**15 else 0
-
-
-def usage_of(api: str, usage: Any) -> tuple[int, int, int, float | None] | None:
-    """(tokens_in, tokens_cached, tokens_out, provider_usd) from an endpoint's ``usage`` object, or ``None``.
-
-    Chat: ``prompt_tokens`` (cached included), ``prompt_tokens_details.cached_tokens`` (or DeepSeek's
-    ``prompt_cache_hit_tokens``), ``completion_tokens``. Responses: ``input_tokens``,
-    ``input_tokens_details.cached_tokens``, ``output_tokens``. ``cost`` (OpenRouter style) when present.
-    """
-    if not isinstance(usage, dict):
-        return None
-    if api == "chat":
-        tin, tout = _nonneg_int(usage.get("prompt_tokens")), _nonneg_int(usage.get("completion_tokens"))
-        det = usage.get("prompt_tokens_details")
-        cached = _nonneg_int(det.get("cached_tokens")) if isinstance(det, dict) else 0
-        cached = cached or _nonneg_int(usage.get("prompt_cache_hit_tokens"))
-    else:
-        tin, tout = _nonneg_int(usage.get("input_tokens")), _nonneg_int(usage.get("output_tokens"))
-        det = usage.get("input_tokens_details")
-        cached = _nonneg_int(det.get("cached_tokens")) if isinstance(det, dict) else 0
-    cost = usage.get("cost")
-    ok_cost = isinstance(cost, (int, float)) and not isinstance(cost, bool) and 0 <= cost < 1e6
-    return tin, min(cached, tin), tout, (float(cost) if ok_cost else None)
 
 
 # ------------------------------------------------------------------------------------------ assembling
@@ -458,24 +426,16 @@ class MeteringProxy:
             if asm is not None and rec.get("status") == 200:
                 t.calls += 1
                 t.incomplete += 0 if asm.complete else 1
-                u = usage_of(rec["api"], asm.usage)
-                if u is not None:
-                    tin, cached, tout, pusd = u
-                    t.tokens_in, t.tokens_cached, t.tokens_out = t.tokens_in + tin, t.tokens_cached + cached, \
-                        t.tokens_out + tout
-                    price = self.prices.get(rec.get("model")) if self.prices else None
-                    usd, src = ((pusd, "provider") if pusd is not None else
-                                (price.usd(tin, cached, tout), "price_table") if price is not None else (None, None))
-                    rec["metered"] = {"tokens_in": tin, "tokens_cached": cached, "tokens_out": tout,
-                                      "usd": usd, "usd_source": src}
-                    if usd is None:
-                        t.usd_unknown_calls += 1
-                    else:
-                        t.usd += usd
-                else:
-                    rec["metered"] = {"tokens_in": 0, "tokens_cached": 0, "tokens_out": 0, "usd": None,
-                                      "usd_source": None, "usage_missing": True}
+                price = self.prices.get(rec.get("model")) if self.prices else None
+                m = meter(rec["api"], asm.usage, price, "price_table")
+                rec["metered"] = m.to_log()
+                t.tokens_in += m.tokens_in
+                t.tokens_cached += m.tokens_cached
+                t.tokens_out += m.tokens_out
+                if m.usd is None:
                     t.usd_unknown_calls += 1
+                else:
+                    t.usd += m.usd
                 self._cap_reached()
             if not self._log.closed:
                 self._log.write(json.dumps(rec, default=str) + "\n")
@@ -501,14 +461,6 @@ class MeteringProxy:
             h["Authorization"] = f"Bearer {self._key}"
         return h
 
-    def _delay(self, attempt: int, retry_after: str | None) -> float:
-        if retry_after is not None:
-            try:
-                return max(0.0, min(float(retry_after), self.retry.max_backoff_s))
-            except ValueError:
-                pass
-        return min(self.retry.backoff_s * 2 ** attempt, self.retry.max_backoff_s)
-
     def _get(self, route: str) -> tuple[int, dict[str, str], bytes, list[dict[str, Any]]]:
         attempts: list[dict[str, Any]] = []
         for attempt in range(self.retry.max_retries + 1):
@@ -528,7 +480,7 @@ class MeteringProxy:
             finally:
                 conn.close()
             if attempt < self.retry.max_retries:
-                self._sleep(self._delay(attempt, ra))
+                self._sleep(self.retry.delay_s(attempt, ra))
         return 502, {}, json.dumps({"error": {"message": f"mdbench proxy: {attempts[-1]}"}}).encode(), attempts
 
     def _retrying(self, h: BaseHTTPRequestHandler, base: dict[str, Any], t0: float,
@@ -553,7 +505,7 @@ class MeteringProxy:
             finally:
                 conn.close()
             if attempt < self.retry.max_retries:
-                self._sleep(self._delay(attempt, retry_after))
+                self._sleep(self.retry.delay_s(attempt, retry_after))
         last = attempts[-1] if attempts else {"error": "no attempt"}
         cause = f"{last.get('status', '')} {last.get('error', '')}".strip()[:300]
         msg = f"mdbench proxy: the model endpoint {self.endpoint} failed after {len(attempts)} attempt(s): {cause}"
@@ -584,9 +536,6 @@ class MeteringProxy:
     def _forward_translated(self, h: BaseHTTPRequestHandler, req: dict[str, Any], stream: bool,
                             base: dict[str, Any], t0: float) -> None:
         """A Responses call answered by a chat endpoint (:mod:`mdbench.llm.translate`), with the same retries."""
-        from mdbench.llm.scripted import encode_responses, sse_responses  # noqa: PLC0415
-        from mdbench.llm.translate import chat_to_reply, responses_to_chat  # noqa: PLC0415
-
         raw = json.dumps(responses_to_chat(req)).encode()
         base = {**base, "api": "chat", "translated_from": "responses"}
 
@@ -887,11 +836,7 @@ def _loggable(raw: bytes, req: dict[str, Any] | None) -> Any:
 def main(argv: list[str] | None = None) -> int:
     """``python -m mdbench.llm.proxy --endpoint URL --log-dir DIR``: serve the metering proxy on a host loopback port
     until interrupted (e.g. to meter a Harbor run whose agent gets ``--ak base_url=http://127.0.0.1:PORT/v1``)."""
-    import argparse  # noqa: PLC0415
-    import signal  # noqa: PLC0415
-    import sys  # noqa: PLC0415
 
-    from mdbench.errors import InputError  # noqa: PLC0415
 
     p = argparse.ArgumentParser(prog="python -m mdbench.llm.proxy", description=main.__doc__.split("\n")[0])
     p.add_argument("--endpoint", required=True, help="the OpenAI-compatible base URL (…/v1)")

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from mdbench.cli import check_out
+
 
 @click.command(name="report")
 @click.argument("audit_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -16,8 +18,7 @@ import click
               help="Also keep the executed notebook at this path (default: only the HTML page is written).")
 def report(audit_dirs: tuple[Path, ...], out: Path, per_run: bool, title: str, keep_notebook: Path | None) -> None:
     """Render AUDIT_DIR... (each holding saeo.json) into ONE self-contained HTML page."""
-    from mdbench.cli import check_out  # noqa: PLC0415
-    from mdbench.report.render import render_report  # noqa: PLC0415
+    from mdbench.report.render import render_report  # noqa: PLC0415 - `mdbench report --help` without loading the renderer
 
     check_out(out, is_file=True)
     if keep_notebook is not None:

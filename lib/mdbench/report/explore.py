@@ -1,7 +1,14 @@
 """Explore one run directory interactively (``notebooks/explore_run.ipynb``): its stages and ledger, the
-equilibration and production time series, an RDF with its running coordination number N(r), MSDs, the
-Green-Kubo running integral of the shear viscosity, the observable states, and a 3-D view of a frame with the
+equilibration and production time series, the curves and values the run's analysis recorded (the g(r) of
+every channel with its registered first minimum from ``analysis/<CASE>/results.json``, the analysis' own MSD
+and Green–Kubo figures, D and η with their states), the observable states, and a 3-D view of a frame with the
 first shell of one cation highlighted.
+
+What the report and the audit judged is what the analysis recorded: :func:`recorded_results`,
+:func:`recorded_rdf` and :func:`recorded_figures` read it. An *independent recomputation* (MDAnalysis'
+``InterRDF`` with the running coordination number, ``EinsteinMSD``, a plain Green–Kubo integral of the
+energy file: :func:`rdf_with_running_cn`, :func:`msd`, :func:`green_kubo`) may be overlaid, always labelled as
+such: it is a cross-check with its own code path, not the judged result.
 
 Everything is read from the run's own files (run_record/, cases/<CASE>/{equil,prod}/); nothing is written into
 the run directory (MDAnalysis opens trajectories through a link in a private folder, so its offset caches
@@ -21,6 +28,8 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 
+from mdbench.analysis.observables import RDF, SELF_DIFFUSION, VISCOSITY
+from mdbench.analysis.results import observables_frame, validate_results
 from mdbench.errors import InputError
 
 KB_J_PER_K = 1.380649e-23
@@ -167,14 +176,93 @@ def rdf_with_running_cn(u, centre, partner, r_max_nm: float = 1.0, n_bins: int =
     return pd.DataFrame({"r_nm": r_nm, "g": g, "N": n_r})
 
 
+#: Legend label of every curve the explorer computes itself.
+RECOMPUTED = "independent recomputation (not the judged result)"
+
+
+def recorded_results(run_dir: str | Path, case: str) -> tuple[dict[str, Any] | None, str]:
+    """(the case's ``analysis/<CASE>/results.json``, "") as the analysis wrote it, or (None, why not) when it
+    is missing, unreadable or does not match the schema (a hostile run directory gives a reason, never a crash)."""
+    from mdbench import untrusted
+
+    path = Path(run_dir) / "analysis" / case / "results.json"
+    if not path.is_file() or path.is_symlink():
+        return None, f"no results.json of case {case} (analysis/{case}/results.json): run `mdbench analyze`"
+    doc, refused = untrusted.try_read_json(path)
+    if refused is not None:
+        return None, f"analysis/{case}/results.json refused: {refused}"
+    try:
+        validate_results(doc, str(path))
+    except InputError as exc:
+        return None, str(exc)
+    return doc, ""
+
+
+def recorded_rdf(doc: dict[str, Any]) -> pd.DataFrame:
+    """Long table (channel, r_nm, g, first_min_nm) of the g(r) curves the analysis recorded, with the first
+    minimum by the registered rule (NaN where the channel has none)."""
+    rows = []
+    for name, ob in doc["observables"].items():
+        curve = (ob.get("details") or {}).get("curve") if RDF.owns(name) else None
+        if not isinstance(curve, dict) or not isinstance(curve.get("r_nm"), list):
+            continue
+        r, g = curve["r_nm"], curve.get("g") or []
+        n = min(len(r), len(g))
+        first_min = ob.get("value") if isinstance(ob.get("value"), (int, float)) else float("nan")
+        rows.append(pd.DataFrame({"channel": name.split("/", 1)[-1], "r_nm": np.asarray(r[:n], dtype=float),
+                                  "g": np.asarray([np.nan if v is None else v for v in g[:n]], dtype=float),
+                                  "first_min_nm": first_min}))
+    return (pd.concat(rows, ignore_index=True) if rows
+            else pd.DataFrame(columns=["channel", "r_nm", "g", "first_min_nm"]))
+
+
+def recorded_rdf_figure(table: pd.DataFrame, overlay: pd.DataFrame | None = None, overlay_label: str = ""):
+    """plotly: the recorded g(r) of every channel with its first minimum (dotted); ``overlay`` (columns r_nm,
+    g) drawn dashed and labelled as an independent recomputation."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for channel, t in table.groupby("channel", sort=False):
+        fig.add_scatter(x=t["r_nm"], y=t["g"], name=f"{channel} (recorded by the analysis)")
+        first_min = float(t["first_min_nm"].iloc[0])
+        if np.isfinite(first_min):
+            fig.add_vline(x=first_min, line_dash="dot", annotation_text=f"{channel} first minimum")
+    if overlay is not None and len(overlay):
+        fig.add_scatter(x=overlay["r_nm"], y=overlay["g"], name=f"{overlay_label} — {RECOMPUTED}",
+                        line={"dash": "dash"})
+    fig.update_layout(title="g(r) recorded by the analysis (what the report and the audit judged)", height=380)
+    fig.update_xaxes(title_text="r [nm]")
+    fig.update_yaxes(title_text="g(r)")
+    return fig
+
+
+def recorded_transport(doc: dict[str, Any]) -> pd.DataFrame:
+    """The recorded self-diffusion coefficients and viscosity with their 95 % half-widths and states."""
+    return observables_frame(doc, (SELF_DIFFUSION.category, VISCOSITY.category))
+
+
+def recorded_figures(run_dir: str | Path, case: str, doc: dict[str, Any],
+                     names: tuple[str, ...] = (SELF_DIFFUSION.figure, VISCOSITY.figure)) -> dict[str, Path]:
+    """The analysis' own PNG figures of ``names`` (figure name → file in ``analysis/<CASE>/``; a name the
+    results do not list, or a file outside that folder or behind a link, is left out)."""
+    folder = (Path(run_dir) / "analysis" / case).resolve()
+    out = {}
+    for name in names:
+        fname = (doc.get("figures") or {}).get(name)
+        path = folder / fname if isinstance(fname, str) else None
+        if path is not None and path.is_file() and not path.is_symlink() and path.resolve().parent == folder:
+            out[name] = path
+    return out
+
+
 def rdf_figure(table: pd.DataFrame, label: str):
-    """plotly: g(r) and N(r) on a second axis."""
+    """plotly: g(r) and N(r) on a second axis (an independent recomputation: labelled so)."""
     from plotly.subplots import make_subplots
 
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_scatter(x=table["r_nm"], y=table["g"], name="g(r)")
     fig.add_scatter(x=table["r_nm"], y=table["N"], name="running N(r)", secondary_y=True)
-    fig.update_layout(title=f"RDF {label} with its running coordination number", height=360)
+    fig.update_layout(title=f"RDF {label} with its running coordination number — {RECOMPUTED}", height=360)
     fig.update_xaxes(title_text="r [nm]")
     fig.update_yaxes(title_text="g(r)", secondary_y=False)
     fig.update_yaxes(title_text="N(r) [molecules]", secondary_y=True)

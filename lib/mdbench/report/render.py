@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from mdbench.errors import InputError, MdbenchError
+from mdbench.execute import check_kernel
 from mdbench.paths import NOTEBOOKS_DIR
 from mdbench.record.atomic import atomic_write_text
 
@@ -66,8 +67,6 @@ def render_report(audit_dirs: list[str | Path], out_html: str | Path, *, noteboo
     Path
         ``out_html``.
     """
-    from mdbench.execute import check_kernel  # noqa: PLC0415
-
     check_kernel(KERNEL)  # before anything else: the one thing `make setup` fixes
     dirs = [str(Path(d).resolve()) for d in audit_dirs]
     if not dirs:
@@ -102,10 +101,8 @@ def render_notebook(notebook: str | Path, parameters: dict, out_html: str | Path
     ReportError
         A cell failed (the partially executed notebook is named).
     """
-    import papermill as pm  # noqa: PLC0415
-    from nbconvert import HTMLExporter  # noqa: PLC0415
-
-    from mdbench.execute import check_kernel  # noqa: PLC0415
+    import papermill as pm  # noqa: PLC0415 - papermill and nbconvert take seconds to import; paid only to render
+    from nbconvert import HTMLExporter  # noqa: PLC0415 - as papermill
 
     check_kernel(KERNEL)  # one line naming `make setup`, never papermill's NoSuchKernel traceback
     name = Path(notebook).stem
@@ -131,7 +128,7 @@ def render_notebook(notebook: str | Path, parameters: dict, out_html: str | Path
             keep.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(executed, keep)
         nb_text = executed.read_text(encoding="utf-8")
-    import nbformat  # noqa: PLC0415
+    import nbformat  # noqa: PLC0415 - as papermill (only to render)
 
     nb = nbformat.reads(nb_text, as_version=4)
     for cell in nb.cells:  # scrapbook scraps are data for machines, not page content

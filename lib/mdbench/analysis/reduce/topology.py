@@ -23,7 +23,7 @@ def read_tpr_topology(tpr: str | Path) -> Any:
 
     Raises whatever MDAnalysis' parser raises for an unreadable file (callers turn it into their error).
     """
-    from MDAnalysis.topology.TPRParser import TPRParser  # noqa: PLC0415
+    from MDAnalysis.topology.TPRParser import TPRParser  # noqa: PLC0415 - MDAnalysis takes seconds to import
 
     st = os.stat(tpr)
     key = (os.path.realpath(tpr), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
@@ -42,6 +42,6 @@ def read_tpr_topology(tpr: str | Path) -> Any:
 def tpr_universe(tpr: str | Path, *coordinates: str | Path) -> Any:
     """An MDAnalysis Universe of ``tpr`` (cached topology, :func:`read_tpr_topology`) with optional
     trajectory files."""
-    import MDAnalysis as mda  # noqa: PLC0415
+    import MDAnalysis as mda  # noqa: PLC0415 - as above: only a cache miss reads the tpr
 
     return mda.Universe(read_tpr_topology(tpr), *map(str, coordinates))
