@@ -117,13 +117,6 @@ def test_no_two_rooms_import_each_other():
 #: File-level import circles still to be broken (function-local imports included), each in its own room:
 #: modules of one circle (a strongly connected component of the import graph). May only shrink.
 KNOWN_CIRCLES: list[frozenset[str]] = [
-    # the audit room (amend ↔ consistency/fabrication/blocklayout/own_diffusion …): its own refactor
-    frozenset({"mdbench.audit.amend", "mdbench.audit.analysis_items", "mdbench.audit.blocklayout",
-               "mdbench.audit.canonical", "mdbench.audit.consistency", "mdbench.audit.fabrication",
-               "mdbench.audit.own_diffusion", "mdbench.audit.own_values", "mdbench.audit.ratings",
-               "mdbench.audit.registered"}),
-    # the audit room: record_checks ↔ frozen_ff
-    frozenset({"mdbench.audit.frozen_ff", "mdbench.audit.record_checks"}),
     # the engine room: gpu ↔ hardware
     frozenset({"mdbench.engine.gpu", "mdbench.engine.hardware"}),
     # the execute room: jobs ↔ slurm (an unused import)

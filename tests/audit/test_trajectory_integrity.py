@@ -143,6 +143,7 @@ def test_frames_whose_step_numbers_are_not_their_times(run_copy, bundle, tmp_pat
 def test_long_trajectories_stay_bounded_and_exact_copies_are_still_found():
     """Past MAX_PAIR_FRAMES frames the pair search hashes positions (exact copies, shifted by box vectors, are
     found); the kept sample shrinks with the frame count (a hostile trajectory of millions of frames)."""
+    from mdbench.audit import simulation
     from mdbench.audit import trajectory_integrity as ti
 
     rng = np.random.default_rng(seed_for("audit45/long"))
@@ -152,5 +153,5 @@ def test_long_trajectories_stay_bounded_and_exact_copies_are_still_found():
     assert ti.repeated_pairs(x, box, 0.005) == []
     x[n - 50:] = x[100:150] + 4.0            # 50 frames copied, every centre shifted by one box vector
     assert ti.repeated_pairs(x, box, 0.005)[0] == (100, n - 50)
-    assert len(ti.sampled_atoms(5000, 400)) == ti.N_COMPARED
+    assert len(ti.sampled_atoms(5000, 400)) == simulation.N_COMPARED
     assert len(ti.sampled_atoms(5000, 10**7)) == ti.SCREEN_CENTRES

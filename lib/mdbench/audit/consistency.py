@@ -26,6 +26,7 @@ import numpy as np
 
 from mdbench.analysis.blocks import block_estimate
 from mdbench.analysis.observables import (ASSOCIATION_GROUP, CONDUCTIVITY_GROUP, COORDINATION_GROUP, RDF,
+                                          SELF_DIFFUSION_GROUP,
                                           THERMODYNAMICS_GROUP, TRANSFERENCE_GROUP)
 from mdbench.analysis.onsager import identify_transference_convention
 from mdbench.analysis.units import AVOGADRO_PER_MOL, E_CHARGE_C
@@ -285,7 +286,7 @@ def _labelled_ne_tplus(case: str, e: Entry, groups: dict[str, dict[str, Entry]],
     pos, neg = [s for s, z in q.items() if z > 1e-3], [s for s, z in q.items() if z < -1e-3]
     if len(pos) != 1 or len(neg) != 1:
         return []
-    diff = {k: d for k, d in (groups.get("self_diffusion") or {}).items() if d.finite_value and d.value > 0
+    diff = {k: d for k, d in (groups.get(SELF_DIFFUSION_GROUP.name) or {}).items() if d.finite_value and d.value > 0
             and not is_labelled_extra(d.raw)}
 
     def d_of(species: str) -> float | None:

@@ -17,21 +17,13 @@ from typing import Any
 from mdbench.analysis.states import SI, C, F, M
 from mdbench.audit import blocklayout, consistency, diffusion_vs_msd, fabrication, unsupported_values
 from mdbench.audit.codes import GroupCheck
-from mdbench.audit.model import Finding, Judgment
+from mdbench.audit.model import Finding, Judgment, cap
 from mdbench.audit.runread import RunData
 
 #: States a check of this room leaves alone (nothing delivered or nothing applicable).
 _FIXED_STATES = frozenset({M, "invalid_upstream", "not_reached"})
 #: Codes stated whatever the group's state (their item is episode-level, e.g. E1), without changing it.
 _ANY_STATE = frozenset({"value_without_artifact"})
-
-
-def cap(j: Judgment, rating: float, reason: str) -> Judgment:
-    """``j`` with its rating lowered to ``rating`` (never raised) and ``reason`` put first."""
-    if j.rating is None or j.rating <= rating:
-        return j
-    return Judgment(j.item, rating, f"{reason}; {j.reason}"[:900] if j.rating < 1 else reason[:900], j.case,
-                    j.observable, list(j.evidence), j.source, j.reviewer)
 
 
 def apply(case: str, groups: list[Any], judgments: list[Judgment], extras: list[GroupCheck]) -> list[Finding]:

@@ -149,6 +149,14 @@ CHECK_SEVERITIES: tuple[str, ...] = ("missing", "definition", "implementation", 
                                      "note")
 
 
+def cap(j: Judgment, rating: float, reason: str) -> Judgment:
+    """``j`` with its rating lowered to ``rating`` (never raised) and ``reason`` put first."""
+    if j.rating is None or j.rating <= rating:
+        return j
+    return Judgment(j.item, rating, f"{reason}; {j.reason}"[:900] if j.rating < 1 else reason[:900], j.case,
+                    j.observable, list(j.evidence), j.source, j.reviewer)
+
+
 @dataclass(frozen=True)
 class Check:
     """One structured result of the analysis checks of an observable group: item rules read ``code`` and

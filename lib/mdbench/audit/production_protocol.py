@@ -36,8 +36,7 @@ from typing import Any
 from mdbench.audit import codes
 from mdbench.audit.codes import CODES
 from mdbench.audit.gmx_dump import _bounded_output, _regular
-from mdbench.audit.group_checks import cap
-from mdbench.audit.model import Check, Evidence, Finding, Judgment
+from mdbench.audit.model import Check, Evidence, Finding, Judgment, cap
 from mdbench.paths import PARAMS_DIR
 
 log = logging.getLogger(__name__)

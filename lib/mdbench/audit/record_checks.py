@@ -16,8 +16,7 @@ from mdbench.audit.codes import rule
 from mdbench.audit.evidence import CASE_BUDGET_NS, REC, STUDY_BUDGET_NS, ledger_consumption
 from mdbench.audit.fabrication import lineage_artifacts
 from mdbench.audit.gate_checks import gate_findings
-from mdbench.audit.group_checks import cap
-from mdbench.audit.model import PER_CASE_ITEMS, Finding, Judgment
+from mdbench.audit.model import Finding, Judgment, PER_CASE_ITEMS, cap
 from mdbench.audit.production_checks import force_field_differs, production_findings
 from mdbench.audit.references import unresolved_references
 from mdbench.audit.report_numbers import report_case_mismatches

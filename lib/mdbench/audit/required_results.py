@@ -32,8 +32,7 @@ from typing import Any
 from mdbench.analysis.observables import RDF, REGISTRY, audit_group, family
 from mdbench.analysis.states import M
 from mdbench.audit.codes import CODES, rule
-from mdbench.audit.group_checks import cap
-from mdbench.audit.model import Check, Evidence, Finding, Judgment
+from mdbench.audit.model import Check, Evidence, Finding, Judgment, cap
 from mdbench.audit.runread import Entry, group_entries, match_target, target_entries_first, tokens
 
 #: Words of another tool's result name that make it an RDF (beside the registry's name of the RDF family).

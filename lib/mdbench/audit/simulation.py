@@ -40,6 +40,22 @@ DENSITY_DRIFT_TOL = 0.02
 FMAX_OVERLAP_FREE = 1000.0
 
 
+#: Frames of the production trajectory kept for the integrity checks (:mod:`mdbench.audit.trajectory_integrity`).
+#: Centres every frame pair is screened on before the candidates are compared on all.
+SCREEN_CENTRES = 8
+#: Centres (or atoms) compared.
+N_COMPARED = 256
+#: Largest number of coordinates kept for the comparison (a hostile trajectory of millions of frames).
+MAX_SAMPLE_VALUES = 12_000_000
+
+
+def sampled_atoms(n: int, n_frames: int = 1) -> np.ndarray:
+    """Indices of the evenly spaced subset of ``n`` atoms or centres the frames are compared on: at most
+    :data:`N_COMPARED`, fewer for a very long trajectory (:data:`MAX_SAMPLE_VALUES` coordinates kept in all)."""
+    n_keep = max(SCREEN_CENTRES, min(N_COMPARED, int(MAX_SAMPLE_VALUES / (3 * max(1, n_frames)))))
+    return np.linspace(0, n - 1, min(n_keep, n)).astype(int)
+
+
 @dataclass
 class ProdFiles:
     """The canonical production files of one case and what Sim4 learned about them."""
@@ -393,8 +409,6 @@ def _read_trajectory(run: RunData, case: str, pf: ProdFiles, n_atoms: int, decod
         pf.n_frames = int(integrity.n_frames)
     else:
         from MDAnalysis.lib.formats.libmdaxdr import XTCFile  # noqa: PLC0415
-
-        from mdbench.audit.trajectory_integrity import sampled_atoms  # noqa: PLC0415
 
         times, keep, sample, boxes = [], sampled_atoms(n_atoms, integrity.n_frames or 1), [], []
         with XTCFile(str(run.fs.resolve(pf.xtc))) as fh:

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from mdbench.audit.codes import rule
-from mdbench.audit.group_checks import cap
-from mdbench.audit.model import Evidence, Finding, Judgment
+from mdbench.audit.simulation import SCREEN_CENTRES, sampled_atoms
+from mdbench.audit.model import Evidence, Finding, Judgment, cap
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +47,6 @@ REPEAT_FLOOR_NM = 2.5e-3
 JUMP_FACTOR = 3.0
 #: ... and this many scaled median absolute deviations above the median is a splice.
 JUMP_MAD = 12.0
-#: Centres every frame pair is screened on before the candidates are compared on all.
-SCREEN_CENTRES = 8
-#: Centres (or atoms) compared.
-N_COMPARED = 256
-#: Largest number of coordinates kept for the comparison (a hostile trajectory of millions of frames).
-MAX_SAMPLE_VALUES = 12_000_000
 #: Above this many frames, only exact repeats are looked for (positions hashed, not every pair compared).
 MAX_PAIR_FRAMES = 4000
 #: Relative tolerance of frame spacing.
@@ -87,13 +81,6 @@ def frame_headers(path: Any, max_frames: int = 10_000_000) -> tuple[np.ndarray, 
             times.append(float(t))
             offset += length
     return np.asarray(steps, dtype=np.int64), np.asarray(times, dtype=np.float64)
-
-
-def sampled_atoms(n: int, n_frames: int = 1) -> np.ndarray:
-    """Indices of the evenly spaced subset of ``n`` atoms or centres the frames are compared on: at most
-    :data:`N_COMPARED`, fewer for a very long trajectory (:data:`MAX_SAMPLE_VALUES` coordinates kept in all)."""
-    n_keep = max(SCREEN_CENTRES, min(N_COMPARED, int(MAX_SAMPLE_VALUES / (3 * max(1, n_frames)))))
-    return np.linspace(0, n - 1, min(n_keep, n)).astype(int)
 
 
 def _frames(path: Any) -> tuple[np.ndarray, np.ndarray]:
