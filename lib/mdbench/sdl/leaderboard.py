@@ -313,15 +313,3 @@ def build_leaderboards(runs: list[SystemRun], target_ratio: float = 1.05) -> Lea
     tables.sort(key=lambda t: (-len(t.rows), -len(t.assignments), t.assignment_set_sha256))
     return Leaderboards(tables, refused, runs)
 
-
-def curves_frame(results: dict[str, dict[str, dict[str, Any]]]):
-    """Long-format pandas DataFrame of learning curves: system, assignment, branch, n_experiments, score_nats."""
-    import pandas as pd
-
-    recs = []
-    for s, per in results.items():
-        for a, m in per.items():
-            for b, br in m["branches"].items():
-                for k, v in enumerate(br["curve_nats"]):
-                    recs.append({"system": s, "assignment": a, "branch": b, "n_experiments": k, "score_nats": v})
-    return pd.DataFrame.from_records(recs)
