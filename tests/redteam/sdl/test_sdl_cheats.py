@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from sdl_redteam_helpers import cheat_cmd
+from sdl_redteam_helpers import HERE, cheat_cmd
 
 from mdbench.sandbox import capabilities
 from mdbench.sdl.campaign import run_campaign
@@ -28,7 +28,7 @@ needs_isolation = pytest.mark.skipif(not capabilities().get("namespaces"),
 
 def external(compiled, asg, mode, *extra, confine=True, limits=None, timeout_s=60):
     box = CoordinatorSandbox(agent_dir=compiled.agent_dir, hide=(compiled.evaluator_dir,), confine=confine,
-                             limits=limits or SessionLimits()).for_assignment(asg.assignment_id)
+                             policy_dir=HERE, limits=limits or SessionLimits()).for_assignment(asg.assignment_id)
     return lambda: ExternalPolicy(cheat_cmd(mode, *extra), timeout_s=timeout_s, sandbox=box)
 
 
@@ -152,14 +152,14 @@ def test_cli_run_with_a_crashing_reply_exits_0_with_a_dnf_row(compiled, tmp_path
     outputs = {}
     for name, cmd in (("deep", cheat_cmd("deep_reply")), ("honest", cheat_cmd("honest"))):
         out = runner.invoke(sdl, ["run", "--assignments", str(compiled.root), "--policy-cmd", cmd, "--system", name,
-                                  "--only", aid, "--random-draws", "1", "--out", str(res)])
+                                  "--only", aid, "--random-draws", "1", "--out", str(res), "--policy-dir", str(HERE)])
         assert out.exit_code == 0, out.output
         outputs[name] = out.output
     assert "DID NOT FINISH: adaptive: 10 invalid actions in a row" in outputs["deep"]
     assert "DID NOT FINISH" not in outputs["honest"]
     tr = json.loads((res / "deep" / aid / "adaptive.trace.json").read_text())
     assert any("too_deep" in e.get("message", "") for e in tr["log"])
-    out = runner.invoke(sdl, ["leaderboard", str(res)])
+    out = runner.invoke(sdl, ["leaderboard", str(res), "--assignments", str(compiled.root)])
     assert out.exit_code == 0, out.output
     dnf = [ln for ln in out.output.splitlines() if ln.startswith(" DNF")]
     assert len(dnf) == 1 and "deep" in dnf[0] and "invalid actions in a row" in dnf[0]
