@@ -263,7 +263,7 @@ class CoordinatorSandbox:
     def evaluator_paths(self) -> list[Path]:
         """The evaluator-private folders (the agent tree, the caller's ``hide``), resolved."""
         own = [Path(self.agent_dir).resolve()] if self.agent_dir is not None else []
-        return own + record_data_dirs() + [Path(p).resolve() for p in self.hide]
+        return [Path(p).resolve() for p in self.hide] + own + record_data_dirs()
 
     def hidden_paths(self) -> list[Path]:
         """Everything hidden from the coordinator (see module docstring)."""

@@ -31,8 +31,8 @@ every later request from the moment mdbench starts writing it, and covers the wr
 Every pipe operation has that deadline: requests are written without blocking (:func:`write_all`, ``select``
 on a non-blocking pipe), so a coordinator that never reads its stdin cannot stall the runner in a write of a
 large state; replies are read by a thread into a bounded queue. A coordinator that never reads, closes its
-stdout, or floods it (more than :data:`MAX_UNREAD_LINES` lines nobody asked for, or one endless line) ends the
-session with a :class:`PolicyProcessError` within the timeout; the session is then ended without the voluntary
+stdout, or floods it (a line nobody asked for ahead of a request, more than :data:`MAX_UNREAD_LINES` of them, or
+one endless line) ends the session with a :class:`PolicyProcessError` within the timeout; the session is then ended without the voluntary
 exit wait. Every session folder (HOME, view, stderr capture) is removed when the session ends
 (:mod:`mdbench.sdl.confine`).
 """
@@ -205,7 +205,13 @@ class ExternalPolicy:
             proc.stdout.close()
         except (OSError, ValueError):
             pass
-        while True:   # the end marker always gets in: make room by dropping unread lines
+        if end is _FLOOD:   # what was queued is no reply anybody asked for: the next request sees the flood
+            while True:
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    break
+        while True:   # the end marker always gets in
             try:
                 q.put_nowait(end)
                 break
@@ -242,6 +248,12 @@ class ExternalPolicy:
             raise PolicyProcessError("policy process not started (call reset first)")
         if self._broken:
             raise PolicyProcessError("the channel to the policy process is closed after an earlier failure")
+        with self._lines.mutex:
+            ahead = [x for x in self._lines.queue if isinstance(x, str) and x is not _NOT_UTF8 and x is not _FLOOD]
+        if ahead:
+            self._broken = True
+            raise PolicyProcessError(f"unsolicited: the process wrote {len(ahead)} line(s) to stdout before the "
+                                     f"'{msg['type']}' request (one reply line per request); the channel is closed")
         timeout = self.startup_timeout_s if msg["type"] == "hello" else self.timeout_s
         deadline = time.monotonic() + timeout
         try:
