@@ -152,7 +152,7 @@ def run_cmd(asg_dir, policy, policy_cmd, policy_dir, llm_url, model, api_key_env
     from mdbench.sdl.bundle import load_compiled
     from mdbench.sdl.compiler import select_panel
     from mdbench.sdl.campaign import one_line
-    from mdbench.sdl.confine import CoordinatorSandbox, SessionLimits, remove_session_folders
+    from mdbench.sdl.confine import CoordinatorSandbox, SessionLimits, run_folder
     from mdbench.sdl.external import external_factory_for
     from mdbench.sdl.policies import POLICIES, make_policy
     from mdbench.sdl.runner import run_system
@@ -199,12 +199,13 @@ def run_cmd(asg_dir, policy, policy_cmd, policy_dir, llm_url, model, api_key_env
         name, spec = system or model, {"llm_endpoint": llm_url, "model": model}
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)   # a killed run ends its sessions, leaves no folder
     try:
-        results = run_system(compiled, asgs, factory, name, out_dir, seed=seed, controls=controls, verbose=_verbose(),
-                         policy_spec=spec, random_draws=random_draws, wall_budget_s=campaign_budget_s,
-                             factory_for=factory_for, session_limits=limits.to_dict() if limits else None)
+        with run_folder():
+            results = run_system(compiled, asgs, factory, name, out_dir, seed=seed, controls=controls,
+                                 verbose=_verbose(), policy_spec=spec, random_draws=random_draws,
+                                 wall_budget_s=campaign_budget_s, factory_for=factory_for,
+                                 session_limits=limits.to_dict() if limits else None)
     finally:
         signal.signal(signal.SIGTERM, previous)
-        remove_session_folders()
     for m in results:
         b = m["branches"]["adaptive"]
         state = "" if m["finished"] else f"  DID NOT FINISH: {one_line(m['dnf_reasons'][0], 200)}"

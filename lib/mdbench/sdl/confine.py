@@ -29,7 +29,8 @@ the coordinator's account cannot open them whatever path, link or mount order re
 Session folders (``HOME``, the view, the stderr capture) are named ``mdbench-sdl-<kind>-<pid>-…`` after the
 runner's process id: a session removes its own when it ends, an interrupted runner removes what is left at
 exit (:func:`remove_session_folders`), and a later run removes those of runners that are gone
-(:func:`sweep_orphans`, e.g. after a SIGKILL).
+(:func:`sweep_orphans`, e.g. after a SIGKILL). ``mdbench sdl run`` keeps all of them, and the sandbox's own
+folders, inside one such folder per run (:func:`run_folder`).
 
 Every session is fresh: besides its own ``HOME``, the shared sandbox gives it private ``/tmp``, ``/dev/shm``,
 ``/var/tmp`` and ``/run/lock`` and its own IPC namespace, so nothing one session writes is there for the next
@@ -45,12 +46,14 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -62,13 +65,15 @@ from mdbench.errors import InputError
 SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev", "proc", "sys", "run", "tmp")
 #: The unprivileged account coordinators run as when the evaluator is root.
 COORDINATOR_USER = "mdbench-sdl-coordinator"
+#: Tag of the coordinator sessions' sandboxes (their cgroups are ``mdbench-<tag>-<runner pid>-…``).
+CGROUP_TAG = "sdl-coordinator"
 #: Seconds a coordinator tree gets between SIGTERM and SIGKILL when it is ended.
 GRACE_S = 2.0
 
 
 #: Prefix of every session folder (HOME, view, stderr) made by this module; the runner's pid follows the kind.
 SESSION_PREFIX = "mdbench-sdl-"
-_SESSION_RE = re.compile(r"^mdbench-sdl-(coord|view|stderr)-(\d+)-")
+_SESSION_RE = re.compile(r"^mdbench-sdl-(coord|view|stderr|run)-(\d+)-")
 #: Session folders of this process still in use (removed at exit if the runner is interrupted).
 _LIVE: set[Path] = set()
 
@@ -94,6 +99,22 @@ def remove_session_folder(p: Path) -> None:
     shutil.rmtree(p, ignore_errors=True)
 
 
+@contextmanager
+def run_folder():
+    """Put every temporary folder of this process — session folders and the sandbox's own ``mdbench-sandbox-*``
+    folders — inside one ``mdbench-sdl-run-<pid>-…`` folder for the duration (``tempfile.tempdir``), removed
+    at the end; a runner killed with SIGKILL leaves only that folder, which :func:`sweep_orphans` removes."""
+    sweep_orphans()
+    folder = session_folder("run")
+    before = tempfile.tempdir
+    tempfile.tempdir = str(folder)
+    try:
+        yield folder
+    finally:
+        tempfile.tempdir = before
+        remove_session_folders()
+
+
 @atexit.register
 def remove_session_folders() -> None:
     """Remove the session folders this process still holds (an interrupted run)."""
@@ -112,19 +133,63 @@ def _alive(pid: int) -> bool:
 
 
 def sweep_orphans(tmp: str | Path | None = None) -> list[Path]:
-    """Remove the session folders of runners that are gone (killed before they could clean up); returns them."""
+    """Remove what coordinator sessions of runners that are gone left behind (a SIGKILLed runner cannot clean
+    up); returns what was removed.
+
+    * session folders ``mdbench-sdl-<kind>-<pid>-…`` of a process ``pid`` that no longer exists;
+    * empty cgroups ``mdbench-sdl-coordinator-<pid>-…`` of such a process;
+    * sandbox folders ``mdbench-sandbox-*`` whose supervisor never started (``spec.json`` still there), whose
+      caller is gone and whose cgroups are all coordinator cgroups (a runner killed while starting a session).
+    """
     base = Path(tmp or tempfile.gettempdir())
     gone = []
     try:
         entries = list(base.iterdir())
     except OSError:
-        return gone
+        entries = []
     for p in entries:
         m = _SESSION_RE.match(p.name)
         if m and int(m.group(2)) != os.getpid() and not _alive(int(m.group(2))) and p.is_dir() \
                 and not p.is_symlink():
             remove_session_folder(p)
             gone.append(p)
+        elif p.name.startswith("mdbench-sandbox-") and _stale_sandbox_folder(p):
+            shutil.rmtree(p, ignore_errors=True)
+            gone.append(p)
+    gone += _sweep_cgroups()
+    return gone
+
+
+def _stale_sandbox_folder(p: Path) -> bool:
+    spec = p / "spec.json"
+    if p.is_symlink() or spec.is_symlink() or not spec.is_file():
+        return False
+    try:
+        body = json.loads(spec.read_text(encoding="utf-8"))
+        pid = int(body["caller_pid"])
+        cgroups = [Path(c).name for c in body.get("cgroups") or []]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return pid != os.getpid() and not _alive(pid) and all(c.startswith(f"mdbench-{CGROUP_TAG}-") for c in cgroups)
+
+
+def _sweep_cgroups() -> list[Path]:
+    from mdbench.sandbox import CGROUP_ROOT
+
+    gone = []
+    try:
+        ctrls = [c for c in CGROUP_ROOT.iterdir() if c.is_dir() and not c.is_symlink()]
+    except OSError:
+        return gone
+    for ctrl in ctrls:
+        for d in ctrl.glob(f"mdbench-{CGROUP_TAG}-*"):
+            m = re.match(rf"^mdbench-{CGROUP_TAG}-(\d+)-", d.name)
+            if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
+                try:
+                    d.rmdir()          # only an empty cgroup goes
+                    gone.append(d)
+                except OSError:
+                    pass
     return gone
 
 
@@ -335,7 +400,7 @@ class CoordinatorSandbox:
         limits, unsupported = _confinement_limits(self.limits)
         conf = Confinement(workdir=home, env=self._env(home, view), readonly=tuple(self.readonly_paths(argv, view)),
                            writable=(), hidden=tuple(self.hidden_paths()), network=self.network, cpus=self.cpus,
-                           user=COORDINATOR_USER, timeout_s=None, grace_s=GRACE_S, tag="sdl-coordinator", **limits)
+                           user=COORDINATOR_USER, timeout_s=None, grace_s=GRACE_S, tag=CGROUP_TAG, **limits)
         try:
             proc = spawn_confined(argv, conf, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
         except BaseException:
