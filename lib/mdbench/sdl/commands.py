@@ -297,6 +297,11 @@ def leaderboard_cmd(results_dir, asg_dirs, key_shas, target_ratio, json_out, htm
                        f"{_fmt(r.selection_lift_nats):>9} {r.selection_lift_signs:<8} "
                        f"{_fmt(r.reference_selection_lift_nats):>8} {_fmt(r.enhancement_at_budget_nats):>8} "
                        f"{_fmt(r.evidence_lift_nats):>8}")
+        for r in t.rows:
+            if r.control_flags:
+                click.echo(f"  !!  {r.system:<16} control sabotage suspected on {len(r.control_flags)} of "
+                           f"{r.n_assignments} assignments ({', '.join(r.control_flags)}): its selection or "
+                           "evidence lift is not trustworthy")
         for s, why in t.did_not_finish.items():
             click.echo(f" DNF  {s:<16} {why}")
         for s, why in t.not_ranked.items():

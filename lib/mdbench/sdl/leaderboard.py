@@ -5,6 +5,10 @@ signed with the compile's evaluator key, copies equal to the log; :mod:`mdbench.
 every metric from the logs; ``metrics.json`` files are never read. A system whose traces fail verification is
 *refused* with the first bad row named.
 
+:func:`score_results` scores a system only against a compile the caller names (``--assignments``, or the
+evaluator key sha256 with ``--compile-sha256``); a system run against any other compile is refused — never
+trusted on its own ``compile_dir`` and never shown as a table of its own.
+
 :func:`build_leaderboards` then puts systems into one table only when the sha256 sets of the assignments they
 ran are identical (so a budget-4 compile is never ranked beside a budget-12 one, nor a partial run beside a
 full one). Within a table:
@@ -22,7 +26,8 @@ full one). Within a table:
   inflated by forecasting badly on purpose in it), the reference selection lift (the same selections scored by
   the shipped forecaster; immune to that), enhancement at budget, evidence lift (control gain clamped at
   zero, see :mod:`mdbench.sdl.metrics`; assignments whose no-evidence control fell below its own pre-campaign
-  forecast are listed in ``control_flags``), per-assignment signs of selection lift (e.g. ``+−+0+−``),
+  forecast, or whose selection lift departs from the reference selection lift beyond its noise, are listed in
+  ``control_flags`` and printed by ``mdbench sdl leaderboard``), per-assignment signs of selection lift (e.g. ``+−+0+−``),
   acceleration factor at a target ratio (geometric mean over jointly reached campaigns, with counts), claim
   calibration, local/held-out sign agreement, future-decision gain, and leave-one-assignment-out rank
   stability.

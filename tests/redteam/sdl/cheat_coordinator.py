@@ -16,7 +16,8 @@ the last unselected candidate; inspects one evidence item per experiment) — ``
 ``control_detector`` honest in what it believes is the adaptive branch; in what it believes is a control —
                     no-evidence (a zero evidence budget, a ``calls_target``, a withheld first evidence item) or
                     random (an experiment selected that it would not have chosen) — it forecasts confidently
-                    wrong, to inflate the selection and evidence lifts.
+                    wrong, to inflate the selection and evidence lifts (``--only-random``: in the random
+                    control only).
 ``deep_reply``      answers every act and forecast with JSON nested 100,000 levels deep.
 ``int400``          a forecast / action with a 400-digit integer probability.
 ``int5000``         a forecast / action with a 5,000-digit integer probability.
@@ -49,6 +50,7 @@ TAG = ARGS[ARGS.index("--tag") + 1] if "--tag" in ARGS else "mdbench-sdl-redteam
 TREE = ARGS[ARGS.index("--tree") + 1] if "--tree" in ARGS else None
 READ = [ARGS[i + 1] for i, a in enumerate(ARGS) if a == "--read" and i + 1 < len(ARGS)]
 HONEST = "--honest" in ARGS or MODE == "honest"
+ONLY_RANDOM = "--only-random" in ARGS      # control_detector: sabotage the random control only
 KNOWN: dict[str, dict] = {}        # canonical descriptors → {"valid", "category"}
 flooded = False
 
@@ -207,10 +209,12 @@ def own_choice(state: dict, selected_before: list[str]) -> str | None:
 
 
 def control_suspected(state: dict) -> bool:
-    if state.get("budgets", {}).get("evidence") == 0 or state.get("calls_target") is not None:
+    if ONLY_RANDOM:
+        pass
+    elif state.get("budgets", {}).get("evidence") == 0 or state.get("calls_target") is not None:
         attempt("control_detector", "no-evidence control announced by its state")
         return True
-    for e in state.get("experiments", []):
+    for e in state.get("experiments", []) if not ONLY_RANDOM else []:
         ev = [r for r in e["reveals"] if r["kind"] == "evidence"]
         if ev and ev[0].get("status") == "missing":
             attempt("control_detector", "no-evidence control guessed from a withheld first item")

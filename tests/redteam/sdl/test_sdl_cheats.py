@@ -118,6 +118,30 @@ def test_control_detector_cannot_move_the_rank_or_the_robust_lifts(compiled):
     assert len(cheat["selection_lift_draws_nats"]) == 2
 
 
+def test_sabotaging_only_the_random_control_is_flagged(compiled):
+    """Issue 49: the random control is told apart by its request sequence (it is never sent ``act``); a
+    coordinator that forecasts badly only there inflates the selection lift. The departure of the selection lift
+    from the reference selection lift (the same selections scored by the shipped forecaster) flags it; the
+    honest twin is not flagged and the ranked AUC is the same."""
+    from mdbench.sdl.leaderboard import _row
+
+    asg = compiled.assignments[3]
+    run, cheat = scores(compiled, asg, external(compiled, asg, "control_detector", "--only-random", confine=False),
+                        random_draws=3)
+    _, honest = scores(compiled, asg, external(compiled, asg, "control_detector", "--honest", confine=False),
+                       random_draws=3)
+    assert "not mine" in stderr_of(run.traces["random_control"])
+    assert cheat["evidence_lift_raw_nats"] == pytest.approx(honest["evidence_lift_raw_nats"], abs=1e-12)
+    assert cheat["selection_lift_nats"] > honest["selection_lift_nats"] + 1.0          # the inflation
+    assert cheat["selection_lift_departure_nats"] > 1.0 and cheat["selection_lift_suspect"]
+    assert cheat["control_sabotage_suspected"]
+    assert not honest["selection_lift_suspect"] and not honest["control_sabotage_suspected"]
+    assert abs(honest["selection_lift_departure_nats"]) < 0.5
+    assert cheat["branches"]["adaptive"]["adaptive_auc_nats"] == honest["branches"]["adaptive"]["adaptive_auc_nats"]
+    cheat["assignment_id"] = asg.assignment_id
+    assert _row("cheat", [cheat], 0.0, 1.05).control_flags == [asg.assignment_id]
+
+
 CRASH_MODES = ("deep_reply", "int400", "int5000", "nan_review", "not_json")
 
 
