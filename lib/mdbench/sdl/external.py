@@ -263,7 +263,7 @@ class ExternalPolicy:
                 raise PolicyProcessError(f"timeout: the process did not read the '{msg['type']}' request within "
                                          f"{timeout:g} s ({exc}){self._err()}") from None
             except (OSError, ValueError) as exc:
-                raise PolicyProcessError(f"policy process {self.cmd!r} is gone ({exc}){self._err()}") from exc
+                raise PolicyProcessError(f"exit: policy process {self.cmd!r} is gone ({exc}){self._err()}") from exc
             try:
                 line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:

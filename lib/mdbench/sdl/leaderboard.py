@@ -213,7 +213,7 @@ def score_system(system_dir: str | Path, compiled: Compiled | None = None,
         for aid in sorted(traces):
             sr.metrics[aid] = campaign_metrics(traces[aid], compiled.ledger, by_id[aid])
     except MdbenchError as exc:
-        sr.refused = one_line(str(exc), 400)
+        sr.refused = str(exc)
     return sr
 
 

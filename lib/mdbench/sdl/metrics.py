@@ -263,41 +263,47 @@ def campaign_metrics(traces: dict[str, dict[str, Any]], ledger: Ledger, asg: Ass
         }
     out["finished"] = not problems
     out["dnf_reasons"] = problems
-    draws = sorted(b for b in curves if is_random_branch(b))
-    if draws and "adaptive" in curves:
-        a = curves["adaptive"]
-        lifts = [adaptive_auc(a) - adaptive_auc(curves[b]) for b in draws]
-        enh = [float(a[-1] - curves[b][-1]) for b in draws]
-        r = np.mean([curves[b] for b in draws], axis=0)
-        out["random_draws"] = draws
-        out["selection_lift_nats"] = float(np.mean(lifts))
-        out["selection_lift_draws_nats"] = lifts
-        out["selection_lift_sd_nats"] = float(np.std(lifts, ddof=1)) if len(lifts) > 1 else None
-        out["enhancement_at_budget_nats"] = float(np.mean(enh))
-        out["enhancement_at_budget_draws_nats"] = enh
-        out["acceleration"] = [
-            acceleration_factor(a, r, t, rule).__dict__ for t in TARGET_RATIOS
-            for rule in ("first_passage", "sustained")]
-        ref = [adaptive_auc(ref_curves[b]) for b in draws if b in ref_curves]
-        if "adaptive" in ref_curves and len(ref) == len(draws):
-            out["reference_selection_lift_nats"] = adaptive_auc(ref_curves["adaptive"]) - float(np.mean(ref))
-            out.update(selection_departure(lifts, [adaptive_auc(ref_curves["adaptive"]) - r for r in ref]))
-        fut = [future_gain[b] for b in draws if b in future_gain]
-        if "adaptive" in future_gain and len(fut) == len(draws):
-            out["future_selection_lift_nats"] = future_gain["adaptive"] - float(np.mean(fut))
+    out.update(_random_control_lifts(curves, ref_curves, future_gain))
     if "no_evidence" in curves:
         a, n = curves["adaptive"], curves["no_evidence"]
         out["evidence_lift_raw_nats"] = float((a[-1] - a[0]) - (n[-1] - n[0]))
         out["no_evidence_gain_nats"] = float(n[-1] - n[0])
-        out["control_sabotage_suspected"] = bool(n[-1] - n[0] < -SABOTAGE_TOL_NATS) or \
-            bool(out.get("selection_lift_suspect"))
+        out["control_sabotage_suspected"] = bool(n[-1] - n[0] < -SABOTAGE_TOL_NATS)
         out["evidence_lift_nats"] = float((a[-1] - a[0]) - max(0.0, n[-1] - n[0]))
         if "adaptive" in future_gain and "no_evidence" in future_gain:
             out["future_evidence_lift_nats"] = future_gain["adaptive"] - future_gain["no_evidence"]
-    if "no_evidence" not in curves and out.get("selection_lift_suspect"):
+    if out.get("selection_lift_suspect"):
         out["control_sabotage_suspected"] = True
     out["signs"] = {k: sign(out.get(k)) for k in ("selection_lift_nats", "enhancement_at_budget_nats",
                                                     "evidence_lift_nats")}
+    return out
+
+
+def _random_control_lifts(curves: dict[str, np.ndarray], ref_curves: dict[str, np.ndarray],
+                          future_gain: dict[str, float]) -> dict[str, Any]:
+    """Selection lift, enhancement, acceleration, reference selection lift and its departure, future selection
+    lift: the adaptive branch against the random-control draws (module docstring); empty without draws."""
+    draws = sorted(b for b in curves if is_random_branch(b))
+    if not draws or "adaptive" not in curves:
+        return {}
+    a = curves["adaptive"]
+    lifts = [adaptive_auc(a) - adaptive_auc(curves[b]) for b in draws]
+    enh = [float(a[-1] - curves[b][-1]) for b in draws]
+    r = np.mean([curves[b] for b in draws], axis=0)
+    out: dict[str, Any] = {
+        "random_draws": draws, "selection_lift_nats": float(np.mean(lifts)), "selection_lift_draws_nats": lifts,
+        "selection_lift_sd_nats": float(np.std(lifts, ddof=1)) if len(lifts) > 1 else None,
+        "enhancement_at_budget_nats": float(np.mean(enh)), "enhancement_at_budget_draws_nats": enh,
+        "acceleration": [acceleration_factor(a, r, t, rule).__dict__ for t in TARGET_RATIOS
+                         for rule in ("first_passage", "sustained")]}
+    ref = [adaptive_auc(ref_curves[b]) for b in draws if b in ref_curves]
+    if "adaptive" in ref_curves and len(ref) == len(draws):
+        ref_a = adaptive_auc(ref_curves["adaptive"])
+        out["reference_selection_lift_nats"] = ref_a - float(np.mean(ref))
+        out.update(selection_departure(lifts, [ref_a - x for x in ref]))
+    fut = [future_gain[b] for b in draws if b in future_gain]
+    if "adaptive" in future_gain and len(fut) == len(draws):
+        out["future_selection_lift_nats"] = future_gain["adaptive"] - float(np.mean(fut))
     return out
 
 

@@ -75,8 +75,6 @@ def test_a_stalled_coordinator_fails_its_request_within_the_timeout(compiled, pr
         assert waited < TIMEOUT_S + SLACK_S, f"{mode}: {waited:.1f} s"
         assert str(err).split(":")[0] in ("timeout", "unsolicited", "flood", "exit"), str(err)
         assert "\n" not in str(err)
-        if mode.startswith("flood"):
-            assert str(err).split(":")[0] in ("unsolicited", "flood", "timeout")
         with pytest.raises(PolicyProcessError):                  # the channel stays closed
             pol.request({"type": "act", "state": {}})
     finally:
