@@ -215,14 +215,20 @@ def run_cmd(asg_dir, policy, policy_cmd, policy_dir, llm_url, model, api_key_env
                    f"evidence lift {m.get('evidence_lift_nats', float('nan')):+.4f}{state}")
 
 
+def _compile_options(f):
+    """``--assignments`` (repeatable) and ``--compile-sha256``: the compile a results folder is scored against."""
+    f = click.option("--compile-sha256", "key_shas", multiple=True,
+                     help="Instead of --assignments: the evaluator key sha256 of the compile (evaluator_key_sha256 "
+                          "in run.manifest.json); the compile folder recorded in run.json is used only if it "
+                          "matches.")(f)
+    return click.option("--assignments", "asg_dirs", type=click.Path(exists=True, file_okay=False), multiple=True,
+                        help="The compile folder the results were run against (repeatable); a system of any other "
+                             "compile is refused.")(f)
+
+
 @sdl.command(name="score")
 @click.argument("results_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--assignments", "asg_dirs", type=click.Path(exists=True, file_okay=False), multiple=True,
-              help="The compile folder the results were run against (repeatable); a system of any other compile "
-                   "is refused.")
-@click.option("--compile-sha256", "key_shas", multiple=True,
-              help="Instead of --assignments: the evaluator key sha256 of the compile (printed in run.manifest.json "
-                   "as evaluator_key_sha256); the compile folder recorded in run.json is used only if it matches.")
+@_compile_options
 def score_cmd(results_dir, asg_dirs, key_shas) -> None:
     """Verify every trace (hash chain, signed head, copies = log) and recompute metrics.json from the logs.
 
@@ -260,12 +266,7 @@ def _fmt(x: float | None) -> str:
 
 @sdl.command(name="leaderboard")
 @click.argument("results_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--assignments", "asg_dirs", type=click.Path(exists=True, file_okay=False), multiple=True,
-              help="The compile folder the results were run against (repeatable); a system of any other compile "
-                   "is refused.")
-@click.option("--compile-sha256", "key_shas", multiple=True,
-              help="Instead of --assignments: the evaluator key sha256 of the compile (printed in run.manifest.json "
-                   "as evaluator_key_sha256); the compile folder recorded in run.json is used only if it matches.")
+@_compile_options
 @click.option("--target-ratio", type=float, default=1.05, show_default=True,
               help="Forecast target (× geometric-mean likelihood) for the acceleration factor.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
