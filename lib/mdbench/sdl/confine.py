@@ -340,7 +340,7 @@ class CoordinatorSandbox:
         out = [check_grant(self.policy_dir, ev)] if self.policy_dir is not None else []
         return out + [check_grant(p, ev, "--expose") for p in self.expose]
 
-    def readonly_paths(self, argv: list[str] | None = None, view: Path | None = None) -> list[Path]:
+    def readonly_paths(self, view: Path | None = None) -> list[Path]:
         """The runtime, the session's view and the granted folders; never a file the command line names (it is
         visible only through a granted folder that holds it), never a path inside a hidden evaluator folder."""
         from mdbench.paths import PROJECT_ROOT
@@ -398,7 +398,7 @@ class CoordinatorSandbox:
         from mdbench.sandbox import Confinement, spawn_confined
 
         limits, unsupported = _confinement_limits(self.limits)
-        conf = Confinement(workdir=home, env=self._env(home, view), readonly=tuple(self.readonly_paths(argv, view)),
+        conf = Confinement(workdir=home, env=self._env(home, view), readonly=tuple(self.readonly_paths(view)),
                            writable=(), hidden=tuple(self.hidden_paths()), network=self.network, cpus=self.cpus,
                            user=COORDINATOR_USER, timeout_s=None, grace_s=GRACE_S, tag=CGROUP_TAG, **limits)
         try:

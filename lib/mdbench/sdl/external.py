@@ -31,10 +31,10 @@ every later request from the moment mdbench starts writing it, and covers the wr
 Every pipe operation has that deadline: requests are written without blocking (:func:`write_all`, ``select``
 on a non-blocking pipe), so a coordinator that never reads its stdin cannot stall the runner in a write of a
 large state; replies are read by a thread into a bounded queue. A coordinator that never reads, closes its
-stdout, or floods it (a line nobody asked for ahead of a request, more than :data:`MAX_UNREAD_LINES` of them, or
-one endless line) ends the session with a :class:`PolicyProcessError` within the timeout; the session is then ended without the voluntary
-exit wait. Every session folder (HOME, view, stderr capture) is removed when the session ends
-(:mod:`mdbench.sdl.confine`).
+stdout, or floods it (a line nobody asked for ahead of a request, more than :data:`MAX_UNREAD_LINES` of them,
+or one endless line) ends the session with a :class:`PolicyProcessError` within the timeout; the session is
+then ended without the voluntary exit wait. Every session folder (HOME, view, stderr capture) is removed when
+the session ends (:mod:`mdbench.sdl.confine`).
 """
 
 from __future__ import annotations

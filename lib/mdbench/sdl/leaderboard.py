@@ -250,11 +250,9 @@ def score_results(results_dir: str | Path, compile_dirs: str | Path | list[str |
             runs.append(score_system(p.parent, compiles[key]))
         elif key in compile_sha256:
             runs.append(score_system(p.parent, expect_key_sha256=key))
-        elif len(compiles) == 1 and not compile_sha256:
-            runs.append(score_system(p.parent, next(iter(compiles.values()))))    # refused, with the reason
-        else:
-            sr = score_system(p.parent, expect_key_sha256=next(iter(compile_sha256), "") or next(iter(compiles)))
-            runs.append(sr)
+        else:   # of none of the named compiles: refused by score_system, with the reason
+            first = next(iter(compiles.values()), None)
+            runs.append(score_system(p.parent, first, None if first is not None else compile_sha256[0]))
     if not runs:
         raise InputError("no */run.json found — run `mdbench sdl run --out DIR` first", str(root))
     return runs

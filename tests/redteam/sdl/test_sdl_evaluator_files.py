@@ -105,7 +105,9 @@ def test_no_mount_reaches_an_evaluator_folder(compiled, mypolicy, tmp_path):
     box = CoordinatorSandbox(agent_dir=compiled.agent_dir, hide=(compiled.evaluator_dir,), policy_dir=mypolicy)
     view = box.for_assignment(compiled.assignments[0].assignment_id).make_view()
     try:
-        ro = box.readonly_paths(shlex.split(cmd(mypolicy, mypolicy / "weights.json")), view)
+        ro = box.readonly_paths(view)
+        named = str(mypolicy / "weights.json")
+        assert box.not_granted(shlex.split(cmd(mypolicy, named))) == [named]      # resolves into evaluator/
     finally:
         os.chmod(view, 0o700)
         shutil.rmtree(view)
