@@ -14,6 +14,10 @@ SMALL_ROLES = {"initial_context": 1, "candidates": 1, "heldout": 2, "future": 2}
 KEYS = EvaluatorKeys.for_tests("sdl")
 
 
+#: The folder granted to the test policies (``CoordinatorSandbox.policy_dir``, ``--policy-dir``).
+POLICY_DIR = HERE
+
+
 def policy_cmd(script: str, *extra: str) -> str:
     """Command line running one of this folder's policy programs with the project's interpreter."""
     return " ".join(shlex.quote(x) for x in (sys.executable, str(HERE / script), *extra))

@@ -50,7 +50,7 @@ def test_cli_compile_run_score_leaderboard_html(tmp_path):
         assert out.exit_code == 0, out.output
     out = runner.invoke(sdl, ["score", str(res), "--assignments", str(asg)])
     assert out.exit_code == 0 and "re-scored 12 campaigns from verified traces" in out.output
-    out = runner.invoke(sdl, ["leaderboard", str(res)])          # the HTML page: tests/sdl/test_leaderboard_page.py
+    out = runner.invoke(sdl, ["leaderboard", str(res), "--assignments", str(asg)])          # the HTML page: tests/sdl/test_leaderboard_page.py
     assert out.exit_code == 0, out.output
     assert "horizon [4], budgets evidence 8, experiments 4, reviews 0, random-control draws [2]" in out.output
     lb = json.loads((res / "leaderboard.json").read_text())
@@ -76,7 +76,7 @@ def test_leaderboard_html_without_the_kernel_is_one_line(tmp_path):
     runner.invoke(sdl, ["compile", "--params", str(ROOT / "params" / "sdl" / "small.yaml"), "--out", str(asg)])
     runner.invoke(sdl, ["run", "--assignments", str(asg), "--policy", "uniform", "--only", "vapdiff_crystal-s0-a6",
                         "--no-controls", "--out", str(res)])
-    proc = subprocess.run([sys.executable, "-m", "mdbench", "sdl", "leaderboard", str(res), "--html",
+    proc = subprocess.run([sys.executable, "-m", "mdbench", "sdl", "leaderboard", str(res), "--assignments", str(asg), "--html",
                            str(tmp_path / "lb.html"), "--kernel", "mdbench-no-such-kernel"],
                           capture_output=True, text=True)
     assert proc.returncode == 1

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from sdl_helpers import policy_cmd
+from sdl_helpers import POLICY_DIR, policy_cmd
 
 from mdbench.sandbox import capabilities
 from mdbench.sdl.campaign import run_campaign
@@ -27,7 +27,7 @@ needs_isolation = pytest.mark.skipif(not capabilities().get("namespaces"),
 
 
 def external(script: str, *args: str, confine: bool = True, timeout_s: float = 60):
-    box = CoordinatorSandbox(confine=confine)
+    box = CoordinatorSandbox(confine=confine, policy_dir=POLICY_DIR)
     return lambda: ExternalPolicy(policy_cmd(script, *args), timeout_s=timeout_s, sandbox=box)
 
 
@@ -139,7 +139,7 @@ def test_cli_run_with_policy_cmd_hides_the_evaluator_tree(tmp_path):
     res = runner.invoke(sdl, ["compile", "--params", str(params), "--out", str(tmp_path / "asg")])
     assert res.exit_code == 0, res.output
     res = runner.invoke(sdl, ["run", "--assignments", str(tmp_path / "asg"), "--policy-cmd",
-                              policy_cmd("cheating_policy.py", "--mode", "packaged_record"),
+                              policy_cmd("cheating_policy.py", "--mode", "packaged_record"), "--policy-dir", str(POLICY_DIR),
                               "--only", "vapdiff_crystal-s0-a7", "--no-controls", "--out", str(tmp_path / "res")])
     assert res.exit_code == 0, res.output
     tr = json.loads((tmp_path / "res" / "external" / "vapdiff_crystal-s0-a7" / "adaptive.trace.json").read_text())

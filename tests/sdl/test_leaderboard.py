@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sdl_helpers import KEYS, SMALL_ROLES, policy_cmd
+from sdl_helpers import KEYS, POLICY_DIR, SMALL_ROLES, policy_cmd
 
 from mdbench.sandbox import capabilities
 from mdbench.sdl.bundle import load_compiled, write_compiled
@@ -41,7 +41,7 @@ def results(tmp_path_factory, vapdiff):
     run_system(b4, b4.assignments[:1], lambda: make_policy("uniform", 0), "uniform-partial", res, random_draws=1)
     run_system(b4, b4.assignments, lambda: Tinkered(0), "tinkered", res, random_draws=1)
     if capabilities().get("namespaces"):
-        box = CoordinatorSandbox(agent_dir=b4.agent_dir, hide=(b4.evaluator_dir, res))
+        box = CoordinatorSandbox(agent_dir=b4.agent_dir, hide=(b4.evaluator_dir, res), policy_dir=POLICY_DIR)
         run_system(b4, b4.assignments, lambda: ExternalPolicy(policy_cmd("scripted_policy.py", "--crash-on-act"),
                                                               timeout_s=30, sandbox=box), "crasher", res,
                    random_draws=1)
@@ -50,7 +50,7 @@ def results(tmp_path_factory, vapdiff):
 
 def test_mixed_budgets_and_partial_runs_get_separate_tables(results):
     res, b4, b2 = results
-    lbs = build_leaderboards(score_results(res))
+    lbs = build_leaderboards(score_results(res, [b4.root, b2.root]))
     assert not lbs.refused
     tables = {frozenset(t.assignments.values()): t for t in lbs.tables}
     full4 = tables[frozenset(a.sha256 for a in b4.assignments)]
@@ -69,8 +69,8 @@ def test_mixed_budgets_and_partial_runs_get_separate_tables(results):
 
 @pytest.mark.skipif(not capabilities().get("namespaces"), reason="namespaces unavailable on this machine")
 def test_a_crashing_coordinator_is_did_not_finish_never_ranked(results):
-    res, b4, _ = results
-    lbs = build_leaderboards(score_results(res))
+    res, b4, b2 = results
+    lbs = build_leaderboards(score_results(res, [b4.root, b2.root]))
     full4 = next(t for t in lbs.tables if len(t.assignments) == 2 and t.horizons == [4])
     assert "crasher" not in {r.system for r in full4.rows}
     why = full4.did_not_finish["crasher"]
@@ -83,14 +83,14 @@ def test_a_crashing_coordinator_is_did_not_finish_never_ranked(results):
 def test_a_tampered_system_is_refused_and_the_others_still_ranked(results, tmp_path):
     import shutil
 
-    res, b4, _ = results
+    res, b4, b2 = results
     copy = tmp_path / "res"
     shutil.copytree(res, copy)
     p = copy / "kernel" / b4.assignments[1].assignment_id / "random_control.trace.json"
     d = json.loads(p.read_text())
     d["end_reason"] = "policy stopped!"
     p.write_text(json.dumps(d))
-    lbs = build_leaderboards(score_results(copy))
+    lbs = build_leaderboards(score_results(copy, [b4.root, b2.root]))
     assert "kernel" in lbs.refused and "end_reason" in lbs.refused["kernel"] and str(p) in lbs.refused["kernel"]
     assert any(r.system == "class_prior" for t in lbs.tables for r in t.rows)
 

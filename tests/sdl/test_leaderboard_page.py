@@ -38,7 +38,7 @@ def page(tmp_path_factory, vapdiff):
     for name in ("kernel", "uniform"):
         run_system(compiled, compiled.assignments, lambda n=name: make_policy(n, 0), name, res)
     run_system(compiled, compiled.assignments, lambda: Crashes(0), "crasher", res, random_draws=1)
-    html = render_leaderboard_html(res, tmp / "report" / "leaderboard.html")
+    html = render_leaderboard_html(res, tmp / "report" / "leaderboard.html", assignments_dirs=[compiled.root])
     return html, html.read_text(encoding="utf-8")
 
 

@@ -29,7 +29,7 @@ def test_runner_crash_writes_a_dnf_trace_and_the_run_goes_on(tmp_path, vapdiff, 
                            tmp_path / "res", random_draws=1)
     assert [m["finished"] for m in ms] == [False, True]
     assert "runner error: ZeroDivisionError: a bug in the runner second line" in ms[0]["dnf_reasons"][0]
-    lbs = build_leaderboards(score_results(tmp_path / "res"))
+    lbs = build_leaderboards(score_results(tmp_path / "res", compiled.root))
     assert not lbs.refused
     (t,) = lbs.tables
     assert "runner error" in t.did_not_finish["kernel"] and "\n" not in t.did_not_finish["kernel"]

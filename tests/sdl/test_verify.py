@@ -47,7 +47,7 @@ def _rechain(log):
 
 def test_untampered_traces_rescore_identically(uniform_run):
     compiled, sysdir = uniform_run
-    run = score_system(sysdir)
+    run = score_system(sysdir, compiled)
     assert run.refused is None and len(run.metrics) == 2
     for aid, m in run.metrics.items():
         saved = json.loads((sysdir / aid / "metrics.json").read_text())
@@ -113,14 +113,14 @@ def test_edited_forecasts_counters_and_files_are_refused(uniform_run, tmp_path):
     d = json.loads(p.read_text())
     d["checkpoints"][2]["valid"] = False          # e.g. to have a bad checkpoint rescored by another rule
     p.write_text(json.dumps(d))
-    run = score_system(sysdir2)
+    run = score_system(sysdir2, compiled)
     assert run.refused and str(p) in run.refused and "checkpoints[2] (after_2)" in run.refused
     # an edited metrics.json changes nothing: numbers come from the verified traces
     m = sysdir / compiled.assignments[1].assignment_id / "metrics.json"
     d = json.loads(m.read_text())
     d["branches"]["adaptive"]["adaptive_auc_nats"] = -0.0001
     m.write_text(json.dumps(d))
-    assert score_system(sysdir).metrics[compiled.assignments[1].assignment_id]["branches"]["adaptive"][
+    assert score_system(sysdir, compiled).metrics[compiled.assignments[1].assignment_id]["branches"]["adaptive"][
         "adaptive_auc_nats"] == pytest.approx(-math.log(4))
 
 

@@ -8,9 +8,9 @@ Layout of a compile folder::
       forecast_row_schema.json           JSON schema of one forecast row
       index.json                         assignment id → {agent_view_sha256, horizon, full_length}
       <assignment_id>.json               agent view: public ids, descriptors, initial-context outcomes
-    evaluator/                           mode 0700; hidden from coordinators
+    evaluator/                           folders 0700, files 0600 (:func:`protect_evaluator`); hidden from coordinators
       ledger.json                        the whole record (outcomes, evidence, reviews)
-      keys.json                          mode 0600: id salt and chain-signing key of this compile
+      keys.json                          id salt and chain-signing key of this compile
       assignments/<assignment_id>.json   frozen assignments (ledger ids, public-id map, budgets, scoring rule)
       index.json                         assignment id → sha256
 
@@ -75,6 +75,24 @@ def _write_json(path: Path, obj, mode: int | None = None) -> None:
         os.chmod(path, mode)
 
 
+def protect_evaluator(ev: str | Path) -> list[str]:
+    """Make the evaluator tree private to its owner: folders 0700, files 0600 (links are not followed).
+
+    Called when a compile is written and whenever one is loaded (a compile written before this rule is tightened
+    then). Returns the paths that could not be changed (not owned by the caller).
+    """
+    failed = []
+    for folder, dirs, files in os.walk(ev, followlinks=False):
+        for name, mode in [(".", 0o700)] + [(d, 0o700) for d in dirs] + [(f, 0o600) for f in files]:
+            p = os.path.normpath(os.path.join(folder, name))
+            try:
+                if not os.path.islink(p):
+                    os.chmod(p, mode)
+            except OSError:
+                failed.append(p)
+    return failed
+
+
 def write_compiled(folder: str | Path, ledger: Ledger, assignments: list[Assignment], keys: EvaluatorKeys) -> Path:
     """Write the agent and evaluator trees (see module docstring); returns the folder."""
     root = Path(folder)
@@ -88,6 +106,7 @@ def write_compiled(folder: str | Path, ledger: Ledger, assignments: list[Assignm
     for a in assignments:
         _write_json(ev / "assignments" / f"{a.assignment_id}.json", a.to_dict())
     _write_json(ev / "index.json", {a.assignment_id: a.sha256 for a in assignments})
+    protect_evaluator(ev)
     ag.mkdir(parents=True, exist_ok=True)
     index = {}
     for a in assignments:
@@ -137,6 +156,7 @@ def load_compiled(folder: str | Path) -> Compiled:
         ids = json.loads(index_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise InputError(f"malformed JSON: {exc.msg}", str(index_path), exc.lineno) from exc
+    protect_evaluator(ev)
     asgs = []
     for aid, sha in ids.items():
         a = load_assignment(ev / "assignments" / f"{aid}.json", ledger)

@@ -128,9 +128,12 @@ class StateStore:
         return json.loads(text)
 
 
-def _start(factory: Callable[[], Policy], seed: int) -> tuple[Policy, str | None]:
-    """A fresh branch session, or the session object and why it could not start."""
+def _start(factory: Callable[[], Policy], seed: int, deadline: float | None = None) -> tuple[Policy, str | None]:
+    """A fresh branch session, or the session object and why it could not start (none is started once the
+    campaign's wall budget is spent)."""
     pol = factory()
+    if deadline is not None and time.monotonic() > deadline:
+        return pol, "campaign wall budget spent: no session started"
     try:
         pol.reset(seed)
     except Exception as exc:  # noqa: BLE001 — a coordinator must never crash the runner
@@ -284,7 +287,7 @@ def run_adaptive(ledger: Ledger, asg: Assignment, factory: Callable[[], Policy],
                  progress: Callable[[], None] | None = None) -> tuple[CampaignEnv, _Ctx]:
     """Run the adaptive branch (a fresh session of ``factory``); returns ``(env, shared context)``."""
     ctx = ctx or _Ctx(ledger, asg, factory, 0, StateStore())
-    pol, error = _start(factory, ctx.seed)
+    pol, error = _start(factory, ctx.seed, ctx.deadline)
     env = ctx.env(_policy_info(pol), branch="adaptive")
     try:
         _pre(env, ctx)
@@ -300,7 +303,7 @@ def run_adaptive(ledger: Ledger, asg: Assignment, factory: Callable[[], Policy],
 
 def run_no_evidence(ctx: _Ctx, call_target: int) -> CampaignEnv:
     """Call-matched no-evidence control: exactly ``call_target`` policy-action calls, no evidence, no reviews."""
-    pol, error = _start(ctx.factory, ctx.seed)
+    pol, error = _start(ctx.factory, ctx.seed, ctx.deadline)
     env = ctx.env(_policy_info(pol), branch="no_evidence", evidence_enabled=False, call_target=max(1, call_target))
     try:
         _pre(env, ctx)
@@ -340,7 +343,7 @@ def run_schedule_matched_random(ctx: _Ctx, schedule: list[dict[str, Any]], seed:
                                 branch: str = RANDOM) -> CampaignEnv:
     """Schedule-matched random control (see module docstring). Choices are drawn over the candidates in
     ledger order (evaluator side), so a draw does not depend on how public ids are salted."""
-    pol, error = _start(ctx.factory, ctx.seed)
+    pol, error = _start(ctx.factory, ctx.seed, ctx.deadline)
     env = ctx.env(_policy_info(pol), branch=branch)
     rng = np.random.default_rng(seed)
     by_id = ctx.ledger.by_id()

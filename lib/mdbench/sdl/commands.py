@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
+import signal
+import sys
 from pathlib import Path
 
 import click
@@ -15,6 +18,11 @@ from mdbench.untrusted import write_new
 log = logging.getLogger(__name__)
 
 RECORDS = ("vapdiff", "synthetic")
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    """SIGTERM ends the run like Ctrl-C: every open session is closed on the way out (``finally`` blocks)."""
+    sys.exit(128 + signum)
 
 
 def _verbose() -> bool:
@@ -101,7 +109,11 @@ def compile_cmd(record, ledger_path, pg_path, params_path, seed, out_dir) -> Non
               help="Folder written by `mdbench sdl compile`.")
 @click.option("--policy", default=None, help="Built-in policy: uniform, class_prior, kernel, knn, random.")
 @click.option("--policy-cmd", default=None,
-              help="External policy command (JSON-lines protocol); runs as a confined process.")
+              help="External policy command (JSON-lines protocol); runs as a confined process that sees only the "
+                   "runtime, its assignment's view and --policy-dir.")
+@click.option("--policy-dir", type=click.Path(exists=True, file_okay=False), default=None,
+              help="The policy's own folder (program, weights), read-only inside the sandbox; files named in "
+                   "--policy-cmd must lie in it (nothing else they name is mounted).")
 @click.option("--policy-llm", "llm_url", default=None,
               help="OpenAI-compatible endpoint (base URL, e.g. https://host/v1) of an LLM coordinator.")
 @click.option("--model", default=None, help="Model name for --policy-llm.")
@@ -133,14 +145,14 @@ def compile_cmd(record, ledger_path, pg_path, params_path, seed, out_dir) -> Non
 @click.option("--expose", multiple=True, type=click.Path(exists=True),
               help="Extra path the confined policy may read (repeatable).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Results folder.")
-def run_cmd(asg_dir, policy, policy_cmd, llm_url, model, api_key_env, price_in, price_out, system, panel, only,
+def run_cmd(asg_dir, policy, policy_cmd, policy_dir, llm_url, model, api_key_env, price_in, price_out, system, panel, only,
             seed, controls, timeout_s, startup_timeout_s, campaign_budget_s, random_draws, memory_mib, pids_max,
             expose, out_dir) -> None:
     """Run one system over the frozen assignments (adaptive branch and controls); write signed traces."""
     from mdbench.sdl.bundle import load_compiled
     from mdbench.sdl.compiler import select_panel
     from mdbench.sdl.campaign import one_line
-    from mdbench.sdl.confine import CoordinatorSandbox, SessionLimits
+    from mdbench.sdl.confine import CoordinatorSandbox, SessionLimits, run_folder
     from mdbench.sdl.external import external_factory_for
     from mdbench.sdl.policies import POLICIES, make_policy
     from mdbench.sdl.runner import run_system
@@ -163,7 +175,14 @@ def run_cmd(asg_dir, policy, policy_cmd, llm_url, model, api_key_env, price_in, 
     elif policy_cmd:
         limits = SessionLimits(memory_mib=memory_mib, pids_max=pids_max)
         box = CoordinatorSandbox(agent_dir=compiled.agent_dir, hide=(compiled.evaluator_dir, Path(out_dir).resolve()),
+                                 policy_dir=Path(policy_dir).resolve() if policy_dir else None,
                                  expose=tuple(Path(p).resolve() for p in expose), limits=limits)
+        box.granted()   # a granted folder that reveals an evaluator folder: one line, before anything runs
+        outside = box.not_granted(shlex.split(policy_cmd))
+        if outside:
+            raise click.UsageError(f"--policy-cmd names {outside[0]!r}, which is not inside --policy-dir (or "
+                                   "--expose): nothing the command line names is mounted in the sandbox; put the "
+                                   "policy's files in its own folder and give it with --policy-dir")
         factory_for = external_factory_for(policy_cmd, box, timeout_s=timeout_s, startup_timeout_s=startup_timeout_s)
         factory = factory_for(asgs[0]) if asgs else None
         name, spec = system or "external", {"cmd": policy_cmd}
@@ -178,9 +197,15 @@ def run_cmd(asg_dir, policy, policy_cmd, llm_url, model, api_key_env, price_in, 
                             transcript=Path(out_dir) / "transcripts" / f"{system or model}.jsonl")
         factory = lambda: LLMPolicy(client)  # noqa: E731
         name, spec = system or model, {"llm_endpoint": llm_url, "model": model}
-    results = run_system(compiled, asgs, factory, name, out_dir, seed=seed, controls=controls, verbose=_verbose(),
-                         policy_spec=spec, random_draws=random_draws, wall_budget_s=campaign_budget_s,
-                         factory_for=factory_for, session_limits=limits.to_dict() if limits else None)
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)   # a killed run ends its sessions, leaves no folder
+    try:
+        with run_folder():
+            results = run_system(compiled, asgs, factory, name, out_dir, seed=seed, controls=controls,
+                                 verbose=_verbose(), policy_spec=spec, random_draws=random_draws,
+                                 wall_budget_s=campaign_budget_s, factory_for=factory_for,
+                                 session_limits=limits.to_dict() if limits else None)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     for m in results:
         b = m["branches"]["adaptive"]
         state = "" if m["finished"] else f"  DID NOT FINISH: {one_line(m['dnf_reasons'][0], 200)}"
@@ -190,18 +215,28 @@ def run_cmd(asg_dir, policy, policy_cmd, llm_url, model, api_key_env, price_in, 
                    f"evidence lift {m.get('evidence_lift_nats', float('nan')):+.4f}{state}")
 
 
+def _compile_options(f):
+    """``--assignments`` (repeatable) and ``--compile-sha256``: the compile a results folder is scored against."""
+    f = click.option("--compile-sha256", "key_shas", multiple=True,
+                     help="Instead of --assignments: the evaluator key sha256 of the compile (evaluator_key_sha256 "
+                          "in run.manifest.json); the compile folder recorded in run.json is used only if it "
+                          "matches.")(f)
+    return click.option("--assignments", "asg_dirs", type=click.Path(exists=True, file_okay=False), multiple=True,
+                        help="The compile folder the results were run against (repeatable); a system of any other "
+                             "compile is refused.")(f)
+
+
 @sdl.command(name="score")
 @click.argument("results_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--assignments", "asg_dir", type=click.Path(exists=True, file_okay=False), default=None,
-              help="The compile folder (default: the one recorded in each system's run.json).")
-def score_cmd(results_dir, asg_dir) -> None:
+@_compile_options
+def score_cmd(results_dir, asg_dirs, key_shas) -> None:
     """Verify every trace (hash chain, signed head, copies = log) and recompute metrics.json from the logs.
 
     A trace that does not match its chain is refused with the first bad row named.
     """
     from mdbench.sdl.leaderboard import score_results
 
-    runs = score_results(results_dir, asg_dir)
+    runs = score_results(results_dir, _compiles(asg_dirs, key_shas), compile_sha256=key_shas)
     bad = [r for r in runs if r.refused]
     if bad:
         raise InputError(f"refused {bad[0].system}: {bad[0].refused}", bad[0].path)
@@ -216,14 +251,22 @@ def score_cmd(results_dir, asg_dir) -> None:
     click.echo(f"re-scored {n} campaigns from verified traces")
 
 
+def _compiles(asg_dirs: tuple[str, ...], key_shas: tuple[str, ...]) -> tuple[str, ...]:
+    """The compile folders named on the command line; at least one compile must be named."""
+    if not asg_dirs and not key_shas:
+        raise click.UsageError("name the compile the results were run against: --assignments DIR (or "
+                               "--compile-sha256 HEX); a results folder is never scored against the compile it names "
+                               "itself")
+    return asg_dirs
+
+
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:+.4f}"
 
 
 @sdl.command(name="leaderboard")
 @click.argument("results_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--assignments", "asg_dir", type=click.Path(exists=True, file_okay=False), default=None,
-              help="The compile folder (default: the one recorded in each system's run.json).")
+@_compile_options
 @click.option("--target-ratio", type=float, default=1.05, show_default=True,
               help="Forecast target (× geometric-mean likelihood) for the acceleration factor.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
@@ -232,7 +275,7 @@ def _fmt(x: float | None) -> str:
               help="Also execute notebooks/sdl_leaderboard.ipynb (papermill) and convert it to this HTML file.")
 @click.option("--kernel", "kernel_name", default="mdbench", show_default=True,
               help="Jupyter kernel that executes the leaderboard notebook (--html).")
-def leaderboard_cmd(results_dir, asg_dir, target_ratio, json_out, html_out, kernel_name) -> None:
+def leaderboard_cmd(results_dir, asg_dirs, key_shas, target_ratio, json_out, html_out, kernel_name) -> None:
     """Leaderboards from verified traces: one table per identical assignment set; DNF and unranked listed."""
     from mdbench.sdl.leaderboard import build_leaderboards, score_results
 
@@ -240,7 +283,8 @@ def leaderboard_cmd(results_dir, asg_dir, target_ratio, json_out, html_out, kern
         from mdbench.execute.stage import check_kernel
 
         check_kernel(kernel_name)
-    lbs = build_leaderboards(score_results(results_dir, asg_dir), target_ratio)
+    lbs = build_leaderboards(score_results(results_dir, _compiles(asg_dirs, key_shas), compile_sha256=key_shas),
+                             target_ratio)
     out = Path(json_out or Path(results_dir) / "leaderboard.json")
     write_new(out, json.dumps(lbs.to_dict(), indent=1))
     for n, t in enumerate(lbs.tables, start=1):
@@ -254,6 +298,11 @@ def leaderboard_cmd(results_dir, asg_dir, target_ratio, json_out, html_out, kern
                        f"{_fmt(r.selection_lift_nats):>9} {r.selection_lift_signs:<8} "
                        f"{_fmt(r.reference_selection_lift_nats):>8} {_fmt(r.enhancement_at_budget_nats):>8} "
                        f"{_fmt(r.evidence_lift_nats):>8}")
+        for r in t.rows:
+            if r.control_flags:
+                click.echo(f"  !!  {r.system:<16} control sabotage suspected on {len(r.control_flags)} of "
+                           f"{r.n_assignments} assignments ({', '.join(r.control_flags)}): its selection or "
+                           "evidence lift is not trustworthy")
         for s, why in t.did_not_finish.items():
             click.echo(f" DNF  {s:<16} {why}")
         for s, why in t.not_ranked.items():
@@ -266,7 +315,7 @@ def leaderboard_cmd(results_dir, asg_dir, target_ratio, json_out, html_out, kern
         from mdbench.sdl.report import render_leaderboard_html
 
         path = render_leaderboard_html(results_dir, html_out, target_ratio=target_ratio, kernel_name=kernel_name,
-                                       assignments_dir=asg_dir)
+                                       assignments_dirs=asg_dirs, compile_sha256=key_shas)
         click.echo(f"HTML report: {path}")
 
 

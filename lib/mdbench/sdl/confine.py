@@ -13,9 +13,24 @@ What it can see is decided here, deny-first:
 * read-only: the Python runtime (:func:`mdbench.sandbox.runtime_paths`), a *per-session view* — a fresh
   folder holding only this session's assignment file (``<assignment_id>.json``), the two schemas and the
   README (:func:`mdbench.sdl.bundle.session_view_files`); the compile's ``agent/`` tree itself is hidden (the
-  other assignments of the compile are never visible to a session) — the policy program's own files
-  (command-line arguments that are existing files) and what the caller adds;
+  other assignments of the compile are never visible to a session) — the policy's own folder, granted
+  explicitly (``policy_dir``, ``mdbench sdl run --policy-dir``), and what the caller adds (``expose``);
 * writable: a fresh, empty working folder (``HOME``), removed when the session ends.
+
+Nothing a command line *names* is mounted: a file given as an argument of ``--policy-cmd`` is visible inside
+the sandbox only when it lies inside a granted folder (``policy_dir`` or ``expose``), and then through that
+folder's mount — a symlink in it resolves inside the sandbox's own view, where the evaluator's files are hidden.
+A granted folder that lies inside, or holds, a hidden evaluator folder is refused (:class:`GrantError`), and
+:meth:`CoordinatorSandbox.readonly_paths` drops any read-only path that lies inside a hidden folder (the
+sandbox would bind it back over the cover). Second line of defence: the compile's ``evaluator/`` files are mode
+0600 and its folders 0700, owned by the evaluator's account (:func:`mdbench.sdl.bundle.protect_evaluator`), so
+the coordinator's account cannot open them whatever path, link or mount order reaches them.
+
+Session folders (``HOME``, the view, the stderr capture) are named ``mdbench-sdl-<kind>-<pid>-…`` after the
+runner's process id: a session removes its own when it ends, an interrupted runner removes what is left at
+exit (:func:`remove_session_folders`), and a later run removes those of runners that are gone
+(:func:`sweep_orphans`, e.g. after a SIGKILL). ``mdbench sdl run`` keeps all of them, and the sandbox's own
+folders, inside one such folder per run (:func:`run_folder`).
 
 Every session is fresh: besides its own ``HOME``, the shared sandbox gives it private ``/tmp``, ``/dev/shm``,
 ``/var/tmp`` and ``/run/lock`` and its own IPC namespace, so nothing one session writes is there for the next
@@ -29,21 +44,169 @@ was enforced (user, namespaces, what was hidden) is returned for the trace.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from mdbench.errors import InputError
+
 #: Top-level folders a Python program needs from the operating system; every other one is hidden.
 SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev", "proc", "sys", "run", "tmp")
 #: The unprivileged account coordinators run as when the evaluator is root.
 COORDINATOR_USER = "mdbench-sdl-coordinator"
+#: Tag of the coordinator sessions' sandboxes (their cgroups are ``mdbench-<tag>-<runner pid>-…``).
+CGROUP_TAG = "sdl-coordinator"
+#: Seconds a coordinator tree gets between SIGTERM and SIGKILL when it is ended.
+GRACE_S = 2.0
+
+
+#: Prefix of every session folder (HOME, view, stderr) made by this module; the runner's pid follows the kind.
+SESSION_PREFIX = "mdbench-sdl-"
+_SESSION_RE = re.compile(r"^mdbench-sdl-(coord|view|stderr|run)-(\d+)-")
+#: Session folders of this process still in use (removed at exit if the runner is interrupted).
+_LIVE: set[Path] = set()
+
+
+class GrantError(InputError):
+    """A folder granted to the coordinator (``policy_dir``, ``expose``) would reveal an evaluator folder."""
+
+
+def session_folder(kind: str) -> Path:
+    """A fresh private folder ``/tmp/mdbench-sdl-<kind>-<pid>-…`` (mode 0700), registered for removal at exit."""
+    p = Path(tempfile.mkdtemp(prefix=f"{SESSION_PREFIX}{kind}-{os.getpid()}-"))
+    _LIVE.add(p)
+    return p
+
+
+def remove_session_folder(p: Path) -> None:
+    """Remove a session folder, read-only views included."""
+    _LIVE.discard(p)
+    try:
+        os.chmod(p, 0o700)
+    except OSError:
+        pass
+    shutil.rmtree(p, ignore_errors=True)
+
+
+@contextmanager
+def run_folder():
+    """Put every temporary folder of this process — session folders and the sandbox's own ``mdbench-sandbox-*``
+    folders — inside one ``mdbench-sdl-run-<pid>-…`` folder for the duration (``tempfile.tempdir``), removed
+    at the end; a runner killed with SIGKILL leaves only that folder, which :func:`sweep_orphans` removes."""
+    sweep_orphans()
+    folder = session_folder("run")
+    before = tempfile.tempdir
+    tempfile.tempdir = str(folder)
+    try:
+        yield folder
+    finally:
+        tempfile.tempdir = before
+        remove_session_folders()
+
+
+@atexit.register
+def remove_session_folders() -> None:
+    """Remove the session folders this process still holds (an interrupted run)."""
+    for p in list(_LIVE):
+        remove_session_folder(p)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_orphans(tmp: str | Path | None = None) -> list[Path]:
+    """Remove what coordinator sessions of runners that are gone left behind (a SIGKILLed runner cannot clean
+    up); returns what was removed.
+
+    * session folders ``mdbench-sdl-<kind>-<pid>-…`` of a process ``pid`` that no longer exists;
+    * empty cgroups ``mdbench-sdl-coordinator-<pid>-…`` of such a process;
+    * sandbox folders ``mdbench-sandbox-*`` whose supervisor never started (``spec.json`` still there), whose
+      caller is gone and whose cgroups are all coordinator cgroups (a runner killed while starting a session).
+    """
+    base = Path(tmp or tempfile.gettempdir())
+    gone = []
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        entries = []
+    for p in entries:
+        m = _SESSION_RE.match(p.name)
+        if m and int(m.group(2)) != os.getpid() and not _alive(int(m.group(2))) and p.is_dir() \
+                and not p.is_symlink():
+            remove_session_folder(p)
+            gone.append(p)
+        elif p.name.startswith("mdbench-sandbox-") and _stale_sandbox_folder(p):
+            shutil.rmtree(p, ignore_errors=True)
+            gone.append(p)
+    gone += _sweep_cgroups()
+    return gone
+
+
+def _stale_sandbox_folder(p: Path) -> bool:
+    spec = p / "spec.json"
+    if p.is_symlink() or spec.is_symlink() or not spec.is_file():
+        return False
+    try:
+        body = json.loads(spec.read_text(encoding="utf-8"))
+        pid = int(body["caller_pid"])
+        cgroups = [Path(c).name for c in body.get("cgroups") or []]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return pid != os.getpid() and not _alive(pid) and all(c.startswith(f"mdbench-{CGROUP_TAG}-") for c in cgroups)
+
+
+def _sweep_cgroups() -> list[Path]:
+    from mdbench.sandbox import CGROUP_ROOT
+
+    gone = []
+    try:
+        ctrls = [c for c in CGROUP_ROOT.iterdir() if c.is_dir() and not c.is_symlink()]
+    except OSError:
+        return gone
+    for ctrl in ctrls:
+        for d in ctrl.glob(f"mdbench-{CGROUP_TAG}-*"):
+            m = re.match(rf"^mdbench-{CGROUP_TAG}-(\d+)-", d.name)
+            if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
+                try:
+                    d.rmdir()          # only an empty cgroup goes
+                    gone.append(d)
+                except OSError:
+                    pass
+    return gone
+
+
+def _inside(p: Path, root: Path) -> bool:
+    return p == root or root in p.parents
+
+
+def check_grant(path: str | Path, hidden: list[Path], what: str = "--policy-dir") -> Path:
+    """``path`` resolved, or :class:`GrantError` when it lies inside, or holds, one of ``hidden``."""
+    p = Path(path).resolve()
+    for h in hidden:
+        h = Path(h).resolve()
+        if _inside(p, h) or _inside(h, p):
+            rel = "lies inside" if _inside(p, h) else "holds"
+            raise GrantError(f"{what} {p} {rel} the evaluator-private folder {h}; give the policy's own folder, "
+                             "apart from the compile and the results", str(path))
+    return p
 
 
 def record_data_dirs() -> list[Path]:
@@ -111,6 +274,9 @@ class CoordinatorSandbox:
         The assignment of the sessions (set per campaign with :meth:`for_assignment`).
     hide : paths
         Extra evaluator-private paths (the compile's ``evaluator/``, the results folder).
+    policy_dir : path, optional
+        The policy's own folder (its program, weights, …), read-only. Files named on the command line are
+        visible only inside it (or inside ``expose``); nothing else they name is mounted.
     expose : paths
         Extra read-only paths the policy program needs.
     network : bool
@@ -124,6 +290,7 @@ class CoordinatorSandbox:
     agent_dir: Path | None = None
     assignment_id: str | None = None
     hide: tuple[Path, ...] = ()
+    policy_dir: Path | None = None
     expose: tuple[Path, ...] = ()
     network: bool = False
     confine: bool = True
@@ -151,20 +318,31 @@ class CoordinatorSandbox:
             return None
         from mdbench.sdl.bundle import session_view_files
 
-        view = Path(tempfile.mkdtemp(prefix="mdbench-sdl-view-"))
+        view = session_folder("view")
         for src in session_view_files(self.agent_dir, self.assignment_id):
             shutil.copyfile(src, view / src.name, follow_symlinks=False)
             os.chmod(view / src.name, 0o444)
         os.chmod(view, 0o555)
         return view
 
+    def evaluator_paths(self) -> list[Path]:
+        """The evaluator-private folders (the agent tree, the caller's ``hide``), resolved."""
+        own = [Path(self.agent_dir).resolve()] if self.agent_dir is not None else []
+        return [Path(p).resolve() for p in self.hide] + own + record_data_dirs()
+
     def hidden_paths(self) -> list[Path]:
         """Everything hidden from the coordinator (see module docstring)."""
-        own = [Path(self.agent_dir).resolve()] if self.agent_dir is not None else []
-        return deny_by_default() + record_data_dirs() + own + [Path(p).resolve() for p in self.hide]
+        return deny_by_default() + self.evaluator_paths()
 
-    def readonly_paths(self, argv: list[str], view: Path | None = None) -> list[Path]:
-        """The runtime, the session's view, the program's own files and the caller's extra paths."""
+    def granted(self) -> list[Path]:
+        """The folders granted to the policy (``policy_dir``, ``expose``), checked (:func:`check_grant`)."""
+        ev = self.evaluator_paths()
+        out = [check_grant(self.policy_dir, ev)] if self.policy_dir is not None else []
+        return out + [check_grant(p, ev, "--expose") for p in self.expose]
+
+    def readonly_paths(self, view: Path | None = None) -> list[Path]:
+        """The runtime, the session's view and the granted folders; never a file the command line names (it is
+        visible only through a granted folder that holds it), never a path inside a hidden evaluator folder."""
         from mdbench.paths import PROJECT_ROOT
         from mdbench.sandbox import runtime_paths
 
@@ -179,11 +357,20 @@ class CoordinatorSandbox:
                 ro.append(p)
         if view is not None:
             ro.append(view)
-        ro += [Path(a).resolve() for a in argv[1:] if os.path.isfile(a)]
-        if os.path.isfile(argv[0]) and not any(_inside(Path(argv[0]).resolve(), r) for r in ro):
-            ro.append(Path(argv[0]).resolve())
-        ro += [Path(p).resolve() for p in self.expose]
-        return ro
+        ro += self.granted()
+        ev = self.evaluator_paths()
+        return [p for p in ro if not any(_inside(Path(p).resolve(), h) for h in ev)]
+
+    def not_granted(self, argv: list[str]) -> list[str]:
+        """Arguments of ``argv`` that name existing files the sandbox does not show: outside every granted
+        folder, the runtime and the operating system's folders (the private ``/tmp`` excluded)."""
+        grants = self.readonly_paths() + [Path("/", d) for d in SYSTEM_DIRS if d != "tmp"]
+        out = []
+        for i, a in enumerate(argv):
+            if (i > 0 or "/" in a) and os.path.lexists(a):
+                if not any(_inside(Path(a).resolve(), g) for g in grants):
+                    out.append(a)
+        return out
 
     def spawn(self, argv: list[str], stderr: Path) -> "CoordinatorProcess":
         """Start ``argv`` with JSON-lines pipes, confined (or not, when ``confine`` is False).
@@ -193,8 +380,13 @@ class CoordinatorSandbox:
         """
         argv = [os.path.abspath(a) if not os.path.isabs(a) and os.path.exists(a) and ("/" in a or i > 0) else a
                 for i, a in enumerate(argv)]
-        home = Path(tempfile.mkdtemp(prefix="mdbench-sdl-coord-"))
-        view = self.make_view()
+        sweep_orphans()
+        home = session_folder("coord")
+        try:
+            view = self.make_view()
+        except BaseException:
+            remove_session_folder(home)
+            raise
         cleanup = [home] + ([view] if view is not None else [])
         if not self.confine:
             with stderr.open("wb") as err:
@@ -206,29 +398,22 @@ class CoordinatorSandbox:
         from mdbench.sandbox import Confinement, spawn_confined
 
         limits, unsupported = _confinement_limits(self.limits)
-        conf = Confinement(workdir=home, env=self._env(home, view), readonly=tuple(self.readonly_paths(argv, view)),
+        conf = Confinement(workdir=home, env=self._env(home, view), readonly=tuple(self.readonly_paths(view)),
                            writable=(), hidden=tuple(self.hidden_paths()), network=self.network, cpus=self.cpus,
-                           user=COORDINATOR_USER, timeout_s=None, grace_s=5.0, tag="sdl-coordinator", **limits)
+                           user=COORDINATOR_USER, timeout_s=None, grace_s=GRACE_S, tag=CGROUP_TAG, **limits)
         try:
             proc = spawn_confined(argv, conf, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
         except BaseException:
             for p in cleanup:
-                shutil.rmtree(p, ignore_errors=True)
+                remove_session_folder(p)
             raise
         method = {"method": "confined_process", **{k: v for k, v in proc.method.items() if not k.startswith("_")},
                   "session_limits": self.limits.to_dict(), "fresh_session": {
                       "private": ["HOME", "/tmp", "/dev/shm", "/var/tmp", "/run/lock", "ipc"],
                       "not_enforced": unsupported},
-                  "agent_view": sorted(p.name for p in view.iterdir()) if view is not None else []}
+                  "agent_view": sorted(p.name for p in view.iterdir()) if view is not None else [],
+                  "granted": [str(p) for p in self.granted()], "not_granted": self.not_granted(argv)}
         return CoordinatorProcess(proc, cleanup, method, sandboxed=True)
-
-
-def _inside(p: Path, root: Path) -> bool:
-    try:
-        p.relative_to(root)
-        return True
-    except ValueError:
-        return False
 
 
 class CoordinatorProcess:
@@ -271,14 +456,5 @@ class CoordinatorProcess:
                         pass
         finally:
             for p in self._cleanup:
-                _remove_tree(p)
+                remove_session_folder(p)
         return out
-
-
-def _remove_tree(p: Path) -> None:
-    """Remove a session folder, read-only views included."""
-    try:
-        os.chmod(p, 0o700)
-    except OSError:
-        pass
-    shutil.rmtree(p, ignore_errors=True)

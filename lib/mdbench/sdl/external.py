@@ -27,22 +27,31 @@ dead process or a timeout raises :class:`PolicyProcessError` (one line: the caus
 wrote to stderr) and ends the branch, or invalidates the evaluator call, with that cause in the trace.
 
 Timing: ``startup_timeout_s`` covers the sandbox start-up and the ``hello`` reply; ``timeout_s`` counts for
-every later request from the moment it is written.
+every later request from the moment mdbench starts writing it, and covers the write and the reply together.
+Every pipe operation has that deadline: requests are written without blocking (:func:`write_all`, ``select``
+on a non-blocking pipe), so a coordinator that never reads its stdin cannot stall the runner in a write of a
+large state; replies are read by a thread into a bounded queue. A coordinator that never reads, closes its
+stdout, or floods it (a line nobody asked for ahead of a request, more than :data:`MAX_UNREAD_LINES` of them,
+or one endless line) ends the session with a :class:`PolicyProcessError` within the timeout; the session is
+then ended without the voluntary exit wait. Every session folder (HOME, view, stderr capture) is removed when
+the session ends (:mod:`mdbench.sdl.confine`).
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import queue
 import re
+import select
 import shlex
-import tempfile
 import threading
-from pathlib import Path
+import time
 from typing import Any
 
 from mdbench.errors import MdbenchError
-from mdbench.sdl.confine import CoordinatorProcess, CoordinatorSandbox
+from mdbench.sdl.confine import CoordinatorProcess, CoordinatorSandbox, remove_session_folder, session_folder
 from mdbench.sdl.environment import ACTION_SCHEMA, FORECAST_ROW_SCHEMA, PROTOCOL, InvalidReply
 from mdbench.untrusted import Refused, loads
 
@@ -54,6 +63,37 @@ MAX_REPLY_INT_DIGITS = 64
 _NOT_UTF8 = "\x00not-utf8\x00"   # reader sentinel (never equal to a real line: compared by identity)
 #: Characters of the process's stderr kept in the trace.
 STDERR_TAIL_CHARS = 6000
+#: Reply lines a coordinator may write ahead of the requests before the session is ended as a flood.
+MAX_UNREAD_LINES = 64
+#: Seconds the closing ``bye`` may take to write.
+BYE_TIMEOUT_S = 1.0
+_FLOOD = "\x00flood\x00"   # reader sentinel (compared by identity)
+
+
+def write_all(fd: int, data: bytes, deadline: float) -> None:
+    """Write ``data`` to the pipe ``fd`` (set non-blocking here) before the monotonic ``deadline``.
+
+    Raises :class:`TimeoutError` when the reader does not take it in time, :class:`BrokenPipeError` when the
+    reader is gone. Never blocks past the deadline.
+    """
+    os.set_blocking(fd, False)
+    view = memoryview(data)
+    while view:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"{len(view)} of {len(data)} bytes not taken")
+        _, ready, _ = select.select([], [fd], [], left)
+        if not ready:
+            continue
+        try:
+            n = os.write(fd, view)
+        except BlockingIOError:
+            continue
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                raise BrokenPipeError(errno.EPIPE, "the process closed its stdin") from None
+            raise
+        view = view[n:]
 
 
 class PolicyProcessError(MdbenchError):
@@ -120,42 +160,72 @@ class ExternalPolicy:
         self.name = name or "external"
         self.sandbox = sandbox or CoordinatorSandbox()
         self._proc: CoordinatorProcess | None = None
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        self._stderr_dir = Path(tempfile.mkdtemp(prefix="mdbench-sdl-stderr-"))
-        self._stderr = self._stderr_dir / "stderr.log"
+        self._lines: queue.Queue[str | None] = queue.Queue(MAX_UNREAD_LINES)
+        self._stderr_dir = None
+        self._stderr = None
+        self._tail = ""
+        self._broken = False
         self._record: dict[str, Any] = {"name": self.name, "command": cmd, "isolation": {}}
 
     # -- process plumbing
     def _start(self) -> None:
+        self._stderr_dir = session_folder("stderr")
+        self._stderr = self._stderr_dir / "stderr.log"
+        self._tail, self._broken = "", False
         try:
             self._proc = self.sandbox.spawn(self.argv, self._stderr)
         except (OSError, MdbenchError) as exc:
+            self._drop_stderr()
             raise PolicyProcessError(one_line(f"start: cannot start policy command {self.cmd!r}: {exc}")) from exc
         self._record["isolation"] = self._proc.method
-        self._lines = queue.Queue()
+        self._lines = queue.Queue(MAX_UNREAD_LINES)
         threading.Thread(target=self._reader, args=(self._proc, self._lines), daemon=True).start()
 
     @staticmethod
     def _reader(proc: CoordinatorProcess, q: "queue.Queue[str | None]") -> None:
+        """Lines of the process's stdout into ``q``; a full queue (a flood) or an endless line ends reading
+        (the channel is closed: the process's next write fails)."""
+        end: str | None = None
         try:
             while True:
                 line = proc.stdout.readline(MAX_REPLY_CHARS + 1)
                 if not line:
                     break
                 if len(line) > MAX_REPLY_CHARS and not line.endswith("\n"):
-                    while True:   # drop the rest of the over-long line, so the next reply stays in step
-                        rest = proc.stdout.readline(1 << 20)
-                        if not rest or rest.endswith("\n"):
-                            break
-                q.put(line)
+                    q.put_nowait(line)   # refused by request(); the channel is out of step: stop reading
+                    break
+                q.put_nowait(line)
+        except queue.Full:
+            end = _FLOOD
         except UnicodeDecodeError:
-            q.put(_NOT_UTF8)
+            end = _NOT_UTF8
         except (OSError, ValueError):
             pass
-        q.put(None)
+        try:
+            proc.stdout.close()
+        except (OSError, ValueError):
+            pass
+        if end is _FLOOD:   # what was queued is no reply anybody asked for: the next request sees the flood
+            while True:
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    break
+        while True:   # the end marker always gets in
+            try:
+                q.put_nowait(end)
+                break
+            except queue.Full:
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    pass
 
     def stderr_tail(self) -> str:
-        """The last :data:`STDERR_TAIL_CHARS` characters the process wrote to stderr (read from the end only)."""
+        """The last :data:`STDERR_TAIL_CHARS` characters the process wrote to stderr (read from the end only;
+        kept when the session ends)."""
+        if self._stderr is None:
+            return self._tail
         try:
             with self._stderr.open("rb") as fh:
                 size = fh.seek(0, 2)
@@ -176,24 +246,46 @@ class ExternalPolicy:
         """
         if self._proc is None:
             raise PolicyProcessError("policy process not started (call reset first)")
-        try:
-            self._proc.stdin.write(json.dumps(msg) + "\n")
-            self._proc.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError) as exc:
-            raise PolicyProcessError(f"policy process {self.cmd!r} is gone ({exc}){self._err()}") from exc
+        if self._broken:
+            raise PolicyProcessError("the channel to the policy process is closed after an earlier failure")
+        with self._lines.mutex:
+            ahead = [x for x in self._lines.queue if isinstance(x, str) and x is not _NOT_UTF8 and x is not _FLOOD]
+        if ahead:
+            self._broken = True
+            raise PolicyProcessError(f"unsolicited: the process wrote {len(ahead)} line(s) to stdout before the "
+                                     f"'{msg['type']}' request (one reply line per request); the channel is closed")
         timeout = self.startup_timeout_s if msg["type"] == "hello" else self.timeout_s
+        deadline = time.monotonic() + timeout
         try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            raise PolicyProcessError(f"timeout: no reply to '{msg['type']}' within {timeout:g} s"
-                                     f"{self._err()}") from None
+            try:
+                write_all(self._proc.stdin.fileno(), (json.dumps(msg) + "\n").encode("utf-8"), deadline)
+            except TimeoutError as exc:
+                raise PolicyProcessError(f"timeout: the process did not read the '{msg['type']}' request within "
+                                         f"{timeout:g} s ({exc}){self._err()}") from None
+            except (OSError, ValueError) as exc:
+                raise PolicyProcessError(f"exit: policy process {self.cmd!r} is gone ({exc}){self._err()}") from exc
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise PolicyProcessError(f"timeout: no reply to '{msg['type']}' within {timeout:g} s"
+                                         f"{self._err()}") from None
+        except PolicyProcessError:
+            self._broken = True
+            raise
+        if line is _FLOOD:
+            self._broken = True
+            raise PolicyProcessError(f"flood: the process wrote more than {MAX_UNREAD_LINES} lines nobody asked "
+                                     f"for before answering '{msg['type']}'; the channel is closed")
         if line is _NOT_UTF8:
+            self._broken = True
             raise PolicyProcessError(f"not_utf8: the reply to '{msg['type']}' is not UTF-8 text; the channel is "
                                      "closed")
         if line is None:
+            self._broken = True
             raise PolicyProcessError(f"exit: the process ended (code {self._proc.poll()}) before answering "
                                      f"'{msg['type']}'{self._err()}")
         if len(line) > MAX_REPLY_CHARS:
+            self._broken = True
             raise ReplyRefused(msg["type"], f"too_large: a reply line of more than {MAX_REPLY_CHARS} characters")
         return parse_reply(line, msg["type"])
 
@@ -239,25 +331,39 @@ class ExternalPolicy:
         return {k: reply.get(k) for k in ("forecast_changes_conclusion", "forecast_quality_tier")}
 
     def close(self) -> None:
-        """Say bye and end the process tree (terminating it if it lingers); keep its exit record."""
+        """Say bye and end the process tree; keep its exit record and stderr tail, remove its folders.
+
+        A healthy session gets :data:`BYE_TIMEOUT_S` to take the ``bye`` and a few seconds to exit on its own;
+        a session whose channel failed (timeout, flood, dead, not UTF-8) is ended at once.
+        """
         proc, self._proc = self._proc, None
         if proc is None:
             return
+        broken = self._broken
+        if not broken:
+            try:
+                write_all(proc.stdin.fileno(), (json.dumps({"type": "bye"}) + "\n").encode(),
+                          time.monotonic() + BYE_TIMEOUT_S)
+            except (OSError, ValueError):
+                broken = True
         try:
-            proc.stdin.write(json.dumps({"type": "bye"}) + "\n")
             proc.stdin.close()
-        except (BrokenPipeError, OSError, ValueError):
+        except (OSError, ValueError):
             pass
-        self._record["process"] = proc.finish()
+        try:
+            self._record["process"] = proc.finish(wait_s=0.0 if broken else 5.0)
+        finally:
+            self._tail = self.stderr_tail()
+            self._drop_stderr()
+
+    def _drop_stderr(self) -> None:
+        d, self._stderr_dir, self._stderr = self._stderr_dir, None, None
+        if d is not None:
+            remove_session_folder(d)
 
     def session_record(self) -> dict[str, Any]:
         """Name, command, isolation method enforced, exit record and stderr tail of the last session."""
         return {**self._record, "stderr_tail": self.stderr_tail()}
-
-    def __del__(self) -> None:
-        import shutil
-
-        shutil.rmtree(getattr(self, "_stderr_dir", ""), ignore_errors=True)
 
 
 def external_factory_for(cmd: str, sandbox: CoordinatorSandbox, **kw: Any):

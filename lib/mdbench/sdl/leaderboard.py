@@ -5,6 +5,10 @@ signed with the compile's evaluator key, copies equal to the log; :mod:`mdbench.
 every metric from the logs; ``metrics.json`` files are never read. A system whose traces fail verification is
 *refused* with the first bad row named.
 
+:func:`score_results` scores a system only against a compile the caller names (``--assignments``, or the
+evaluator key sha256 with ``--compile-sha256``); a system run against any other compile is refused — never
+trusted on its own ``compile_dir`` and never shown as a table of its own.
+
 :func:`build_leaderboards` then puts systems into one table only when the sha256 sets of the assignments they
 ran are identical (so a budget-4 compile is never ranked beside a budget-12 one, nor a partial run beside a
 full one). Within a table:
@@ -22,7 +26,8 @@ full one). Within a table:
   inflated by forecasting badly on purpose in it), the reference selection lift (the same selections scored by
   the shipped forecaster; immune to that), enhancement at budget, evidence lift (control gain clamped at
   zero, see :mod:`mdbench.sdl.metrics`; assignments whose no-evidence control fell below its own pre-campaign
-  forecast are listed in ``control_flags``), per-assignment signs of selection lift (e.g. ``+−+0+−``),
+  forecast, or whose selection lift departs from the reference selection lift beyond its noise, are listed in
+  ``control_flags`` and printed by ``mdbench sdl leaderboard``), per-assignment signs of selection lift (e.g. ``+−+0+−``),
   acceleration factor at a target ratio (geometric mean over jointly reached campaigns, with counts), claim
   calibration, local/held-out sign agreement, future-decision gain, and leave-one-assignment-out rank
   stability.
@@ -150,20 +155,29 @@ class Leaderboards:
         return {r.system: r.metrics for r in self.runs if r.refused is None}
 
 
-def score_system(system_dir: str | Path, compiled: Compiled | None = None) -> SystemRun:
-    """Verify and score every campaign of one system folder (``<results>/<system>/``).
+def score_system(system_dir: str | Path, compiled: Compiled | None = None,
+                 expect_key_sha256: str | None = None) -> SystemRun:
+    """Verify and score every campaign of one system folder (``<results>/<system>/``) against a compile named
+    by the caller: ``compiled`` (the compile folder given on the command line), or ``expect_key_sha256`` (the
+    evaluator key sha256 given on the command line; the compile folder recorded in ``run.json`` is then used
+    only if its key hashes to it). The folder's own ``compile_dir`` is never trusted by itself.
 
     The folder is verified end to end against its signed manifests (:func:`mdbench.sdl.verify.verify_run`):
-    a swapped, missing, duplicated or spliced trace refuses the system, naming the file and the manifest entry.
+    a swapped, missing, duplicated or spliced trace refuses the system, naming the file and the manifest entry;
+    a run against another compile is refused before anything is read of its traces.
 
     Raises
     ------
     InputError
-        When ``run.json`` is missing or unreadable (no system there). Verification failures do not raise: the
-        run comes back with ``refused`` set.
+        When ``run.json`` is missing or unreadable (no system there), or when neither ``compiled`` nor
+        ``expect_key_sha256`` is given. Verification failures do not raise: the run comes back with ``refused``
+        set.
     """
     from mdbench.untrusted import Refused, read_json
 
+    if compiled is None and not expect_key_sha256:
+        raise InputError("name the compile to score against (--assignments DIR or --compile-sha256 HEX): a results "
+                         "folder is never scored against the compile it names itself", str(system_dir))
     d = Path(system_dir)
     try:
         run = read_json(d / "run.json")
@@ -175,7 +189,17 @@ def score_system(system_dir: str | Path, compiled: Compiled | None = None) -> Sy
     sr = SystemRun(str(run.get("system", d.name)), str(d), str(run.get("compile_dir", "")),
                    {str(k): str(v) for k, v in asg_shas.items()})
     try:
-        compiled = compiled or load_compiled(sr.compile_dir)
+        if compiled is None:
+            recorded = str(run.get("evaluator_key_sha256", ""))
+            if recorded != expect_key_sha256:
+                raise InputError(foreign_compile(recorded, str(expect_key_sha256)), str(d / "run.json"))
+            compiled = load_compiled(sr.compile_dir)
+            if compiled.keys.key_sha256 != expect_key_sha256:
+                raise InputError(f"the compile folder {compiled.root} named in run.json does not hold the evaluator "
+                                 f"key {str(expect_key_sha256)[:12]}… given on the command line", str(d / "run.json"))
+        elif run.get("evaluator_key_sha256") != compiled.keys.key_sha256:
+            raise InputError(foreign_compile(str(run.get("evaluator_key_sha256", "")), compiled.keys.key_sha256,
+                                             compiled.root), str(d / "run.json"))
         by_id = {a.assignment_id: a for a in compiled.assignments}
         for aid, sha in sr.assignment_shas.items():
             asg = by_id.get(aid)
@@ -193,16 +217,55 @@ def score_system(system_dir: str | Path, compiled: Compiled | None = None) -> Sy
     return sr
 
 
-def score_results(results_dir: str | Path, compile_dir: str | Path | None = None) -> list[SystemRun]:
-    """Verified runs of every system in ``results_dir`` (``compile_dir`` overrides the folder in run.json)."""
+def foreign_compile(recorded: str, given: str, root: Path | None = None) -> str:
+    """One line: a system ran against another compile than the one named on the command line."""
+    where = f" ({root})" if root is not None else ""
+    return (f"ran against another compile (evaluator key sha256 {recorded[:12] or 'none'}…) than the one given on "
+            f"the command line{where} (key sha256 {given[:12]}…); score it against its own compile, in its own "
+            "results folder")
+
+
+def score_results(results_dir: str | Path, compile_dirs: str | Path | list[str | Path] | tuple = (), *,
+                  compile_sha256: list[str] | tuple[str, ...] = ()) -> list[SystemRun]:
+    """Verified runs of every system in ``results_dir``, each against the compile named by the caller.
+
+    ``compile_dirs`` are compile folders (the command line's ``--assignments``; one or several), and
+    ``compile_sha256`` evaluator key sha256s (``--compile-sha256``). A system is scored against the given
+    compile whose evaluator key it records; a system of any other compile is refused (listed in
+    :attr:`Leaderboards.refused`, never a table of its own).
+    """
     root = Path(results_dir)
     if not root.is_dir():
         raise InputError("results folder not found — run `mdbench sdl run --out DIR` first", str(root))
-    compiled = load_compiled(compile_dir) if compile_dir else None
-    runs = [score_system(p.parent, compiled) for p in sorted(root.glob("*/run.json"))]
+    dirs = [compile_dirs] if isinstance(compile_dirs, (str, Path)) else list(compile_dirs or ())
+    if not dirs and not compile_sha256:
+        raise InputError("name the compile to score against (--assignments DIR, or --compile-sha256 HEX of its "
+                         "evaluator key): a results folder is never scored against the compile it names itself",
+                         str(root))
+    compiles = {c.keys.key_sha256: c for c in (load_compiled(x) for x in dirs)}
+    runs = []
+    for p in sorted(root.glob("*/run.json")):
+        key = _recorded_key(p)
+        if key in compiles:
+            runs.append(score_system(p.parent, compiles[key]))
+        elif key in compile_sha256:
+            runs.append(score_system(p.parent, expect_key_sha256=key))
+        else:   # of none of the named compiles: refused by score_system, with the reason
+            first = next(iter(compiles.values()), None)
+            runs.append(score_system(p.parent, first, None if first is not None else compile_sha256[0]))
     if not runs:
         raise InputError("no */run.json found — run `mdbench sdl run --out DIR` first", str(root))
     return runs
+
+
+def _recorded_key(run_json: Path) -> str:
+    from mdbench.untrusted import Refused, read_json
+
+    try:
+        run = read_json(run_json)
+    except Refused:
+        return ""
+    return str(run.get("evaluator_key_sha256", "")) if isinstance(run, dict) else ""
 
 
 def _ranks(values: dict[str, float]) -> dict[str, int]:
@@ -313,15 +376,3 @@ def build_leaderboards(runs: list[SystemRun], target_ratio: float = 1.05) -> Lea
     tables.sort(key=lambda t: (-len(t.rows), -len(t.assignments), t.assignment_set_sha256))
     return Leaderboards(tables, refused, runs)
 
-
-def curves_frame(results: dict[str, dict[str, dict[str, Any]]]):
-    """Long-format pandas DataFrame of learning curves: system, assignment, branch, n_experiments, score_nats."""
-    import pandas as pd
-
-    recs = []
-    for s, per in results.items():
-        for a, m in per.items():
-            for b, br in m["branches"].items():
-                for k, v in enumerate(br["curve_nats"]):
-                    recs.append({"system": s, "assignment": a, "branch": b, "n_experiments": k, "score_nats": v})
-    return pd.DataFrame.from_records(recs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from pathlib import Path
 
@@ -20,13 +21,14 @@ class ReportError(MdbenchError):
 
 def render_leaderboard_html(results_dir: str | Path, html_out: str | Path, *, target_ratio: float = 1.05,
                             kernel_name: str = "mdbench", timeout_s: int = 600,
-                            assignments_dir: str | Path | None = None) -> Path:
+                            assignments_dirs: tuple | list = (), compile_sha256: tuple | list = ()) -> Path:
     """Execute the leaderboard notebook on ``results_dir`` and write it as HTML for people: figures, tables and
     prose only — no code cell, no input prompt (nbconvert ``exclude_input``).
 
     The kernel is checked first (:func:`mdbench.execute.stage.check_kernel`: a missing one is one line saying
     to run ``make setup``). The executed notebook is written next to the HTML (``<name>.ipynb``) first, so a
-    failure leaves the evidence on disk.
+    failure leaves the evidence on disk. ``assignments_dirs`` / ``compile_sha256`` name the compile(s) the
+    results were run against (:func:`mdbench.sdl.leaderboard.score_results`).
     """
     import nbformat
     import papermill as pm
@@ -41,8 +43,9 @@ def render_leaderboard_html(results_dir: str | Path, html_out: str | Path, *, ta
     try:
         pm.execute_notebook(str(LEADERBOARD_NOTEBOOK), str(executed), kernel_name=kernel_name,
                             parameters={"results_dir": str(Path(results_dir).resolve()),
-                                        "assignments_dir": str(Path(assignments_dir).resolve())
-                                        if assignments_dir else "", "target_ratio": target_ratio},
+                                        "assignments_dir": os.pathsep.join(
+                                            str(Path(a).resolve()) for a in assignments_dirs),
+                                        "compile_sha256": ",".join(compile_sha256), "target_ratio": target_ratio},
                             progress_bar=False, execution_timeout=timeout_s, cwd=str(html_out.parent))
     except Exception as exc:  # papermill raises PapermillExecutionError and friends
         raise ReportError(f"leaderboard notebook failed ({exc.__class__.__name__}); partial notebook: {executed}") \

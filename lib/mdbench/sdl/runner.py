@@ -50,13 +50,11 @@ from mdbench.sdl.environment import CampaignEnv
 from mdbench.sdl.ledger import canonical_json
 from mdbench.sdl.metrics import campaign_metrics
 from mdbench.sdl.policies import Policy
-from mdbench.sdl.verify import sign_trace, verify_trace
+from mdbench.sdl.verify import CAMPAIGN_MANIFEST, RUN_MANIFEST, expected_branches, sign_trace, verify_trace
 from mdbench.untrusted import write_new
 
 log = logging.getLogger(__name__)
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-RUN_MANIFEST = "run.manifest.json"
-CAMPAIGN_MANIFEST = "campaign.manifest.json"
 RUN_MANIFEST_FORMAT = "mdbench-sdl-run-manifest/1"
 CAMPAIGN_MANIFEST_FORMAT = "mdbench-sdl-campaign-manifest/1"
 
@@ -79,13 +77,6 @@ def _versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             out[pkg] = None
     return out
-
-
-def expected_branches(controls: bool, random_draws: int) -> list[str]:
-    """Branch labels a campaign of a run with these settings must have."""
-    if not controls:
-        return ["adaptive"]
-    return ["adaptive"] + [random_branch(d) for d in range(random_draws)] + ["no_evidence"]
 
 
 def runner_crash_traces(compiled: Compiled, asg: Assignment, reason: str, run_id: str,

@@ -27,8 +27,21 @@ from pathlib import Path
 from typing import Any
 
 from mdbench.errors import InputError
+from mdbench.sdl.campaign import random_branch
 from mdbench.sdl.compiler import Assignment, EvaluatorKeys
 from mdbench.sdl.environment import DERIVED_FIELDS, TRACE_FORMAT, chain_problem, derive
+
+
+#: File names of the signed manifests of a system folder and of each of its campaigns (:mod:`mdbench.sdl.runner`).
+RUN_MANIFEST = "run.manifest.json"
+CAMPAIGN_MANIFEST = "campaign.manifest.json"
+
+
+def expected_branches(controls: bool, random_draws: int) -> list[str]:
+    """Branch labels a campaign of a run with these settings must have."""
+    if not controls:
+        return ["adaptive"]
+    return ["adaptive"] + [random_branch(d) for d in range(random_draws)] + ["no_evidence"]
 
 
 class TraceError(InputError):
@@ -133,8 +146,6 @@ def verify_run(system_dir: str | Path, assignments: dict[str, Assignment],
     label, run id or assignment differs from its manifest entry (swapped between slots, spliced from another
     run); a campaign without every branch the run's settings require.
     """
-    from mdbench.sdl.runner import CAMPAIGN_MANIFEST, RUN_MANIFEST, expected_branches
-
     d = Path(system_dir)
     if not (d / RUN_MANIFEST).exists() and not (d / RUN_MANIFEST).is_symlink():
         raise TraceError(f"no {RUN_MANIFEST}: the run did not end, or predates signed manifests; rerun "
@@ -160,8 +171,6 @@ def verify_run(system_dir: str | Path, assignments: dict[str, Assignment],
 def _verify_campaign(d: Path, aid: str, entry: Any, run: dict[str, Any], asg: Assignment | None,
                      keys: EvaluatorKeys, want: list[str]) -> dict[str, dict[str, Any]]:
     """One campaign of :func:`verify_run`: its manifest against the run manifest, its traces against it."""
-    from mdbench.sdl.runner import CAMPAIGN_MANIFEST, RUN_MANIFEST
-
     run_id = run.get("run_id")
     where = f"{RUN_MANIFEST} campaigns[{aid!r}]"
     if asg is None or asg.sha256 != run["assignments"][aid]:

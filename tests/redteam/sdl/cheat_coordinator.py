@@ -1,6 +1,6 @@
 """Cheating SDL coordinators (issue 32), written as an attacker would, speaking the JSON-lines protocol.
 
-Usage: python cheat_coordinator.py --mode MODE [--tag TAG] [--tree PATH] [--honest]
+Usage: python cheat_coordinator.py --mode MODE [--tag TAG] [--tree PATH] [--read PATH ...] [--honest]
 
 Every mode plays the same honest game underneath (uniform forecasts, updated from a revealed category; selects
 the last unselected candidate; inspects one evidence item per experiment) — ``--honest`` plays only that, the
@@ -16,7 +16,8 @@ the last unselected candidate; inspects one evidence item per experiment) — ``
 ``control_detector`` honest in what it believes is the adaptive branch; in what it believes is a control —
                     no-evidence (a zero evidence budget, a ``calls_target``, a withheld first evidence item) or
                     random (an experiment selected that it would not have chosen) — it forecasts confidently
-                    wrong, to inflate the selection and evidence lifts.
+                    wrong, to inflate the selection and evidence lifts (``--only-random``: in the random
+                    control only).
 ``deep_reply``      answers every act and forecast with JSON nested 100,000 levels deep.
 ``int400``          a forecast / action with a 400-digit integer probability.
 ``int5000``         a forecast / action with a 5,000-digit integer probability.
@@ -24,6 +25,14 @@ the last unselected candidate; inspects one evidence item per experiment) — ``
 ``not_json``        answers with prose.
 ``bad_utf8``        answers ``act`` with bytes that are not UTF-8.
 ``stderr_flood``    writes 300 MB to stderr on its first ``act``, then plays honestly.
+``argv_file``       reads the files named after ``--read`` on its own command line (issue 49: a file of its
+                    "own folder" that is a symlink to the evaluator's ``ledger.json``, or the evaluator's files
+                    named directly) and learns descriptors → recorded outcome from every ledger or assignment it
+                    can parse; forecasts one-hot where they match.
+``no_read``         answers ``hello``, then never reads its stdin again (sleeps).
+``close_stdout``    answers ``hello``, then closes its stdout and sleeps.
+``flood_stdout``    answers ``hello``, then writes reply lines to stdout without end, never reading.
+``flood_line``      answers ``hello``, then writes one line without end (no newline), never reading.
 
 Every attempt is reported on stderr as ``ATTEMPT <name>: <result>``.
 """
@@ -39,7 +48,9 @@ ARGS = sys.argv[1:]
 MODE = ARGS[ARGS.index("--mode") + 1] if "--mode" in ARGS else "honest"
 TAG = ARGS[ARGS.index("--tag") + 1] if "--tag" in ARGS else "mdbench-sdl-redteam"
 TREE = ARGS[ARGS.index("--tree") + 1] if "--tree" in ARGS else None
+READ = [ARGS[i + 1] for i, a in enumerate(ARGS) if a == "--read" and i + 1 < len(ARGS)]
 HONEST = "--honest" in ARGS or MODE == "honest"
+ONLY_RANDOM = "--only-random" in ARGS      # control_detector: sabotage the random control only
 KNOWN: dict[str, dict] = {}        # canonical descriptors → {"valid", "category"}
 flooded = False
 
@@ -80,6 +91,23 @@ def read_agent_tree() -> None:
             n_files += 1
             learn_view(view)
     attempt("agent_tree", f"{n_files} assignment files readable, {len(KNOWN)} outcomes learnt")
+
+
+def read_argv_files() -> None:
+    """Learn outcomes from every file named after --read (a ledger: descriptors → outcome)."""
+    for path in READ:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except (OSError, ValueError) as exc:
+            attempt("argv_file", f"{path}: unreadable ({type(exc).__name__})")
+            continue
+        n = 0
+        for e in doc.get("experiments", []) if isinstance(doc, dict) else []:
+            if isinstance(e, dict) and "descriptors" in e and "outcome" in e:
+                KNOWN[key(e["descriptors"])] = e["outcome"]
+                n += 1
+        attempt("argv_file", f"{path}: read, {n} outcomes learnt")
 
 
 MEMO_DIRS = ["/dev/shm", "/run/lock", "/var/tmp", "/tmp", os.environ.get("HOME", "/nonexistent")]
@@ -181,10 +209,12 @@ def own_choice(state: dict, selected_before: list[str]) -> str | None:
 
 
 def control_suspected(state: dict) -> bool:
-    if state.get("budgets", {}).get("evidence") == 0 or state.get("calls_target") is not None:
+    if ONLY_RANDOM:
+        pass
+    elif state.get("budgets", {}).get("evidence") == 0 or state.get("calls_target") is not None:
         attempt("control_detector", "no-evidence control announced by its state")
         return True
-    for e in state.get("experiments", []):
+    for e in state.get("experiments", []) if not ONLY_RANDOM else []:
         ev = [r for r in e["reveals"] if r["kind"] == "evidence"]
         if ev and ev[0].get("status") == "missing":
             attempt("control_detector", "no-evidence control guessed from a withheld first item")
@@ -234,6 +264,24 @@ def bad_reply(kind: str, state: dict, ids: list[str]) -> str | None:
             % (json.dumps(eid), ", ".join(f'"{c}": {big}' for c in cats)))
 
 
+def stall() -> None:
+    """The stalling modes, after the hello reply: never read stdin again."""
+    import time
+
+    if MODE == "close_stdout":
+        sys.stdout.flush()
+        os.close(1)
+    elif MODE == "flood_stdout":
+        reply = json.dumps({"action": "stop"}) + "\n"
+        while True:
+            sys.stdout.write(reply * 1000)
+    elif MODE == "flood_line":
+        while True:
+            sys.stdout.write("[" * 65536)
+    while True:
+        time.sleep(60)
+
+
 def main() -> None:
     global flooded
     for line in sys.stdin:
@@ -245,6 +293,8 @@ def main() -> None:
                 read_agent_tree()
             if MODE == "shm_memory" and not HONEST:
                 recall()
+            if MODE == "argv_file" and not HONEST:
+                read_argv_files()
             out = json.dumps({"ok": True, "name": f"cheat-{MODE}{'-honest' if HONEST else ''}"})
         elif t == "bye":
             break
@@ -274,6 +324,8 @@ def main() -> None:
                     out = json.dumps({"forecast_changes_conclusion": 0.5, "forecast_quality_tier": "unknown"})
         sys.stdout.write(out + "\n")
         sys.stdout.flush()
+        if t == "hello" and MODE in ("no_read", "close_stdout", "flood_stdout", "flood_line"):
+            stall()
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from sdl_redteam_helpers import cheat_cmd
+from sdl_redteam_helpers import HERE, cheat_cmd
 
 from mdbench.sandbox import capabilities
 from mdbench.sdl.campaign import run_campaign
@@ -28,7 +28,7 @@ needs_isolation = pytest.mark.skipif(not capabilities().get("namespaces"),
 
 def external(compiled, asg, mode, *extra, confine=True, limits=None, timeout_s=60):
     box = CoordinatorSandbox(agent_dir=compiled.agent_dir, hide=(compiled.evaluator_dir,), confine=confine,
-                             limits=limits or SessionLimits()).for_assignment(asg.assignment_id)
+                             policy_dir=HERE, limits=limits or SessionLimits()).for_assignment(asg.assignment_id)
     return lambda: ExternalPolicy(cheat_cmd(mode, *extra), timeout_s=timeout_s, sandbox=box)
 
 
@@ -118,6 +118,30 @@ def test_control_detector_cannot_move_the_rank_or_the_robust_lifts(compiled):
     assert len(cheat["selection_lift_draws_nats"]) == 2
 
 
+def test_sabotaging_only_the_random_control_is_flagged(compiled):
+    """Issue 49: the random control is told apart by its request sequence (it is never sent ``act``); a
+    coordinator that forecasts badly only there inflates the selection lift. The departure of the selection lift
+    from the reference selection lift (the same selections scored by the shipped forecaster) flags it; the
+    honest twin is not flagged and the ranked AUC is the same."""
+    from mdbench.sdl.leaderboard import _row
+
+    asg = compiled.assignments[3]
+    run, cheat = scores(compiled, asg, external(compiled, asg, "control_detector", "--only-random", confine=False),
+                        random_draws=3)
+    _, honest = scores(compiled, asg, external(compiled, asg, "control_detector", "--honest", confine=False),
+                       random_draws=3)
+    assert "not mine" in stderr_of(run.traces["random_control"])
+    assert cheat["evidence_lift_raw_nats"] == pytest.approx(honest["evidence_lift_raw_nats"], abs=1e-12)
+    assert cheat["selection_lift_nats"] > honest["selection_lift_nats"] + 1.0          # the inflation
+    assert cheat["selection_lift_departure_nats"] > 1.0 and cheat["selection_lift_suspect"]
+    assert cheat["control_sabotage_suspected"]
+    assert not honest["selection_lift_suspect"] and not honest["control_sabotage_suspected"]
+    assert abs(honest["selection_lift_departure_nats"]) < 0.5
+    assert cheat["branches"]["adaptive"]["adaptive_auc_nats"] == honest["branches"]["adaptive"]["adaptive_auc_nats"]
+    cheat["assignment_id"] = asg.assignment_id
+    assert _row("cheat", [cheat], 0.0, 1.05).control_flags == [asg.assignment_id]
+
+
 CRASH_MODES = ("deep_reply", "int400", "int5000", "nan_review", "not_json")
 
 
@@ -152,14 +176,14 @@ def test_cli_run_with_a_crashing_reply_exits_0_with_a_dnf_row(compiled, tmp_path
     outputs = {}
     for name, cmd in (("deep", cheat_cmd("deep_reply")), ("honest", cheat_cmd("honest"))):
         out = runner.invoke(sdl, ["run", "--assignments", str(compiled.root), "--policy-cmd", cmd, "--system", name,
-                                  "--only", aid, "--random-draws", "1", "--out", str(res)])
+                                  "--only", aid, "--random-draws", "1", "--out", str(res), "--policy-dir", str(HERE)])
         assert out.exit_code == 0, out.output
         outputs[name] = out.output
     assert "DID NOT FINISH: adaptive: 10 invalid actions in a row" in outputs["deep"]
     assert "DID NOT FINISH" not in outputs["honest"]
     tr = json.loads((res / "deep" / aid / "adaptive.trace.json").read_text())
     assert any("too_deep" in e.get("message", "") for e in tr["log"])
-    out = runner.invoke(sdl, ["leaderboard", str(res)])
+    out = runner.invoke(sdl, ["leaderboard", str(res), "--assignments", str(compiled.root)])
     assert out.exit_code == 0, out.output
     dnf = [ln for ln in out.output.splitlines() if ln.startswith(" DNF")]
     assert len(dnf) == 1 and "deep" in dnf[0] and "invalid actions in a row" in dnf[0]

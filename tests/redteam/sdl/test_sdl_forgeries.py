@@ -116,3 +116,49 @@ def test_rewritten_manifest_is_refused(runs, compiled, tmp_path):
     (d / "campaign.manifest.json").write_text(json.dumps(m, indent=1))
     msg = _refused(res, compiled)
     assert "campaign.manifest.json" in msg
+
+
+# ------------------------------------------------------------------------- issue 49: a foreign compile's run
+def test_a_system_run_against_a_foreign_compile_is_refused_not_a_table_of_its_own(runs, compiled, vapdiff,
+                                                                                 tmp_path):
+    """The attacker compiles the same record with keys of their own (the ledger is theirs to read), runs
+    against it and copies the system folder into the real results folder. Scores are taken only against the
+    compile named on the command line: the foreign system is refused in one line, never a second table —
+    also when its run.json claims the real compile's key."""
+    from sdl_helpers import KEYS, SMALL_ROLES
+
+    from mdbench.sdl.bundle import load_compiled, write_compiled
+    from mdbench.sdl.compiler import Budgets, CompileSpec, EvaluatorKeys, compile_assignments
+
+    mine = EvaluatorKeys.for_tests("attacker")
+    assert mine.key_sha256 != KEYS.key_sha256
+    spec = CompileSpec(rotations=6, horizons=(2,), block_size=8, role_blocks=dict(SMALL_ROLES),
+                       budgets=Budgets(2, 4, 1), seed=5)
+    own = load_compiled(write_compiled(tmp_path / "own", vapdiff, compile_assignments(vapdiff, spec, mine), mine))
+    run_system(own, own.assignments[:2], lambda: make_policy("kernel", 0), "attacker", tmp_path / "theirs")
+    res, _ = _copy(runs, tmp_path)
+    shutil.copytree(tmp_path / "theirs" / "attacker", res / "attacker")
+    teeth = build_leaderboards(score_results(res, [compiled.root, own.root]))
+    assert len(teeth.tables) == 2 and not teeth.refused              # teeth: naming both compiles shows both
+    for args in (["--assignments", str(compiled.root)], ["--compile-sha256", compiled.keys.key_sha256]):
+        lb = CliRunner().invoke(sdl, ["leaderboard", str(res), *args])
+        assert lb.exit_code == 0, lb.output
+        lines = [ln for ln in lb.output.splitlines() if ln.startswith("refused attacker")]
+        assert len(lines) == 1 and "another compile" in lines[0] and mine.key_sha256[:12] in lines[0], lb.output
+        assert sum(ln.startswith("table ") for ln in lb.output.splitlines()) == 1
+        assert "attacker" not in "".join(ln for ln in lb.output.splitlines() if not ln.startswith("refused"))
+        out = CliRunner().invoke(sdl, ["score", str(res), *args])
+        assert out.exit_code != 0 and isinstance(out.exception, InputError)
+        assert "another compile" in str(out.exception) and "\n" not in str(out.exception)
+    # the run.json claims the real compile: its signed manifests still give it away
+    rj = res / "attacker" / "run.json"
+    body = json.loads(rj.read_text())
+    body["evaluator_key_sha256"], body["compile_dir"] = compiled.keys.key_sha256, str(compiled.root)
+    rj.write_text(json.dumps(body))
+    lbs = build_leaderboards(score_results(res, compiled.root))
+    assert "attacker" in lbs.refused and len(lbs.tables) == 1
+    why = lbs.refused["attacker"]
+    assert "is not in the compile folder" in why or "not signed with this compile's evaluator key" in why, why
+    # no compile named: a usage error, never the folder's own word
+    out = CliRunner().invoke(sdl, ["leaderboard", str(res)])
+    assert out.exit_code == 2 and "--assignments" in out.output
