@@ -121,8 +121,6 @@ KNOWN_CIRCLES: list[frozenset[str]] = [
     frozenset({"mdbench.engine.gpu", "mdbench.engine.hardware"}),
     # the execute room: jobs ↔ slurm (an unused import)
     frozenset({"mdbench.execute.jobs", "mdbench.execute.slurm"}),
-    # the sdl room: runner ↔ verify
-    frozenset({"mdbench.sdl.runner", "mdbench.sdl.verify"}),
 ]
 #: Function-local imports marked ``noqa: PLC0415`` in lib/ (182 at 57d1c2f, 173 once the analysis, arena, llm and
 #: report rooms lost theirs that hid nothing); may only go down.
