@@ -173,7 +173,7 @@ def _observable_nodes(graph: dict, case: str, prod_id: str | None, recorded: dic
             sg.add_edge(graph, node_id, est, sg.INPUT)
         elif prod_id is not None:
             sg.add_edge(graph, node_id, prod_id, sg.UPSTREAM)
-        _block_nodes(graph, case, node_id, name, res, node["own_state"])
+        _block_nodes(graph, case, node_id, name, res, node["own_state"], prod_id)
         diag = res.get("diagnostics") if isinstance(res.get("diagnostics"), dict) else {}
         for src in diag.get("derived_from") or []:
             if isinstance(src, str) and src in recorded:
@@ -202,7 +202,8 @@ def _product_families() -> dict[str, tuple]:
     return out
 
 
-def _block_nodes(graph: dict, case: str, node_id: str, name: str, res: dict, own_state: str) -> None:
+def _block_nodes(graph: dict, case: str, node_id: str, name: str, res: dict, own_state: str,
+                 prod_id: str | None) -> None:
     blocks = res.get("blocks") if isinstance(res.get("blocks"), list) else []
     diag = res.get("diagnostics") if isinstance(res.get("diagnostics"), dict) else {}
     entry = registry.family(name)
@@ -219,6 +220,8 @@ def _block_nodes(graph: dict, case: str, node_id: str, name: str, res: dict, own
         sg.add_node(graph, bid, "block", state, reason, case=case, label=f"{case} {name} block {i + 1}",
                     evidence=[f"analysis/{case}/results.json"], value=float(value) if _finite(value) else None)
         sg.add_edge(graph, node_id, bid, sg.INPUT)
+        if prod_id is not None:
+            sg.add_edge(graph, bid, prod_id, sg.UPSTREAM)
 
 
 def _comparison_nodes(graph: dict, registrations: dict[str, dict]) -> None:

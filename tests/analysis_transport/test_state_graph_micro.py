@@ -1,0 +1,90 @@
+"""The state graph of a real micro run: the peers' micro DE production (real GROMACS, cached) and our
+results.json, recorded as the analysis records them for two cases — DE (production valid) and X (the same
+files, its production then found invalid). Asserts what every trajectory of the protocol must satisfy:
+states follow the propagation rules whatever the own states are."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+from mdbench.analysis import observables as registry
+from mdbench.analysis.pipeline import _record_results, estimator_plan
+from mdbench.analysis.results import terminal_claim, write_terminal_claim
+from mdbench.analysis.study_state import build_state_graph, graph_findings
+from mdbench.record import RunRecord
+from mdbench.record import state_graph as sg
+from mdbench.record.validate import validate_run
+
+_spec = importlib.util.spec_from_file_location("peers_conftest", Path(__file__).parents[1] / "peers" / "conftest.py")
+_peers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_peers)
+micro_de = _peers.micro_de  # the shared micro production (a fixture)
+
+CASES = ["DE", "X"]
+
+
+def _run(tmp_path: Path, micro: dict) -> Path:
+    run = tmp_path / "run"
+    rec = RunRecord(run)
+    for case in CASES:
+        out = run / "analysis" / case
+        out.mkdir(parents=True)
+        shutil.copy(micro["results_path"], out / "results.json")
+        for stage in ("setup", "minimization", "equilibration", "production"):
+            rec.set_stage_state(case, stage, "valid", "gate passed")
+        doc = json.loads((out / "results.json").read_text())
+        _record_results(rec, out, case, doc["observables"], {"figures": {}})
+    rec.set_stage_state("X", "production", "invalid", "trajectory truncated after the analysis")
+    write_terminal_claim(run, CASES)
+    return run
+
+
+def _nodes(g: dict, case: str, prefix: str) -> dict:
+    return {n["name"]: n for n in g["nodes"].values()
+            if n["kind"] == "observable" and n["case"] == case and n["name"].startswith(prefix)}
+
+
+def test_micro_run_graph_propagation_and_claim(tmp_path, micro_de):
+    run = _run(tmp_path, micro_de)
+    g = sg.read_graph(run)
+    assert g is not None and not [f for f in validate_run(run) if f.severity == "error"]
+    # the terminal claim is the graph's
+    terminal = RunRecord(run).terminal()
+    assert terminal["candidate_claimed_outcome"] == g["claim"]["candidate_claimed_outcome"] == "partial"
+    assert terminal["unresolved"] == g["claim"]["unresolved"]
+    assert terminal_claim(run, CASES) == (g["claim"]["candidate_claimed_outcome"], g["claim"]["unresolved"])
+    # an invalid production: everything of X downstream is invalid_upstream, DE untouched
+    x = [n for n in g["nodes"].values() if n["case"] == "X" and n["kind"] in ("estimator", "observable", "block")]
+    assert x and all(n["state"] == "invalid_upstream" for n in x)
+    de = _nodes(g, "DE", "")
+    assert all(n["state"] == n["own_state"] for n in de.values())  # the analysis already applied the rules
+    assert all(n["state"] == "invalid_upstream" for n in g["nodes"].values() if n["kind"] == "comparison")
+    # edges from the declared inputs: the Onsager estimator depends on the estimators whose products it reads
+    deps = {e["to"] for e in sg.dependencies(g, "estimator:DE/CollectiveTransportEstimator")}
+    plan = {cls.__name__: entries for cls, entries in estimator_plan()}
+    assert {"estimator:DE/SelfDiffusionEstimator", "estimator:DE/ThermoEstimator"} <= deps
+    assert set(plan) == {n["estimator"] for n in g["nodes"].values() if n["kind"] == "estimator" and n["case"] == "DE"}
+    # the records agree with their graph
+    assert graph_findings(run) == []
+
+
+def test_f_onsager_matrix_makes_sigma_ionicity_and_t_plus_f_and_is_a_finding(tmp_path, micro_de):
+    run = _run(tmp_path, micro_de)
+    path = run / "analysis" / "DE" / "results.json"
+    doc = json.loads(path.read_text())
+    doc["onsager"]["diagnostics"]["failures"] = ["Onsager matrix: negative diagonal L_LiLi"]
+    path.write_text(json.dumps(doc))
+    g = build_state_graph(run, CASES)
+    assert g["nodes"]["estimator:DE/CollectiveTransportEstimator"]["state"] == "F"
+    for name in (registry.SIGMA, registry.IONICITY):
+        assert g["nodes"][f"observable:DE/{name}"]["state"] == "F"
+    t_plus = _nodes(g, "DE", registry.TRANSFERENCE.name + "/")
+    assert t_plus and all(n["state"] == "F" for n in t_plus.values())
+    assert all(n["state"] != "F" or n["own_state"] == "F" for n in _nodes(g, "DE", "self_diffusion/").values())
+    # the run's recorded graph (and its terminal) now disagree with its records: findings, not a crash
+    findings = graph_findings(run)
+    assert any(f["node"] == f"observable:DE/{registry.SIGMA}" and f["field"] == "state" and f["recomputed"] == "F"
+               for f in findings)
