@@ -94,7 +94,7 @@ def dependents(graph: dict[str, Any], node_id: str) -> list[str]:
     return [e["from"] for e in graph["edges"] if e["to"] == node_id]
 
 
-def _order(graph: dict[str, Any]) -> list[str]:
+def topological_order(graph: dict[str, Any]) -> list[str]:
     """Node ids, every dependency before its dependents (ValueError on a cycle)."""
     deps: dict[str, set[str]] = {n: set() for n in graph["nodes"]}
     for e in graph["edges"]:
@@ -131,7 +131,7 @@ def propagate(graph: dict[str, Any]) -> dict[str, Any]:
     """Settle every node's ``state`` and ``reason`` from its ``own_state`` by :data:`PROPAGATION_RULES`
     (in place; returns the graph). Claim nodes are left to :func:`claim_from_graph`."""
     nodes = graph["nodes"]
-    for node_id in _order(graph):
+    for node_id in topological_order(graph):
         node = nodes[node_id]
         node["state"], node["reason"] = node["own_state"], node["own_reason"]
         if node["kind"] == "claim":
@@ -328,4 +328,4 @@ def summary(graph: dict[str, Any]) -> dict[str, dict[str, int]]:
 
 __all__ = ["C", "F", "INPUT", "NODE_KINDS", "PROPAGATION_RULES", "STATE_GRAPH", "UPSTREAM", "add_edge", "add_node",
            "claim_from_graph", "compare_graphs", "compare_terminal", "dependencies", "dependents", "from_json",
-           "new_graph", "propagate", "read_graph", "settle_claim", "summary", "to_json", "write_graph"]
+           "new_graph", "propagate", "read_graph", "settle_claim", "summary", "to_json", "topological_order", "write_graph"]
