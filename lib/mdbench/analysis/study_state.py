@@ -34,9 +34,10 @@ _SEGMENT_STATE = {"completed": "valid", "reserved": "running", "failed": "invali
                   "discarded": "invalid"}
 
 
-def _load_results(run_dir: Path, case: str) -> dict[str, Any]:
+def load_results(run_dir: str | Path, case: str) -> dict[str, Any]:
+    """``analysis/<CASE>/results.json`` of a run ({} when absent or unreadable)."""
     try:
-        doc = json.loads((run_dir / "analysis" / case / "results.json").read_text(encoding="utf-8"))
+        doc = json.loads((Path(run_dir) / "analysis" / case / "results.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return {}
     return doc if isinstance(doc, dict) else {}
@@ -273,7 +274,7 @@ def build_state_graph(run_dir: str | Path, cases: Iterable[str]) -> dict[str, An
     graph = sg.new_graph()
     results: dict[str, dict] = {}
     for case in cases:
-        results[case] = _load_results(run_dir, case)
+        results[case] = load_results(run_dir, case)
         prod_id = _stage_nodes(graph, case, stages.get(case) or {})
         _segment_nodes(graph, case, prod_id, attempts)
         family_node = _estimator_nodes(graph, case, prod_id, results[case]) if observables.get(case) else {}
@@ -285,10 +286,21 @@ def build_state_graph(run_dir: str | Path, cases: Iterable[str]) -> dict[str, An
 
 
 def record_state_graph(run_dir: str | Path, cases: Iterable[str]) -> dict[str, Any]:
-    """Build the graph and write ``run_record/state_graph.json`` (returns the working form)."""
+    """Build the graph and write ``run_record/state_graph.json`` (returns the working form); the decisions
+    and projections of the graph recorded before stay on the nodes they were made for."""
     from mdbench.record import RunRecord
 
     graph = build_state_graph(run_dir, cases)
+    prior = sg.read_graph(run_dir)
+    if prior is not None:  # the study's decisions and projections stay on their nodes
+        for nid, node in graph["nodes"].items():
+            old = prior["nodes"].get(nid) or {}
+            if old.get("projection") and node["state"] == old.get("state"):
+                node["projection"] = old["projection"]
+            if (old.get("decision") or {}).get("action") in ("extend", "stop"):
+                node["decision"] = old["decision"]
+        if prior.get("budget"):
+            graph["budget"] = prior["budget"]
     sg.write_graph(RunRecord(run_dir), graph)
     return graph
 
