@@ -11,6 +11,7 @@ segment reserved against the budget, and sets its stage state (``minimization``,
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -582,6 +583,9 @@ def _production_target(rec, runner: Runner, run_dir: Path, wd: Path, case: str, 
         return wd / state["tpr"], tm
     if current > tm.nsteps:  # never shorter than what is recorded: finish (or keep) the longer production
         return wd / state["tpr"], replace(tm, length_ps=current * tm.dt_ps)
+    # end on a step where every output is written (an energy frame at an odd last step would stay extra)
+    every = math.lcm(tm.steps(tm.xtc_interval_ps), tm.steps(tm.energy_interval_ps))
+    tm = replace(tm, length_ps=math.ceil(tm.nsteps / every) * every * tm.dt_ps)
     n_ext = int(state["extensions"]) + 1
     new_tpr = _extend_tpr(rec, runner, run_dir, wd, wd / state["tpr"], "prod", tm.nsteps, n_ext,
                           "production_extension", {"case": case, "extension": n_ext, "from_step": current,
