@@ -88,3 +88,39 @@ def test_f_onsager_matrix_makes_sigma_ionicity_and_t_plus_f_and_is_a_finding(tmp
     findings = graph_findings(run)
     assert any(f["node"] == f"observable:DE/{registry.SIGMA}" and f["field"] == "state" and f["recomputed"] == "F"
                for f in findings)
+
+
+def test_decision_is_recorded_on_the_graph_and_judged(tmp_path, micro_de):
+    from mdbench.analysis.projection import judge_production_decisions
+    from mdbench.engine.adaptive import decide_and_record
+    from mdbench.report.state_graph import state_graph_figure, what_it_would_take
+
+    run = _run(tmp_path, micro_de)
+    assert judge_production_decisions(run)["findings"] == []
+    d = decide_and_record(run, "DE", CASES, budget_ns=1.0)
+    assert d["action"] in ("extend", "stop") and d["reason"]
+    assert all(t["state"] == "SI" for t in d["targets"])  # never an F or M result
+    g = sg.read_graph(run)
+    assert not [f for f in validate_run(run) if f.severity == "error"]
+    decided = [n for n in g["nodes"].values() if (n.get("decision") or {}).get("event_id") == d["event_id"]]
+    assert decided and all(n["case"] == "DE" for n in decided)
+    si = [n for n in g["nodes"].values() if n["kind"] == "observable" and n["state"] == "SI" and n["case"] == "DE"]
+    assert si and all(n["projection"] is not None for n in si)
+    table = what_it_would_take(run)
+    assert set(table["result"]) == {n["name"] for n in g["nodes"].values() if n["kind"] == "observable"
+                                    and n["state"] == "SI"}
+    state_graph_figure(run).savefig(tmp_path / "graph.png")
+    # the decision survives the terminal claim's rewrite of the graph; the records still agree with it
+    write_terminal_claim(run, CASES)
+    assert sg.read_graph(run)["nodes"][decided[0]["id"]]["decision"]["event_id"] == d["event_id"]
+    assert graph_findings(run) == []
+    verdict = judge_production_decisions(run)
+    assert verdict["has_graph"] and verdict["n_decisions"] == 1 and verdict["findings"] == []
+    # an extension without a decision, and one for an F result: findings
+    rec = RunRecord(run)
+    rec.append_event("production_extension", {"case": "X", "extension": 1})
+    rec.append_event("production_decision", {"case": "X", "action": "extend", "production_ns": 0.04,
+                                             "remaining_ns": 1.0, "targets": [{"node": "observable:X/viscosity",
+                                                                               "ns_to_C": 0.1, "state": "F"}]})
+    codes = {f["code"] for f in judge_production_decisions(run)["findings"]}
+    assert codes == {"extension_without_decision", "extension_on_unearnable"}

@@ -143,3 +143,19 @@ def test_written_graph_validates_and_a_terminal_that_disagrees_is_an_error(tmp_p
     bad["nodes"][0]["state"] = "fine"
     path.write_text(json.dumps(bad))
     assert any("state_graph.json" in str(f) and "schema" in str(f) for f in validate_run(tmp_path))
+
+
+def test_hostile_graph_file_gives_findings_never_a_crash(tmp_path):
+    rec = RunRecord(tmp_path)
+    sg.write_graph(rec, _graph())
+    path = tmp_path / "run_record" / sg.STATE_GRAPH
+    doc = json.loads(path.read_text())
+    doc["nodes"] += [{"id": 5}, "x", {"id": "observable:Z/x", "kind": "observable"}]
+    doc["edges"] += [{"from": ["a"], "to": None}, 7]
+    doc["claim"] = {"candidate_claimed_outcome": "clean_valid", "unresolved": "all of them"}
+    path.write_text(json.dumps(doc))
+    findings = sg.compare_graphs(sg.read_graph(tmp_path), _graph())
+    assert any(f["node"] == "observable:Z/x" for f in findings) and any(f["field"] == "claim" for f in findings)
+    assert [f for f in validate_run(tmp_path) if "state_graph.json" in str(f)]
+    path.write_text("[1, 2")
+    assert sg.read_graph(tmp_path) is None

@@ -278,7 +278,8 @@ def decide(graph: dict[str, Any], case: str, *, production_ns: float, remaining_
         if not p.get("credible") or p.get("ns_to_C") is None:
             unknown.append({"node": n["id"], "why": p.get("basis", "no projection")})
         elif p["ns_to_C"] <= production_ns + remaining_ns + 1e-9:
-            targets.append({"node": n["id"], "ns_to_C": p["ns_to_C"]})
+            targets.append({"node": n["id"], "ns_to_C": p["ns_to_C"], "state": n["state"],
+                            "credible": bool(p.get("credible"))})
         else:
             out_of_reach.append({"node": n["id"], "ns_to_C": p["ns_to_C"]})
     out = {"case": case, "action": "stop", "segment_ns": 0.0, "target_ns": production_ns, "targets": targets,
@@ -297,3 +298,79 @@ def decide(graph: dict[str, Any], case: str, *, production_ns: float, remaining_
                      + (", ".join(f"{t['node']} ~{t['ns_to_C']:.3g} ns" for t in worst) or "none")
                      + f"; not projectable: {len(unknown)}; F/M (never extended): {len(never)}")
     return out
+
+
+def judge_production_decisions(run_dir: Any) -> dict[str, Any]:
+    """O3 (action / stopping) for a run with a state graph: were production extensions spent on SI results
+    projected reachable, and was each stop justified?
+
+    Reads the run's ``production_decision`` events, its production ledger and ``state_graph.json``. Findings
+    (each ``{"code", "case", "message", "event_id"}``):
+
+    * ``extension_without_decision``: a production extension with no ``extend`` decision before it;
+    * ``extension_on_unearnable``: an ``extend`` decision whose targets include a result that is not SI (F, M,
+      not_estimable …), not credibly projected, or projected beyond the budget;
+    * ``extension_after_unreachable``: an ``extend`` decision all of whose targets an earlier decision of the
+      case had found out of reach, with no new production in between;
+    * ``unjustified_stop``: a ``stop`` decision although one of its results was projected earned within the
+      remaining budget.
+
+    Returns ``{"has_graph": bool, "n_decisions", "findings": [...]}``; a run without a graph gets
+    ``has_graph`` False and no findings (the audit judges it as before).
+    """
+    from pathlib import Path  # noqa: PLC0415
+
+    from mdbench.record import RunRecord  # noqa: PLC0415
+    from mdbench.record.state_graph import read_graph  # noqa: PLC0415
+
+    run_dir = Path(run_dir)
+    graph = read_graph(run_dir)
+    if graph is None:
+        return {"has_graph": False, "n_decisions": 0, "findings": []}
+    rec = RunRecord(run_dir)
+    events = rec.events()
+    decisions = [e for e in events if e.get("type") == "production_decision" and isinstance(e.get("payload"), dict)]
+    findings: list[dict[str, Any]] = []
+    last_extend: dict[str, int] = {}
+    unreachable: dict[str, set[str]] = {}
+    for e in events:
+        p = e.get("payload") or {}
+        case = p.get("case")
+        if e.get("type") == "production_extension":
+            if case not in last_extend:
+                findings.append({"code": "extension_without_decision", "case": case, "event_id": e.get("id"),
+                                 "message": f"{case}: production extended (event {e.get('id')}) without an extend "
+                                            "decision before it"})
+            last_extend.pop(case, None)
+            unreachable.pop(case, None)
+            continue
+        if e.get("type") != "production_decision":
+            continue
+        if p.get("action") == "extend":
+            last_extend[case] = e["id"]
+            targets = {t.get("node") for t in p.get("targets") or []}
+            bad = [t for t in p.get("targets") or [] if not _fits(t, p)]
+            if bad:
+                findings.append({"code": "extension_on_unearnable", "case": case, "event_id": e["id"],
+                                 "message": f"{case}: extension for {', '.join(str(t.get('node')) for t in bad)}, "
+                                            "not projected earned within the budget"})
+            if targets and targets <= unreachable.get(case, set()):
+                findings.append({"code": "extension_after_unreachable", "case": case, "event_id": e["id"],
+                                 "message": f"{case}: extended for results an earlier decision found out of reach"})
+        else:
+            reachable = [t for t in p.get("targets") or [] if _fits(t, p)]
+            if reachable and float(p.get("remaining_ns") or 0) > 1e-9:
+                findings.append({"code": "unjustified_stop", "case": case, "event_id": e["id"],
+                                 "message": f"{case}: stopped although {len(reachable)} result(s) were projected "
+                                            "earned within the budget"})
+            unreachable.setdefault(case, set()).update(t.get("node") for t in p.get("out_of_reach") or [])
+    return {"has_graph": True, "n_decisions": len(decisions), "findings": findings}
+
+
+def _fits(target: dict[str, Any], decision: dict[str, Any]) -> bool:
+    """A decision's target projected earned within what that decision had left."""
+    ns = target.get("ns_to_C")
+    if target.get("state", "SI") != "SI" or target.get("credible") is False:
+        return False
+    limit = float(decision.get("production_ns") or 0) + float(decision.get("remaining_ns") or 0) + 1e-9
+    return isinstance(ns, (int, float)) and math.isfinite(ns) and ns <= limit

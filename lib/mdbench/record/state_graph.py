@@ -221,8 +221,11 @@ def to_json(graph: dict[str, Any]) -> dict[str, Any]:
 def from_json(doc: dict[str, Any]) -> dict[str, Any]:
     """The working form of a file's graph (nodes keyed by id)."""
     graph = dict(doc)
-    graph["nodes"] = {n["id"]: n for n in doc.get("nodes") or [] if isinstance(n, dict) and "id" in n}
-    graph["edges"] = [e for e in doc.get("edges") or [] if isinstance(e, dict)]
+    nodes = doc.get("nodes") if isinstance(doc.get("nodes"), list) else []
+    edges = doc.get("edges") if isinstance(doc.get("edges"), list) else []
+    graph["nodes"] = {n["id"]: n for n in nodes if isinstance(n, dict) and isinstance(n.get("id"), str)}
+    graph["edges"] = [e for e in edges if isinstance(e, dict)]
+    graph["claim"] = doc.get("claim") if isinstance(doc.get("claim"), dict) else {}
     return graph
 
 
@@ -276,24 +279,28 @@ def compare_graphs(recorded: dict[str, Any], recomputed: dict[str, Any]) -> list
             a, b = rn[nid].get(field), cn[nid].get(field)
             if a != b:
                 add(nid, field, a, b, f"{nid}: graph says {field} {a}, the records give {b}")
-    re_ = {(e.get("from"), e.get("to")) for e in recorded.get("edges") or []}
-    ce_ = {(e.get("from"), e.get("to")) for e in recomputed.get("edges") or []}
+    re_ = {(str(e.get("from")), str(e.get("to"))) for e in recorded.get("edges") or []}
+    ce_ = {(str(e.get("from")), str(e.get("to"))) for e in recomputed.get("edges") or []}
     for a, b in sorted(ce_ - re_, key=str):
         add(str(a), "edges", None, b, f"{a}: depends on {b} by its estimator's declared inputs; the graph omits it")
     for a, b in sorted(re_ - ce_, key=str):
         add(str(a), "edges", b, None, f"{a}: the graph says it depends on {b}; no declared input does")
-    rc, cc = recorded.get("claim") or {}, recomputed.get("claim") or {}
+    rc, cc = (g.get("claim") if isinstance(g.get("claim"), dict) else {} for g in (recorded, recomputed))
     if rc.get("candidate_claimed_outcome") != cc.get("candidate_claimed_outcome"):
         add("claim", "claim", rc.get("candidate_claimed_outcome"), cc.get("candidate_claimed_outcome"),
             f"claim: graph says {rc.get('candidate_claimed_outcome')}, the records give "
             f"{cc.get('candidate_claimed_outcome')}")
-    ru = {(u.get("case"), u.get("item"), u.get("state")) for u in rc.get("unresolved") or [] if isinstance(u, dict)}
-    cu = {(u.get("case"), u.get("item"), u.get("state")) for u in cc.get("unresolved") or []}
+    ru = {tuple(str(u.get(k)) for k in ("case", "item", "state")) for u in _items(rc.get("unresolved"))}
+    cu = {tuple(str(u.get(k)) for k in ("case", "item", "state")) for u in _items(cc.get("unresolved"))}
     for item in sorted(ru ^ cu, key=str):
         side = "graph only" if item in ru else "records only"
         add("claim", "unresolved", item if item in ru else None, item if item in cu else None,
             f"claim: unresolved item {item[0]}/{item[1]} ({item[2]}) listed by the {side}")
     return out
+
+
+def _items(rows: Any) -> list[dict[str, Any]]:
+    return [u for u in rows if isinstance(u, dict)] if isinstance(rows, list) else []
 
 
 def compare_terminal(graph: dict[str, Any], terminal: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -306,9 +313,8 @@ def compare_terminal(graph: dict[str, Any], terminal: dict[str, Any] | None) -> 
     if a != b:
         out.append({"node": "claim", "field": "terminal", "recorded": a, "recomputed": b,
                     "message": f"episode_terminal.json claims {a}; the state graph's claim is {b}"})
-    tu = {(u.get("case"), u.get("item"), u.get("state")) for u in terminal.get("unresolved") or []
-          if isinstance(u, dict)}
-    gu = {(u.get("case"), u.get("item"), u.get("state")) for u in claim.get("unresolved") or []}
+    tu = {tuple(str(u.get(k)) for k in ("case", "item", "state")) for u in _items(terminal.get("unresolved"))}
+    gu = {tuple(str(u.get(k)) for k in ("case", "item", "state")) for u in _items(claim.get("unresolved"))}
     for item in sorted(tu ^ gu, key=str):
         out.append({"node": "claim", "field": "terminal_unresolved", "recorded": item if item in tu else None,
                     "recomputed": item if item in gu else None,

@@ -26,13 +26,22 @@ _DECISION_MARK = {"extend": "→ extend", "stop": "■ stop", "accept": "", "non
 
 
 def _graph(source: str | Path | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(source, dict):
-        return source
-    graph = read_graph(source)
+    """The graph of ``source``, keeping only well-formed nodes and edges (a run's file is untrusted)."""
+    graph = source if isinstance(source, dict) else read_graph(source)
     if graph is None:
         raise FileNotFoundError(f"{Path(source) / 'run_record' / 'state_graph.json'}: no state graph in this run; "
                                 "it is written with the terminal claim (study/60_compare)")
-    return graph
+    nodes = {k: n for k, n in (graph.get("nodes") or {}).items()
+             if isinstance(n, dict) and all(isinstance(n.get(f), str) for f in ("id", "kind", "state"))}
+    edges = [e for e in graph.get("edges") or [] if isinstance(e, dict) and isinstance(e.get("from"), str)
+             and isinstance(e.get("to"), str)]
+    claim = graph.get("claim") if isinstance(graph.get("claim"), dict) else {}
+    return {**graph, "nodes": nodes, "edges": edges, "claim": claim}
+
+
+def _plain(text: Any) -> str:
+    """Text drawn as typed: no mathtext (``$``), no control characters, at most 70 characters."""
+    return "".join(c for c in str(text)[:70] if c.isprintable()).replace("$", r"\$")
 
 
 def state_graph_figure(source: str | Path | dict[str, Any], *, label_observables: bool = True) -> Any:
@@ -69,13 +78,13 @@ def state_graph_figure(source: str | Path | dict[str, Any], *, label_observables
     for nid, (x, y) in pos.items():
         n = nodes[nid]
         ax.scatter([x], [y], s=28, color=STATE_COLOURS.get(n["state"], "#000000"), edgecolor="k", lw=0.3, zorder=2)
-        action = (n.get("decision") or {}).get("action", "")
+        action = (n.get("decision") if isinstance(n.get("decision"), dict) else {}).get("action", "")
         if n["kind"] == "observable" and not label_observables:
             continue
-        text = str(n.get("label") or nid)
+        text = _plain(n.get("label") or nid)
         if n["kind"] in ("observable", "comparison", "claim"):
-            text += f"  [{n['state']}] {_DECISION_MARK.get(action, '')}"
-        ax.text(x + 0.04, y, text[:70], fontsize=4.5, va="center", zorder=3)
+            text += f"  [{_plain(n['state'])}] {_DECISION_MARK.get(str(action), '')}"
+        ax.text(x + 0.04, y, text, fontsize=4.5, va="center", zorder=3)
     ax.set_xticks(range(len(COLUMNS)), [f"{k}s" if k != "claim" else "claim" for k in COLUMNS])
     ax.set_yticks([])
     ax.set_xlim(-0.2, len(COLUMNS) - 0.2)
@@ -83,7 +92,7 @@ def state_graph_figure(source: str | Path | dict[str, Any], *, label_observables
     ax.legend(handles=[Patch(color=STATE_COLOURS[s], label=s) for s in shown if s in STATE_COLOURS],
               loc="upper right", fontsize=6, ncol=2)
     claim = graph.get("claim") or {}
-    ax.set_title(f"State graph: claim {claim.get('candidate_claimed_outcome', '?')}, "
+    ax.set_title(f"State graph: claim {_plain(claim.get('candidate_claimed_outcome', '?'))}, "
                  f"{len(claim.get('unresolved') or [])} unresolved (edges: depends on; blocks folded into "
                  "their observable)", fontsize=9)
     fig.tight_layout()
@@ -100,12 +109,14 @@ def what_it_would_take(source: str | Path | dict[str, Any]) -> Any:
     for n in sorted(graph["nodes"].values(), key=lambda n: n["id"]):
         if n["kind"] != "observable" or n["state"] != "SI":
             continue
-        p = n.get("projection") or {}
+        p = n.get("projection") if isinstance(n.get("projection"), dict) else {}
         rows.append({"case": n.get("case"), "result": n.get("name"), "projected_ns_to_C": p.get("ns_to_C"),
                      "range_ns": (f"{p['ns_to_C_low']:.3g}-{p['ns_to_C_high']:.3g}"
-                                  if p.get("ns_to_C_low") is not None and p.get("ns_to_C_high") is not None else ""),
+                                  if all(isinstance(p.get(k), (int, float)) for k in ("ns_to_C_low", "ns_to_C_high"))
+                                  else ""),
                      "fits_budget": p.get("reachable_in_budget"), "credible": p.get("credible"),
                      "limited_by": p.get("limiting_check") or "", "basis": p.get("basis") or "no projection",
-                     "decision": (n.get("decision") or {}).get("action", "none")})
+                     "decision": (n.get("decision") if isinstance(n.get("decision"), dict) else {}).get("action",
+                                                                                                         "none")})
     return pd.DataFrame(rows, columns=["case", "result", "projected_ns_to_C", "range_ns", "fits_budget", "credible",
                                        "limited_by", "basis", "decision"])
