@@ -73,7 +73,7 @@ def half_width_range_factor(n_blocks: int) -> tuple[float, float]:
 
     >>> lo, hi = half_width_range_factor(4)
     >>> round(lo, 2), round(hi, 2)
-    (0.73, 1.6)
+    (0.76, 1.89)
     """
     nu = max(1, n_blocks - 1)
     return math.sqrt(nu / stats.chi2.ppf(0.84, nu)), math.sqrt(nu / stats.chi2.ppf(0.16, nu))

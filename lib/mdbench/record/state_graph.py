@@ -13,8 +13,8 @@ Each node carries ``own_state`` (what its producer recorded), ``state`` (after p
 event id) and, for an SI result, ``projection`` (what it would take to earn it).
 
 >>> g = new_graph()
->>> add_node(g, "stage:A/production", "stage", "valid", "gate passed", case="A")
->>> add_node(g, "observable:A/D", "observable", "C", "all checks passed", case="A")
+>>> _ = add_node(g, "stage:A/production", "stage", "valid", "gate passed", case="A")
+>>> _ = add_node(g, "observable:A/D", "observable", "C", "all checks passed", case="A")
 >>> add_edge(g, "observable:A/D", "stage:A/production", UPSTREAM)
 >>> g["nodes"]["stage:A/production"]["own_state"] = "invalid"
 >>> propagate(g)["nodes"]["observable:A/D"]["state"]
