@@ -22,10 +22,11 @@ MAX_ROUNDS = 50
 
 
 def production_ns(rec: Any, case: str) -> float:
-    """Production length run so far [ns]: the ledger's charged production ns, kept steps only (every step
-    charged once, so the sum is the length of the production segment)."""
-    return sum(float(a.get("ns_charged") or 0.0) for a in rec.attempts()
-               if a.get("case") == case and a.get("stage") == "production" and a.get("status") == "completed")
+    """Production length run so far [ns]: the furthest step a completed production attempt reached (the
+    segment is continuous from step 0), times its time step."""
+    ends = [float(a.get("target_step") or 0) * float(a.get("dt_ps") or 0.0) / 1000.0 for a in rec.attempts()
+            if a.get("case") == case and a.get("stage") == "production" and a.get("status") == "completed"]
+    return max(ends, default=0.0)
 
 
 def remaining_ns(rec: Any, case: str, budget_ns: float | None) -> float:
