@@ -62,7 +62,7 @@ def _extend(run: Path, case: str, total_ps: float, preset: str) -> str:
 
     report = produce(run, case, preset=preset, engine="cli", production_ps=total_ps)
     if report.state == "valid":
-        load_or_analyze_case(run, case, preset=preset)
+        load_or_analyze_case(run, case, preset=preset, force=True)
     return report.state
 
 

@@ -122,7 +122,7 @@ def run_until_earned(run_dir: str | Path, cases: list[str], *, preset: str, engi
                 echo(f"{case}: finishing the interrupted extension to {pending / 1000:.4g} ns")
                 produce(run_dir, case, preset=preset, engine=engine, threads=threads, seed=seed,
                         production_ps=pending)
-                load_or_analyze_case(run_dir, case, preset=preset)
+                load_or_analyze_case(run_dir, case, preset=preset, force=True)
             d = decide_and_record(run_dir, case, cases, budget_ns=budget_ns)
             decisions.append(d)
             echo(f"{case}: {d['action']} — {d['reason']}")
@@ -135,7 +135,7 @@ def run_until_earned(run_dir: str | Path, cases: list[str], *, preset: str, engi
                 echo(f"{case}: extension ended {report.state}: {report.reason}")
                 active.remove(case)
                 continue
-            load_or_analyze_case(run_dir, case, preset=preset)
+            load_or_analyze_case(run_dir, case, preset=preset, force=True)
     return decisions
 
 
