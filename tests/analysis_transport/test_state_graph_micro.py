@@ -96,7 +96,11 @@ def test_decision_is_recorded_on_the_graph_and_judged(tmp_path, micro_de):
     from mdbench.report.state_graph import state_graph_figure, what_it_would_take
 
     run = _run(tmp_path, micro_de)
-    assert judge_production_decisions(run)["findings"] == []
+
+    def judge(run: Path) -> dict:
+        return judge_production_decisions(RunRecord(run).events(), sg.read_graph(run))
+
+    assert judge(run)["findings"] == [] and not judge_production_decisions([], None)["has_graph"]
     d = decide_and_record(run, "DE", CASES, budget_ns=1.0)
     assert d["action"] in ("extend", "stop") and d["reason"]
     assert all(t["state"] == "SI" for t in d["targets"])  # never an F or M result
@@ -114,7 +118,7 @@ def test_decision_is_recorded_on_the_graph_and_judged(tmp_path, micro_de):
     write_terminal_claim(run, CASES)
     assert sg.read_graph(run)["nodes"][decided[0]["id"]]["decision"]["event_id"] == d["event_id"]
     assert graph_findings(run) == []
-    verdict = judge_production_decisions(run)
+    verdict = judge(run)
     assert verdict["has_graph"] and verdict["n_decisions"] == 1 and verdict["findings"] == []
     # an extension without a decision, and one for an F result: findings
     rec = RunRecord(run)
@@ -122,5 +126,5 @@ def test_decision_is_recorded_on_the_graph_and_judged(tmp_path, micro_de):
     rec.append_event("production_decision", {"case": "X", "action": "extend", "production_ns": 0.04,
                                              "remaining_ns": 1.0, "targets": [{"node": "observable:X/viscosity",
                                                                                "ns_to_C": 0.1, "state": "F"}]})
-    codes = {f["code"] for f in judge_production_decisions(run)["findings"]}
+    codes = {f["code"] for f in judge(run)["findings"]}
     assert codes == {"extension_without_decision", "extension_on_unearnable"}

@@ -300,12 +300,13 @@ def decide(graph: dict[str, Any], case: str, *, production_ns: float, remaining_
     return out
 
 
-def judge_production_decisions(run_dir: Any) -> dict[str, Any]:
+def judge_production_decisions(events: list[dict[str, Any]], graph: dict[str, Any] | None) -> dict[str, Any]:
     """O3 (action / stopping) for a run with a state graph: were production extensions spent on SI results
     projected reachable, and was each stop justified?
 
-    Reads the run's ``production_decision`` events, its production ledger and ``state_graph.json``. Findings
-    (each ``{"code", "case", "message", "event_id"}``):
+    A pure function of the run's events (as parsed, in order) and its recorded graph (working form,
+    :func:`mdbench.record.state_graph.from_json`; None when the run has none) — the audit reads both with its
+    own safe reader. Findings (each ``{"code", "case", "message", "event_id"}``):
 
     * ``extension_without_decision``: a production extension with no ``extend`` decision before it;
     * ``extension_on_unearnable``: an ``extend`` decision whose targets include a result that is not SI (F, M,
@@ -318,23 +319,15 @@ def judge_production_decisions(run_dir: Any) -> dict[str, Any]:
     Returns ``{"has_graph": bool, "n_decisions", "findings": [...]}``; a run without a graph gets
     ``has_graph`` False and no findings (the audit judges it as before).
     """
-    from pathlib import Path  # noqa: PLC0415
-
-    from mdbench.record import RunRecord  # noqa: PLC0415
-    from mdbench.record.state_graph import read_graph  # noqa: PLC0415
-
-    run_dir = Path(run_dir)
-    graph = read_graph(run_dir)
     if graph is None:
         return {"has_graph": False, "n_decisions": 0, "findings": []}
-    rec = RunRecord(run_dir)
-    events = rec.events()
+    events = [e for e in events if isinstance(e, dict)]
     decisions = [e for e in events if e.get("type") == "production_decision" and isinstance(e.get("payload"), dict)]
     findings: list[dict[str, Any]] = []
     last_extend: dict[str, int] = {}
     unreachable: dict[str, set[str]] = {}
     for e in events:
-        p = e.get("payload") or {}
+        p = e.get("payload") if isinstance(e.get("payload"), dict) else {}
         case = p.get("case")
         if e.get("type") == "production_extension":
             if case not in last_extend:
@@ -348,8 +341,8 @@ def judge_production_decisions(run_dir: Any) -> dict[str, Any]:
             continue
         if p.get("action") == "extend":
             last_extend[case] = e["id"]
-            targets = {t.get("node") for t in p.get("targets") or []}
-            bad = [t for t in p.get("targets") or [] if not _fits(t, p)]
+            targets = {str(t.get("node")) for t in _rows(p.get("targets"))}
+            bad = [t for t in _rows(p.get("targets")) if not _fits(t, p)]
             if bad:
                 findings.append({"code": "extension_on_unearnable", "case": case, "event_id": e["id"],
                                  "message": f"{case}: extension for {', '.join(str(t.get('node')) for t in bad)}, "
@@ -358,19 +351,22 @@ def judge_production_decisions(run_dir: Any) -> dict[str, Any]:
                 findings.append({"code": "extension_after_unreachable", "case": case, "event_id": e["id"],
                                  "message": f"{case}: extended for results an earlier decision found out of reach"})
         else:
-            reachable = [t for t in p.get("targets") or [] if _fits(t, p)]
-            if reachable and float(p.get("remaining_ns") or 0) > 1e-9:
+            reachable = [t for t in _rows(p.get("targets")) if _fits(t, p)]
+            if reachable and (_f(p.get("remaining_ns")) or 0.0) > 1e-9:
                 findings.append({"code": "unjustified_stop", "case": case, "event_id": e["id"],
                                  "message": f"{case}: stopped although {len(reachable)} result(s) were projected "
                                             "earned within the budget"})
-            unreachable.setdefault(case, set()).update(t.get("node") for t in p.get("out_of_reach") or [])
+            unreachable.setdefault(case, set()).update(str(t.get("node")) for t in _rows(p.get("out_of_reach")))
     return {"has_graph": True, "n_decisions": len(decisions), "findings": findings}
+
+
+def _rows(x: Any) -> list[dict[str, Any]]:
+    return [t for t in x if isinstance(t, dict)] if isinstance(x, list) else []
 
 
 def _fits(target: dict[str, Any], decision: dict[str, Any]) -> bool:
     """A decision's target projected earned within what that decision had left."""
-    ns = target.get("ns_to_C")
-    if target.get("state", "SI") != "SI" or target.get("credible") is False:
+    ns = _f(target.get("ns_to_C"))
+    if target.get("state", "SI") != "SI" or target.get("credible") is False or ns is None:
         return False
-    limit = float(decision.get("production_ns") or 0) + float(decision.get("remaining_ns") or 0) + 1e-9
-    return isinstance(ns, (int, float)) and math.isfinite(ns) and ns <= limit
+    return ns <= (_f(decision.get("production_ns")) or 0.0) + (_f(decision.get("remaining_ns")) or 0.0) + 1e-9
