@@ -25,6 +25,11 @@ half-width alone scatters by a factor 0.76-1.89 (68 %), and in 10 ps blocks D's 
 sub-diffusive, so the estimate itself changes with the length (hw falls slower than T^-1/2, median > 1). The
 tiny runs below are the measurement that counts.
 
+``compare`` on the same micro base with a 0.73 ns cap (under load): fixed 0.730 ns MD, 252 s, 70 C / 87 SI
+results; earned 0.621 ns MD, 213 s, 75 C / 82 SI (DE extended three times to 0.182 ns, LHCE once to 0.088 ns,
+HCE stopped at once: its D projected at 1.45-4.87 ns, beyond the cap). No D became C in either arm at micro; every
+stop recorded the results out of reach with their projected ns; no extension targeted an F or M result.
+
 Examples (the lead's tiny runs; micro is what a loaded 2-core machine affords)::
 
     mdbench study run --preset tiny --out /tmp/tiny_base --seed 11
