@@ -290,18 +290,27 @@ def record_state_graph(run_dir: str | Path, cases: Iterable[str]) -> dict[str, A
     and projections of the graph recorded before stay on the nodes they were made for."""
     from mdbench.record import RunRecord
 
-    graph = build_state_graph(run_dir, cases)
-    prior = sg.read_graph(run_dir)
-    if prior is not None:  # the study's decisions and projections stay on their nodes
-        for nid, node in graph["nodes"].items():
-            old = prior["nodes"].get(nid) or {}
-            if old.get("projection") and node["state"] == old.get("state"):
-                node["projection"] = old["projection"]
-            if (old.get("decision") or {}).get("action") in ("extend", "stop"):
-                node["decision"] = old["decision"]
-        if prior.get("budget"):
-            graph["budget"] = prior["budget"]
+    graph = carry_over(build_state_graph(run_dir, cases), sg.read_graph(run_dir))
     sg.write_graph(RunRecord(run_dir), graph)
+    return graph
+
+
+def carry_over(graph: dict[str, Any], prior: dict[str, Any] | None) -> dict[str, Any]:
+    """Keep the study's decisions (``extend``/``stop``) and projections of the ``prior`` recorded graph on the
+    same nodes of ``graph`` where their state is unchanged and nothing newer was decided (in place; returns
+    ``graph``)."""
+    if prior is None:
+        return graph
+    for nid, node in graph["nodes"].items():
+        old = prior["nodes"].get(nid) or {}
+        if old.get("projection") and node["state"] == old.get("state") and not node.get("projection"):
+            node["projection"] = old["projection"]
+        if isinstance(old.get("decision"), dict) and old["decision"].get("action") in ("extend", "stop") \
+                and node["state"] == old.get("state") and (node.get("decision") or {}).get("action") not in (
+                    "extend", "stop"):
+            node["decision"] = old["decision"]
+    if prior.get("budget") and not graph.get("budget"):
+        graph["budget"] = prior["budget"]
     return graph
 
 

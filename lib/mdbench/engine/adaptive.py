@@ -43,9 +43,9 @@ def decide_and_record(run_dir: str | Path, case: str, cases: list[str], *, budge
     """Build the graph, project every SI result, decide for ``case``, record the decision (event + graph)."""
     from mdbench.analysis import observables as registry  # noqa: PLC0415
     from mdbench.analysis.projection import decide, project_graph  # noqa: PLC0415
-    from mdbench.analysis.study_state import build_state_graph, load_results  # noqa: PLC0415
+    from mdbench.analysis.study_state import build_state_graph, carry_over, load_results  # noqa: PLC0415
     from mdbench.record import RunRecord  # noqa: PLC0415
-    from mdbench.record.state_graph import write_graph  # noqa: PLC0415
+    from mdbench.record.state_graph import read_graph, write_graph  # noqa: PLC0415
 
     run_dir = Path(run_dir)
     rec = RunRecord(run_dir)
@@ -58,6 +58,7 @@ def decide_and_record(run_dir: str | Path, case: str, cases: list[str], *, budge
     decision = decide(graph, case, production_ns=done[case], remaining_ns=left[case], required=required)
     event = rec.append_event("production_decision", decision)
     _annotate(graph, decision, event["id"])
+    carry_over(graph, read_graph(run_dir))  # the other cases' decisions stay
     graph["budget"] = {"production_ns": done, "remaining_ns": left, "study_cap_ns": budget_ns}
     write_graph(rec, graph)
     decision["event_id"] = event["id"]
