@@ -114,12 +114,15 @@ def test_decision_is_recorded_on_the_graph_and_judged(tmp_path, micro_de):
     assert set(table["result"]) == {n["name"] for n in g["nodes"].values() if n["kind"] == "observable"
                                     and n["state"] == "SI"}
     state_graph_figure(run).savefig(tmp_path / "graph.png")
+    # another case's decision leaves this one's on the graph
+    decide_and_record(run, "X", CASES, budget_ns=1.0)
+    assert sg.read_graph(run)["nodes"][decided[0]["id"]]["decision"]["event_id"] == d["event_id"]
     # the decision survives the terminal claim's rewrite of the graph; the records still agree with it
     write_terminal_claim(run, CASES)
     assert sg.read_graph(run)["nodes"][decided[0]["id"]]["decision"]["event_id"] == d["event_id"]
     assert graph_findings(run) == []
     verdict = judge(run)
-    assert verdict["has_graph"] and verdict["n_decisions"] == 1 and verdict["findings"] == []
+    assert verdict["has_graph"] and verdict["n_decisions"] == 2 and verdict["findings"] == []
     # an extension without a decision, and one for an F result: findings
     rec = RunRecord(run)
     rec.append_event("production_extension", {"case": "X", "extension": 1})
