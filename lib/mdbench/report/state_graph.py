@@ -44,6 +44,14 @@ def _plain(text: Any) -> str:
     return "".join(c for c in str(text)[:70] if c.isprintable()).replace("$", r"\$")
 
 
+def _order_key(n: dict[str, Any]) -> tuple[str, int, str]:
+    """Case, then the engine's stage order (other nodes by id)."""
+    from mdbench.analysis.study_state import STAGE_ORDER  # noqa: PLC0415 - loads the registry
+
+    stage = n["id"].rsplit("/", 1)[-1] if n["kind"] == "stage" else ""
+    return str(n.get("case")), STAGE_ORDER.index(stage) if stage in STAGE_ORDER else len(STAGE_ORDER), n["id"]
+
+
 def state_graph_figure(source: str | Path | dict[str, Any], *, label_observables: bool = True) -> Any:
     """The state graph as one matplotlib Figure.
 
@@ -62,8 +70,7 @@ def state_graph_figure(source: str | Path | dict[str, Any], *, label_observables
 
     graph = _graph(source)
     nodes = graph["nodes"]
-    column_nodes = {k: sorted((n for n in nodes.values() if n["kind"] == k),
-                              key=lambda n: (str(n.get("case")), n["id"])) for k in COLUMNS}
+    column_nodes = {k: sorted((n for n in nodes.values() if n["kind"] == k), key=_order_key) for k in COLUMNS}
     tallest = max(1, *(len(v) for v in column_nodes.values()))
     pos: dict[str, tuple[float, float]] = {}
     for x, kind in enumerate(COLUMNS):
