@@ -125,7 +125,7 @@ def test_a_cycle_is_refused():
         sg.propagate(g)
 
 
-def test_written_graph_validates_and_a_terminal_that_disagrees_is_an_error(tmp_path):
+def test_written_graph_validates_and_a_terminal_that_disagrees_is_reported(tmp_path):
     rec = RunRecord(tmp_path)
     g = _graph(production="invalid")
     doc = sg.write_graph(rec, g)
@@ -134,8 +134,8 @@ def test_written_graph_validates_and_a_terminal_that_disagrees_is_an_error(tmp_p
     again = sg.read_graph(tmp_path)
     assert sg.compare_graphs(again, g) == []
     rec.write_terminal("clean_valid", final_stages={}, observables={}, unresolved=[])
-    errors = [str(f) for f in validate_run(tmp_path) if f.severity == "error"]
-    assert any("state graph's claim is 'partial'" in e for e in errors), errors
+    warnings = [str(f) for f in validate_run(tmp_path) if f.severity == "warning"]
+    assert any("state graph's claim is 'partial'" in w for w in warnings), warnings
     assert sg.compare_terminal(g, rec.terminal())
     # a graph with a node of an unknown state fails the schema
     path = tmp_path / "run_record" / sg.STATE_GRAPH
