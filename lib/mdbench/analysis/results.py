@@ -19,7 +19,7 @@ from typing import Any
 from mdbench.analysis.estimator import Estimate, EstimatorBase
 from mdbench.analysis.observables import AUDIT_GROUPS, group_of, template_categories
 from mdbench.analysis.settings import AnalysisSettings
-from mdbench.analysis.states import NEXT_ACTION, SEVERITY
+from mdbench.analysis.states import SEVERITY
 from mdbench.errors import InputError
 from mdbench.jsonsafe import json_safe
 from mdbench.record.atomic import atomic_write_text
@@ -283,41 +283,10 @@ CLAIM_RULE = (
 
 
 def terminal_claim(run_dir: str | Path, cases: list[str]) -> tuple[str, list[dict[str, Any]]]:
-    """(claimed outcome, unresolved items) from the record's states by :data:`CLAIM_RULE`."""
-    from mdbench.record import RunRecord
+    """(claimed outcome, unresolved items) by :data:`CLAIM_RULE`: the claim of the run's state graph."""
+    from mdbench.analysis.study_state import terminal_claim_from_graph
 
-    rec = RunRecord(run_dir)
-    stages = rec.stage_states()
-    observables = rec.observable_states()
-    unresolved: list[dict[str, Any]] = []
-    valid_cases = 0
-    for case in cases:
-        st = stages.get(case) or {}
-        prod = st.get("production") or st.get("prod")
-        if prod is None or prod["state"] != "valid":
-            state = prod["state"] if prod else "not_reached"
-            unresolved.append({"case": case, "item": "stage/production", "state": state,
-                               "reason": prod["reason"] if prod else "no production stage recorded",
-                               "next_action": NEXT_ACTION.get(state, "stop")})
-        else:
-            valid_cases += 1
-        obs = observables.get(case) or {}
-        if not obs:
-            unresolved.append({"case": case, "item": "observables", "state": "M", "reason": "no observable states"})
-        for name, o in sorted(obs.items()):
-            if _is_summary(name, o):
-                continue  # category summaries repeat their members
-            if o["state"] != "C":
-                unresolved.append({"case": case, "item": f"observable/{name}",
-                                   "observable": observable_group(name) or name, "state": o["state"],
-                                   "reason": o["reason"], "next_action": NEXT_ACTION.get(o["state"], "stop")})
-    if valid_cases == 0:
-        return "candidate_failure", unresolved
-    if unresolved:
-        return "partial", unresolved
-    recovered = any(a.get("status") in ("failed", "interrupted", "discarded") for a in rec.attempts()
-                    if a.get("case") in cases)
-    return ("recovered_valid" if recovered else "clean_valid"), unresolved
+    return terminal_claim_from_graph(run_dir, cases)
 
 
 def write_terminal_claim(run_dir: str | Path, cases: list[str]) -> dict[str, Any]:
@@ -328,7 +297,10 @@ def write_terminal_claim(run_dir: str | Path, cases: list[str]) -> dict[str, Any
     if not any(r.get("kind") == "terminal_claim_rule" and (r.get("definition") or {}).get("rule") == CLAIM_RULE
                for r in rec.registrations()):
         rec.register("terminal_claim_rule", {"rule": CLAIM_RULE, "cases": list(cases)})
-    outcome, unresolved = terminal_claim(run_dir, cases)
+    from mdbench.analysis.study_state import record_state_graph
+
+    claim = record_state_graph(run_dir, cases)["claim"]  # the claim is the recorded state graph's
+    outcome, unresolved = claim["candidate_claimed_outcome"], claim["unresolved"]
     stages = rec.stage_states()
     observables = rec.observable_states()
     return rec.write_terminal(outcome, final_stages={c: stages.get(c, {}) for c in cases},

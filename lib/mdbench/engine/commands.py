@@ -82,10 +82,15 @@ def _preset_and_bundle(preset: str | None, bundle: Path | None) -> tuple[str, st
 @click.option("--through", type=click.Choice(list(THROUGH)), default="comparison", show_default=True,
               help="Last stage to run; rerun the command (with a later one) to continue.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
+@click.option("--until", type=click.Choice(["fixed", "earned"]), default="fixed", show_default=True,
+              help="fixed: the preset's production length; earned: then extend each case's production segment by "
+                   "segment while an SI result is projected earned within the budget (docs/run-record.md).")
+@click.option("--budget-ns", type=float, default=None, help="With --until earned: cap on the study's MD [ns] "
+              "(default the registered 300 ns; 100 ns per case).")
 @click.argument("more_systems", nargs=-1)
 def run(preset: str | None, bundle: Path | None, systems: tuple[str, ...], out: Path, executor: str, engine: str,
         threads: int, workers: int | None, seed: int, force: bool, analysis: bool, through: str, quiet: bool,
-        more_systems: tuple[str, ...]) -> None:
+        until: str, budget_ns: float | None, more_systems: tuple[str, ...]) -> None:
     """Run setup → production (→ analysis → comparison) per system; prints ns done / ns planned.
 
     Interrupted anywhere (Ctrl-C, a kill, a machine going down), the same command resumes: finished stages
@@ -134,6 +139,11 @@ def run(preset: str | None, bundle: Path | None, systems: tuple[str, ...], out: 
 
         results += run_jobs([Job(str(out), "ALL", COMPARE_STAGE, {"cases": names})], executor="local", workers=1,
                             force=force, verbose=False)
+    if until == "earned" and analysis:  # issue 46: production until each result is earned or out of reach
+        from mdbench.engine.adaptive import extend_until_earned  # noqa: PLC0415
+
+        results += extend_until_earned(out, names, preset=preset, engine=engine, threads=threads, seed=seed,
+                                       budget_ns=budget_ns, echo=(lambda _m: None) if quiet else click.echo)
     failed = 0
     click.echo(f"{'system':6s} {'stage':24s} status")
     for r in results:

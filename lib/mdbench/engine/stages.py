@@ -11,8 +11,9 @@ segment reserved against the budget, and sets its stage state (``minimization``,
 from __future__ import annotations
 
 import logging
+import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -431,16 +432,26 @@ def _extend_npt(rec, runner: Runner, run_dir: Path, wd: Path, case: str, tpr: Pa
     """``gmx convert-tpr`` the NPT input ``tpr`` (final step ``target``) ``ext_steps`` further as
     ``npt_ext<n_ext>.tpr``, record the ``equilibration_extension`` event and save the progress; returns the new
     tpr and its final step."""
-    new_tpr = wd / f"npt_ext{n_ext}.tpr"
-    res = runner.tool(["convert-tpr", "-s", tpr.name, "-nsteps", str(target + ext_steps), "-o",
-                       new_tpr.name], cwd=wd, name=f"npt_ext{n_ext}.convert")
-    if not res.ok:
-        raise EngineError("gmx convert-tpr failed", res.argv, res.returncode, res.console_path)
-    rec.append_event("equilibration_extension", {
-        "case": case, "extension": n_ext, "added_steps": ext_steps, "new_target_step": target + ext_steps,
-        "reason": reason, "gate_event": gate_event, "tpr": _rel(run_dir, new_tpr)})
+    new_tpr = _extend_tpr(rec, runner, run_dir, wd, tpr, "npt", target + ext_steps, n_ext, "equilibration_extension",
+                          {"case": case, "extension": n_ext, "added_steps": ext_steps, "reason": reason,
+                           "gate_event": gate_event})
     _equil_save(wd, {"tpr": new_tpr.name, "target_step": target + ext_steps, "extensions": n_ext})
     return new_tpr, target + ext_steps
+
+
+def _extend_tpr(rec, runner: Runner, run_dir: Path, wd: Path, tpr: Path, deffnm: str, new_target: int, n_ext: int,
+                event: str, payload: dict) -> Path:
+    """``gmx convert-tpr`` ``tpr`` to end at step ``new_target`` as ``<deffnm>_ext<n_ext>.tpr`` and record the
+    ``event`` (with ``payload``, the new final step and the tpr); returns the new tpr. The one extension path
+    of NPT equilibration and production: rerunning the segment with the larger target continues it from its
+    checkpoint as a ledger ``extension``, no step charged twice."""
+    new_tpr = wd / f"{deffnm}_ext{n_ext}.tpr"
+    res = runner.tool(["convert-tpr", "-s", tpr.name, "-nsteps", str(new_target), "-o", new_tpr.name], cwd=wd,
+                      name=f"{deffnm}_ext{n_ext}.convert")
+    if not res.ok:
+        raise EngineError("gmx convert-tpr failed", res.argv, res.returncode, res.console_path)
+    rec.append_event(event, {**payload, "new_target_step": new_target, "tpr": _rel(run_dir, new_tpr)})
+    return new_tpr
 
 
 def _equil_state(wd: Path) -> dict:
@@ -517,7 +528,8 @@ def produce(run_dir: str | Path, case: str, *, preset: str | dict | None = "micr
         _finish(rec, StageReport(case, stage, "invalid", f"production input could not be prepared: {exc}"))
         raise
     try:
-        r = run_segment(rec, runner, case, wd / "prod.tpr", "prod", target_step=tm.nsteps, dt_ps=tm.dt_ps,
+        tpr, tm = _production_target(rec, runner, run_dir, wd, case, tm)
+        r = run_segment(rec, runner, case, tpr, "prod", target_step=tm.nsteps, dt_ps=tm.dt_ps,
                         stage=stage, kind="production", parent=parent, relation="branch", threads=threads, **cpt)
     except MdbenchError as exc:
         from mdbench.record import BudgetExceeded  # noqa: PLC0415
@@ -553,6 +565,33 @@ def produce(run_dir: str | Path, case: str, *, preset: str | dict | None = "micr
     return _finish(rec, report, {"canonical_attempt": r.attempt_id, "consistency_event": cev["id"],
                                  "attempts": attempts, "recovery": recovery,
                                  **{k: v for k, v in cons.items() if k != "xtc_times_ps"}})
+
+
+def _production_target(rec, runner: Runner, run_dir: Path, wd: Path, case: str, tm: Timing) -> tuple[Path, Timing]:
+    """(tpr, timing) of the production to run: ``prod.tpr`` for the first length; a production asked to run
+    longer than its tpr's end is extended (:func:`_extend_tpr`, state in ``prod.extension.json``); one asked
+    for less than it already runs to continues to its recorded end (an interrupted extension resumes)."""
+    import json  # noqa: PLC0415
+
+    path = wd / "prod.extension.json"
+    state = json.loads(path.read_text()) if path.is_file() else {"tpr": "prod.tpr", "target_step": None,
+                                                                  "extensions": 0}
+    seg = wd / "prod.segment.json"
+    first = json.loads(seg.read_text()).get("target_step") if seg.is_file() else None
+    current = state["target_step"] or first
+    if current is None or current == tm.nsteps:
+        return wd / state["tpr"], tm
+    if current > tm.nsteps:  # never shorter than what is recorded: finish (or keep) the longer production
+        return wd / state["tpr"], replace(tm, length_ps=current * tm.dt_ps)
+    # end on a step where every output is written (an energy frame at an odd last step would stay extra)
+    every = math.lcm(tm.steps(tm.xtc_interval_ps), tm.steps(tm.energy_interval_ps))
+    tm = replace(tm, length_ps=math.ceil(tm.nsteps / every) * every * tm.dt_ps)
+    n_ext = int(state["extensions"]) + 1
+    new_tpr = _extend_tpr(rec, runner, run_dir, wd, wd / state["tpr"], "prod", tm.nsteps, n_ext,
+                          "production_extension", {"case": case, "extension": n_ext, "from_step": current,
+                                                   "added_steps": tm.nsteps - current})
+    atomic_write_text(path, json.dumps({"tpr": new_tpr.name, "target_step": tm.nsteps, "extensions": n_ext}))
+    return new_tpr, tm
 
 
 def _production_input(runner: Runner, rec, run_dir: Path, case: str, wd: Path, eq: Path, top: Path, prot: Protocol,

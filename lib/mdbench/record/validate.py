@@ -31,11 +31,12 @@ from mdbench.record.store import (
     read_jsonl,
     sha256_file,
 )
+from mdbench.record.state_graph import STATE_GRAPH
 from mdbench.record.steps import segment_accounts
 
 JSONL_SCHEMAS = {EVENTS: "event", ATTEMPTS: "attempt", REGISTRATIONS: "registration"}
 JSON_SCHEMAS = {ARTIFACTS: "artifacts", STAGE_STATES: "stage_states", OBSERVABLES: "observables",
-                TERMINAL: "episode_terminal"}
+                TERMINAL: "episode_terminal", STATE_GRAPH: "state_graph"}
 
 
 @dataclass(frozen=True)
@@ -59,12 +60,6 @@ def load_schema(name: str) -> dict:
     """The JSON Schema ``<name>.schema.json`` shipped with the package."""
     text = resources.files("mdbench.record").joinpath("schemas", f"{name}.schema.json").read_text("utf-8")
     return json.loads(text)
-
-
-def schema_paths() -> list[Path]:
-    """Paths of every shipped schema file (the input bundle copies them)."""
-    folder = resources.files("mdbench.record").joinpath("schemas")
-    return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".schema.json"))
 
 
 @lru_cache(maxsize=None)
@@ -368,4 +363,10 @@ def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Find
         for case in terminal["observables"]:
             if case not in observables:
                 add(TERMINAL, 0, f"refers to case {case!r}, which has no entry in observables.json")
+    graph = snapshots.get(STATE_GRAPH)
+    if isinstance(graph, dict) and isinstance(terminal, dict) and isinstance(graph.get("claim"), dict):
+        claimed, derived = terminal.get("candidate_claimed_outcome"), graph["claim"].get("candidate_claimed_outcome")
+        if claimed != derived:
+            # a warning: the audit's E3 counts errors, and a claim against the evidence is the outcome items' finding
+            add(TERMINAL, 0, f"claims {claimed!r}, but the state graph's claim is {derived!r}", "warning")
     return findings

@@ -1,0 +1,372 @@
+"""What it would take to earn an SI result: the production length projected to make it C, and the
+extend-or-stop decision that follows.
+
+**Precision** (a ``*block_precision`` check failed). The registered uncertainty is the 95 % half-width of
+four block means over the analysed window of length T. For blocks longer than the correlation time the
+variance of a block mean falls as 1/(block length), so the half-width scales as hw(T') = hw(T)·(T/T')^½ and
+the window that meets the registered bound b is
+
+    T_C = T · (hw / b)²,
+
+where b is the bound the analysis states with the check (``accepted <= 20% of |value|`` → 0.2·|value|;
+``accepted <= 0.1`` → 0.1). The half-width itself comes from n = 4 blocks: its 68 % interval is
+s·[√(ν/χ²₀.₈₄,ν), √(ν/χ²₀.₁₆,ν)] with ν = n − 1, which gives the projection's range.
+
+**Diffusive window** (``diffusive_window`` failed). The registered rule needs a run of lags with
+β = d ln MSD / d ln t within its band over ``min_window_decades``, below ``max_lag_fraction`` of the block
+length. Where no such run exists, β is extrapolated linearly in ln t from the fallback window's
+(β_min, β_max) to the band's lower edge; the window needs t_hi = t_band·10^decades ≤ f·T/n, so
+T_C = n·t_hi / f. Without a rising β this is not credible.
+
+Anything else that failed (a trend over the blocks, a plateau that was not found, an RDF minimum that moves)
+cannot be projected from one segment: the projection says so and is not credible. A derived result
+(``derived_from``) needs its inputs: its projection is the largest of theirs and its own.
+
+References: Flyvbjerg & Petersen, J. Chem. Phys. 91, 461 (1989) (block averaging); Grossfield et al.,
+LiveCoMS 1, 5067 (2019) (best practices for uncertainty quantification).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from scipy import stats
+
+from mdbench.record.state_graph import topological_order
+
+#: The rule recorded with every projection (and registered with the decisions).
+PROJECTION_RULE = (
+    "precision: T_C = T (hw/b)^2 (block-mean variance ~ 1/block length; b = the registered bound stated with "
+    "the check), range from the 68 % chi-square interval of a 4-block standard deviation; diffusive window: "
+    "beta extrapolated linearly in ln t to the band's lower edge, window of the registered decades below "
+    "max_lag_fraction x block length; a failing trend, plateau or other check: not projectable (not "
+    "credible); a derived result: the largest of its inputs' projections and its own"
+)
+_BOUND = re.compile(r"accepted <= ([0-9.eE+-]+)(%)?( of \|value\|)?(?: or <= ([0-9.eE+-]+))?")
+
+
+def _f(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _window_ps(obs: dict[str, Any], case_windows: dict[str, Any]) -> tuple[float, float, int] | None:
+    """(guard [ps], analysed length T [ps], number of blocks) of one result (the case's windows where the
+    result does not state its own)."""
+    diag = obs.get("diagnostics") if isinstance(obs.get("diagnostics"), dict) else {}
+    win = diag.get("analysis_windows") or case_windows or {}
+    rng = win.get("whole_range_ps") or diag.get("computed_on_ps")
+    if not isinstance(rng, list) or len(rng) != 2 or _f(rng[0]) is None or _f(rng[1]) is None:
+        return None
+    length = float(rng[1]) - float(rng[0])
+    n = int(win.get("n_blocks") or 4)
+    return float(win.get("guard_ps") or rng[0] or 0.0), length + float(win.get("dt_ps") or 0.0), n
+
+
+def half_width_range_factor(n_blocks: int) -> tuple[float, float]:
+    """(low, high) factors on a block half-width: the 68 % interval of σ given s from ``n_blocks`` blocks.
+
+    >>> lo, hi = half_width_range_factor(4)
+    >>> round(lo, 2), round(hi, 2)
+    (0.76, 1.89)
+    """
+    nu = max(1, n_blocks - 1)
+    return math.sqrt(nu / stats.chi2.ppf(0.84, nu)), math.sqrt(nu / stats.chi2.ppf(0.16, nu))
+
+
+def precision_length(length_ps: float, half_width: float, bound: float, n_blocks: int = 4
+                     ) -> tuple[float, float, float]:
+    """(T_C, low, high) [ps]: the analysed length at which the half-width meets ``bound``.
+
+    >>> precision_length(40.0, 0.4, 0.2)[0]
+    160.0
+    """
+    t_c = length_ps * (half_width / bound) ** 2
+    lo, hi = half_width_range_factor(n_blocks)
+    return t_c, t_c * lo ** 2, t_c * hi ** 2
+
+
+def _bound(detail: str, value: float | None) -> float | None:
+    m = _BOUND.search(detail or "")
+    if not m:
+        return None
+    x = float(m.group(1)) / (100.0 if m.group(2) else 1.0)
+    rel = m.group(3) is not None
+    b = x * abs(value) if rel and value is not None else (None if rel else x)
+    if m.group(4) is not None:  # "or <= abs": the easier of the two
+        b = max(b or 0.0, float(m.group(4)))
+    return b if b and b > 0 else None
+
+
+def _failing(obs: dict[str, Any], reason: str) -> dict[str, str]:
+    """Failing check → its detail: the checks the recorded reason names (``failed: name (detail); …``), with
+    the analysis' ``check_details`` where it wrote them."""
+    diag = obs.get("diagnostics") if isinstance(obs.get("diagnostics"), dict) else {}
+    details = diag.get("check_details") if isinstance(diag.get("check_details"), dict) else {}
+    out: dict[str, str] = {}
+    if "failed: " not in reason:
+        return out
+    for part in reason.split("failed: ", 1)[1].split("); "):
+        name, _, detail = part.partition(" (")
+        if re.fullmatch(r"[A-Za-z0-9_+:.@-]+", name.strip()):
+            out[name.strip()] = str(details.get(name.strip()) or detail.rstrip(")"))
+    return out
+
+
+_SPREAD = re.compile(r"plateaus ([0-9.eE+-]+) \(<= ([0-9.eE+-]+)\)")
+
+
+def _diffusive_length(obs: dict[str, Any], settings: dict[str, Any], n_blocks: int) -> tuple[float, str] | None:
+    win = obs.get("window") if isinstance(obs.get("window"), dict) else {}
+    lo, hi = _f(win.get("lo_ps")), _f(win.get("hi_ps"))
+    b_min, b_max, dec = _f(win.get("beta_min")), _f(win.get("beta_max")), _f(win.get("decades"))
+    band = settings.get("diffusion_beta_range") or [0.9, 1.1]
+    need_dec = _f(settings.get("diffusion_min_decades")) or 0.9
+    frac = _f(settings.get("diffusion_max_lag_fraction")) or 0.5
+    if None in (lo, hi, b_min, b_max) or not dec:
+        return None
+    if win.get("found") and b_min >= band[0]:
+        t_band = lo
+    else:
+        slope = (b_max - b_min) / dec
+        if slope <= 0.01:
+            return None
+        t_band = hi * 10 ** ((float(band[0]) - b_max) / slope)
+    t_hi = t_band * 10 ** need_dec
+    return n_blocks * t_hi / frac, f"diffusive window from {t_band:.3g} ps needs lags to {t_hi:.3g} ps"
+
+
+def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], production_ns: float,
+                   case_windows: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The projection of one SI result of results.json (its entry ``obs``, the recorded ``reason``, the
+    case's ``windows``).
+
+    Returns ``{"ns_to_C", "ns_to_C_low", "ns_to_C_high", "credible", "limiting_check", "basis", "rule"}``:
+    the *total* production length [ns] projected to earn the result (None when not projectable).
+    """
+    out: dict[str, Any] = {"ns_to_C": None, "ns_to_C_low": None, "ns_to_C_high": None, "credible": False,
+                           "limiting_check": None, "basis": "", "rule": PROJECTION_RULE}
+    window = _window_ps(obs, case_windows or {})
+    failing = _failing(obs, reason)
+    if window is None or not failing:
+        out["basis"] = "no analysed window or no failing sampling check named: not projectable"
+        return out
+    guard, length, n = window
+    unc = obs.get("uncertainty") if isinstance(obs.get("uncertainty"), dict) else {}
+    hw, value = _f(unc.get("half_width_95")), _f(obs.get("value"))
+    need: list[tuple[float, float, float, str, str]] = []
+    for check, detail in failing.items():
+        spread = _SPREAD.search(detail)
+        if check.endswith("block_precision") and hw is not None:
+            bound = _bound(detail, value)
+            if bound is None:
+                return {**out, "limiting_check": check, "basis": f"{check}: registered bound not stated"}
+            t_c, lo, hi = precision_length(length, hw, bound, n)
+            need.append((t_c, lo, hi, check, f"{check}: hw {hw:.3g} -> bound {bound:.3g}"))
+        elif spread is not None and float(spread.group(2)) > 0:  # a spread of block-like estimates: as precision
+            t_c, lo, hi = precision_length(length, float(spread.group(1)), float(spread.group(2)), n)
+            need.append((t_c, lo, hi, check, f"{check}: spread {spread.group(1)} -> {spread.group(2)}"))
+        elif check == "diffusive_window":
+            d = _diffusive_length(obs, settings, n)
+            if d is None:
+                return {**out, "limiting_check": check, "basis": "diffusive window: beta does not rise towards the "
+                                                                  "band within the lags: not projectable"}
+            need.append((d[0], d[0] / 3.0, d[0] * 3.0, check, d[1]))  # a log-linear extrapolation: a factor 3
+        else:
+            return {**out, "limiting_check": check, "basis": f"{check} cannot be projected from one segment"}
+    t_c, lo, hi, check, basis = max(need)
+    to_ns = 1e-3
+    return {**out, "ns_to_C": max((guard + t_c) * to_ns, production_ns), "ns_to_C_low": (guard + lo) * to_ns,
+            "ns_to_C_high": (guard + hi) * to_ns, "credible": True, "limiting_check": check,
+            "basis": "; ".join(b for *_, b in need)}
+
+
+def project_graph(graph: dict[str, Any], results: dict[str, dict[str, Any]], production_ns: dict[str, float],
+                  *, budget_ns: dict[str, float]) -> dict[str, Any]:
+    """Put a projection on every SI observable node of ``graph`` (in place; returns the graph).
+
+    Parameters
+    ----------
+    results : mapping
+        Case → its results.json.
+    production_ns : mapping
+        Case → production length so far [ns].
+    budget_ns : mapping
+        Case → total production length the budget still allows [ns] (what is run plus what remains).
+    """
+    nodes = graph["nodes"]
+    derived: dict[str, list[str]] = {}
+    for e in graph["edges"]:
+        if e["from"].startswith("observable:") and e["to"].startswith("observable:"):
+            derived.setdefault(e["from"], []).append(e["to"])
+    for nid in topological_order(graph):
+        node = nodes[nid]
+        if node["kind"] != "observable" or node["state"] != "SI":
+            continue
+        case = node["case"]
+        doc = results.get(case) or {}
+        obs = (doc.get("observables") or {}).get(node["name"]) or {}
+        proj = project_result(obs, node["own_reason"], doc.get("settings") or {}, production_ns.get(case, 0.0),
+                              doc.get("windows") if isinstance(doc.get("windows"), dict) else {})
+        if node["own_state"] != "SI" or node["own_reason"].startswith("input "):  # SI only through an input (rule 8)
+            proj = {**proj, "ns_to_C": production_ns.get(case, 0.0), "credible": True, "basis": "own checks pass"}
+        for src in derived.get(nid, ()):
+            p = nodes[src].get("projection") or {}
+            if nodes[src]["state"] == "SI":
+                if not p.get("credible"):
+                    proj = {**proj, "credible": False, "ns_to_C": None, "limiting_check": f"input:{src}",
+                            "basis": f"input {src} is not projectable"}
+                elif proj.get("credible") and (p.get("ns_to_C") or 0) > (proj.get("ns_to_C") or 0):
+                    proj = {**proj, **{k: p[k] for k in ("ns_to_C", "ns_to_C_low", "ns_to_C_high")},
+                            "limiting_check": f"input:{src}", "basis": f"needs its input {src}: {p.get('basis')}"}
+        total = proj.get("ns_to_C")
+        proj["reachable_in_budget"] = None if total is None else bool(total <= budget_ns.get(case, 0.0) + 1e-9)
+        node["projection"] = proj
+    return graph
+
+
+#: The extend-or-stop rule (recorded with every decision).
+DECISION_RULE = (
+    "per case: extend production by one segment when some required SI result (not F, M, not_estimable or "
+    "invalid) has a credible projection that is earned within the remaining budget (per case and in all); "
+    "the segment reaches the nearest such projection (at least half the production so far, at most the "
+    "budget left); otherwise stop, naming the results out of reach with their projected cost and those "
+    "that cannot be projected. Never extend for an F or M result: those need a method fix or a delivery."
+)
+
+
+def decide(graph: dict[str, Any], case: str, *, production_ns: float, remaining_ns: float,
+           required: set[str] | None = None) -> dict[str, Any]:
+    """The extend-or-stop decision of one case from its projected graph (:data:`DECISION_RULE`).
+
+    Parameters
+    ----------
+    graph : dict
+        Propagated graph with projections (:func:`project_graph`).
+    case : str
+        The case.
+    production_ns : float
+        Production so far [ns].
+    remaining_ns : float
+        What the budget still allows this case [ns] (the smaller of the case's and the study's remainders).
+    required : set of str, optional
+        Observable families whose results are required (default: every SI result counts).
+
+    Returns
+    -------
+    dict
+        ``{"case", "action": "extend"|"stop", "segment_ns", "target_ns", "targets", "out_of_reach",
+        "not_projectable", "never_extended", "reason", "rule"}``.
+    """
+    targets, out_of_reach, unknown, never = [], [], [], []
+    for n in sorted(graph["nodes"].values(), key=lambda n: n["id"]):
+        if n["kind"] != "observable" or n["case"] != case:
+            continue
+        if required is not None and n["name"].split("/")[0] not in required:
+            continue
+        if n["state"] in ("F", "M"):
+            never.append({"node": n["id"], "state": n["state"]})
+            continue
+        if n["state"] != "SI":
+            continue
+        p = n.get("projection") or {}
+        if not p.get("credible") or p.get("ns_to_C") is None:
+            unknown.append({"node": n["id"], "why": p.get("basis", "no projection")})
+        elif p["ns_to_C"] <= production_ns + remaining_ns + 1e-9:
+            targets.append({"node": n["id"], "ns_to_C": p["ns_to_C"], "state": n["state"],
+                            "credible": bool(p.get("credible"))})
+        else:
+            out_of_reach.append({"node": n["id"], "ns_to_C": p["ns_to_C"]})
+    out = {"case": case, "action": "stop", "segment_ns": 0.0, "target_ns": production_ns, "targets": targets,
+           "out_of_reach": out_of_reach, "not_projectable": unknown, "never_extended": never,
+           "production_ns": production_ns, "remaining_ns": remaining_ns, "rule": DECISION_RULE}
+    if targets and remaining_ns > 1e-9:
+        nearest = min(t["ns_to_C"] for t in targets)
+        segment = min(remaining_ns, max(nearest - production_ns, 0.5 * production_ns))
+        out.update(action="extend", segment_ns=segment, target_ns=production_ns + segment,
+                   reason=f"{len(targets)} SI result(s) projected earned within the budget; the nearest at "
+                          f"{nearest:.3g} ns: extend by {segment:.3g} ns to {production_ns + segment:.3g} ns")
+        return out
+    worst = sorted(out_of_reach, key=lambda t: t["ns_to_C"])[:3]
+    out["reason"] = ("stop: no required SI result is projected earned within the budget "
+                     f"({production_ns:.3g} ns run, {remaining_ns:.3g} ns left); out of reach: "
+                     + (", ".join(f"{t['node']} ~{t['ns_to_C']:.3g} ns" for t in worst) or "none")
+                     + f"; not projectable: {len(unknown)}; F/M (never extended): {len(never)}")
+    return out
+
+
+def judge_production_decisions(events: list[dict[str, Any]], graph: dict[str, Any] | None) -> dict[str, Any]:
+    """O3 (action / stopping) for a run with a state graph: were production extensions spent on SI results
+    projected reachable, and was each stop justified?
+
+    A pure function of the run's events (as parsed, in order) and its recorded graph (working form,
+    :func:`mdbench.record.state_graph.from_json`; None when the run has none) — the audit reads both with its
+    own safe reader. Findings (each ``{"code", "case", "message", "event_id"}``):
+
+    * ``extension_without_decision``: a production extension with no ``extend`` decision before it;
+    * ``extension_on_unearnable``: an ``extend`` decision whose targets include a result that is not SI (F, M,
+      not_estimable …), not credibly projected, or projected beyond the budget;
+    * ``extension_after_unreachable``: an ``extend`` decision all of whose targets an earlier decision of the
+      case had found out of reach, with no new production in between;
+    * ``unjustified_stop``: a ``stop`` decision although one of its results was projected earned within the
+      remaining budget.
+
+    Returns ``{"has_graph": bool, "n_decisions", "findings": [...]}``; a run without a graph gets
+    ``has_graph`` False and no findings (the audit judges it as before).
+    """
+    if graph is None:
+        return {"has_graph": False, "n_decisions": 0, "findings": []}
+    events = [e for e in events if isinstance(e, dict)]
+    decisions = [e for e in events if e.get("type") == "production_decision" and isinstance(e.get("payload"), dict)]
+    findings: list[dict[str, Any]] = []
+    last_extend: dict[str, int] = {}
+    unreachable: dict[str, set[str]] = {}
+    for e in events:
+        p = e.get("payload") if isinstance(e.get("payload"), dict) else {}
+        case = p.get("case")
+        if e.get("type") == "production_extension":
+            if case not in last_extend:
+                findings.append({"code": "extension_without_decision", "case": case, "event_id": e.get("id"),
+                                 "message": f"{case}: production extended (event {e.get('id')}) without an extend "
+                                            "decision before it"})
+            last_extend.pop(case, None)
+            unreachable.pop(case, None)
+            continue
+        if e.get("type") != "production_decision":
+            continue
+        if p.get("action") == "extend":
+            last_extend[case] = e["id"]
+            targets = {str(t.get("node")) for t in _rows(p.get("targets"))}
+            bad = [t for t in _rows(p.get("targets")) if not _fits(t, p)]
+            if bad:
+                findings.append({"code": "extension_on_unearnable", "case": case, "event_id": e["id"],
+                                 "message": f"{case}: extension for {', '.join(str(t.get('node')) for t in bad)}, "
+                                            "not projected earned within the budget"})
+            if targets and targets <= unreachable.get(case, set()):
+                findings.append({"code": "extension_after_unreachable", "case": case, "event_id": e["id"],
+                                 "message": f"{case}: extended for results an earlier decision found out of reach"})
+        else:
+            reachable = [t for t in _rows(p.get("targets")) if _fits(t, p)]
+            if reachable and (_f(p.get("remaining_ns")) or 0.0) > 1e-9:
+                findings.append({"code": "unjustified_stop", "case": case, "event_id": e["id"],
+                                 "message": f"{case}: stopped although {len(reachable)} result(s) were projected "
+                                            "earned within the budget"})
+            unreachable.setdefault(case, set()).update(str(t.get("node")) for t in _rows(p.get("out_of_reach")))
+    return {"has_graph": True, "n_decisions": len(decisions), "findings": findings}
+
+
+def _rows(x: Any) -> list[dict[str, Any]]:
+    return [t for t in x if isinstance(t, dict)] if isinstance(x, list) else []
+
+
+def _fits(target: dict[str, Any], decision: dict[str, Any]) -> bool:
+    """A decision's target projected earned within what that decision had left."""
+    ns = _f(target.get("ns_to_C"))
+    if target.get("state", "SI") != "SI" or target.get("credible") is False or ns is None:
+        return False
+    return ns <= (_f(decision.get("production_ns")) or 0.0) + (_f(decision.get("remaining_ns")) or 0.0) + 1e-9

@@ -1,0 +1,160 @@
+"""Production until earned: after each production segment the analysis updates the state graph, the
+registered decision rule (:data:`mdbench.analysis.projection.DECISION_RULE`) decides, and the case is
+extended by one segment or stops.
+
+Every decision is a ``production_decision`` event carrying its inputs (production so far, budget left, the
+projections it used) and is written onto the graph's nodes (``decision`` with the event id). A kill anywhere
+leaves a resumable state: an extension in progress is finished first (:func:`mdbench.engine.stages.produce`
+continues it from its checkpoint), then the rule decides again from the records — no step is charged twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+#: Production extension rounds per case at most (a guard; the budget ends a study first in practice).
+MAX_ROUNDS = 50
+
+
+def production_ns(rec: Any, case: str) -> float:
+    """Production length run so far [ns]: the furthest step a completed production attempt reached (the
+    segment is continuous from step 0), times its time step."""
+    ends = [float(a.get("target_step") or 0) * float(a.get("dt_ps") or 0.0) / 1000.0 for a in rec.attempts()
+            if a.get("case") == case and a.get("stage") == "production" and a.get("status") == "completed"]
+    return max(ends, default=0.0)
+
+
+def remaining_ns(rec: Any, case: str, budget_ns: float | None) -> float:
+    """What the budget still allows ``case`` [ns]: the smaller of the case's and the study's remainders
+    (``budget_ns`` caps the study's total below its registered 300 ns)."""
+    from mdbench.record import CASE_BUDGET_NS, STUDY_BUDGET_NS  # noqa: PLC0415 - engine start-up
+
+    study = min(STUDY_BUDGET_NS, budget_ns) if budget_ns is not None else STUDY_BUDGET_NS
+    return max(0.0, min(CASE_BUDGET_NS - rec.committed_ns(case), study - rec.committed_ns()))
+
+
+def decide_and_record(run_dir: str | Path, case: str, cases: list[str], *, budget_ns: float | None = None
+                      ) -> dict[str, Any]:
+    """Build the graph, project every SI result, decide for ``case``, record the decision (event + graph)."""
+    from mdbench.analysis import observables as registry  # noqa: PLC0415
+    from mdbench.analysis.projection import decide, project_graph  # noqa: PLC0415
+    from mdbench.analysis.study_state import build_state_graph, carry_over, load_results  # noqa: PLC0415
+    from mdbench.record import RunRecord  # noqa: PLC0415
+    from mdbench.record.state_graph import read_graph, write_graph  # noqa: PLC0415
+
+    run_dir = Path(run_dir)
+    rec = RunRecord(run_dir)
+    graph = build_state_graph(run_dir, cases)
+    done = {c: production_ns(rec, c) for c in cases}
+    left = {c: remaining_ns(rec, c, budget_ns) for c in cases}
+    project_graph(graph, {c: load_results(run_dir, c) for c in cases}, done,
+                  budget_ns={c: done[c] + left[c] for c in cases})
+    required = {e.name for e in registry.REGISTRY if e.required}
+    decision = decide(graph, case, production_ns=done[case], remaining_ns=left[case], required=required)
+    event = rec.append_event("production_decision", decision)
+    _annotate(graph, decision, event["id"])
+    carry_over(graph, read_graph(run_dir))  # the other cases' decisions stay
+    graph["budget"] = {"production_ns": done, "remaining_ns": left, "study_cap_ns": budget_ns}
+    write_graph(rec, graph)
+    decision["event_id"] = event["id"]
+    return decision
+
+
+def _annotate(graph: dict[str, Any], decision: dict[str, Any], event_id: int) -> None:
+    """Write the decision onto the nodes it concerns (targets extend; the rest stop, with why)."""
+    nodes = graph["nodes"]
+    for t in decision["targets"]:
+        action = "extend" if decision["action"] == "extend" else "stop"
+        nodes[t["node"]]["decision"] = {"action": action, "reason": decision["reason"], "event_id": event_id}
+    for t in decision["out_of_reach"]:
+        nodes[t["node"]]["decision"] = {"action": "stop", "event_id": event_id,
+                                        "reason": f"out of reach: projected {t['ns_to_C']:.3g} ns > budget"}
+    for t in decision["not_projectable"]:
+        nodes[t["node"]]["decision"] = {"action": "stop", "event_id": event_id,
+                                        "reason": f"not projectable: {t['why']}"}
+    for t in decision["never_extended"]:
+        nodes[t["node"]]["decision"] = {"action": "stop", "event_id": event_id,
+                                        "reason": f"{t['state']}: needs a method fix or a delivery, not sampling"}
+
+
+def _unfinished_extension(run_dir: Path, case: str) -> float | None:
+    """Target length [ps] of an extension recorded but not completed (None: nothing to finish)."""
+    from mdbench.record import RunRecord  # noqa: PLC0415
+
+    path = run_dir / "cases" / case / "prod" / "prod.extension.json"
+    if not path.is_file():
+        return None
+    state = json.loads(path.read_text())
+    prod = (RunRecord(run_dir).stage_states().get(case) or {}).get("production") or {}
+    if prod.get("state") == "valid":
+        return None
+    seg = json.loads((path.parent / "prod.segment.json").read_text())
+    dt_ps = next((float(a.get("dt_ps")) for a in RunRecord(run_dir).attempts()
+                  if a.get("case") == case and a.get("stage") == "production"), 0.002)
+    return float(state["target_step"] or seg.get("target_step") or 0) * dt_ps
+
+
+def run_until_earned(run_dir: str | Path, cases: list[str], *, preset: str, engine: str = "auto", threads: int = 1,
+                     seed: int = 2026, budget_ns: float | None = None,
+                     echo: Callable[[str], None] = log.info) -> list[dict[str, Any]]:
+    """Extend each case's production segment by segment until the rule stops it; returns the decisions.
+
+    Runs after the fixed-length study (production and analysis done). Per round and case: finish an
+    interrupted extension, decide (:func:`decide_and_record`), and on ``extend`` run the extension
+    (:func:`mdbench.engine.stages.produce` with the new length) and analyse the case again.
+    """
+    from mdbench.analysis.pipeline import load_or_analyze_case  # noqa: PLC0415
+    from mdbench.engine.stages import produce  # noqa: PLC0415
+
+    run_dir = Path(run_dir)
+    decisions: list[dict[str, Any]] = []
+    active = list(cases)
+    for _ in range(MAX_ROUNDS):
+        if not active:
+            break
+        for case in list(active):
+            pending = _unfinished_extension(run_dir, case)
+            if pending:
+                echo(f"{case}: finishing the interrupted extension to {pending / 1000:.4g} ns")
+                produce(run_dir, case, preset=preset, engine=engine, threads=threads, seed=seed,
+                        production_ps=pending)
+                load_or_analyze_case(run_dir, case, preset=preset, force=True)
+            d = decide_and_record(run_dir, case, cases, budget_ns=budget_ns)
+            decisions.append(d)
+            echo(f"{case}: {d['action']} — {d['reason']}")
+            if d["action"] != "extend":
+                active.remove(case)
+                continue
+            report = produce(run_dir, case, preset=preset, engine=engine, threads=threads, seed=seed,
+                             production_ps=d["target_ns"] * 1000.0)
+            if report.state != "valid":
+                echo(f"{case}: extension ended {report.state}: {report.reason}")
+                active.remove(case)
+                continue
+            load_or_analyze_case(run_dir, case, preset=preset, force=True)
+    return decisions
+
+
+def extend_until_earned(out: Path, cases: list[str], *, preset: str, engine: str, threads: int, seed: int,
+                        budget_ns: float | None, echo: Callable[[str], None]) -> list:
+    """``mdbench study run --until earned``: :func:`run_until_earned`, then the analysis templates of the
+    extended cases and the comparison again (their notebooks and the terminal claim follow the new
+    production); returns the executor's results of those reruns."""
+    from mdbench.engine.commands import ANALYSIS_STAGES, COMPARE_STAGE, build_jobs  # noqa: PLC0415
+    from mdbench.execute import Job, run_jobs  # noqa: PLC0415
+
+    decisions = run_until_earned(out, cases, preset=preset, engine=engine, threads=threads, seed=seed,
+                                 budget_ns=budget_ns, echo=echo)
+    extended = sorted({d["case"] for d in decisions if d["action"] == "extend"})
+    results = []
+    if extended:
+        jobs = build_jobs(out, extended, preset, engine, threads, seed, stages=ANALYSIS_STAGES)
+        results += run_jobs(jobs, executor="local", workers=1, force=True, verbose=False)
+    results += run_jobs([Job(str(out), "ALL", COMPARE_STAGE, {"cases": cases})], executor="local", workers=1,
+                        force=True, verbose=False)
+    return results

@@ -1,0 +1,107 @@
+"""Projections of the production length that would earn an SI result, and the extend-or-stop rule."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mdbench.analysis.projection import decide, half_width_range_factor, precision_length, project_graph, \
+    project_result
+from mdbench.record import state_graph as sg
+
+WINDOWS = {"guard_ps": 0.0, "whole_range_ps": [0.0, 39.5], "dt_ps": 0.5, "n_blocks": 4}
+SETTINGS = {"diffusion_beta_range": [0.9, 1.1], "diffusion_min_decades": 0.9, "diffusion_max_lag_fraction": 0.5}
+
+
+def _obs(hw: float, value: float, reason_checks: dict[str, str], window: dict | None = None) -> tuple[dict, str]:
+    obs = {"value": value, "uncertainty": {"half_width_95": hw}, "window": window or {},
+           "diagnostics": {"analysis_windows": WINDOWS, "check_details": reason_checks,
+                           "sampling_checks": {k: False for k in reason_checks}}}
+    reason = "valid estimator, sampling diagnostic(s) failed: " + "; ".join(f"{k} ({v})"
+                                                                            for k, v in reason_checks.items())
+    return obs, reason
+
+
+def test_block_variance_scaling_meets_the_bound_at_the_projected_length():
+    t_c, lo, hi = precision_length(40.0, 0.4, 0.2)
+    assert t_c == pytest.approx(160.0) and lo < t_c < hi
+    lo_f, hi_f = half_width_range_factor(4)
+    assert lo_f < 1 < hi_f and half_width_range_factor(40)[1] < hi_f  # more blocks, a narrower range
+    # the scaling itself on white-noise block means: hw at 4x the length is half the hw
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(4000, 4 * 400))
+    hw1 = np.std(x[:, :400].reshape(4000, 4, 100).mean(axis=2), axis=1, ddof=1).mean()
+    hw4 = np.std(x.reshape(4000, 4, 400).mean(axis=2), axis=1, ddof=1).mean()
+    assert hw1 / hw4 == pytest.approx(2.0, rel=0.05)
+
+
+def test_precision_projection_reads_the_registered_bound_stated_with_the_check():
+    obs, reason = _obs(0.4, 1.0, {"block_precision": "95 % half-width 0.4 = 40% of |value| for value 1 m^2/s; "
+                                                     "accepted <= 20% of |value|"})
+    p = project_result(obs, reason, SETTINGS, production_ns=0.04)
+    assert p["credible"] and p["limiting_check"] == "block_precision"
+    assert p["ns_to_C"] == pytest.approx(40.0 * 4 / 1000)  # (0.4 / 0.2)^2 = 4 windows of 40 ps
+    assert p["ns_to_C_low"] < p["ns_to_C"] < p["ns_to_C_high"]
+    obs, reason = _obs(0.3, 0.5, {"t_plus_block_precision": "95 % half-width 0.3; accepted <= 0.1"})
+    assert project_result(obs, reason, SETTINGS, 0.04)["ns_to_C"] == pytest.approx(0.040 * 9)
+
+
+def test_diffusive_window_projection_needs_a_rising_beta_and_a_trend_is_not_projectable():
+    rising = {"lo_ps": 1.58, "hi_ps": 5.0, "decades": 0.5, "beta_min": 0.6, "beta_max": 0.8, "found": False}
+    obs, reason = _obs(0.1, 1.0, {"diffusive_window": "beta 0.6-0.8 over 0.50 decades"}, rising)
+    p = project_result(obs, reason, SETTINGS, 0.04)
+    # beta rises 0.4 per decade: 0.9 at 5 x 10^0.25 ps; the window needs 0.9 decades more, below half a block
+    t_band = 5.0 * 10 ** 0.25
+    assert p["credible"] and p["ns_to_C"] == pytest.approx(4 * t_band * 10 ** 0.9 / 0.5 / 1000)
+    flat = {**rising, "beta_min": 0.5, "beta_max": 0.5}
+    obs, reason = _obs(0.1, 1.0, {"diffusive_window": "beta 0.5"}, flat)
+    assert not project_result(obs, reason, SETTINGS, 0.04)["credible"]
+    obs, reason = _obs(0.1, 1.0, {"block_trend": "block slope ... p = 0.01 (< 0.05)"})
+    p = project_result(obs, reason, SETTINGS, 0.04)
+    assert not p["credible"] and p["ns_to_C"] is None and "cannot be projected" in p["basis"]
+
+
+def _graph(d_hw: float, sigma_state: str = "SI") -> tuple[dict, dict]:
+    g = sg.new_graph()
+    sg.add_node(g, "stage:A/production", "stage", "valid", "", case="A")
+    d_obs, d_reason = _obs(d_hw, 1.0, {"block_precision": f"95 % half-width {d_hw}; accepted <= 20% of |value|"})
+    s_obs, s_reason = _obs(0.5, 1.0, {"collective_regime": "charge-MSD beta 0.59 (accepted (0.8, 1.2))"})
+    for name, state, reason in (("self_diffusion/LI", "SI", d_reason), ("conductivity/sigma", sigma_state, s_reason),
+                                ("conductivity/sigma_NE", "SI", "input self_diffusion/LI is SI (...)")):
+        sg.add_node(g, f"observable:A/{name}", "observable", state, reason, case="A", name=name)
+        sg.add_edge(g, f"observable:A/{name}", "stage:A/production", sg.UPSTREAM)
+    sg.add_edge(g, "observable:A/conductivity/sigma_NE", "observable:A/self_diffusion/LI", sg.INPUT)
+    sg.settle_claim(g, ["A"])
+    results = {"A": {"observables": {"self_diffusion/LI": d_obs, "conductivity/sigma": s_obs,
+                                     "conductivity/sigma_NE": {}}, "settings": SETTINGS}}
+    return g, results
+
+
+def test_decision_extends_to_the_nearest_reachable_result_and_a_derived_result_waits_for_its_input():
+    g, results = _graph(0.4)
+    project_graph(g, results, {"A": 0.04}, budget_ns={"A": 100.0})
+    ne = g["nodes"]["observable:A/conductivity/sigma_NE"]["projection"]
+    assert ne["credible"] and ne["ns_to_C"] == pytest.approx(0.16) and ne["limiting_check"].startswith("input:")
+    assert not g["nodes"]["observable:A/conductivity/sigma"]["projection"]["credible"]
+    d = decide(g, "A", production_ns=0.04, remaining_ns=99.9)
+    assert d["action"] == "extend" and d["target_ns"] == pytest.approx(0.16)
+    assert {t["node"] for t in d["targets"]} == {"observable:A/self_diffusion/LI", "observable:A/conductivity/sigma_NE"}
+    assert [t["node"] for t in d["not_projectable"]] == ["observable:A/conductivity/sigma"]
+
+
+def test_decision_stops_when_out_of_reach_and_never_extends_for_f():
+    g, results = _graph(40.0)  # (40/0.2)^2 x 40 ps = 1600 ns: beyond 100 ns
+    project_graph(g, results, {"A": 0.04}, budget_ns={"A": 100.0})
+    d = decide(g, "A", production_ns=0.04, remaining_ns=99.9)
+    assert d["action"] == "stop" and "out of reach" in d["reason"] and "1.6e+03 ns" in d["reason"]
+    assert g["nodes"]["observable:A/self_diffusion/LI"]["projection"]["reachable_in_budget"] is False
+    g, results = _graph(0.4, sigma_state="F")
+    g["nodes"]["observable:A/self_diffusion/LI"]["own_state"] = "F"
+    sg.settle_claim(g, ["A"])
+    project_graph(g, results, {"A": 0.04}, budget_ns={"A": 100.0})
+    d = decide(g, "A", production_ns=0.04, remaining_ns=99.9)
+    assert d["action"] == "stop" and not d["targets"]
+    assert {t["node"] for t in d["never_extended"]} >= {"observable:A/self_diffusion/LI", "observable:A/conductivity/sigma"}
+    assert all(math.isfinite(x["ns_to_C"]) for x in d["out_of_reach"])
