@@ -486,6 +486,31 @@ RULES: dict[str, Rule] = {r.code: r for r in (
          seed="Production; Consistency: one continuous simulation of the run input",
          test="tests/audit/test_trajectory_integrity.py::test_dropped_frames_are_irregular_times",
          evidence="the production .xtc frame headers"),
+    Rule("extension_without_decision", None, {"O3": 0.5}, "O3",
+         rule=("a production extension (`production_extension` event) of a run that keeps a scientific-state graph, "
+               "with no `production_decision` to extend before it (`projection.judge_production_decisions`)"),
+         seed="§5.2: \"identify the source of the problem before deciding whether to … continue sampling, or stop\"",
+         test="tests/audit/test_production_decisions.py::test_extension_without_a_decision_caps_O3_at_half",
+         evidence="run_record/events.jsonl (the extension), run_record/state_graph.json"),
+    Rule("extension_on_unearnable", None, {"O3": 0.0}, "O3",
+         rule=("an `extend` decision whose targets include a result more sampling cannot earn: not SI (F, M, "
+               "not_estimable…), not credibly projected, or projected beyond the remaining budget"),
+         seed=("§5.2: \"Invalid methods or implementation errors require correction rather than additional "
+               "sampling\"; \"additional computation may consume resources without improving the scientific "
+               "evidence\""),
+         test="tests/audit/test_production_decisions.py::test_extension_spent_on_an_F_result_is_O3_zero",
+         evidence="run_record/events.jsonl (the decision), run_record/state_graph.json"),
+    Rule("extension_after_unreachable", None, {"O3": 0.0}, "O3",
+         rule=("an `extend` decision all of whose targets an earlier decision of the case had projected out of "
+               "reach, with no new production in between"),
+         seed="§5.2: \"additional computation may consume resources without improving the scientific evidence\"",
+         test="tests/audit/test_production_decisions.py::test_extension_after_a_projection_said_unreachable_is_O3_zero",
+         evidence="run_record/events.jsonl (both decisions), run_record/state_graph.json"),
+    Rule("unjustified_stop", None, {"O3": 0.5}, "O3",
+         rule="a `stop` decision although one of its SI results was projected earned within the remaining budget",
+         seed="§5.2: \"a valid method may still remain sampling-limited … may require longer simulations\"",
+         test="tests/audit/test_production_decisions.py::test_stop_while_a_result_was_projected_within_budget_caps_O3_at_half",
+         evidence="run_record/events.jsonl (the decision), run_record/state_graph.json"),
     Rule("unreadable", None, {}, "E3",
          rule=("a file the run directory holds where a record belongs that cannot be read (a directory or FIFO,"
                " permissions)"),

@@ -389,7 +389,8 @@ def _episode_pass(run: RunData, bundle: Any, st: _AuditState) -> str:
                        f"{evidence.REC}/episode_terminal.json", item="E5") for m in consumption.statements]
     st.findings = deduplicate(st.findings + st.fs.findings + st.extra + claim_findings(st.assessments) + budget
                               + outcome.state_disagreements(run, st.assessments)
-                              + outcome.next_action_findings(run, st.assessments))
+                              + outcome.next_action_findings(run, st.assessments)
+                              + outcome.production_decision_findings(run))
     return expected
 
 

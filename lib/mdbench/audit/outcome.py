@@ -11,12 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from mdbench.analysis.projection import judge_production_decisions
 from mdbench.analysis.states import SI, STATE_ACTIONS, C, F, contradicting_action
+from mdbench.audit.codes import rule
 from mdbench.audit.model import UNRESOLVED_STATES, Evidence, Finding, Judgment, ObservableAssessment
 from mdbench.audit.runread import RunData, tokens
+from mdbench.record.state_graph import from_json
 
 TERM = "run_record/episode_terminal.json"
 OBS = "run_record/observables.json"
+GRAPH = "run_record/state_graph.json"
+EVENTS = "run_record/events.jsonl"
 _STOP_WORDS = ("stop", "terminat", "budget_exhausted", "episode_terminal")
 _ACTION_WORDS = ("stop", "decision", "extension", "extend", "reanaly", "recover", "repair", "action", "retry")
 
@@ -116,6 +121,30 @@ def next_action_findings(run: RunData, assessments: list[ObservableAssessment]) 
                     item="O2", case=a.case) for a, text, kind in next_action_conflicts(run, assessments)]
 
 
+def production_decision_findings(run: RunData) -> list[Finding]:
+    """O3 of a run that keeps a scientific-state graph (``run_record/state_graph.json``): its production
+    extensions and stops against its own recorded decisions and projections
+    (:func:`mdbench.analysis.projection.judge_production_decisions`) — an extension without a decision, one spent
+    on a result more sampling cannot earn (F, M, not credibly projected, beyond the budget) or after the case's
+    projection had said out of reach, a stop while a result was projected earned in the budget. A run without a
+    graph: no finding (judged as before)."""
+    doc = run.fs.read_json(GRAPH)
+    if not isinstance(doc, dict):
+        return []
+    try:
+        verdict = judge_production_decisions([e for _, e in run.events], from_json(doc))
+    except (TypeError, ValueError, AttributeError, KeyError):  # a hostile graph or event payload: judged as before
+        return []
+    return [Finding(str(f["code"]), str(f.get("message", ""))[:900], f"{EVENTS}#{f.get('event_id') or ''}",
+                    item="O3", case=f.get("case") if isinstance(f.get("case"), str) else None)
+            for f in verdict.get("findings", []) if str(f.get("code")) in _DECISION_CODES]
+
+
+#: The codes :func:`judge_production_decisions` reports (rows of the one check table).
+_DECISION_CODES = ("extension_without_decision", "extension_on_unearnable", "extension_after_unreachable",
+                   "unjustified_stop")
+
+
 def _detection(run: RunData, assessments: list[ObservableAssessment], unresolved: list[ObservableAssessment]
                ) -> tuple[list[ObservableAssessment], list[str], list[ObservableAssessment], list[str]]:
     """(unresolved observables the run recognised in the contract vocabulary, mislabelled lines, failures it
@@ -186,6 +215,11 @@ def _o3(run: RunData, unresolved: list[ObservableAssessment], t: dict[str, Any],
     decision); a next action the state → action table rules out (:func:`next_action_conflicts`) does not address
     its item (O3 ≤ ½)."""
     j = _o3_addressed(run, unresolved, t, ev_t)
+    decisions = production_decision_findings(run)
+    worst = min((rule(f.code).lowers["O3"] for f in decisions), default=None)
+    if worst is not None and j.rating is not None and j.rating > worst:
+        j = Judgment("O3", worst, "production decisions unlike the run's own state graph: "
+                     + "; ".join(f.message for f in decisions[:6]), evidence=[ev_t, Evidence(GRAPH), Evidence(EVENTS)])
     if conflicts and j.rating is not None and j.rating > 0.5:
         return Judgment("O3", 0.5, "next action unlike the state: " + "; ".join(conflicts[:8]), evidence=j.evidence)
     return j
