@@ -58,3 +58,15 @@ def test_hostile_graph_file_is_drawn_as_text_never_a_crash(tmp_path):
     fig.canvas.draw()  # mathtext would raise on the label: drawn as typed
     assert any("<script>" in t.get_text() for t in fig.axes[0].texts)
     assert len(what_it_would_take(tmp_path)) == 1
+
+
+def test_the_report_section_shows_a_graph_and_says_so_without_one(tmp_path, capsys):
+    from mdbench.report.state_graph import show_state
+
+    with_graph, without, linked = tmp_path / "with", tmp_path / "without", tmp_path / "linked"
+    for d in (with_graph, without, linked):
+        (d / "run_record").mkdir(parents=True)
+    (with_graph / "run_record" / "state_graph.json").write_text(json.dumps(sg.to_json(_graph())))
+    (linked / "run_record" / "state_graph.json").symlink_to(with_graph / "run_record" / "state_graph.json")
+    # a link is not followed: only the run's own regular file is a graph
+    assert show_state([("a", str(with_graph)), ("b", str(without)), ("c", str(linked)), ("d", "")]) == 1

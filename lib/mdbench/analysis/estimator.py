@@ -11,9 +11,11 @@ needs for each result. Estimators never set states themselves: one classifier ap
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from mdbench.analysis import observables as registry
 from mdbench.analysis.observables import Observable
 from mdbench.analysis.settings import AnalysisSettings
 
@@ -252,3 +254,43 @@ class EstimatorBase:
     def sampling_checks(self, name: str) -> dict[str, bool]:
         """Sampling diagnostics of the result ``name``."""
         return dict(self._measurement(name).state_inputs.get("sampling_checks") or {})
+
+
+def estimator_plan(entries: tuple[registry.Observable, ...] | None = None
+                   ) -> list[tuple[type, tuple[registry.Observable, ...]]]:
+    """(estimator class, the registry entries it serves), each class once, in dependency order.
+
+    An estimator that reads ``products.<name>`` (its ``inputs`` or ``optional_inputs``) runs after the
+    estimator whose registry entries declare the product ``<name>``; where nothing orders two estimators
+    the registry's order stands (a stable topological sort). A product read that no entry declares, two
+    entries declaring one product, or a cycle is an error naming them.
+    """
+    served: dict[str, list[registry.Observable]] = {}
+    for entry in registry.REGISTRY if entries is None else entries:
+        served.setdefault(entry.estimator, []).append(entry)
+    nodes = []
+    for path, group in served.items():
+        module, _, name = path.partition(":")
+        nodes.append((getattr(importlib.import_module(module), name), tuple(group)))
+    maker: dict[str, int] = {}
+    for i, (cls, group) in enumerate(nodes):
+        for product in (p for e in group for p in e.products):
+            if product in maker and maker[product] != i:
+                raise ValueError(f"product {product!r} is declared by {nodes[maker[product]][0].__name__} and "
+                                 f"{cls.__name__}; one registry entry declares each product")
+            maker[product] = i
+    needs = []
+    for cls, _group in nodes:
+        unknown = [p for p in declared_products(cls) if p not in maker]
+        if unknown:
+            raise ValueError(f"{cls.__name__} reads {', '.join('products.' + p for p in unknown)}, which no "
+                             "registry entry declares in its products")
+        needs.append({maker[p] for p in declared_products(cls)})
+    order: list[int] = []
+    while len(order) < len(nodes):
+        ready = [i for i in range(len(nodes)) if i not in order and needs[i] <= set(order)]
+        if not ready:
+            left = [nodes[i][0].__name__ for i in range(len(nodes)) if i not in order]
+            raise ValueError(f"the estimators {', '.join(left)} read each other's products (a cycle)")
+        order.append(ready[0])
+    return [nodes[i] for i in order]

@@ -187,7 +187,7 @@ class Observable:
     products : tuple of str
         What its estimator shares with later estimators (:attr:`mdbench.analysis.estimator.Estimate.products`);
         an estimator that reads ``products.<name>`` runs after the entry declaring ``<name>``
-        (:func:`mdbench.analysis.pipeline.estimator_plan`), and one that reads a product it did not declare
+        (:func:`mdbench.analysis.estimator.estimator_plan`), and one that reads a product it did not declare
         is refused.
     """
 
@@ -376,7 +376,7 @@ SIGMA, SIGMA_NE, IONICITY = CONDUCTIVITY.key(_SIGMA), CONDUCTIVITY.key(_SIGMA_NE
 CONDUCTIVITY_MEMBERS = {_SIGMA: "sigma", _SIGMA_NE: "sigma_NE", _IONICITY: "ionicity"}
 
 #: Every observable. The pipeline runs their estimators in the order their declared inputs and products
-#: require (:func:`mdbench.analysis.pipeline.estimator_plan`), this order where nothing requires another.
+#: require (:func:`mdbench.analysis.estimator.estimator_plan`), this order where nothing requires another.
 REGISTRY: tuple[Observable, ...] = (THERMO, RDF, COORDINATION, ASSOCIATION, SELF_DIFFUSION, CONDUCTIVITY,
                                     TRANSFERENCE, VISCOSITY, SELF_DIFFUSION_YH, RESIDENCE_TIME, CONTACT_LIFETIME,
                                     SPECIATION)

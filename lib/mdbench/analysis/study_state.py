@@ -6,7 +6,7 @@ Where each edge comes from (nothing here is a hand-written list of dependencies)
 * production → its segments: the ledger's completed production attempts;
 * estimator → production: the estimator reads the case's trajectory / energy (its ``inputs``);
 * estimator → estimator: it reads ``products.<name>`` that the other's registry entries declare
-  (:func:`mdbench.analysis.pipeline.estimator_plan`, the same declarations the analysis enforces);
+  (:func:`mdbench.analysis.estimator.estimator_plan`, the same declarations the analysis enforces);
 * observable → its estimator (the registry entry's ``estimator``), → its blocks, → the results it was
   derived from (``derived_from``, written by the estimator from its classifier inputs: σ_NE from the
   ions' D, the ionicity from σ and σ_NE) and → the same member of a family whose product its estimator
@@ -106,7 +106,7 @@ def _segment_nodes(graph: dict, case: str, prod_id: str | None, attempts: Iterab
 def _estimator_nodes(graph: dict, case: str, prod_id: str | None, results: dict) -> dict[str, str]:
     """One node per estimator (what it computes for the case); returns family name → estimator node id."""
     from mdbench.analysis.estimator import declared_products
-    from mdbench.analysis.pipeline import estimator_plan
+    from mdbench.analysis.estimator import estimator_plan
 
     family_node: dict[str, str] = {}
     maker: dict[str, str] = {}

@@ -37,7 +37,10 @@ from mdbench.audit import codes
 from mdbench.audit.codes import CODES
 from mdbench.audit.gmx_dump import _bounded_output, _regular
 from mdbench.audit.model import Check, Evidence, Finding, Judgment, cap
+from mdbench.engine.protocols import Timing, load_protocol, mdp_options
+from mdbench.engine.stages import load_preset
 from mdbench.paths import PARAMS_DIR
+from mdbench.yamlio import load_yaml
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +56,6 @@ CODES_ORDER = ("protocol_model_differs", "protocol_state_point_differs", "protoc
 @lru_cache(maxsize=1)
 def tolerances() -> dict[str, dict[str, Any]]:
     """The parameter table of :data:`TOLERANCES` (keys lower case)."""
-    from mdbench.yamlio import load_yaml  # noqa: PLC0415
-
     data = load_yaml(TOLERANCES)
     return {str(k).lower(): dict(v) for k, v in (data.get("parameters") or {}).items()}
 
@@ -107,8 +108,6 @@ def _norm_key(k: str) -> str:
 def frozen_protocol(bundle: Any, case: str) -> tuple[list[dict[str, Any]], str] | None:
     """The admissible production option sets of ``case`` (NVT and, where the protocol offers it, NPT; keys
     normalised) and where they come from; None when the bundle freezes no protocol."""
-    from mdbench.engine.protocols import load_protocol, mdp_options  # noqa: PLC0415
-
     root = getattr(bundle, "root", None)
     if root is None:
         return None
@@ -122,8 +121,6 @@ def frozen_protocol(bundle: Any, case: str) -> tuple[list[dict[str, Any]], str] 
             preset = _bundle_preset(bundle, case)
             if preset is None:
                 return None
-            from mdbench.engine.stages import load_preset  # noqa: PLC0415
-
             prot = load_protocol("production")
             overrides, tm = preset_production(prot, load_preset(preset))
             source = f"params/protocols/production.yaml + preset {preset}"
@@ -141,8 +138,6 @@ def preset_production(prot: Any, preset: dict[str, Any]) -> tuple[dict[str, Any]
     them: the preset's ``cutoff_nm`` for rcoulomb and rvdw, its ``protocol:`` time step, output intervals and
     ``production_ps``, the log interval no longer than the segment (``tests/audit/test_protocol_from_tpr.py``
     holds it equal to :mod:`mdbench.engine.stages`' own merge, whose functions are private to that room)."""
-    from mdbench.engine.protocols import Timing  # noqa: PLC0415
-
     rc = preset.get("cutoff_nm")
     overrides = {"rcoulomb": float(rc), "rvdw": float(rc)} if rc else {}
     tm = Timing(**asdict(prot.timing))
@@ -160,8 +155,6 @@ def _bundle_preset(bundle: Any, case: str) -> str | None:
     cdef = bundle.cases.get(case)
     if cdef is None or not cdef.source:
         return None
-    from mdbench.yamlio import load_yaml  # noqa: PLC0415
-
     try:
         data = load_yaml(Path(bundle.root) / cdef.source)
     except Exception:  # noqa: BLE001

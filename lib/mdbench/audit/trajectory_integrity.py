@@ -33,8 +33,10 @@ from typing import Any
 import numpy as np
 
 from mdbench.audit.codes import rule
-from mdbench.audit.simulation import SCREEN_CENTRES, sampled_atoms
 from mdbench.audit.model import Evidence, Finding, Judgment, cap
+from mdbench.audit.production_protocol import dump_inputrec
+from mdbench.audit.simulation import SCREEN_CENTRES, sampled_atoms
+from mdbench.trajcheck import _HEADER_BYTES, _LEAD, XTC_MAGIC, _frame_bytes, scan_xtc
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +61,6 @@ INTEGRITY_CODES = frozenset({"trajectory_times_irregular", "trajectory_frames_re
 
 def frame_headers(path: Any, max_frames: int = 10_000_000) -> tuple[np.ndarray, np.ndarray]:
     """(step, time [ps]) of every complete frame of an xtc, from the frame headers alone."""
-    from mdbench.trajcheck import _HEADER_BYTES, _LEAD, XTC_MAGIC, _frame_bytes  # noqa: PLC0415
-
     steps: list[int] = []
     times: list[float] = []
     with open(path, "rb") as fh:
@@ -86,8 +86,6 @@ def frame_headers(path: Any, max_frames: int = 10_000_000) -> tuple[np.ndarray, 
 def _frames(path: Any) -> tuple[np.ndarray, np.ndarray]:
     """(positions (F, n, 3) of :func:`sampled_atoms` [nm], orthorhombic box edges (F, 3) [nm]) of an xtc."""
     from MDAnalysis.lib.formats.libmdaxdr import XTCFile  # noqa: PLC0415
-
-    from mdbench.trajcheck import scan_xtc  # noqa: PLC0415
 
     n_frames = scan_xtc(path).n_frames or 1
     xs, boxes = [], []
@@ -121,8 +119,6 @@ def _positions(pf: Any, run: Any, centres: Any, n_frames: int) -> tuple[np.ndarr
 
 
 def _first_box(path: Any) -> np.ndarray | None:
-    from mdbench.trajcheck import scan_xtc  # noqa: PLC0415
-
     try:
         box = scan_xtc(path).first_box_nm
     except Exception:  # noqa: BLE001
@@ -214,8 +210,6 @@ def checks(run: Any, case: str, pf: Any, centres: Any = None) -> list[tuple[str,
     if bad.size:
         out.append(("trajectory_times_irregular", f"frame times not uniform (spacing {spacing:g} ps): frames "
                                                   f"{_frames_text(bad.tolist(), times)}"))
-    from mdbench.audit.production_protocol import dump_inputrec  # noqa: PLC0415
-
     ir = dump_inputrec(run, pf.tpr) if pf.tpr else {}
     try:
         dt, nst, t0 = float(ir.get("dt", "nan")), int(ir.get("nstxout-compressed", 0)), float(ir.get("tinit", 0))

@@ -141,11 +141,12 @@ def run_until_earned(run_dir: str | Path, cases: list[str], *, preset: str, engi
 
 
 def extend_until_earned(out: Path, cases: list[str], *, preset: str, engine: str, threads: int, seed: int,
-                        budget_ns: float | None, echo: Callable[[str], None]) -> list:
+                        budget_ns: float | None, echo: Callable[[str], None], analysis_jobs: Callable[[list[str]], list],
+                        compare_stage: str) -> list:
     """``mdbench study run --until earned``: :func:`run_until_earned`, then the analysis templates of the
-    extended cases and the comparison again (their notebooks and the terminal claim follow the new
-    production); returns the executor's results of those reruns."""
-    from mdbench.engine.commands import ANALYSIS_STAGES, COMPARE_STAGE, build_jobs  # noqa: PLC0415
+    extended cases (``analysis_jobs(cases)``: the study command's jobs) and the comparison (``compare_stage``)
+    again, so their notebooks and the terminal claim follow the new production; returns the executor's results
+    of those reruns."""
     from mdbench.execute import Job, run_jobs  # noqa: PLC0415
 
     decisions = run_until_earned(out, cases, preset=preset, engine=engine, threads=threads, seed=seed,
@@ -153,8 +154,7 @@ def extend_until_earned(out: Path, cases: list[str], *, preset: str, engine: str
     extended = sorted({d["case"] for d in decisions if d["action"] == "extend"})
     results = []
     if extended:
-        jobs = build_jobs(out, extended, preset, engine, threads, seed, stages=ANALYSIS_STAGES)
-        results += run_jobs(jobs, executor="local", workers=1, force=True, verbose=False)
-    results += run_jobs([Job(str(out), "ALL", COMPARE_STAGE, {"cases": cases})], executor="local", workers=1,
+        results += run_jobs(analysis_jobs(extended), executor="local", workers=1, force=True, verbose=False)
+    results += run_jobs([Job(str(out), "ALL", compare_stage, {"cases": cases})], executor="local", workers=1,
                         force=True, verbose=False)
     return results

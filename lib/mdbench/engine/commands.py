@@ -139,11 +139,14 @@ def run(preset: str | None, bundle: Path | None, systems: tuple[str, ...], out: 
 
         results += run_jobs([Job(str(out), "ALL", COMPARE_STAGE, {"cases": names})], executor="local", workers=1,
                             force=force, verbose=False)
-    if until == "earned" and analysis:  # issue 46: production until each result is earned or out of reach
+    if until == "earned" and analysis:  # production until each result is earned or out of reach
         from mdbench.engine.adaptive import extend_until_earned  # noqa: PLC0415
 
         results += extend_until_earned(out, names, preset=preset, engine=engine, threads=threads, seed=seed,
-                                       budget_ns=budget_ns, echo=(lambda _m: None) if quiet else click.echo)
+                                       budget_ns=budget_ns, echo=(lambda _m: None) if quiet else click.echo,
+                                       analysis_jobs=lambda cases: build_jobs(out, cases, preset, engine, threads,
+                                                                              seed, stages=ANALYSIS_STAGES),
+                                       compare_stage=COMPARE_STAGE)
     failed = 0
     click.echo(f"{'system':6s} {'stage':24s} status")
     for r in results:

@@ -27,6 +27,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
+from mdbench.untrusted import try_read_json
 from mdbench.observable_states import C, F, INVALID_UPSTREAM, M, NEXT_ACTION, NOT_REACHED, SEVERITY
 
 #: File name in ``run_record/``.
@@ -246,12 +247,8 @@ def write_graph(rec: Any, graph: dict[str, Any]) -> dict[str, Any]:
 
 def read_graph(run_dir: str | Path) -> dict[str, Any] | None:
     """The recorded graph of a run (working form), or None when it has none or it does not parse."""
-    path = Path(run_dir) / "run_record" / STATE_GRAPH
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    return from_json(doc) if isinstance(doc, dict) else None
+    doc, _refused = try_read_json(Path(run_dir) / "run_record" / STATE_GRAPH)  # a run's file is untrusted: capped,
+    return from_json(doc) if isinstance(doc, dict) else None                # no link followed, never a crash
 
 
 # ----------------------------------------------------------------------------------------------- compare

@@ -127,3 +127,25 @@ def what_it_would_take(source: str | Path | dict[str, Any]) -> Any:
                                                                                                          "none")})
     return pd.DataFrame(rows, columns=["case", "result", "projected_ns_to_C", "range_ns", "fits_budget", "credible",
                                        "limited_by", "basis", "decision"])
+
+
+def show_state(run_dirs: list[tuple[str, str | Path]]) -> int:
+    """Display (in a notebook) the scientific-state graph of each ``(label, run_dir)`` and its table "what it
+    would take"; a run without a graph (or with one that does not parse) gets one line saying so. Returns the
+    number of graphs shown."""
+    from IPython.display import display  # noqa: PLC0415 - notebooks only
+
+    from mdbench.report import figures, tables  # noqa: PLC0415 - the report's renderers load seaborn
+
+    shown = 0
+    for label, run_dir in run_dirs:
+        graph = read_graph(run_dir) if run_dir else None
+        if graph is None:
+            display(tables.heading(f"{label}: no scientific-state graph (run_record/state_graph.json) in the run", 3))
+            continue
+        display(tables.heading(f"{label}: scientific state (stages → observables → comparisons → claim)", 3))
+        display(figures.as_image(state_graph_figure(graph)))
+        display(tables.html_table(what_it_would_take(graph), caption="what it would take: per SI result, the "
+                                  "projected production [ns] to make it C and whether it fits the budget"))
+        shown += 1
+    return shown
