@@ -171,16 +171,3 @@ def test_coarser_trajectory_output_caps_sim4_at_half(frozen_bundle, run_copy, tm
     found = [f for f in res.findings if f.code == "protocol_output_coarser"]
     assert [f.item for f in found] == ["Sim4"] and f"every {every * 0.002:g} ps in the production" in found[0].message
     assert items(tmp_path / "a")["Sim4"] <= 0.5
-
-
-@pytest.mark.parametrize("preset", ["micro", "tiny", "small", "paper"])
-def test_preset_merge_is_the_engines(preset):
-    """The audit's merge of preset and production protocol is the engine's production stage's own."""
-    from mdbench.audit.production_protocol import preset_production
-    from mdbench.engine.protocols import load_protocol
-    from mdbench.engine.stages import _cutoff_overrides, _timing, load_preset
-
-    prot, pre = load_protocol("production"), load_preset(preset)
-    overrides, tm = preset_production(prot, pre)
-    assert overrides == _cutoff_overrides(pre)
-    assert tm == _timing(prot, pre, "production_ps", None)

@@ -28,7 +28,6 @@ import math
 import re
 import shutil
 import subprocess
-from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -37,8 +36,8 @@ from mdbench.audit import codes
 from mdbench.audit.codes import CODES
 from mdbench.audit.gmx_dump import _bounded_output, _regular
 from mdbench.audit.model import Check, Evidence, Finding, Judgment, cap
-from mdbench.engine.protocols import Timing, load_protocol, mdp_options
-from mdbench.engine.stages import load_preset
+from mdbench.engine.protocols import load_protocol, mdp_options
+from mdbench.engine.stages import cutoff_overrides, load_preset, preset_timing
 from mdbench.paths import PARAMS_DIR
 from mdbench.yamlio import load_yaml
 
@@ -134,21 +133,9 @@ def frozen_protocol(bundle: Any, case: str) -> tuple[list[dict[str, Any]], str] 
 
 
 def preset_production(prot: Any, preset: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    """(mdp overrides, timing) of a production under a preset, merged as the engine's production stage merges
-    them: the preset's ``cutoff_nm`` for rcoulomb and rvdw, its ``protocol:`` time step, output intervals and
-    ``production_ps``, the log interval no longer than the segment (``tests/audit/test_protocol_from_tpr.py``
-    holds it equal to :mod:`mdbench.engine.stages`' own merge, whose functions are private to that room)."""
-    rc = preset.get("cutoff_nm")
-    overrides = {"rcoulomb": float(rc), "rvdw": float(rc)} if rc else {}
-    tm = Timing(**asdict(prot.timing))
-    block = preset.get("protocol") or {}
-    for key in ("dt_fs", "energy_interval_ps", "xtc_interval_ps"):
-        if key in block:
-            setattr(tm, key, float(block[key]))
-    if "production_ps" in block:
-        tm.length_ps = float(block["production_ps"])
-    tm.log_interval_ps = min(tm.log_interval_ps, max(tm.energy_interval_ps, tm.length_ps or tm.log_interval_ps))
-    return overrides, tm
+    """(mdp overrides, timing) of a production under a preset: the engine's own merge
+    (:func:`mdbench.engine.stages.cutoff_overrides`, :func:`~mdbench.engine.stages.preset_timing`)."""
+    return cutoff_overrides(preset), preset_timing(prot, preset, "production_ps", None)
 
 
 def _bundle_preset(bundle: Any, case: str) -> str | None:

@@ -102,12 +102,13 @@ def load_preset(preset: str | dict | None) -> dict[str, Any]:
     return data
 
 
-def _cutoff_overrides(preset: dict) -> dict[str, Any]:
+def cutoff_overrides(preset: dict) -> dict[str, Any]:
+    """mdp overrides of a preset: its ``cutoff_nm`` for rcoulomb and rvdw (none when it sets none)."""
     rc = preset.get("cutoff_nm")
     return {"rcoulomb": float(rc), "rvdw": float(rc)} if rc else {}
 
 
-def _timing(protocol: Protocol, preset: dict, length_key: str | None, length_ps: float | None) -> Timing:
+def preset_timing(protocol: Protocol, preset: dict, length_key: str | None, length_ps: float | None) -> Timing:
     """Protocol timing, overridden by the preset's ``protocol:`` block and an explicit length."""
     tm = Timing(**asdict(protocol.timing))
     block = preset.get("protocol") or {}
@@ -238,7 +239,7 @@ def minimize(run_dir: str | Path, case: str, *, preset: str | dict | None = "mic
     wd.mkdir(parents=True, exist_ok=True)
     set_aside_unfinished_minimization(rec, wd, case, existing)
     rec.set_stage_state(case, stage, "running", "steepest descent started")
-    opts = write_mdp(prot, wd / "em.mdp", _cutoff_overrides(pre))
+    opts = write_mdp(prot, wd / "em.mdp", cutoff_overrides(pre))
     emtol = float(opts["emtol"])
     definition = {"gate": "minimization", "stage": stage, "emtol_kJ_mol_nm": emtol,
                   "catastrophic_contact_nm": float(gcfg["catastrophic_contact_nm"]),
@@ -310,8 +311,8 @@ def equilibrate(run_dir: str | Path, case: str, *, preset: str | dict | None = "
     em_gro = case_dir(run_dir, case) / "em" / "em.gro"
     pre = load_preset(preset)
     nvt, npt = load_protocol("nvt", protocols_dir), load_protocol("npt", protocols_dir)
-    t_nvt = _timing(nvt, pre, "equilibration_nvt_ps", nvt_ps)
-    t_npt = _timing(npt, pre, "equilibration_npt_ps", npt_ps)
+    t_nvt = preset_timing(nvt, pre, "equilibration_nvt_ps", nvt_ps)
+    t_npt = preset_timing(npt, pre, "equilibration_npt_ps", npt_ps)
     cpt = dict(cpt_min=cpt_min, cadence=npt.checkpoint_cadence)  # explicit interval, else the registered cadence
     wd.mkdir(parents=True, exist_ok=True)
     rec.set_stage_state(case, stage, "running", "NVT/NPT equilibration started")
@@ -421,7 +422,7 @@ def _equil_definition(protocols_dir: str | Path | None, max_extensions: int | No
 def _grompp_segment(rec, runner: Runner, run_dir: Path, wd: Path, name: str, protocol, pre, timing, seed: int,
                     gro: Path, top: Path, checkpoint: Path | None = None) -> None:
     """Write ``<name>.mdp`` from ``protocol`` and grompp it into ``<name>.tpr`` in ``wd`` (both recorded)."""
-    write_mdp(protocol, wd / f"{name}.mdp", _cutoff_overrides(pre), timing=timing, seed=seed)
+    write_mdp(protocol, wd / f"{name}.mdp", cutoff_overrides(pre), timing=timing, seed=seed)
     kw = {"checkpoint": checkpoint.resolve()} if checkpoint is not None else {}
     runner.grompp(wd / f"{name}.mdp", gro.resolve(), top.resolve(), wd / f"{name}.tpr", **kw)
     _add_artifacts(rec, run_dir, [wd / f"{name}.mdp", wd / f"{name}.tpr"])
@@ -512,7 +513,7 @@ def produce(run_dir: str | Path, case: str, *, preset: str | dict | None = "micr
     ens = (ensemble or prot.raw.get("ensemble", "NVT")).upper()
     if ens not in ("NVT", "NPT"):
         raise InputError(f"production ensemble {ens!r} must be NVT or NPT", str(prot.sources and next(iter(prot.sources))))
-    tm = _timing(prot, pre, "production_ps", production_ps)
+    tm = preset_timing(prot, pre, "production_ps", production_ps)
     # dense energies for Green-Kubo unless the preset asks for its own interval
     cpt = dict(cpt_min=cpt_min, cadence=prot.checkpoint_cadence)  # explicit interval, else the registered cadence
     eq = case_dir(run_dir, case) / "equil"
@@ -599,7 +600,7 @@ def _production_input(runner: Runner, rec, run_dir: Path, case: str, wd: Path, e
     """Write prod.mdp and prod.tpr (once: a resumed production keeps its tpr); NVT rescales the box."""
     setup_ev: dict[str, Any] = {}
     if not (wd / "prod.segment.json").is_file() or not (wd / "prod.tpr").is_file():
-        overrides = _cutoff_overrides(pre)
+        overrides = cutoff_overrides(pre)
         start_gro = eq / "npt.gro"
         checkpoint = None
         if ens == "NVT":
