@@ -25,7 +25,7 @@ def _obs(hw: float, value: float, reason_checks: dict[str, str], window: dict | 
 
 
 def test_block_variance_scaling_meets_the_bound_at_the_projected_length():
-    t_c, lo, hi = precision_length(40.0, 0.4, 0.2)
+    t_c, lo, hi = precision_length(40.0, 0.4, 0.2, 4)
     assert t_c == pytest.approx(160.0) and lo < t_c < hi
     lo_f, hi_f = half_width_range_factor(4)
     assert lo_f < 1 < hi_f and half_width_range_factor(40)[1] < hi_f  # more blocks, a narrower range

@@ -79,11 +79,11 @@ def half_width_range_factor(n_blocks: int) -> tuple[float, float]:
     return math.sqrt(nu / stats.chi2.ppf(0.84, nu)), math.sqrt(nu / stats.chi2.ppf(0.16, nu))
 
 
-def precision_length(length_ps: float, half_width: float, bound: float, n_blocks: int = 4
+def precision_length(length_ps: float, half_width: float, bound: float, n_blocks: int
                      ) -> tuple[float, float, float]:
-    """(T_C, low, high) [ps]: the analysed length at which the half-width meets ``bound``.
+    """(T_C, low, high) [ps]: the analysed length at which the half-width of ``n_blocks`` blocks meets ``bound``.
 
-    >>> precision_length(40.0, 0.4, 0.2)[0]
+    >>> precision_length(40.0, 0.4, 0.2, 4)[0]
     160.0
     """
     t_c = length_ps * (half_width / bound) ** 2
