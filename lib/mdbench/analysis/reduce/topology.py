@@ -29,6 +29,8 @@ def read_tpr_topology(tpr: str | Path) -> Any:
     key = (os.path.realpath(tpr), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     top = _TOPOLOGY_CACHE.get(key)
     if top is None:
+        from mdbench.trajcheck import check_tpr  # noqa: PLC0415 — MDAnalysis-heavy, imported where needed
+        check_tpr(tpr)  # issue 48: a declared size beyond plausibility is refused before the parser allocates
         with TPRParser(str(tpr)) as parser:
             top = parser.parse()
         _TOPOLOGY_CACHE[key] = top
