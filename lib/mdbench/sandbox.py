@@ -71,11 +71,13 @@ __all__ = ["Confinement", "SandboxResult", "ConfinedProcess", "SandboxError", "s
            "capabilities", "runtime_paths", "DEFAULT_USER"]
 
 DEFAULT_USER = "mdbench-sandbox"
-#: Top-level folders a process keeps under ``minimal_root``: the system (programs, libraries, configuration,
-#: devices, kernel views). Everything else at the top (homes, /work, /srv, /mnt, /run with its sockets, …) is
-#: hidden unless a path of the confinement re-exposes part of it.
+#: Top-level folders a process keeps under ``minimal_root`` (deny by default): the system's read-only tools
+#: (programs, libraries, configuration, devices, kernel views) and ``/tmp`` (private when ``private_tmp``).
+#: Everything else at the top — homes, /work, /srv, /mnt, /run with its sockets, and /var and /opt, where other
+#: episodes, checkouts and services' data lie (``/var/lib/X/cfgB``) — is hidden unless a path of the
+#: confinement re-exposes part of it (``readonly``/``writable``, bound back; a private ``/var/tmp`` is remade).
 SYSTEM_DIRS = frozenset({"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "dev", "proc", "sys",
-                         "opt", "var", "tmp"})
+                         "tmp"})
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 #: Folders every confined tree gets as its own empty tmpfs when ``private_tmp`` (shared state between sessions).
 _PRIVATE_TMP = ("/tmp", "/dev/shm", "/var/tmp", "/run/lock")

@@ -160,7 +160,8 @@ def _skipped(relpath: str) -> bool:
     return relpath.split("/", 1)[0] in SKIP_DIRS
 
 
-def _case_of(relpath: str) -> str:
+def case_of(relpath: str) -> str:
+    """The case a workspace path belongs to (``cases/<case>/…``), ``?`` elsewhere."""
     parts = relpath.split("/")
     return parts[1][:40] if len(parts) > 2 and parts[0] == "cases" else "?"
 
@@ -200,7 +201,7 @@ def ns_on_disk(workspace: Path, listing: untrusted.Walk | None = None) -> dict[s
         if why is not None:
             findings.append(finding("trajectory_time_invalid", e.relpath, why))
             continue
-        case = _case_of(e.relpath)
+        case = case_of(e.relpath)
         per_case[case] = per_case.get(case, 0.0) + span
     return {"total_ns": round(sum(per_case.values()), 6), "per_case_ns": {k: round(v, 6) for k, v in
                                                                            sorted(per_case.items())},
@@ -311,7 +312,7 @@ def gpu_hours(workspace: Path, listing: untrusted.Walk | None = None, *, max_wal
             break
         logs += 1
         path = workspace / e.relpath
-        head = _head(path, LOG_HEAD_BYTES, findings, e.relpath)
+        head = head_bytes(path, LOG_HEAD_BYTES, findings, e.relpath)
         m = _GPU_LINE.search(head)
         if not m:
             continue
@@ -333,7 +334,7 @@ def gpu_hours(workspace: Path, listing: untrusted.Walk | None = None, *, max_wal
             "label": SELF_REPORTED, "source": "GROMACS logs ('N GPU(s) selected for this run', 'Time: ... wall t')"}
 
 
-def _head(path: Path, n: int, findings: list[dict], rel: str) -> bytes:
+def head_bytes(path: Path, n: int, findings: list[dict], rel: str) -> bytes:
     return _slice(path, n, False, findings, rel)
 
 

@@ -1,0 +1,254 @@
+"""Work accounting: was the MD an episode's run claims computed in the episode, with the resources it had?
+
+An agent can bring a finished run (an exposed folder, a sibling episode it could read) and copy it into its
+workspace: every file is then genuine GROMACS output and the audit cannot tell it from the agent's own. The
+evaluator can: it measured the agent's tree (cgroup CPU seconds, wall time) and it can measure this machine.
+:func:`account` compares
+
+* the MD the run claims — per case, the longest of the trajectory time on disk (:func:`collect.ns_on_disk`,
+  every complete xtc outside ``agent_input/``) and the ledger's charged ns — at
+* this machine's speed on the case's own run input: a short benchmark ``mdrun`` of the ``.tpr`` beside the case's
+  longest trajectory (:data:`BENCH_STEPS` steps on one thread, timers reset half way; the log's ``Core t``),
+  giving ns per core-second,
+
+with the CPU seconds the agent's tree used (``cpu_s``; ``wall_s`` × threads where no CPU time was measured).
+The run *needs* :math:`\\sum_c \\mathrm{ns}_c / r_c` core-seconds; more than :data:`SLACK` × what the tree used
+(plus :data:`FLOOR_CORE_S`) could not have been computed here. Independently, a GROMACS log whose ``Started
+mdrun`` time stamp lies before the episode started (by more than :data:`CLOCK_SLACK_S`) was not written by it.
+Either way the verdict is ``work_not_done_here``; the runner then rates Sim4 and E1 = 0 through the audit's
+adjudication (the figures in the reason) and the aggregate flags the episode.
+
+What the agent brought (``--expose`` folders) is never read here: only the workspace, through
+:mod:`mdbench.untrusted`; the benchmark copies the ``.tpr`` after :func:`mdbench.trajcheck.check_tpr` passed and
+runs the evaluator's own ``gmx`` on it in a private temporary folder with a time limit (a ``.tpr`` is data, not
+code). GPU episodes are compared by their time window only (a GPU's speed is not measured here).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from mdbench import untrusted
+from mdbench.episode import collect
+
+#: Verdicts of :func:`account`.
+CREDITED, NOT_DONE_HERE, NO_MD, NOT_ASSESSED = "credited", "work_not_done_here", "no_md_claimed", "not_assessed"
+#: Steps of the benchmark mdrun (timers reset at half: the second half is measured) and its time limit [s].
+BENCH_STEPS = 400
+BENCH_TIMEOUT_S = 120.0
+#: How much more MD than the measured resources could produce is still credited (benchmark noise, turbo,
+#: cache effects), and an absolute allowance [core-s] below which nothing is flagged.
+SLACK = 2.0
+FLOOR_CORE_S = 30.0
+#: A log may start this long before the runner's clock says the agent started [s] (clock granularity).
+CLOCK_SLACK_S = 120.0
+#: Items the verdict lowers (episode level) and their rating then.
+LOWERED_ITEMS = {"Sim4": 0.0, "E1": 0.0}
+#: Most logs read for the time window.
+MAX_LOGS = 2_000
+
+_CORE_T = re.compile(rb"^\s*Time:\s+([0-9.eE+-]{1,30})\s+([0-9.eE+-]{1,30})", re.M)
+_DT = re.compile(rb"^\s*dt\s*=\s*([0-9.eE+-]{1,30})\s*$", re.M)
+_STARTED = re.compile(rb"Started mdrun on rank \d+ (\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})")
+
+
+def _tpr_for(workspace: Path, xtc_rel: str) -> str | None:
+    """The run input beside a trajectory: ``<stem>.tpr``, else the only ``.tpr`` of its folder."""
+    rel = Path(xtc_rel)
+    stem = rel.name[:-4]
+    for cand in (stem, re.sub(r"\.part\d{4}$", "", stem)):
+        p = collect.within(workspace, (rel.parent / f"{cand}.tpr").as_posix())
+        if p is not None and p.is_file() and not p.is_symlink():
+            return (rel.parent / f"{cand}.tpr").as_posix()
+    folder = collect.within(workspace, (rel.parent / "x").as_posix())
+    if folder is None:
+        return None
+    tprs = [e for e in sorted(os.listdir(folder.parent)) if e.endswith(".tpr")][:2] if folder.parent.is_dir() else []
+    return (rel.parent / tprs[0]).as_posix() if len(tprs) == 1 else None
+
+
+def benchmark(tpr: Path, *, steps: int = BENCH_STEPS, timeout_s: float = BENCH_TIMEOUT_S,
+              gmx: str | None = None) -> dict[str, Any]:
+    """This machine's speed on ``tpr``: ``{"ns_per_core_s", "core_s", "steps", "dt_ps"}`` or ``{"error"}``.
+
+    Runs ``gmx mdrun`` (the evaluator's own) on one thread for ``steps`` steps with the timers reset half way,
+    in a private temporary folder; the measured half's ``Core t`` of the log gives the CPU seconds per step.
+    The ``.tpr`` is checked (:func:`mdbench.trajcheck.check_tpr`) and copied first.
+    """
+    from mdbench.trajcheck import TrajectoryError, check_tpr  # noqa: PLC0415 — MDAnalysis is slow to import
+
+    gmx = gmx or shutil.which("gmx") or shutil.which("gmx_mpi")
+    if gmx is None:
+        return {"error": "gmx not found on the evaluator's PATH"}
+    try:
+        check_tpr(tpr)
+        raw = untrusted.read_bytes(tpr, max_bytes=256 * 1024 * 1024)
+    except (TrajectoryError, untrusted.Refused) as exc:
+        return {"error": f"run input refused: {exc}"[:300]}
+    with tempfile.TemporaryDirectory(prefix="mdbench-work-") as tmp:
+        (Path(tmp) / "bench.tpr").write_bytes(raw)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OMP_NUM_THREADS": "1", "LC_ALL": "C",
+               "GMX_DISABLE_GPU_DETECTION": "1", "HOME": tmp}
+        cmd = [gmx, "-quiet", "mdrun", "-s", "bench.tpr", "-deffnm", "bench", "-nsteps", str(int(steps)),
+               "-resethway", "-ntmpi", "1", "-ntomp", "1", "-nb", "cpu", "-notunepme", "-noconfout"]
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            return {"error": f"benchmark mdrun did not finish {steps} steps in {timeout_s:g} s", "timeout": True,
+                    "wall_s": round(time.perf_counter() - t0, 3)}
+        log = Path(tmp) / "bench.log"
+        text = log.read_bytes()[-(1 << 20):] if log.is_file() else b""
+        head = log.read_bytes()[:1 << 20] if log.is_file() else b""
+    times = _CORE_T.findall(text)
+    dts = _DT.findall(head)
+    if proc.returncode != 0 or not times or not dts:
+        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no log"]
+        return {"error": f"benchmark mdrun failed (exit {proc.returncode}): {tail[0]}"[:300]}
+    core_s, dt_ps = float(times[-1][0]), float(dts[0])
+    measured_steps = steps - steps // 2
+    if not (core_s > 0 and dt_ps > 0):
+        return {"error": f"benchmark mdrun reported core time {core_s} s, dt {dt_ps} ps"}
+    ns = measured_steps * dt_ps / 1000.0
+    return {"ns_per_core_s": ns / core_s, "core_s": core_s, "steps": measured_steps, "dt_ps": dt_ps,
+            "ns_per_core_day": round(ns / core_s * 86400.0, 4), "wall_s": round(time.perf_counter() - t0, 3)}
+
+
+def logs_before(workspace: Path, started_epoch: float, listing: untrusted.Walk | None = None,
+                *, slack_s: float = CLOCK_SLACK_S) -> list[dict[str, Any]]:
+    """GROMACS logs of the workspace whose ``Started mdrun`` time stamp (this machine's local time) lies
+    before the episode started: ``[{"path", "started", "before_s"}]``."""
+    listing = listing or collect.workspace_walk(workspace)
+    out = []
+    read = 0
+    for e in listing.entries:
+        if e.kind != "file" or not e.relpath.endswith(".log") or e.relpath.split("/", 1)[0] in collect.SKIP_DIRS:
+            continue
+        if read >= MAX_LOGS:
+            break
+        read += 1
+        head = collect.head_bytes(workspace / e.relpath, collect.LOG_HEAD_BYTES, [], e.relpath)
+        for stamp in _STARTED.findall(head)[:8]:
+            try:
+                t = time.mktime(time.strptime(stamp.decode("ascii", "replace"), "%a %b %d %H:%M:%S %Y"))
+            except (ValueError, OverflowError):
+                continue
+            if t < started_epoch - slack_s:
+                out.append({"path": e.relpath[:300], "started": stamp.decode("ascii", "replace"),
+                            "before_s": round(started_epoch - t, 1)})
+                break
+    return out
+
+
+def claimed_md(workspace: Path, listing: untrusted.Walk | None = None) -> dict[str, Any]:
+    """The MD the workspace claims per case [ns]: the longest of its trajectories on disk and its ledger's
+    charge, with the ``.tpr`` of the case's longest trajectory (the system the benchmark measures)."""
+    from mdbench.trajcheck import TrajectoryError, scan_xtc  # noqa: PLC0415
+
+    listing = listing or collect.workspace_walk(workspace)
+    disk = collect.ns_on_disk(workspace, listing)
+    ledger = collect.ns_charged(workspace)
+    longest: dict[str, tuple[float, str]] = {}
+    for e in listing.entries:
+        if e.kind != "file" or not e.relpath.endswith(".xtc") or e.relpath.split("/", 1)[0] in collect.SKIP_DIRS:
+            continue
+        case = collect.case_of(e.relpath)
+        try:
+            scan = scan_xtc(workspace / e.relpath)
+        except (TrajectoryError, OSError, ValueError):
+            continue
+        if scan.first_time_ps is None or scan.last_time_ps is None:
+            continue
+        span = scan.last_time_ps - scan.first_time_ps
+        if case not in longest or span > longest[case][0]:
+            longest[case] = (span, e.relpath)
+    cases = sorted(set(disk["per_case_ns"]) | set(ledger["per_case_ns"]))
+    per_case = {c: max(disk["per_case_ns"].get(c, 0.0), ledger["per_case_ns"].get(c, 0.0)) for c in cases}
+    return {"ns_per_case": {c: round(v, 6) for c, v in per_case.items()},
+            "ns_on_disk_per_case": disk["per_case_ns"], "ns_charged_per_case": ledger["per_case_ns"],
+            "tpr_per_case": {c: _tpr_for(workspace, rel) for c, (_, rel) in longest.items()},
+            "source": "max(trajectory time on disk, ledger charge) per case"}
+
+
+def account(workspace: Path, *, cpu_s: float | None, wall_s: float | None, threads: int,
+            started_epoch: float | None, gpus: int = 0, bench: Any = benchmark, slack: float = SLACK,
+            floor_core_s: float = FLOOR_CORE_S) -> dict[str, Any]:
+    """The work verdict of an episode's workspace (see the module docstring); never raises for what it holds.
+
+    Returns ``{"verdict", "reason", "claimed", "required_core_s", "available_core_s", "benchmarks",
+    "logs_before_episode", "items_lowered"}``; ``verdict`` is one of :data:`CREDITED`, :data:`NOT_DONE_HERE`,
+    :data:`NO_MD` (nothing claimed), :data:`NOT_ASSESSED` (no speed could be measured; the time window still
+    applies). ``slack`` and ``floor_core_s`` default to :data:`SLACK` and :data:`FLOOR_CORE_S`.
+    """
+    listing = collect.workspace_walk(workspace)
+    claimed = claimed_md(workspace, listing)
+    early = logs_before(workspace, started_epoch, listing) if started_epoch is not None else []
+    available = cpu_s if cpu_s is not None else (wall_s or 0.0) * max(1, threads)
+    out: dict[str, Any] = {"claimed": claimed, "available_core_s": round(float(available), 3),
+                           "wall_s": wall_s, "threads": threads, "gpus": gpus, "logs_before_episode": early[:20],
+                           "slack": slack, "floor_core_s": floor_core_s, "required_core_s": None,
+                           "benchmarks": {}, "items_lowered": {}}
+    ns = claimed["ns_per_case"]
+    required = 0.0
+    unmeasured = []
+    if gpus == 0:
+        rates: dict[str, float] = {}
+        for case, v in ns.items():
+            if v <= 0:
+                continue
+            rel = claimed["tpr_per_case"].get(case)
+            path = collect.within(workspace, rel) if rel else None
+            b = bench(path) if path is not None else {"error": "no run input (.tpr) beside the case's trajectory"}
+            out["benchmarks"][case] = {"tpr": rel, **b}
+            if b.get("ns_per_core_s"):
+                rates[case] = b["ns_per_core_s"]
+        fastest = max(rates.values(), default=None)
+        for case, v in ns.items():
+            if v <= 0:
+                continue
+            rate = rates.get(case, fastest)  # a case whose input cannot be measured: the fastest measured case
+            if rate is None:
+                unmeasured.append(case)
+                continue
+            required += v / rate
+        out["required_core_s"] = round(required, 3)
+    figures = (f"the run claims {sum(ns.values()):.4f} ns of MD, which needs {required:.0f} core-s at this "
+               f"machine's measured speed on its own inputs; the agent's tree used {available:.1f} core-s")
+    if early:
+        out.update(verdict=NOT_DONE_HERE, reason=f"{len(early)} GROMACS log(s) started before the episode did "
+                   f"(e.g. {early[0]['path']}: {early[0]['started']}, {early[0]['before_s']:.0f} s earlier); "
+                   + figures)
+    elif not any(v > 0 for v in ns.values()):
+        out.update(verdict=NO_MD, reason="no MD claimed (no trajectory on disk, no ledger charge)")
+    elif gpus:
+        out.update(verdict=CREDITED, reason="GPU episode: judged by its time window only")
+    elif unmeasured and required == 0.0:
+        out.update(verdict=NOT_ASSESSED, reason="this machine's speed could not be measured on the run's inputs: "
+                   + "; ".join(f"{c}: {out['benchmarks'].get(c, {}).get('error', 'no input')}" for c in unmeasured))
+    elif required > slack * available + floor_core_s:
+        out.update(verdict=NOT_DONE_HERE, reason=figures + f" — more than {slack:g} × that (+{floor_core_s:g} "
+                   "core-s): this MD was not computed in the episode")
+    else:
+        out.update(verdict=CREDITED, reason=figures)
+    if out["verdict"] == NOT_DONE_HERE:
+        out["items_lowered"] = dict(LOWERED_ITEMS)
+    return out
+
+
+def adjudication_entries(work: dict[str, Any]) -> list[dict[str, Any]]:
+    """Episode-level adjudication entries (Sim4, E1 = 0) for a ``work_not_done_here`` verdict, else none."""
+    if work.get("verdict") != NOT_DONE_HERE:
+        return []
+    evidence = {"required_core_s": work.get("required_core_s"), "available_core_s": work.get("available_core_s"),
+                "claimed_ns_per_case": work["claimed"]["ns_per_case"],
+                "logs_before_episode": [x["path"] for x in work.get("logs_before_episode", [])][:5]}
+    return [{"item": item, "rating": rating, "reviewer": "mdbench episode runner (automatic work accounting)",
+             "reason": f"work_not_done_here: {work['reason']}"[:1000], "evidence": evidence}
+            for item, rating in LOWERED_ITEMS.items()]
