@@ -377,6 +377,7 @@ def confinement_for(ep: Episode, opts: RunOptions, env: dict[str, str], cpus: li
         private_ipc=True, memory_mib=memory, pids_max=opts.pids_max or None, tmp_size_mib=opts.tmp_size_mib,
         output_cap_bytes=opts.output_cap_bytes, loopback_listen=tuple(loopback_listen),
         workdir_quota_mib=opts.workspace_quota_mib or None,
+        file_size_max_mib=opts.workspace_quota_mib or None,  # the quota counts logical sizes: no sparse giant
         workdir_image=(ep.root.resolve() / WORKSPACE_IMAGE) if opts.workspace_quota_mib else None)
     supported = _supported(Confinement)
     unsupported = sorted(k for k, v in kwargs.items() if k not in supported and v not in (None, (), False))
