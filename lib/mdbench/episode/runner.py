@@ -377,7 +377,6 @@ def confinement_for(ep: Episode, opts: RunOptions, env: dict[str, str], cpus: li
         private_ipc=True, memory_mib=memory, pids_max=opts.pids_max or None, tmp_size_mib=opts.tmp_size_mib,
         output_cap_bytes=opts.output_cap_bytes, loopback_listen=tuple(loopback_listen),
         workdir_quota_mib=opts.workspace_quota_mib or None,
-        file_size_max_mib=opts.workspace_quota_mib or None,  # the quota counts logical sizes: no sparse giant
         workdir_image=(ep.root.resolve() / WORKSPACE_IMAGE) if opts.workspace_quota_mib else None)
     supported = _supported(Confinement)
     unsupported = sorted(k for k, v in kwargs.items() if k not in supported and v not in (None, (), False))
@@ -742,8 +741,10 @@ def _run_and_collect(ep: Episode, opts: RunOptions, spec: str, argv: list[str], 
     work_entries: list[dict[str, Any]] = []
     if status not in ("interrupted", "infrastructure_blocked"):
         result["work"] = _work(ep, sandbox, threads, launched_epoch, opts)
-        work_entries = work.adjudication_entries(result["work"])
-        result["work_not_done_here"] = result["work"]["verdict"] == work.NOT_DONE_HERE
+        # the reference agents' replays copy the oracle's run by design: their verdict is recorded, not applied
+        result["work"]["applied"] = not reference
+        work_entries = [] if reference else work.adjudication_entries(result["work"])
+        result["work_not_done_here"] = bool(work_entries)
     t_collected = time.perf_counter()
     if status == "interrupted":
         audit: dict[str, Any] = {"error": "not audited: the runner was stopped; run the episode again (--force) or "

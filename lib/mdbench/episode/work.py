@@ -16,7 +16,9 @@ The run *needs* :math:`\\sum_c \\mathrm{ns}_c / r_c` core-seconds; more than :da
 (plus :data:`FLOOR_CORE_S`) could not have been computed here. Independently, a GROMACS log whose ``Started
 mdrun`` time stamp lies before the episode started (by more than :data:`CLOCK_SLACK_S`) was not written by it.
 Either way the verdict is ``work_not_done_here``; the runner then rates Sim4 and E1 = 0 through the audit's
-adjudication (the figures in the reason) and the aggregate flags the episode.
+adjudication (the figures in the reason) and every other item 0 too (it rests on that MD: a replayed run gains
+nothing over doing nothing), and the aggregate flags the episode. Reference agents (the evaluator's calibration
+agents, whose buggy replays copy the oracle's run by design) get the verdict recorded, not applied.
 
 What the agent brought (``--expose`` folders) is never read here: only the workspace, through
 :mod:`mdbench.untrusted`; the benchmark copies the ``.tpr`` after :func:`mdbench.trajcheck.check_tpr` passed and
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from mdbench import untrusted
+from mdbench.audit.model import ITEMS
 from mdbench.episode import collect
 
 #: Verdicts of :func:`account`.
@@ -54,8 +57,10 @@ SLACK = 2.0
 FLOOR_CORE_S = 30.0
 #: A log may start this long before the runner's clock says the agent started [s] (clock granularity).
 CLOCK_SLACK_S = 120.0
-#: Items the verdict lowers (episode level) and their rating then.
-LOWERED_ITEMS = {"Sim4": 0.0, "E1": 0.0}
+#: Items that carry the verdict's figures (production; canonical lineage). Every other item is lowered too: what
+#: the run shows rests on MD the episode did not compute, so an episode that brings a finished run gains nothing
+#: over one that did nothing.
+FIGURE_ITEMS = ("Sim4", "E1")
 #: Most logs read for the time window.
 MAX_LOGS = 2_000
 
@@ -229,17 +234,21 @@ def account(workspace: Path, *, cpu_s: float | None, wall_s: float | None, threa
     else:
         out.update(verdict=CREDITED, reason=figures)
     if out["verdict"] == NOT_DONE_HERE:
-        out["items_lowered"] = dict(LOWERED_ITEMS)
+        out["items_lowered"] = dict.fromkeys(ITEMS, 0.0)
     return out
 
 
 def adjudication_entries(work: dict[str, Any]) -> list[dict[str, Any]]:
-    """Episode-level adjudication entries (Sim4, E1 = 0) for a ``work_not_done_here`` verdict, else none."""
+    """Episode-level adjudication entries for a ``work_not_done_here`` verdict (none otherwise): Sim4 and E1 = 0
+    with both figures, every other item = 0 as resting on that MD."""
     if work.get("verdict") != NOT_DONE_HERE:
         return []
     evidence = {"required_core_s": work.get("required_core_s"), "available_core_s": work.get("available_core_s"),
                 "claimed_ns_per_case": work["claimed"]["ns_per_case"],
                 "logs_before_episode": [x["path"] for x in work.get("logs_before_episode", [])][:5]}
-    return [{"item": item, "rating": rating, "reviewer": "mdbench episode runner (automatic work accounting)",
-             "reason": f"work_not_done_here: {work['reason']}"[:1000], "evidence": evidence}
-            for item, rating in LOWERED_ITEMS.items()]
+    reviewer = "mdbench episode runner (automatic work accounting)"
+    figures = f"work_not_done_here: {work['reason']}"[:1000]
+    rests = "work_not_done_here: rests on MD this episode did not compute (figures under Sim4 and E1)"
+    return [{"item": item, "rating": rating, "reviewer": reviewer,
+             "reason": figures if item in FIGURE_ITEMS else rests, "evidence": evidence}
+            for item, rating in work["items_lowered"].items()]
