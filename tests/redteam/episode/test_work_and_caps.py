@@ -148,7 +148,7 @@ def _patch_molecules(src: Path, dest: Path, molecules: int) -> None:
 @needs_gmx
 def test_a_tpr_claiming_2000000_molecules_is_refused_before_anything_is_allocated(tmp_path):
     d = tmp_path
-    (d / "md.mdp").write_text("integrator = md\nnsteps = 10\ncutoff-scheme = Verlet\n")
+    (d / "md.mdp").write_text("integrator = md\nnsteps = 10\ncutoff-scheme = Verlet\nrcoulomb = 0.9\nrvdw = 0.9\n")
     (d / "topol.top").write_text('#include "oplsaa.ff/forcefield.itp"\n#include "oplsaa.ff/spc.itp"\n'
                                  "[ system ]\nwater\n[ molecules ]\nSOL 216\n")
     top = next(p for p in ("/usr/share/gromacs/top", "/usr/local/gromacs/share/gromacs/top")
