@@ -192,7 +192,8 @@ def test_a_resumed_two_segment_production_is_credited_and_its_copy_is_not(tmp_pa
     honest = work.account(ws, cpu_s=result["cpu_s"], wall_s=result["wall_s"], threads=1, started_epoch=started,
                           floor_core_s=0.0)
     assert honest["verdict"] == work.CREDITED, honest["reason"]
-    assert honest["required_core_s"] <= result["cpu_s"]
+    # the measured speed is this machine's: what the run needs is of the order of what its mdruns used
+    assert 0.2 * result["cpu_s"] <= honest["required_core_s"] <= work.SLACK * result["cpu_s"]
     starved = work.account(ws, cpu_s=result["cpu_s"] / 100, wall_s=0.2, threads=1, started_epoch=started,
                            floor_core_s=0.0)
     assert starved["verdict"] == work.NOT_DONE_HERE and set(starved["items_lowered"]) >= {"Sim4", "E1"}
