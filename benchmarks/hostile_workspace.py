@@ -43,7 +43,8 @@ from pathlib import Path
 from mdbench.episode import work
 from mdbench.episode.runner import audit_workspace
 ws, bundle, out, cpu_s, wall_s, started, reanalysis = sys.argv[1:8]
-w = work.account(Path(ws), cpu_s=float(cpu_s), wall_s=float(wall_s), threads=2, started_epoch=float(started))
+w = work.account(Path(ws), cpu_s=float(cpu_s), wall_s=float(wall_s), threads=2, started_epoch=float(started),
+                 bundle=Path(bundle))
 entries = work.adjudication_entries(w)
 integrity = {"intact": True, "findings": []}
 a = audit_workspace(Path(ws), Path(bundle), Path(out) / "audit", integrity, reanalysis=reanalysis == "1",

@@ -767,7 +767,7 @@ def _work(ep: Episode, sandbox: dict[str, Any], threads: int, launched_epoch: fl
     n_gpus = len([g for g in opts.gpus.split(",") if g.strip()]) if opts.gpus else 0
     try:
         return work.account(ep.workspace, cpu_s=sandbox.get("cpu_s"), wall_s=sandbox.get("wall_s"), threads=threads,
-                            started_epoch=launched_epoch, gpus=n_gpus)
+                            started_epoch=launched_epoch, gpus=n_gpus, bundle=ep.bundle)
     except Exception as exc:  # noqa: BLE001 — the accounting of a hostile workspace never stops the episode
         log.exception("episode %s: the work accounting failed", ep.episode_id)
         return {"verdict": work.NOT_ASSESSED, "reason": f"the work accounting failed: {type(exc).__name__}: {exc}"[:300],

@@ -84,14 +84,28 @@ def _tpr_for(workspace: Path, xtc_rel: str) -> str | None:
     return (rel.parent / tprs[0]).as_posix() if len(tprs) == 1 else None
 
 
+def bundle_molecules(bundle: Path | None, case: str) -> dict[str, int] | None:
+    """Molecule type → count of ``case`` in the evaluator's frozen bundle (``cases/<case>.yaml``), or None."""
+    if bundle is None or not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", case):
+        return None
+    from mdbench.yamlio import load_yaml  # noqa: PLC0415
+
+    try:
+        doc = load_yaml(bundle / "cases" / f"{case}.yaml")
+        return {str(m["molecule_type"]): int(m["count"]) for m in doc["molecules"].values()}
+    except Exception:  # noqa: BLE001 — a case the bundle does not have: no composition to compare
+        return None
+
+
 def benchmark(tpr: Path, *, steps: int = BENCH_STEPS, timeout_s: float = BENCH_TIMEOUT_S,
-              gmx: str | None = None) -> dict[str, Any]:
+              gmx: str | None = None, expected_molecules: dict[str, int] | None = None) -> dict[str, Any]:
     """This machine's speed on ``tpr``: ``{"ns_per_core_s", "core_s", "steps", "dt_ps"}`` or ``{"error"}``.
 
     Runs ``gmx mdrun`` (the evaluator's own) on one thread for ``steps`` steps with the timers reset half way,
     in a private temporary folder; the measured half's ``Core t`` of the log gives the CPU seconds per step
 (past ``timeout_s``: an upper bound, ``bound`` says so).
-    The ``.tpr`` is checked (:func:`mdbench.trajcheck.check_tpr`) and copied first.
+    The ``.tpr`` is checked (:func:`mdbench.trajcheck.check_tpr`, against ``expected_molecules`` of the bundle)
+    and copied first.
     """
     from mdbench.trajcheck import TrajectoryError, check_tpr  # noqa: PLC0415 — MDAnalysis is slow to import
 
@@ -99,7 +113,7 @@ def benchmark(tpr: Path, *, steps: int = BENCH_STEPS, timeout_s: float = BENCH_T
     if gmx is None:
         return {"error": "gmx not found on the evaluator's PATH"}
     try:
-        check_tpr(tpr)
+        check_tpr(tpr, expected_molecules=expected_molecules)
         raw = untrusted.read_bytes(tpr, max_bytes=256 * 1024 * 1024)
     except (TrajectoryError, untrusted.Refused) as exc:
         return {"error": f"run input refused: {exc}"[:300]}
@@ -175,13 +189,14 @@ def claimed_md(workspace: Path, listing: untrusted.Walk | None = None) -> dict[s
 
 def account(workspace: Path, *, cpu_s: float | None, wall_s: float | None, threads: int,
             started_epoch: float | None, gpus: int = 0, bench: Any = benchmark, slack: float = SLACK,
-            floor_core_s: float = FLOOR_CORE_S) -> dict[str, Any]:
+            floor_core_s: float = FLOOR_CORE_S, bundle: Path | None = None) -> dict[str, Any]:
     """The work verdict of an episode's workspace (see the module docstring); never raises for what it holds.
 
     Returns ``{"verdict", "reason", "claimed", "required_core_s", "available_core_s", "benchmarks",
     "logs_before_episode", "items_lowered"}``; ``verdict`` is one of :data:`CREDITED`, :data:`NOT_DONE_HERE`,
     :data:`NO_MD` (nothing claimed), :data:`NOT_ASSESSED` (no speed could be measured; the time window still
-    applies). ``slack`` and ``floor_core_s`` default to :data:`SLACK` and :data:`FLOOR_CORE_S`.
+    applies). ``slack`` and ``floor_core_s`` default to :data:`SLACK` and :data:`FLOOR_CORE_S`; ``bundle`` (the
+    evaluator's frozen bundle) gives each case's composition, which a benchmarked ``.tpr`` may not exceed.
     """
     listing = collect.workspace_walk(workspace)
     claimed = claimed_md(workspace, listing)
@@ -201,7 +216,8 @@ def account(workspace: Path, *, cpu_s: float | None, wall_s: float | None, threa
                 continue
             rel = claimed["tpr_per_case"].get(case)
             path = collect.within(workspace, rel) if rel else None
-            b = bench(path) if path is not None else {"error": "no run input (.tpr) beside the case's trajectory"}
+            b = (bench(path, expected_molecules=bundle_molecules(bundle, case)) if path is not None
+                 else {"error": "no run input (.tpr) beside the case's trajectory"})
             out["benchmarks"][case] = {"tpr": rel, **b}
             if b.get("ns_per_core_s"):
                 rates[case] = b["ns_per_core_s"]
