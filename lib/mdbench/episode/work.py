@@ -7,9 +7,9 @@ evaluator can: it measured the agent's tree (cgroup CPU seconds, wall time) and 
 
 * the MD the run claims — per case, the longest of the trajectory time on disk (:func:`collect.ns_on_disk`,
   every complete xtc outside ``agent_input/``) and the ledger's charged ns — at
-* this machine's speed on the case's own run input: a short benchmark ``mdrun`` of the ``.tpr`` beside the case's
-  longest trajectory (:data:`BENCH_STEPS` steps on one thread, timers reset half way; the log's ``Core t``),
-  giving ns per core-second,
+* this machine's speed on the case's own run input: two short benchmark ``mdrun`` of the ``.tpr`` beside the
+  case's longest trajectory (one thread; the difference of their CPU seconds over the difference of their steps,
+  :func:`benchmark`), giving ns per core-second,
 
 with the CPU seconds the agent's tree used (``cpu_s``; ``wall_s`` × threads where no CPU time was measured).
 The run *needs* :math:`\\sum_c \\mathrm{ns}_c / r_c` core-seconds; more than :data:`SLACK` × what the tree used
@@ -31,8 +31,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -43,10 +45,11 @@ from mdbench.episode import collect
 
 #: Verdicts of :func:`account`.
 CREDITED, NOT_DONE_HERE, NO_MD, NOT_ASSESSED = "credited", "work_not_done_here", "no_md_claimed", "not_assessed"
-#: Steps of the benchmark mdrun (timers reset at half: the second half is measured) and its time limit [s]; a
-#: benchmark past its limit gives an upper bound of the speed (:data:`BENCH_STEPS` steps of :data:`MAX_DT_PS`
-#: in the limit) — in the agent's favour, and the evaluator's time stays bounded whatever the input.
-BENCH_STEPS = 1000
+#: Steps of the two benchmark mdruns (their CPU difference is measured: start-up excluded) and each one's time
+#: limit [s]; a benchmark past its limit gives an upper bound of the speed (its steps of :data:`MAX_DT_PS` in the
+#: limit) — in the agent's favour, and the evaluator's time stays bounded whatever the input.
+BENCH_SHORT_STEPS = 100
+BENCH_STEPS = 1100
 BENCH_TIMEOUT_S = 20.0
 MAX_DT_PS = 0.005
 #: Most cases benchmarked (those claiming the most MD); the others are costed at the fastest measured speed.
@@ -64,7 +67,6 @@ FIGURE_ITEMS = ("Sim4", "E1")
 #: Most logs read for the time window.
 MAX_LOGS = 2_000
 
-_CORE_T = re.compile(rb"^\s*Time:\s+([0-9.eE+-]{1,30})\s+([0-9.eE+-]{1,30})", re.M)
 _DT = re.compile(rb"^\s*dt\s*=\s*([0-9.eE+-]{1,30})\s*$", re.M)
 _STARTED = re.compile(rb"Started mdrun on rank \d+ (\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})")
 
@@ -101,11 +103,12 @@ def benchmark(tpr: Path, *, steps: int = BENCH_STEPS, timeout_s: float = BENCH_T
               gmx: str | None = None, expected_molecules: dict[str, int] | None = None) -> dict[str, Any]:
     """This machine's speed on ``tpr``: ``{"ns_per_core_s", "core_s", "steps", "dt_ps"}`` or ``{"error"}``.
 
-    Runs ``gmx mdrun`` (the evaluator's own) on one thread for ``steps`` steps with the timers reset half way,
-    in a private temporary folder; the measured half's ``Core t`` of the log gives the CPU seconds per step
-(past ``timeout_s``: an upper bound, ``bound`` says so).
-    The ``.tpr`` is checked (:func:`mdbench.trajcheck.check_tpr`, against ``expected_molecules`` of the bundle)
-    and copied first.
+    Runs ``gmx mdrun`` (the evaluator's own) on one thread twice, for :data:`BENCH_SHORT_STEPS` and ``steps``
+    steps, in a private temporary folder; the difference of the two processes' CPU time (``wait4``: user +
+    system, not the log's ``Core t``, which is wall time × threads and grows with the machine's load) over the
+    difference of steps is the CPU time per step, start-up excluded. Past ``timeout_s`` (wall) the speed is an
+    upper bound (``bound`` says so). The ``.tpr`` is checked (:func:`mdbench.trajcheck.check_tpr`, against
+    ``expected_molecules`` of the bundle) and copied first.
     """
     from mdbench.trajcheck import TrajectoryError, check_tpr  # noqa: PLC0415 — MDAnalysis is slow to import
 
@@ -117,34 +120,56 @@ def benchmark(tpr: Path, *, steps: int = BENCH_STEPS, timeout_s: float = BENCH_T
         raw = untrusted.read_bytes(tpr, max_bytes=256 * 1024 * 1024)
     except (TrajectoryError, untrusted.Refused) as exc:
         return {"error": f"run input refused: {exc}"[:300]}
+    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mdbench-work-") as tmp:
         (Path(tmp) / "bench.tpr").write_bytes(raw)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OMP_NUM_THREADS": "1", "LC_ALL": "C",
-               "GMX_DISABLE_GPU_DETECTION": "1", "HOME": tmp}
-        cmd = [gmx, "-quiet", "mdrun", "-s", "bench.tpr", "-deffnm", "bench", "-nsteps", str(int(steps)),
-               "-resethway", "-ntmpi", "1", "-ntomp", "1", "-nb", "cpu", "-notunepme", "-noconfout"]
-        t0 = time.perf_counter()
-        try:
-            proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            return {"ns_per_core_s": steps * MAX_DT_PS / 1000.0 / timeout_s, "bound": "upper: timed out",
-                    "note": f"benchmark mdrun did not finish {steps} steps in {timeout_s:g} s",
-                    "wall_s": round(time.perf_counter() - t0, 3)}
-        log = Path(tmp) / "bench.log"
-        text = log.read_bytes()[-(1 << 20):] if log.is_file() else b""
-        head = log.read_bytes()[:1 << 20] if log.is_file() else b""
-    times = _CORE_T.findall(text)
-    dts = _DT.findall(head)
-    if proc.returncode != 0 or not times or not dts:
-        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no log"]
-        return {"error": f"benchmark mdrun failed (exit {proc.returncode}): {tail[0]}"[:300]}
-    core_s, dt_ps = float(times[-1][0]), float(dts[0])
-    measured_steps = steps - steps // 2
+        runs = []
+        for n in (BENCH_SHORT_STEPS, steps):
+            r = _mdrun_cpu(gmx, Path(tmp), n, timeout_s)
+            if "error" in r:
+                return r
+            if r.get("timeout"):
+                return {"ns_per_core_s": n * MAX_DT_PS / 1000.0 / timeout_s, "bound": "upper: timed out",
+                        "note": f"benchmark mdrun did not finish {n} steps in {timeout_s:g} s",
+                        "wall_s": round(time.perf_counter() - t0, 3)}
+            runs.append(r)
+    core_s = runs[1]["cpu_s"] - runs[0]["cpu_s"]
+    dt_ps = runs[1]["dt_ps"]
+    measured = steps - BENCH_SHORT_STEPS
     if not (core_s > 0 and dt_ps > 0):
-        return {"error": f"benchmark mdrun reported core time {core_s} s, dt {dt_ps} ps"}
-    ns = measured_steps * dt_ps / 1000.0
-    return {"ns_per_core_s": ns / core_s, "core_s": core_s, "steps": measured_steps, "dt_ps": dt_ps,
+        core_s = max(runs[1]["cpu_s"], 1e-3)  # timer granularity: the whole run's CPU (in the agent's favour)
+        measured = steps
+    ns = measured * dt_ps / 1000.0
+    return {"ns_per_core_s": ns / core_s, "core_s": round(core_s, 4), "steps": measured, "dt_ps": dt_ps,
             "ns_per_core_day": round(ns / core_s * 86400.0, 4), "wall_s": round(time.perf_counter() - t0, 3)}
+
+
+def _mdrun_cpu(gmx: str, tmp: Path, steps: int, timeout_s: float) -> dict[str, Any]:
+    """CPU seconds (user + system) of one ``mdrun`` of ``tmp/bench.tpr`` for ``steps`` steps, and its dt [ps]."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OMP_NUM_THREADS": "1", "LC_ALL": "C",
+           "GMX_DISABLE_GPU_DETECTION": "1", "HOME": str(tmp)}
+    cmd = [gmx, "-quiet", "mdrun", "-s", "bench.tpr", "-deffnm", f"bench{steps}", "-nsteps", str(int(steps)),
+           "-ntmpi", "1", "-ntomp", "1", "-nb", "cpu", "-notunepme", "-noconfout"]
+    proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    timer = threading.Timer(timeout_s, proc.kill)
+    timer.start()
+    try:
+        err = proc.stderr.read(1 << 16) if proc.stderr else b""
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status) if "status" in locals() else -9
+        if proc.stderr:
+            proc.stderr.close()
+    if proc.returncode == -signal.SIGKILL:
+        return {"timeout": True}
+    log = tmp / f"bench{steps}.log"
+    head = log.read_bytes()[:1 << 20] if log.is_file() else b""
+    dts = _DT.findall(head)
+    if proc.returncode != 0 or not dts:
+        tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no log"]
+        return {"error": f"benchmark mdrun failed (exit {proc.returncode}): {tail[0]}"[:300]}
+    return {"cpu_s": usage.ru_utime + usage.ru_stime, "dt_ps": float(dts[0])}
 
 
 def logs_before(workspace: Path, started_epoch: float, listing: untrusted.Walk | None = None,
