@@ -28,6 +28,7 @@ code). GPU episodes are compared by their time window only (a GPU's speed is not
 
 from __future__ import annotations
 
+import calendar
 import os
 import re
 import shutil
@@ -174,8 +175,8 @@ def _mdrun_cpu(gmx: str, tmp: Path, steps: int, timeout_s: float) -> dict[str, A
 
 def logs_before(workspace: Path, started_epoch: float, listing: untrusted.Walk | None = None,
                 *, slack_s: float = CLOCK_SLACK_S) -> list[dict[str, Any]]:
-    """GROMACS logs of the workspace whose ``Started mdrun`` time stamp (this machine's local time) lies
-    before the episode started: ``[{"path", "started", "before_s"}]``."""
+    """GROMACS logs of the workspace whose ``Started mdrun`` time stamp (this machine's local time, or UTC if
+    that is later) lies more than ``slack_s`` before the episode started: ``[{"path", "started", "before_s"}]``."""
     listing = listing or collect.workspace_walk(workspace)
     out = []
     read = 0
@@ -188,7 +189,9 @@ def logs_before(workspace: Path, started_epoch: float, listing: untrusted.Walk |
         head = collect.head_bytes(workspace / e.relpath, collect.LOG_HEAD_BYTES, [], e.relpath)
         for stamp in _STARTED.findall(head)[:8]:
             try:
-                t = time.mktime(time.strptime(stamp.decode("ascii", "replace"), "%a %b %d %H:%M:%S %Y"))
+                parsed = time.strptime(stamp.decode("ascii", "replace"), "%a %b %d %H:%M:%S %Y")
+                # the agent's local time (/etc/localtime) or UTC, whichever is later: in the agent's favour
+                t = max(time.mktime(parsed), calendar.timegm(parsed))
             except (ValueError, OverflowError):
                 continue
             if t < started_epoch - slack_s:
