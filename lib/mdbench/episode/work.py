@@ -55,10 +55,12 @@ BENCH_TIMEOUT_S = 20.0
 MAX_DT_PS = 0.005
 #: Most cases benchmarked (those claiming the most MD); the others are costed at the fastest measured speed.
 MAX_BENCHMARKS = 3
-#: How much more MD than the measured resources could produce is still credited (benchmark noise, turbo,
-#: cache effects), and an absolute allowance [core-s] below which nothing is flagged.
-SLACK = 2.0
-FLOOR_CORE_S = 30.0
+#: How much more MD than the measured resources could produce is still credited, and an absolute allowance
+#: [core-s] below which nothing is flagged. A benchmark on a loaded machine (shared cores, a virtual machine's
+#: stolen time) measured up to ~3 × the CPU per step the agent's own mdruns needed; an honest micro oracle
+#: needs ~0.45 × what its tree used, a replay ~10^4 ×.
+SLACK = 4.0
+FLOOR_CORE_S = 60.0
 #: A log may start this long before the runner's clock says the agent started [s] (clock granularity).
 CLOCK_SLACK_S = 120.0
 #: Items that carry the verdict's figures (production; canonical lineage). Every other item is lowered too: what
