@@ -62,10 +62,12 @@ def null_run(tmp_path_factory) -> dict:
     return {"result": json.loads((ep / "result.json").read_text()), **m}
 
 
-def within_bound(m: dict, null_run: dict) -> None:
-    assert m["peak_mib"] <= BOUND_FACTOR * null_run["peak_mib"], (m["peak_mib"], null_run["peak_mib"])
-    assert after_agent_s(m["result"]) <= BOUND_FACTOR * after_agent_s(null_run["result"]) + ALLOWANCE_S, (
-        m["result"]["harness_s"], null_run["result"]["harness_s"])
+def within_bound(m: dict, baseline: dict) -> None:
+    """The stated bound: peak memory ≤ 2 × the baseline's, the runner's time after the agent ≤ 2 × the baseline's
+    plus the allowance (the baseline measured the same way: the null agent, or the same run unpatched)."""
+    assert m["peak_mib"] <= BOUND_FACTOR * baseline["peak_mib"], (m["peak_mib"], baseline["peak_mib"])
+    assert after_agent_s(m["result"]) <= BOUND_FACTOR * after_agent_s(baseline["result"]) + ALLOWANCE_S, (
+        m["result"]["harness_s"], baseline["result"]["harness_s"])
 
 
 # ----------------------------------------------------------------------- break 2: another episode's folder
@@ -248,17 +250,22 @@ def _alive(pid: int) -> bool:
 
 # --------------------------------------------------------------- break 1: a finished run brought along (slow)
 
+@pytest.fixture(scope="module")
+def replay_run(oracle_episode, tmp_path_factory) -> dict:
+    """An agent that copies the honest oracle run from an exposed folder into its workspace, measured."""
+    ep = prepare(tmp_path_factory.mktemp("replay") / "ep", "harness=redteam", "model=replay")
+    src = oracle_episode / "workspace"
+    return {**attack(ep, f"replay {src}", "--expose", str(src)), "ep": ep}
+
+
 @pytest.mark.slow
 @pytest.mark.gromacs
 @pytest.mark.timeout(5400)
-def test_replaying_an_honest_run_from_an_exposed_folder_gains_nothing(oracle_episode, tmp_path, null_run):
+def test_replaying_an_honest_run_from_an_exposed_folder_gains_nothing(oracle_episode, replay_run, null_run):
     honest = json.loads((oracle_episode / "result.json").read_text())
     assert honest["work"]["verdict"] == work.CREDITED and not honest["work_not_done_here"], honest["work"]
     assert honest["audit"]["findings"] == 0 and honest["score"] > 90
-    src = oracle_episode / "workspace"
-    ep = prepare(tmp_path / "ep", "harness=redteam", "model=replay")
-    m = attack(ep, f"replay {src}", "--expose", str(src))
-    result = m["result"]
+    ep, result = replay_run["ep"], replay_run["result"]
     w = result["work"]
     assert json.loads((ep / "workspace" / "attack.json").read_text())["visible"] is True
     assert w["verdict"] == work.NOT_DONE_HERE and result["work_not_done_here"], w
@@ -267,13 +274,16 @@ def test_replaying_an_honest_run_from_an_exposed_folder_gains_nothing(oracle_epi
     assert items["Sim4"]["final"] == 0 and items["E1"]["final"] == 0
     assert "core-s" in items["Sim4"]["reason"] and "work_not_done_here" in items["E1"]["reason"]
     assert result["score"] <= null_run["result"]["score"]
-    within_bound(m, null_run)
+    # the evaluator's time on it: the honest episode's own evaluation, plus the benchmark mdruns
+    assert after_agent_s(result) <= BOUND_FACTOR * after_agent_s(honest) + ALLOWANCE_S, (
+        result["harness_s"], honest["harness_s"])
 
 
 @pytest.mark.slow
 @pytest.mark.gromacs
 @pytest.mark.timeout(5400)
-def test_a_replay_with_a_tpr_claiming_2000000_molecules_stays_bounded(oracle_episode, tmp_path, null_run):
+def test_a_replay_with_a_tpr_claiming_2000000_molecules_stays_bounded(oracle_episode, tmp_path, null_run,
+                                                                      replay_run):
     src = tmp_path / "run"
     shutil.copytree(oracle_episode / "workspace", src, ignore=shutil.ignore_patterns("agent_input", "PROMPT.md"))
     prod = src / "cases" / "DE" / "prod" / "prod.tpr"
@@ -283,4 +293,4 @@ def test_a_replay_with_a_tpr_claiming_2000000_molecules_stays_bounded(oracle_epi
     ep = prepare(tmp_path / "ep", "harness=redteam", "model=tpr")
     m = attack(ep, f"replay {src}", "--expose", str(src))
     assert m["result"]["score"] <= null_run["result"]["score"]
-    within_bound(m, null_run)
+    within_bound(m, replay_run)  # against the same run unpatched (the issue: 8.5 GB and 173 s, then MemoryError)
