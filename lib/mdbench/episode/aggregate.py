@@ -296,8 +296,8 @@ def notes(eps: list[EpisodeRecord]) -> list[str]:
                        f"{len(ones)} item(s) 1 ({', '.join(ones) or 'none'}) and the others 0 or ½ — composite "
                        f"{e.audit.doc['composite']['final']:.1f}.")
         if r.get("work_not_done_here"):
-            out.append(f"{e.label}: work_not_done_here — {(r.get('work') or {}).get('reason', '')[:400]}; Sim4 and "
-                       "E1 set to 0 (the figures are in result.json's work block).")
+            out.append(f"{e.label}: work_not_done_here — {(r.get('work') or {}).get('reason', '')[:400]}; every "
+                       "item set to 0, Sim4 and E1 with the figures (result.json's work block).")
         if r.get("status") == "timeout":
             out.append(f"{e.label}: ended by the wall-clock limit ({_get(r, 'limits', 'timeout_min')} min); "
                        f"{r.get('stragglers_killed', 0)} leftover process(es) killed; audited as left.")
