@@ -11,7 +11,8 @@ after the grace period). The agent sees the *agent toolchain* (:mod:`mdbench.epi
 installation; the reference agents get the installation through an explicit, recorded exposure.
 
 Afterwards: the input-integrity check, the cost files, the ledger and the trajectories on disk (every read
-through :mod:`mdbench.untrusted`), the SAEO audit of the workspace (:func:`mdbench.audit.audit_run`, against
+through :mod:`mdbench.untrusted`), the work accounting (:mod:`mdbench.episode.work`: was the MD the run claims
+computed in this episode?), the SAEO audit of the workspace (:func:`mdbench.audit.audit_run`, against
 the evaluator's pristine bundle) and ``result.json``.
 
 ``result.json`` exists for every episode that started, whatever the agent left: it is written first with
@@ -763,7 +764,7 @@ def _run_and_collect(ep: Episode, opts: RunOptions, spec: str, argv: list[str], 
 def _work(ep: Episode, sandbox: dict[str, Any], threads: int, launched_epoch: float,
           opts: RunOptions) -> dict[str, Any]:
     """The work accounting of the workspace against what the sandbox measured (:func:`mdbench.episode.work.account`);
-    a failure of the accounting itself is recorded, never fatal (and credits nothing it could not check)."""
+    a failure of the accounting itself is recorded (verdict ``not_assessed``, the failure named), never fatal."""
     n_gpus = len([g for g in opts.gpus.split(",") if g.strip()]) if opts.gpus else 0
     try:
         return work.account(ep.workspace, cpu_s=sandbox.get("cpu_s"), wall_s=sandbox.get("wall_s"), threads=threads,
