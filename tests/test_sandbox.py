@@ -581,8 +581,14 @@ def test_a_workdir_quota_stops_writes_at_the_quota_and_the_tree_comes_back_intac
             got["many"] = (exc.strerror, made)
         import shutil
         shutil.rmtree("many")
+        try:  # the quota counts logical sizes (issue 48): a sparse file is as big as it says
+            with open("huge.bin", "wb") as f:
+                f.truncate(2**40)
+            got["huge"] = "ok"
+        except OSError as exc:
+            got["huge"] = errno.errorcode.get(exc.errno, str(exc.errno))
         with open("sparse.bin", "wb") as f:
-            f.truncate(2**40)
+            f.truncate(16 * 2**20)
         with open("data.bin", "wb") as f:
             f.write(b"d" * 100000)
         for i in range(50):
@@ -599,7 +605,9 @@ def test_a_workdir_quota_stops_writes_at_the_quota_and_the_tree_comes_back_intac
     assert got["many"][0] == "No space left on device" and got["many"][1] < 32 * 2**20 // 4096, got
     quota = res.method["limits"]["workspace_quota"]
     assert quota["method"] == "loop_ext4" and quota["quota_mib"] == 32 and "error" not in quota, quota
-    assert (ws / "sparse.bin").stat().st_size == 2**40 and (ws / "sparse.bin").stat().st_blocks == 0
+    assert got["huge"] == "EFBIG", got
+    assert not (ws / "huge.bin").exists() or (ws / "huge.bin").stat().st_size == 0
+    assert (ws / "sparse.bin").stat().st_size == 16 * 2**20 and (ws / "sparse.bin").stat().st_blocks == 0
     assert (ws / "data.bin").read_bytes() == b"d" * 100000 and (ws / "data.bin").stat().st_nlink == 51
     assert os.readlink(ws / "shadow") == "/etc/shadow" and (ws / "shadow").is_symlink()
     assert (ws / "pipe").is_fifo() and (ws / "a" / "b" / "c").is_dir() and not (ws / "many").exists()
@@ -644,3 +652,36 @@ def test_without_loop_devices_the_quota_falls_back_to_a_poll_that_ends_the_tree(
     assert res.method["limits"]["file_size_max_mib"] == 16  # one file cannot pass the quota
     assert quota["quota_reached"] and quota["used_bytes"] > 16 * 2**20, quota
     assert res.wall_s < 60 and res.exit_code != 0  # ended by the poll, long before its sleep or the timeout
+
+
+@needs_namespaces
+def test_minimal_root_denies_var_and_opt_but_keeps_a_private_var_tmp_and_what_is_exposed(tmp_path):
+    """Issue 48: another episode under /var/lib (or /opt) is not visible; an exposed folder there is."""
+    if not os.access("/var/lib", os.W_OK):
+        pytest.skip("needs a writable /var/lib (root)")
+    base = Path(tempfile.mkdtemp(prefix="mdbench-rt48-", dir="/var/lib"))
+    try:
+        os.chmod(base, 0o755)
+        other, mine = base / "cfgB", base / "cfgA"
+        (other / "workspace").mkdir(parents=True)
+        (other / "workspace" / "report.md").write_text("someone else's run")
+        (mine / "workspace").mkdir(parents=True)
+        os.chmod(mine / "workspace", 0o777)
+        code = f"""
+            import json, os
+            print(json.dumps({{"other": os.path.exists({str(other / 'workspace' / 'report.md')!r}),
+                              "var_lib": os.listdir("/var/lib") if os.path.isdir("/var/lib") else None,
+                              "opt": os.listdir("/opt") if os.path.isdir("/opt") else None,
+                              "base": os.listdir({str(base)!r}),
+                              "var_tmp_writable": os.access("/var/tmp", os.W_OK),
+                              "mine": os.access(os.getcwd(), os.W_OK)}}))
+        """
+        res, out, err = _python(tmp_path, code, _conf(mine / "workspace", minimal_root=True))
+        assert res.exit_code == 0, err
+        seen = json.loads(out)
+        # only the way to the exposed workspace exists (empty mount points), nothing of /var/lib or /opt itself
+        assert seen["other"] is False and seen["var_lib"] == [base.name] and seen["base"] == ["cfgA"], seen
+        assert not seen["opt"], seen
+        assert seen["var_tmp_writable"] and seen["mine"], seen
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

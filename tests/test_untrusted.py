@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from mdbench.untrusted import (Refused, loads, number, read_bytes, read_json, read_text, try_number, try_read_json,
-                               walk, write_new)
+from mdbench.untrusted import (Refused, loads, number, read_bytes, read_json, read_text, shown, try_number,
+                               try_read_json, walk, write_new)
 
 
 def test_a_plain_json_file_reads(tmp_path):
@@ -131,3 +131,8 @@ def test_write_new_never_writes_through_a_planted_link(tmp_path):
     assert (logs / "test-stdout.txt").read_bytes() == b"ok"
     (logs / "d").mkdir()
     assert pytest.raises(Refused, write_new, logs / "d", "x").value.reason == "is_directory"
+
+
+def test_a_name_is_shown_on_one_line_with_its_control_characters_escaped():
+    assert shown("cases/DE/evil\nINJECTED\x1b[31m é.xtc") == "cases/DE/evil\\nINJECTED\\x1b[31m é.xtc"
+    assert shown("x" * 500, max_chars=10) == "x" * 10 + "…"

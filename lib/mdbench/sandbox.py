@@ -27,7 +27,8 @@ under a :class:`Confinement`:
   (``workdir_quota_mib``: a sparse ext4 image loop-mounted in the sandbox's mount namespace only, copied back
   when the tree has ended; :mod:`mdbench.sandbox_quota`).
 * **Lifetime.** The supervisor dies with its caller (``PR_SET_PDEATHSIG``): a runner killed even with SIGKILL
-  takes the tree with it after the grace period, and the supervisor then removes the cgroup folders and its
+  takes the tree with it at once (SIGKILL to the namespace's process 1; no grace period, nobody is left to audit
+  it), and the supervisor then removes the cgroup folders and its
   ``/tmp/mdbench-sandbox-*`` folder. The spec file (which holds the command's environment) is deleted as soon as
   the supervisor has read it.
 
@@ -71,11 +72,13 @@ __all__ = ["Confinement", "SandboxResult", "ConfinedProcess", "SandboxError", "s
            "capabilities", "runtime_paths", "DEFAULT_USER"]
 
 DEFAULT_USER = "mdbench-sandbox"
-#: Top-level folders a process keeps under ``minimal_root``: the system (programs, libraries, configuration,
-#: devices, kernel views). Everything else at the top (homes, /work, /srv, /mnt, /run with its sockets, …) is
-#: hidden unless a path of the confinement re-exposes part of it.
+#: Top-level folders a process keeps under ``minimal_root`` (deny by default): the system's read-only tools
+#: (programs, libraries, configuration, devices, kernel views) and ``/tmp`` (private when ``private_tmp``).
+#: Everything else at the top — homes, /work, /srv, /mnt, /run with its sockets, and /var and /opt, where other
+#: episodes, checkouts and services' data lie (``/var/lib/X/cfgB``) — is hidden unless a path of the
+#: confinement re-exposes part of it (``readonly``/``writable``, bound back; a private ``/var/tmp`` is remade).
 SYSTEM_DIRS = frozenset({"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "dev", "proc", "sys",
-                         "opt", "var", "tmp"})
+                         "tmp"})
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 #: Folders every confined tree gets as its own empty tmpfs when ``private_tmp`` (shared state between sessions).
 _PRIVATE_TMP = ("/tmp", "/dev/shm", "/var/tmp", "/run/lock")
@@ -135,7 +138,8 @@ class Confinement:
     loopback_listen: tuple[int, ...] = ()
     #: Hard byte quota of ``workdir`` [MiB] (None: none). As root with loop devices: the workdir becomes a sparse
     #: ext4 image (``workdir_image``) loop-mounted in the sandbox's own mount namespace, copied back afterwards
-    #: (:mod:`mdbench.quota`); elsewhere ``RLIMIT_FSIZE`` of the quota per file. The result records which.
+    #: (:mod:`mdbench.quota`); elsewhere a poll of the total. Either way ``RLIMIT_FSIZE`` of the quota per file: the
+    #: quota counts *logical* sizes (a sparse file is as big as it says). The result records which.
     workdir_quota_mib: int | None = None
     #: Where the quota image lives while the tree runs (hidden from the command; removed afterwards). Default:
     #: ``.<workdir name>.quota.img`` beside the workdir.
@@ -702,7 +706,7 @@ def _write_spec(argv: Sequence[str], conf: Confinement, method: dict[str, Any], 
     """``report_dir/spec.json`` for the supervisor (0600; it holds the env and is deleted once read)."""
     quota = method["limits"].get("workspace_quota") or {}
     fsize = conf.file_size_max_mib
-    if quota.get("method") == "poll_and_rlimit_fsize":
+    if quota.get("quota_mib"):  # the quota counts logical sizes: no file, sparse or not, larger than the quota
         fsize = min(x for x in (fsize, quota["quota_mib"]) if x is not None)
         method["limits"]["file_size_max_mib"] = fsize
     spec = {"argv": list(argv), "workdir": str(conf.workdir), "env": dict(conf.env),
@@ -944,6 +948,7 @@ def _exec_command(spec: dict[str, Any]) -> None:
         if spec.get("file_size_max_mib"):
             limit = int(spec["file_size_max_mib"]) * 2**20
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write or truncate past it fails (EFBIG), not kills
         try:
             os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
         except OSError as exc:
@@ -1045,7 +1050,7 @@ def _supervise(spec_path: str) -> int:
 
     The spec is deleted as soon as it is read (it holds the command's environment). If the caller dies (its
     SIGTERM through ``PR_SET_PDEATHSIG``, or a poll of the parent id for callers that spawned from a thread),
-    the tree is ended with its grace period and this process removes the cgroup folders, the quota image and
+    the tree is killed at once (no grace period: nobody is left to audit it) and this process removes the cgroup folders, the quota image and
     the report folder itself, since nobody is left to read them.
     """
     spec = _read_spec(spec_path)
@@ -1120,7 +1125,14 @@ def _watch_reaper(spec: dict[str, Any], reaper: int) -> tuple[bool, int]:
     started = time.monotonic()
 
     def end_tree(*_: Any) -> None:
-        if not state["ended"]:
+        if state["caller_gone"] and spec["isolate"]:
+            # nobody is left to audit what the tree leaves: no grace period. SIGKILL to process 1 of the PID
+            # namespace ends every process in it at once, so the tree and this supervisor are gone within ~1 s
+            try:
+                os.kill(reaper, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        elif not state["ended"]:
             state["ended"] = True
             try:
                 os.kill(reaper, signal.SIGTERM)
@@ -1132,7 +1144,7 @@ def _watch_reaper(spec: dict[str, Any], reaper: int) -> tuple[bool, int]:
             state["caller_gone"] = True
         end_tree()
 
-    def tick(*_: Any) -> None:  # twice a second: is the caller still there, is the backstop deadline past
+    def tick(*_: Any) -> None:  # four times a second: is the caller still there, is the backstop deadline past
         if os.getppid() != spec.get("caller_pid"):
             state["caller_gone"] = True
             end_tree()
@@ -1148,7 +1160,7 @@ def _watch_reaper(spec: dict[str, Any], reaper: int) -> tuple[bool, int]:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, on_term)
     signal.signal(signal.SIGALRM, tick)
-    signal.setitimer(signal.ITIMER_REAL, 0.5, 0.5)
+    signal.setitimer(signal.ITIMER_REAL, 0.25, 0.25)
     while True:
         try:
             _, status = os.waitpid(reaper, 0)

@@ -210,13 +210,20 @@ def _copy_main(image: str, dest: str, skip_top: list[str], replace_top: list[str
     usage = {"quota_bytes": st.f_blocks * st.f_frsize, "used_bytes": (st.f_blocks - st.f_bfree) * st.f_frsize,
              "free_bytes": st.f_bavail * st.f_frsize, "inodes": st.f_files, "inodes_free": st.f_favail}
     usage["quota_reached"] = bool(usage["free_bytes"] < _FULL_BYTES or st.f_favail == 0)
-    counts = _copy_tree(src_fd, dst_fd, set(skip_top) | {"lost+found"})
+    counts = _copy_tree(src_fd, dst_fd, set(skip_top) | {"lost+found"}, logical_cap=usage["quota_bytes"])
+    usage["quota_reached"] = usage["quota_reached"] or bool(counts["over_quota"])
     return {**usage, **counts}
 
 
-def _copy_tree(src_root: int, dst_root: int, skip_top: set[str]) -> dict[str, int]:
-    """Copy ``src_root`` into ``dst_root`` by descriptors (no path is resolved twice, no link followed)."""
-    counts = {"files": 0, "dirs": 0, "symlinks": 0, "fifos": 0, "hardlinks": 0, "skipped": 0, "bytes": 0}
+def _copy_tree(src_root: int, dst_root: int, skip_top: set[str], logical_cap: int | None = None) -> dict[str, Any]:
+    """Copy ``src_root`` into ``dst_root`` by descriptors (no path is resolved twice, no link followed).
+
+    The quota counts *logical* sizes (a sparse file is as big as it says): once the files copied add up to
+    ``logical_cap`` bytes, a further regular file is not copied (``over_quota`` counts them, ``over_quota_names``
+    names the first few, escaped) — what the evaluator reads afterwards is bounded by the quota whatever holes
+    the agent made."""
+    counts: dict[str, Any] = {"files": 0, "dirs": 0, "symlinks": 0, "fifos": 0, "hardlinks": 0, "skipped": 0,
+                              "bytes": 0, "logical_bytes": 0, "over_quota": 0, "over_quota_names": []}
     links: dict[tuple[int, int], tuple[int, str]] = {}
     stack: list[tuple[int, int, bool]] = [(src_root, dst_root, True)]
     referenced: set[int] = set()  # destination folders a hard link may point into: kept open
@@ -243,6 +250,12 @@ def _copy_tree(src_root: int, dst_root: int, skip_top: set[str]) -> dict[str, in
                         os.link(first_name, name, src_dir_fd=first_dir, dst_dir_fd=dst)
                         counts["hardlinks"] += 1
                         continue
+                    if logical_cap is not None and counts["logical_bytes"] + st.st_size > logical_cap:
+                        counts["over_quota"] += 1
+                        if len(counts["over_quota_names"]) < 10:
+                            counts["over_quota_names"].append(ascii(name)[1:-1][:200])
+                        continue
+                    counts["logical_bytes"] += st.st_size
                     counts["bytes"] += _copy_file(src, dst, name, st, mode)
                     counts["files"] += 1
                     if st.st_nlink > 1:

@@ -28,11 +28,17 @@ from pathlib import Path
 from typing import Any
 
 from mdbench.errors import InputError
+from mdbench import untrusted
 
 #: Magic number that opens every frame of the classic XTC format.
 XTC_MAGIC = 1995
 #: Magic of GROMACS ≥ 2023's large-frame variant (64-bit byte count); recognised, not walked.
 XTC_LARGE_MAGIC = 2023
+#: Most atoms a run input (``.tpr``) or a trajectory frame may declare before anything is built from it: the
+#: study's electrolyte boxes hold a few thousand atoms, the paper-size ones tens of thousands; parsers allocate
+#: per declared atom (a ``.tpr`` patched to claim 2,000,000 molecules drove one to 8.5 GB), so a larger claim is
+#: refused first.
+MAX_ATOMS = 1_000_000
 #: Bytes from a frame's start to the end of its compressed-coordinate byte count (natoms > 9).
 _HEADER_BYTES = 92
 #: The first 16 bytes: magic, natoms, step (int32) and time (float32).
@@ -165,6 +171,9 @@ def scan_xtc(path: str | Path) -> XtcIntegrity:
             raise TrajectoryError(f"cannot read this as an xtc trajectory: {size} byte(s), shorter than one frame "
                                   "header; give the .xtc mdrun wrote", str(path))
         magic, natoms, step, time_ps = _LEAD.unpack_from(head)
+        if magic in (XTC_MAGIC, XTC_LARGE_MAGIC) and natoms > MAX_ATOMS:
+            raise TrajectoryError(f"the xtc frame header declares {natoms} atoms (plausible: at most {MAX_ATOMS}); "
+                                  "not read", str(path))
         if magic == XTC_LARGE_MAGIC:
             return XtcIntegrity(str(path), size, None, size, natoms, None, None, None, checked=False)
         if magic != XTC_MAGIC or natoms <= 0:
@@ -261,3 +270,123 @@ def _copy_prefix(src: Path, dst: Path, n_bytes: int, chunk_bytes: int = 1 << 24)
                 break
             fout.write(block)
             left -= len(block)
+
+
+# ------------------------------------------------------------------------------------ tpr plausibility
+
+#: Largest ``.tpr`` read for the check [bytes] (logical size): the topology of :data:`MAX_ATOMS` atoms fits.
+MAX_TPR_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TprCounts:
+    """What a ``.tpr``'s header and molecule blocks declare (read without expanding any molecule).
+
+    Attributes
+    ----------
+    natoms : int
+        Atoms the header declares.
+    molblocks : list of (str, int, int)
+        (molecule type name, molecules, atoms per molecule) of each block, in topology order.
+    """
+
+    natoms: int
+    molblocks: list[tuple[str, int, int]]
+
+    @property
+    def block_atoms(self) -> int:
+        """Atoms the molecule blocks add up to (Σ molecules × atoms per molecule)."""
+        return sum(n * a for _, n, a in self.molblocks)
+
+    def molecules(self) -> dict[str, int]:
+        """Molecules per molecule type [count]."""
+        out: dict[str, int] = {}
+        for name, n, _ in self.molblocks:
+            out[name] = out.get(name, 0) + n
+        return out
+
+
+def tpr_counts(path: str | Path, *, max_bytes: int = MAX_TPR_BYTES) -> TprCounts:
+    """The atom and molecule counts a GROMACS run input declares, read with MDAnalysis' TPR primitives up to
+    the molecule blocks — no molecule is expanded, so nothing per atom of the claim is allocated.
+
+    Raises
+    ------
+    TrajectoryError
+        Not a regular file, larger than ``max_bytes`` (logical size), or not a readable ``.tpr``.
+    """
+    from MDAnalysis.topology.tpr import setting as S  # noqa: PLC0415 — MDAnalysis is slow to import
+    from MDAnalysis.topology.tpr import utils as U  # noqa: PLC0415 — MDAnalysis is slow to import
+
+
+    try:
+        raw = untrusted.read_bytes(path, max_bytes=max_bytes)
+    except untrusted.Refused as exc:
+        raise TrajectoryError(f"{exc.detail or exc.reason} (a run input is read up to {max_bytes} bytes)",
+                              str(path)) from None
+    try:
+        data = U.TPXUnpacker(raw)
+        th = U.read_tpxheader(data)
+        if th.fver >= S.tpxv_AddSizeField and th.fgen >= 27:
+            data = U.TPXUnpacker2020.from_unpacker(data)
+        if not th.bTop:
+            raise ValueError("no topology in the file")
+        if th.bBox:
+            U.extract_box_info(data, th.fver)
+        if th.ngtc > 0:
+            if th.fver < 69:
+                U.ndo_real(data, th.ngtc)
+            U.ndo_real(data, th.ngtc)
+        symtab = U.do_symtab(data)
+        U.do_symstr(data, symtab)
+        U.do_ffparams(data, th.fver)
+        moltypes = [U.do_moltype(data, symtab, th.fver) for _ in range(data.unpack_int())]
+        nblocks = data.unpack_int()
+        if not 0 <= nblocks <= len(raw):
+            raise ValueError(f"{nblocks} molecule blocks")
+        blocks = []
+        for _ in range(nblocks):
+            mb = U.do_molblock(data)
+            if not 0 <= mb.molb_type < len(moltypes):
+                raise ValueError(f"molecule block of unknown type {mb.molb_type}")
+            mt = moltypes[mb.molb_type]
+            name = mt.name.decode("utf-8", "replace") if isinstance(mt.name, bytes) else str(mt.name)
+            if mb.molb_natoms_mol != len(mt.atomkinds):
+                raise ValueError(f"molecule block of {name!r}: {mb.molb_natoms_mol} atoms per molecule, its type "
+                                 f"has {len(mt.atomkinds)}")
+            blocks.append((name[:80], int(mb.molb_nmol), len(mt.atomkinds)))
+    except TrajectoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 — whatever a garbage file makes the unpacker raise
+        raise TrajectoryError(f"not a readable .tpr ({type(exc).__name__}: {str(exc)[:200]})",
+                              str(path)) from None
+    return TprCounts(int(th.natoms), blocks)
+
+
+def check_tpr(path: str | Path, *, max_atoms: int = MAX_ATOMS,
+              expected_molecules: dict[str, int] | None = None) -> TprCounts:
+    """Refuse a run input whose declared size is implausible, before any parser allocates for it.
+
+    Plausible: the header's atoms in [1, ``max_atoms``], every block's molecule count non-negative, the blocks
+    adding up to the header's atoms, and — where ``expected_molecules`` (molecule type → count, from the
+    evaluator's bundle) is given — no type holding more molecules than expected.
+
+    Raises
+    ------
+    TrajectoryError
+        Naming the file and the implausible count.
+    """
+    counts = tpr_counts(path)
+    if not 1 <= counts.natoms <= max_atoms:
+        raise TrajectoryError(f"declares {counts.natoms} atoms (plausible: 1 to {max_atoms}); not parsed",
+                              str(path))
+    if any(n < 0 for _, n, _ in counts.molblocks) or counts.block_atoms != counts.natoms:
+        raise TrajectoryError(f"its molecule blocks declare {counts.block_atoms} atoms "
+                              f"({', '.join(f'{n} × {name}' for name, n, _ in counts.molblocks[:6])}) but its "
+                              f"header {counts.natoms}; not parsed", str(path))
+    for name, n in counts.molecules().items():
+        want = (expected_molecules or {}).get(name)
+        if want is not None and n > want:
+            raise TrajectoryError(f"declares {n} molecules of {name!r}, the bundle's composition {want}; "
+                                  "not parsed", str(path))
+    return counts

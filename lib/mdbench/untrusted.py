@@ -346,6 +346,15 @@ def number(value: Any, *, name: str = "value", minimum: float | None = 0.0, maxi
 
 # ---------------------------------------------------------------------------------------------------- writing
 
+def shown(text: Any, *, max_chars: int = 300) -> str:
+    """``text`` as one printable line for a terminal or a log: every control or unprintable character (a newline
+    in a file name, an ANSI escape) written as its Python escape (``\\n``, ``\\x1b``), at most ``max_chars``
+    characters of the original."""
+    s = str(text)
+    cut = "…" if len(s) > max_chars else ""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in s[:max_chars]) + cut
+
+
 def write_new(path: str | os.PathLike, data: bytes | str, *, mode: int = 0o644, attempts: int = 5) -> None:
     """Create ``path`` afresh and write ``data``, whatever an untrusted party left at that name.
 

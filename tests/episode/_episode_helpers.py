@@ -115,3 +115,38 @@ def seen_by(user: str, path: Path) -> bool:
         except OSError:
             continue
     return False
+
+
+def oracle_episode_in(base: Path) -> Path:
+    """A finished oracle episode (micro preset, 2 threads) in ``base/ep`` — the body of the ``oracle_episode``
+    fixtures (tests/episode and tests/redteam/episode)."""
+    from _testseed import seed_for  # tests/conftest.py puts tests/ on the path
+
+    if shutil.which("gmx") is None or shutil.which("packmol") is None:
+        pytest.skip("needs gmx and packmol on PATH")
+    if not CAPS.get("namespaces"):
+        pytest.skip(f"the OS cannot confine processes here: {CAPS.get('namespace_error')}")
+    ep = prepare(base / "ep", "harness=reference", "model=oracle", "repeat=1")
+    oracle = f"{BIN / 'mdbench-oracle'} --seed {seed_for('episode/oracle')}"  # seeds from MDBENCH_TEST_SEED
+    run(ep, oracle, "--threads", "2", "--timeout", str(ORACLE_TIMEOUT_MIN), timeout=ORACLE_TIMEOUT_MIN * 60 + 900)
+    return ep
+
+
+def run_measured(args: list[str], timeout: float = 900) -> dict:
+    """Run ``mdbench ARGS`` and measure that process tree alone (``wait4``): rc, stdout, stderr, wall [s] and the
+    peak resident memory of its largest process [MiB]."""
+    import tempfile
+    import time
+
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "mdbench.cli", *args], stdout=out, stderr=err, text=True)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            proc.returncode = 0  # reaped by wait4: Popen must not wait again
+        wall = time.monotonic() - t0
+        out.seek(0)
+        err.seek(0)
+        return {"rc": os.waitstatus_to_exitcode(status), "stdout": out.read(), "stderr": err.read(),
+                "wall_s": wall, "peak_mib": usage.ru_maxrss / 1024.0}

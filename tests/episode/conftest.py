@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _episode_helpers import BIN, CAPS, ORACLE_TIMEOUT_MIN, ensure_agent_env, prepare, run  # noqa: E402
-from _testseed import seed_for  # noqa: E402  (tests/conftest.py puts tests/ on the path)
+from _episode_helpers import BIN, ensure_agent_env, oracle_episode_in, prepare, run  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -22,14 +21,7 @@ def agent_env() -> None:
 @pytest.fixture(scope="session")
 def oracle_episode(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished oracle episode (micro preset, 2 threads); do not modify — copy what you change."""
-    if shutil.which("gmx") is None or shutil.which("packmol") is None:
-        pytest.skip("needs gmx and packmol on PATH")
-    if not CAPS.get("namespaces"):
-        pytest.skip(f"the OS cannot confine processes here: {CAPS.get('namespace_error')}")
-    ep = prepare(tmp_path_factory.mktemp("oracle") / "ep", "harness=reference", "model=oracle", "repeat=1")
-    oracle = f"{BIN / 'mdbench-oracle'} --seed {seed_for('episode/oracle')}"  # seeds from MDBENCH_TEST_SEED
-    run(ep, oracle, "--threads", "2", "--timeout", str(ORACLE_TIMEOUT_MIN), timeout=ORACLE_TIMEOUT_MIN * 60 + 900)
-    return ep
+    return oracle_episode_in(tmp_path_factory.mktemp("oracle"))
 
 
 @pytest.fixture(scope="session")

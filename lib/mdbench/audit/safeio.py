@@ -27,8 +27,14 @@ log = logging.getLogger(__name__)
 MAX_PARSE_BYTES = 64 * 1024 * 1024
 #: Deepest folder nesting and most entries of a run directory the audit walks.
 MAX_TREE_DEPTH, MAX_TREE_ENTRIES = 64, 200_000
-#: Largest file whose sha256 is computed (streamed) [bytes].
-MAX_HASH_BYTES = 64 * 1024 * 1024 * 1024
+#: Largest file whose sha256 is computed (streamed) [bytes], by its *logical* size (a sparse file is as big as
+#: it says): above it the artifact gets a ``file_too_large`` finding, not a hash. 8 GiB is several times the
+#: largest trajectory of a full study (100 ns per case, frames every ps, ~10^4 atoms).
+MAX_HASH_BYTES = 8 * 1024 * 1024 * 1024
+#: Most bytes one audit hashes in all [bytes] (the default workspace quota of an episode): past it, each further
+#: artifact gets a ``hash_budget_exhausted`` finding, not a hash. The audit's hashing time is bounded by
+#: this over the disk's read rate whatever the run directory holds.
+MAX_HASH_TOTAL_BYTES = 32 * 1024 * 1024 * 1024
 
 
 class _NonFinite(float):
@@ -72,6 +78,7 @@ class RunFS:
         self._escaping: set[str] = set()
         self._json_cache: dict[str, Any] = {}
         self._hashes: dict[tuple, str] = {}
+        self.hashed_bytes = 0
 
     # ------------------------------------------------------------------ paths
     def rel(self, path: str | Path) -> str:
@@ -273,15 +280,24 @@ class RunFS:
         p = self.resolve(rel, item=item)
         if p is None or not p.is_file():
             return None
-        if p.stat().st_size > MAX_HASH_BYTES:
-            self.add("file_too_large", "file too large to checksum", rel, item=item)
+        size = p.stat().st_size
+        if size > MAX_HASH_BYTES:
+            self.add("file_too_large", f"{size} bytes (logical size), above the {MAX_HASH_BYTES}-byte cap of an "
+                     "artifact's checksum; not checksummed", rel, item=item)
             return None
-        return self._digest(p)
+        digest = self._digest(p)
+        if digest is None:
+            self.add("hash_budget_exhausted", f"the audit has already checksummed {self.hashed_bytes} bytes (cap "
+                     f"{MAX_HASH_TOTAL_BYTES}); this {size}-byte file is not checksummed", rel, item=item)
+        return digest
 
-    def _digest(self, p: Path) -> str:
-        """sha256 of ``p``, computed once per file version in this audit."""
+    def _digest(self, p: Path) -> str | None:
+        """sha256 of ``p``, computed once per file version in this audit (None past :data:`MAX_HASH_TOTAL_BYTES`)."""
         key = _version(p)
         if key not in self._hashes:
+            if self.hashed_bytes + key[3] > MAX_HASH_TOTAL_BYTES:
+                return None
+            self.hashed_bytes += key[3]
             self._hashes[key] = sha256_file(p)
         return self._hashes[key]
 

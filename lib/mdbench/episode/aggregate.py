@@ -118,10 +118,6 @@ def load_episodes(dirs: list[str | Path]) -> list[EpisodeRecord]:
     return out
 
 
-def _labels(eps: list[EpisodeRecord]) -> dict[int, str]:
-    return {id(e): (e.audit.label if e.audit else e.label) for e in eps}
-
-
 def episode_table(eps: list[EpisodeRecord]) -> pd.DataFrame:
     """One row per episode: configuration, repeat, status, score and dimensions, claim, integrity."""
     rows = []
@@ -136,7 +132,8 @@ def episode_table(eps: list[EpisodeRecord]) -> pd.DataFrame:
                      "claimed": a.get("claimed_outcome"), "evidence supports": a.get("expected_outcome"),
                      "agent_input": None if r.get("agent_input_intact") is None else (
                          "intact" if r.get("agent_input_intact") else "CHANGED"),
-                     "stragglers killed": r.get("stragglers_killed")})
+                     "stragglers killed": r.get("stragglers_killed"),
+                     "work": (r.get("work") or {}).get("verdict")})
     return pd.DataFrame(rows)
 
 
@@ -298,6 +295,9 @@ def notes(eps: list[EpisodeRecord]) -> list[str]:
             out.append(f"{e.label}: no terminal claim; every observable {'/'.join(states)}; the audit rated "
                        f"{len(ones)} item(s) 1 ({', '.join(ones) or 'none'}) and the others 0 or ½ — composite "
                        f"{e.audit.doc['composite']['final']:.1f}.")
+        if r.get("work_not_done_here"):
+            out.append(f"{e.label}: work_not_done_here — {(r.get('work') or {}).get('reason', '')[:400]}; every "
+                       "item set to 0, Sim4 and E1 with the figures (result.json's work block).")
         if r.get("status") == "timeout":
             out.append(f"{e.label}: ended by the wall-clock limit ({_get(r, 'limits', 'timeout_min')} min); "
                        f"{r.get('stragglers_killed', 0)} leftover process(es) killed; audited as left.")

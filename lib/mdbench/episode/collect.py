@@ -160,7 +160,8 @@ def _skipped(relpath: str) -> bool:
     return relpath.split("/", 1)[0] in SKIP_DIRS
 
 
-def _case_of(relpath: str) -> str:
+def case_of(relpath: str) -> str:
+    """The case a workspace path belongs to (``cases/<case>/…``), ``?`` elsewhere."""
     parts = relpath.split("/")
     return parts[1][:40] if len(parts) > 2 and parts[0] == "cases" else "?"
 
@@ -170,13 +171,14 @@ def ns_on_disk(workspace: Path, listing: untrusted.Walk | None = None) -> dict[s
 
     Only regular ``*.xtc`` files are read (links, FIFOs and devices are skipped: they appear in the walk with
     another kind); frame headers are walked by :func:`mdbench.trajcheck.scan_xtc` (no coordinates decoded).
-    It is a lower bound of the MD time computed (segments without xtc output, minimisation and the last output
+    ``longest_per_case`` names each case's longest trajectory. It is a lower bound of the MD time computed (segments without xtc output, minimisation and the last output
     interval are not seen).
     """
     from mdbench.trajcheck import TrajectoryError, scan_xtc  # noqa: PLC0415
 
     listing = listing or workspace_walk(workspace)
     per_case: dict[str, float] = {}
+    longest: dict[str, tuple[float, str]] = {}
     files, findings = 0, []
     for e in listing.entries:
         if e.kind != "file" or not e.relpath.endswith(".xtc") or _skipped(e.relpath):
@@ -200,10 +202,13 @@ def ns_on_disk(workspace: Path, listing: untrusted.Walk | None = None) -> dict[s
         if why is not None:
             findings.append(finding("trajectory_time_invalid", e.relpath, why))
             continue
-        case = _case_of(e.relpath)
+        case = case_of(e.relpath)
         per_case[case] = per_case.get(case, 0.0) + span
+        if span > longest.get(case, (-1.0, ""))[0]:
+            longest[case] = (span, e.relpath)
     return {"total_ns": round(sum(per_case.values()), 6), "per_case_ns": {k: round(v, 6) for k, v in
                                                                            sorted(per_case.items())},
+            "longest_per_case": {k: rel for k, (_, rel) in sorted(longest.items())},
             "xtc_files": files, "findings": findings, "label": MEASURED,
             "source": "complete xtc frames on disk (last - first frame time per file)"}
 
@@ -311,7 +316,7 @@ def gpu_hours(workspace: Path, listing: untrusted.Walk | None = None, *, max_wal
             break
         logs += 1
         path = workspace / e.relpath
-        head = _head(path, LOG_HEAD_BYTES, findings, e.relpath)
+        head = head_bytes(path, LOG_HEAD_BYTES, findings, e.relpath)
         m = _GPU_LINE.search(head)
         if not m:
             continue
@@ -333,7 +338,7 @@ def gpu_hours(workspace: Path, listing: untrusted.Walk | None = None, *, max_wal
             "label": SELF_REPORTED, "source": "GROMACS logs ('N GPU(s) selected for this run', 'Time: ... wall t')"}
 
 
-def _head(path: Path, n: int, findings: list[dict], rel: str) -> bytes:
+def head_bytes(path: Path, n: int, findings: list[dict], rel: str) -> bytes:
     return _slice(path, n, False, findings, rel)
 
 

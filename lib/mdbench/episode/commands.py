@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from mdbench.choices import preset_names
+from mdbench.untrusted import shown
 
 
 @click.group(name="episode")
@@ -112,16 +113,19 @@ def run_cmd(ep: Path, agent: str | None, harness: str | None, model: str | None,
                       endpoint_api=endpoint_api)
     res = run_episode(ep, agent, opts)
     click.echo(summary_line(res) + f" → {ep / 'result.json'}")
+    # every name below may come from the agent's files: printed escaped, one line each (a newline stays \\n)
     for f in (res.get("input_integrity") or {}).get("findings", [])[:10]:
-        click.echo(f"  input integrity: {f}", err=True)
+        click.echo(f"  input integrity: {shown(f)}", err=True)
     for f in (res.get("cost") or {}).get("findings", [])[:10]:
-        click.echo(f"  agent file: {f['code']} {f['path'] or ''}: {f['detail']}", err=True)
+        click.echo(f"  agent file: {shown(f['code'])} {shown(f['path'] or '')}: {shown(f['detail'])}", err=True)
+    if res.get("work_not_done_here"):
+        click.echo(f"  work_not_done_here: {shown(res['work'].get('reason'), max_chars=600)}", err=True)
     if res.get("reason") and res["status"] != "completed":
-        click.echo(f"  {res['status']}: {res['reason']}", err=True)
+        click.echo(f"  {res['status']}: {shown(res['reason'], max_chars=600)}", err=True)
     if res.get("runner_error"):
-        click.echo(f"  runner error (result written): {res['runner_error']}", err=True)
+        click.echo(f"  runner error (result written): {shown(res['runner_error'], max_chars=600)}", err=True)
     if "error" in (res.get("audit") or {}):
-        click.echo(f"  audit: {res['audit']['error']}", err=True)
+        click.echo(f"  audit: {shown(res['audit']['error'], max_chars=600)}", err=True)
     if res["status"] == "interrupted":
         raise SystemExit(130)
 

@@ -11,7 +11,8 @@ after the grace period). The agent sees the *agent toolchain* (:mod:`mdbench.epi
 installation; the reference agents get the installation through an explicit, recorded exposure.
 
 Afterwards: the input-integrity check, the cost files, the ledger and the trajectories on disk (every read
-through :mod:`mdbench.untrusted`), the SAEO audit of the workspace (:func:`mdbench.audit.audit_run`, against
+through :mod:`mdbench.untrusted`), the work accounting (:mod:`mdbench.episode.work`: was the MD the run claims
+computed in this episode?), the SAEO audit of the workspace (:func:`mdbench.audit.audit_run`, against
 the evaluator's pristine bundle) and ``result.json``.
 
 ``result.json`` exists for every episode that started, whatever the agent left: it is written first with
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from mdbench import untrusted
-from mdbench.episode import collect
+from mdbench.episode import collect, work
 from mdbench.episode.toolchain import Toolchain, agent_toolchain
 from mdbench.episode.workspace import RESULT_JSON, Episode, check_integrity, fresh_workspace, load_episode
 from mdbench.errors import InputError
@@ -280,17 +281,20 @@ def parse_cpus(text: str) -> tuple[int, ...]:
 
 
 def audit_workspace(workspace: Path, bundle: Path, out: Path, integrity: dict[str, Any], *, reanalysis: bool = True,
-                    adjudication: Path | None = None, work_dir: Path | None = None) -> dict[str, Any]:
+                    adjudication: Path | None = None, work_dir: Path | None = None,
+                    entries: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The SAEO audit of an agent's workspace into ``out`` (the audit is a black box here); never raises.
 
-    A changed ``agent_input/`` becomes an E2 = 0 entry (:func:`integrity_adjudication`, written into
-    ``work_dir``) applied after any expert ``adjudication``. Returns the composite, the four dimension means,
-    the 21 item ratings, the claims and a count of observable states (or ``error`` when the audit failed).
+    A changed ``agent_input/`` becomes an E2 = 0 entry and ``entries`` (the work accounting's, see
+    :mod:`mdbench.episode.work`) follow it (:func:`runner_adjudication`, written into ``work_dir``), applied
+    after any expert ``adjudication``. Returns the composite, the four dimension means, the 21 item ratings, the
+    claims and a count of observable states (or ``error`` when the audit failed).
     """
     from mdbench.audit import audit_run  # noqa: PLC0415
 
-    if not integrity["intact"]:
-        adjudication = integrity_adjudication(integrity, adjudication, work_dir or out.parent)
+    own = ([] if integrity["intact"] else [integrity_entry(integrity)]) + list(entries or [])
+    if own:
+        adjudication = runner_adjudication(own, adjudication, work_dir or out.parent)
     started = time.perf_counter()
     try:
         # an agent's workspace is scored whatever it left: a missing run_record/ scores 0 where it is needed
@@ -309,10 +313,18 @@ def audit_workspace(workspace: Path, bundle: Path, out: Path, integrity: dict[st
             "seconds": round(time.perf_counter() - started, 3)}
 
 
-def integrity_adjudication(integrity: dict[str, Any], expert: Path | None, work_dir: Path) -> Path:
-    """``work_dir/adjudication.yaml``: any expert entries, then the input-integrity finding as E2 = 0.
+def integrity_entry(integrity: dict[str, Any]) -> dict[str, Any]:
+    """The input-integrity finding as an E2 = 0 adjudication entry."""
+    listed = "; ".join(integrity["findings"][:10])
+    return {"item": "E2", "rating": 0, "reviewer": "mdbench episode runner (automatic input-integrity check)",
+            "reason": f"agent_input/ differs from the frozen bundle after the run: {listed}",
+            "evidence": integrity.get("evidence")}
 
-    The audit takes evaluator-held evidence only through adjudication; the entry names its source.
+
+def runner_adjudication(own: list[dict[str, Any]], expert: Path | None, work_dir: Path) -> Path:
+    """``work_dir/adjudication.yaml``: any expert entries, then the runner's own (``own``).
+
+    The audit takes evaluator-held evidence only through adjudication; each entry names its source.
     """
     import yaml  # noqa: PLC0415
 
@@ -322,11 +334,7 @@ def integrity_adjudication(integrity: dict[str, Any], expert: Path | None, work_
 
         data = load_yaml(expert) or []
         entries = list(data["entries"] if isinstance(data, dict) and "entries" in data else data)
-    listed = "; ".join(integrity["findings"][:10])
-    entries.append({"item": "E2", "rating": 0,
-                    "reviewer": "mdbench episode runner (automatic input-integrity check)",
-                    "reason": f"agent_input/ differs from the frozen bundle after the run: {listed}",
-                    "evidence": integrity.get("evidence")})
+    entries += own
     work_dir.mkdir(parents=True, exist_ok=True)
     path = work_dir / "adjudication.yaml"
     path.write_text(yaml.safe_dump(entries, sort_keys=False), encoding="utf-8")
@@ -710,6 +718,7 @@ def _run_and_collect(ep: Episode, opts: RunOptions, spec: str, argv: list[str], 
     if harness is not None:
         env.update({str(k): str(v) for k, v in (getattr(harness, "env", {}) or {}).items()})
     t_launch = time.perf_counter()
+    launched_epoch = time.time()
     if blocked:
         sandbox = _blocked(logs, blocked)
     else:
@@ -730,19 +739,40 @@ def _run_and_collect(ep: Episode, opts: RunOptions, spec: str, argv: list[str], 
     integrity = check_integrity(ep)
     result.update(input_integrity=integrity, agent_input_intact=integrity["intact"])
     result.update(_costs(ep, opts, sandbox, logs, grace_s))
+    work_entries: list[dict[str, Any]] = []
+    if status not in ("interrupted", "infrastructure_blocked"):
+        result["work"] = _work(ep, sandbox, threads, launched_epoch, opts)
+        # the reference agents' replays copy the oracle's run by design: their verdict is recorded, not applied
+        result["work"]["applied"] = not reference
+        work_entries = [] if reference else work.adjudication_entries(result["work"])
+        result["work_not_done_here"] = bool(work_entries)
     t_collected = time.perf_counter()
     if status == "interrupted":
         audit: dict[str, Any] = {"error": "not audited: the runner was stopped; run the episode again (--force) or "
                                           "audit the workspace"}
     else:
         audit = audit_workspace(ep.workspace, ep.bundle, ep.root / "audit", integrity, reanalysis=opts.reanalysis,
-                                adjudication=opts.adjudication, work_dir=ep.root / "integrity")
+                                adjudication=opts.adjudication, work_dir=ep.root / "integrity", entries=work_entries)
     if harness is not None and status != "interrupted":   # the process judge's evidence: the evaluator's trajectory
         audit["process_evidence"] = _process_evidence(ep)
     t_audited = time.perf_counter()
     result.update(score=audit.get("composite"), dimensions=audit.get("dimensions"), audit=audit,
                   harness_s={"before_agent": round(before_agent, 3), "after_agent": round(t_collected - t_end, 3),
                              "audit": round(t_audited - t_collected, 3)})
+
+
+def _work(ep: Episode, sandbox: dict[str, Any], threads: int, launched_epoch: float,
+          opts: RunOptions) -> dict[str, Any]:
+    """The work accounting of the workspace against what the sandbox measured (:func:`mdbench.episode.work.account`);
+    a failure of the accounting itself is recorded (verdict ``not_assessed``, the failure named), never fatal."""
+    n_gpus = len([g for g in opts.gpus.split(",") if g.strip()]) if opts.gpus else 0
+    try:
+        return work.account(ep.workspace, cpu_s=sandbox.get("cpu_s"), wall_s=sandbox.get("wall_s"), threads=threads,
+                            started_epoch=launched_epoch, gpus=n_gpus, bundle=ep.bundle)
+    except Exception as exc:  # noqa: BLE001 — the accounting of a hostile workspace never stops the episode
+        log.exception("episode %s: the work accounting failed", ep.episode_id)
+        return {"verdict": work.NOT_ASSESSED, "reason": f"the work accounting failed: {type(exc).__name__}: {exc}"[:300],
+                "items_lowered": {}}
 
 
 def _trajectory_before_audit(harness: Any) -> None:

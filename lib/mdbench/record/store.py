@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator
 
 from filelock import FileLock
 
+from mdbench import untrusted
 from mdbench.observable_states import OBSERVABLE_STATES
 from mdbench.errors import MdbenchError
 from mdbench.jsonsafe import json_safe as json_safe  # re-export (execute/stage.py imports it from here)
@@ -100,47 +101,90 @@ def dumps_line(obj: dict) -> str:
     return json.dumps(_json_safe(obj), sort_keys=True, allow_nan=False, separators=(",", ":"))
 
 
+#: Largest JSON-lines record file read [bytes], by its *logical* size (a sparse file is as big as it says):
+#: a larger one is not read at all (one ``malformed`` entry at line 0 says so). 256 MiB is ~10^6 events.
+MAX_JSONL_BYTES = 256 * 1024 * 1024
+#: Longest line of a JSON-lines record file [bytes]; a longer one is skipped unparsed (a ``malformed`` entry).
+MAX_JSONL_LINE_BYTES = 16 * 1024 * 1024
+#: Most lines of a JSON-lines record file read; the rest are ignored (a ``malformed`` entry says so).
+MAX_JSONL_LINES = 2_000_000
+
+
 @dataclass(frozen=True)
 class JsonlRead:
-    """Result of reading a JSON-lines file: parsed rows, malformed lines and a truncated tail, if any."""
+    """Result of reading a JSON-lines file: parsed rows, malformed lines and a truncated tail, if any.
+
+    ``capped`` says why the file was not read whole (too large, too many lines), None when it was."""
 
     rows: list[tuple[int, dict]]
     malformed: list[tuple[int, str]]
     truncated_tail_line: int | None
+    capped: str | None = None
 
 
-def read_jsonl(path: Path) -> JsonlRead:
-    """Read a JSON-lines file without repairing it.
+def read_jsonl(path: Path, *, max_bytes: int = MAX_JSONL_BYTES, max_line_bytes: int = MAX_JSONL_LINE_BYTES,
+               max_lines: int = MAX_JSONL_LINES) -> JsonlRead:
+    """Read a JSON-lines file without repairing it, line by line and capped (the file may be an agent's).
 
     A final line without its newline is a *truncated tail* (a writer killed mid-write); it is reported,
-    not dropped silently, and not parsed even if it happens to be valid JSON.
+    not dropped silently, and not parsed even if it happens to be valid JSON. The file is opened through
+    :func:`mdbench.untrusted.open_regular` (no link followed, no FIFO waited on); a file whose logical size is
+    above ``max_bytes`` is not read (memory and time stay bounded whatever a sparse file claims), a line longer
+    than ``max_line_bytes`` is skipped unparsed, and lines past ``max_lines`` are ignored — each a ``malformed``
+    entry (line 0 for the whole file) and ``capped``.
     """
     rows: list[tuple[int, dict]] = []
     malformed: list[tuple[int, str]] = []
     truncated: int | None = None
-    if not path.exists():
-        return JsonlRead(rows, malformed, truncated)
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    last_complete = len(lines) - 1  # the element after the final "\n" is b"" for a well-formed file
-    for index, raw in enumerate(lines, start=1):
-        if index - 1 == last_complete:
-            if raw.strip():
-                truncated = index
-            break
-        if not raw.strip():
-            malformed.append((index, "empty line"))
-            continue
-        try:
-            obj = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            malformed.append((index, f"not valid JSON ({exc})"))
-            continue
-        if not isinstance(obj, dict):
-            malformed.append((index, "line is not a JSON object"))
-            continue
-        rows.append((index, obj))
-    return JsonlRead(rows, malformed, truncated)
+    try:
+        fd = untrusted.open_regular(path)
+    except untrusted.Refused as exc:
+        if exc.reason == "missing":
+            return JsonlRead(rows, malformed, truncated)
+        raise OSError(f"{path}: {exc.detail or exc.reason}") from None
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > max_bytes:
+            why = f"{size} bytes, above the {max_bytes}-byte cap of a record file; not read"
+            return JsonlRead(rows, [(0, why)], None, capped=why)
+        capped = None
+        index = 0
+        while True:
+            raw = fh.readline(max_line_bytes + 1)
+            if not raw:
+                break
+            index += 1
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                while raw and not raw.endswith(b"\n"):  # skip the rest of the line, a bounded piece at a time
+                    raw = fh.readline(max_line_bytes + 1)
+                malformed.append((index, f"line longer than {max_line_bytes} bytes; not parsed"))
+                continue
+            if index > max_lines:
+                capped = f"more than {max_lines} lines; the rest not read"
+                malformed.append((index, capped))
+                break
+            if not raw.endswith(b"\n"):
+                if raw.strip():
+                    truncated = index
+                break
+            _parse_line(raw, index, rows, malformed)
+    return JsonlRead(rows, malformed, truncated, capped=capped)
+
+
+def _parse_line(raw: bytes, index: int, rows: list[tuple[int, dict]], malformed: list[tuple[int, str]]) -> None:
+    """One complete line of a JSON-lines file into ``rows`` (an object) or ``malformed`` (anything else)."""
+    if not raw.strip():
+        malformed.append((index, "empty line"))
+        return
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        malformed.append((index, f"not valid JSON ({str(exc)[:200]})"))
+        return
+    if not isinstance(obj, dict):
+        malformed.append((index, "line is not a JSON object"))
+        return
+    rows.append((index, obj))
 
 
 class RunRecord:

@@ -236,13 +236,19 @@ def test_the_runner_killed_mid_episode_leaves_an_interrupted_result_and_nothing_
         time.sleep(0.1)
     assert seen_by(user, started), proc.communicate(timeout=30)
     assert len(processes_of(user)) >= 21
+    supervisors = [p for p in _pids() if "mdbench.sandbox" in _cmdline(p) and str(tmpdir) in _cmdline(p)]
+    assert supervisors
     t_kill = time.monotonic()
     proc.send_signal(signum)
     proc.communicate(timeout=120)
-    while processes_of(user) and time.monotonic() - t_kill < grace_s + 15:
-        time.sleep(0.1)
+    t_dead = time.monotonic()
+    while (processes_of(user) or any(map(_alive, supervisors))) and time.monotonic() - t_kill < grace_s + 15:
+        time.sleep(0.02)
     assert processes_of(user) == [], "the agent's tree outlived its runner"
+    assert not any(map(_alive, supervisors)), "the supervisor outlived its runner"
     assert time.monotonic() - t_kill < grace_s + 15
+    if signum == signal.SIGKILL:  # issue 48: nobody is left to audit the tree: no grace period
+        assert time.monotonic() - t_dead <= 1.0, f"tree and supervisor lived {time.monotonic() - t_dead:.2f} s"
     for _ in range(50):  # the supervisor cleans up right after the tree is gone
         if not os.listdir(tmpdir) and not _cgroups_of(proc.pid):
             break
@@ -264,6 +270,25 @@ def test_the_runner_killed_mid_episode_leaves_an_interrupted_result_and_nothing_
     assert any("scored 0" in n for n in agg.notes([rec]))
 
 
+
+
+def _pids() -> list[int]:
+    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    """Running (not gone, not a zombie waiting for its parent)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _disk_bytes(root: Path) -> int:

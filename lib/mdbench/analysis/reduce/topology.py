@@ -13,6 +13,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from mdbench.trajcheck import check_tpr
+
 #: Parsed topologies by (real path, device, inode, size, mtime) — a rewritten file is parsed anew.
 _TOPOLOGY_CACHE: OrderedDict[tuple, Any] = OrderedDict()
 _TOPOLOGY_CACHE_SIZE = 4
@@ -29,6 +31,7 @@ def read_tpr_topology(tpr: str | Path) -> Any:
     key = (os.path.realpath(tpr), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     top = _TOPOLOGY_CACHE.get(key)
     if top is None:
+        check_tpr(tpr)  # issue 48: a declared size beyond plausibility is refused before the parser allocates
         with TPRParser(str(tpr)) as parser:
             top = parser.parse()
         _TOPOLOGY_CACHE[key] = top
