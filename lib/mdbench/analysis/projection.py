@@ -34,6 +34,7 @@ from typing import Any
 
 from scipy import stats
 
+from mdbench.analysis.blocks import _json_float as _f  # finite float, else None
 from mdbench.record.state_graph import topological_order
 
 #: The rule recorded with every projection (and registered with the decisions).
@@ -45,14 +46,6 @@ PROJECTION_RULE = (
     "credible); a derived result: the largest of its inputs' projections and its own"
 )
 _BOUND = re.compile(r"accepted <= ([0-9.eE+-]+)(%)?( of \|value\|)?(?: or <= ([0-9.eE+-]+))?")
-
-
-def _f(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def _window_ps(obs: dict[str, Any], case_windows: dict[str, Any]) -> tuple[float, float, int] | None:
