@@ -17,7 +17,8 @@ import pytest
 
 from mdbench.engine import gpu as G
 from mdbench.engine import protocols as P
-from mdbench.engine.hardware import gromacs_build_info, record_hardware_audit
+from mdbench.engine.gpu import gromacs_build_info
+from mdbench.engine.hardware import record_hardware_audit
 from mdbench.engine.runner import CliRunner
 from mdbench.record import RunRecord
 

@@ -438,12 +438,29 @@ def audit_summary(build: dict, devices: Sequence[GpuDevice]) -> dict:
             "rule": "at most one GPU MD job at a time (study-wide GPU lock); <= 16 CPU threads in total"}
 
 
+def gromacs_build_info(gmx: str) -> dict:
+    """Parse ``gmx --version`` into a dict (version, precision, simd, gpu_support, mpi, fft, raw)."""
+    try:
+        out = subprocess.run([gmx, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"error": str(exc)}
+    keys = {"GROMACS version": "version", "Precision": "precision", "SIMD instructions": "simd",
+            "GPU support": "gpu_support", "MPI library": "mpi", "CPU FFT library": "fft",
+            "OpenMP support": "openmp", "Executable": "executable"}
+    info: dict = {}
+    for line in out.splitlines():
+        if ":" in line:
+            key, value = line.split(":", 1)
+            if key.strip() in keys:
+                info[keys[key.strip()]] = value.strip()
+    return info
+
+
+
 # ----------------------------------------------------------------------------- what the runner calls
 @lru_cache(maxsize=8)
 def build_info(gmx: str) -> dict:
     """``gmx --version`` parsed (cached per driver path for the life of the process)."""
-    from mdbench.engine.hardware import gromacs_build_info  # noqa: PLC0415
-
     return gromacs_build_info(gmx)
 
 

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from mdbench.engine.gpu import audit_summary, detect_gpus, gromacs_build_info
+
 log = logging.getLogger(__name__)
 
 _PACKAGES = ("mdbench", "numpy", "scipy", "MDAnalysis", "pyedr", "pymbar", "papermill", "gmxapi")
@@ -87,24 +89,6 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def gromacs_build_info(gmx: str) -> dict:
-    """Parse ``gmx --version`` into a dict (version, precision, simd, gpu_support, mpi, fft, raw)."""
-    try:
-        out = subprocess.run([gmx, "--version"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError) as exc:
-        return {"error": str(exc)}
-    keys = {"GROMACS version": "version", "Precision": "precision", "SIMD instructions": "simd",
-            "GPU support": "gpu_support", "MPI library": "mpi", "CPU FFT library": "fft",
-            "OpenMP support": "openmp", "Executable": "executable"}
-    info: dict = {}
-    for line in out.splitlines():
-        if ":" in line:
-            key, value = line.split(":", 1)
-            if key.strip() in keys:
-                info[keys[key.strip()]] = value.strip()
-    return info
-
-
 def _other_gmx_processes() -> int:
     n = 0
     for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
@@ -136,7 +120,6 @@ def hardware_audit(run_dir: str | Path, gmx: str, thread_cap: int) -> HardwareAu
             packages[name] = None
     path = Path(run_dir)
     path.mkdir(parents=True, exist_ok=True)
-    from mdbench.engine.gpu import audit_summary, detect_gpus  # noqa: PLC0415
 
     build = gromacs_build_info(gmx)
     return HardwareAudit(

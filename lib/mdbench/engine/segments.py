@@ -438,9 +438,3 @@ def _received_signal(log_path: Path, start_step: int) -> str | None:
     text = text[text.rfind("Started mdrun"):]  # only the latest run appended to this log
     found = re.findall(r"Received the (\w+) signal", text)
     return found[-1] if found else None
-
-
-def require_ok(result: SegmentResult, what: str) -> None:
-    """Raise :class:`EngineError` naming the segment when ``result`` did not complete."""
-    if not result.ok:
-        raise EngineError(f"{what} {result.status}: {result.reason}")

@@ -22,7 +22,6 @@ from tqdm.auto import tqdm
 from mdbench.choices import EXECUTORS as _EXECUTOR_REGISTRY
 from mdbench.choices import load_executor
 from mdbench.errors import InputError
-from mdbench.execute.slurm import run_on_slurm
 from mdbench.execute.stage import StageResult, prepare_parameters, run_stage
 from mdbench.yamlio import load_yaml
 
