@@ -48,3 +48,18 @@ def test_huge_file_refused_with_finding(tmp_path):
     assert fs.read_json("big.json") is None
     assert fs.findings[0].code == "file_too_large"
     assert len(fs.sha256("big.json")) == 64  # checksums are streamed, not refused
+
+
+def test_checksums_stop_at_the_audit_total_and_say_so(tmp_path, monkeypatch):
+    """Past ``MAX_HASH_TOTAL_BYTES`` of checksummed files (logical sizes), an artifact gets a
+    ``hash_budget_exhausted`` finding instead of a hash; the files before it keep theirs."""
+    from mdbench.audit import safeio
+
+    monkeypatch.setattr(safeio, "MAX_HASH_TOTAL_BYTES", 1000)
+    (tmp_path / "a.dat").write_bytes(b"x" * 600)
+    with open(tmp_path / "b.dat", "wb") as fh:  # sparse: as big as it says
+        fh.truncate(600)
+    fs = RunFS(tmp_path)
+    assert fs.sha256("a.dat") is not None
+    assert fs.sha256("b.dat") is None
+    assert [(f.code, f.path) for f in fs.findings] == [("hash_budget_exhausted", "b.dat")]

@@ -74,7 +74,7 @@ def test_not_an_episode_folder(tmp_path):
 
 def test_integrity_check_names_every_change_and_keeps_the_evidence(tmp_path):
     ep = prepare_episode("micro", tmp_path / "ep", limits=Limits(timeout_min=1))
-    assert check_integrity(ep) == {"intact": True, "findings": [], "checked_files": 26}
+    assert check_integrity(ep) == {"intact": True, "findings": [], "checked_files": 27}  # with the state-graph schema
     ai = ep.agent_input
     for p in (ai, ai / "cases", ai / "references"):  # root bypasses the modes; the mount is what stops agents
         os.chmod(p, 0o755)

@@ -314,6 +314,12 @@ RULES: dict[str, Rule] = {r.code: r for r in (
          rule="a file over the parse limit (not parsed)",
          seed="E3 (as above)",
          test="tests/audit/test_recorded_curves.py::test_hostile_recorded_curve_is_one_finding_and_nothing_else_breaks"),
+    Rule("hash_budget_exhausted", None, {}, "E3",
+         rule=("an artifact not checksummed because the audit has already checksummed `safeio.MAX_HASH_TOTAL_BYTES` "
+               "(32 GiB, logical sizes) of the run's files: the audit's time stays bounded whatever the agent left"),
+         seed="E3: \"event, attempt, and artifact references resolve\"",
+         test="tests/audit/test_safeio.py::test_checksums_stop_at_the_audit_total_and_say_so",
+         evidence="the artifact's path; the bytes already checksummed"),
     Rule("gate_record_inconsistent", None, {"Sim3": 0.0, "E5": 0.5}, "Sim3",
          rule="a recorded gate whose own value/threshold/relation contradict its `passed` flags or verdict",
          seed="\"Consistency\"",
