@@ -174,3 +174,26 @@ def test_a_labelled_ne_tplus_off_its_own_formula_is_A3(run_copy, bundle, tmp_pat
     assert hits and "D+/(D+ + D−)" in hits[0]["message"], doc["findings"]
     a3 = next(j for j in doc["judgments"] if j["item"] == "A3" and j["observable"] == "transference_number")
     assert a3["rating"] == 0.0
+
+
+def test_rounded_report_numbers_and_a_recorded_extra_file_leave_every_item(honest, run_copy, bundle, tmp_path):
+    """The report gives the case's values rounded to 4 significant digits, and the run records an extra notes
+    file as an artifact: neither is a defect (issue 45's honest controls)."""
+    obs = json.loads((run_copy / "analysis" / CASE / "results.json").read_text())["observables"]
+    rows = [("viscosity", obs["viscosity"]["value"]), ("D_na", obs["self_diffusion"]["D_na"]["value"]),
+            ("density", obs["thermodynamics"]["density"]["value"])]
+    RNG.shuffle(rows)
+    report = run_copy / "report.md"
+    text = report.read_text() if report.exists() else "# Report\n"
+    report.write_text(text + f"\n## Results ({CASE})\n\n| result | value |\n|---|---|\n"
+                      + "".join(f"| {name} | {value:.4g} |\n" for name, value in rows))
+    notes = run_copy / "notes" / "lab_notebook.md"
+    notes.parent.mkdir()
+    notes.write_text("Checked the density series by eye; nothing unusual. " * RNG.randint(1, 5) + "\n")
+    rec = RunRecord(run_copy)
+    rec.add_artifact("report.md")
+    rec.add_artifact("notes/lab_notebook.md")
+    _res, got = reanalysed(run_copy, bundle, tmp_path / "a")
+    assert not [f for f in got["findings"] if f["code"] == "report_number_differs"], got["findings"]
+    assert _items(got) == _items(honest), {i: (got["items"][i]["final"], s) for i, s in _items(honest).items()
+                                           if got["items"][i]["final"] != s}
