@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from mdbench.analysis import observables as registry
+from mdbench.analysis.projection import project_graph
+from mdbench.record import CASE_BUDGET_NS, STUDY_BUDGET_NS
 from mdbench.record import state_graph as sg
 
 #: The engine's stage order (a stage depends on the one before it).
@@ -105,8 +107,7 @@ def _segment_nodes(graph: dict, case: str, prod_id: str | None, attempts: Iterab
 
 def _estimator_nodes(graph: dict, case: str, prod_id: str | None, results: dict) -> dict[str, str]:
     """One node per estimator (what it computes for the case); returns family name → estimator node id."""
-    from mdbench.analysis.estimator import declared_products
-    from mdbench.analysis.estimator import estimator_plan
+    from mdbench.analysis.estimator import declared_products, estimator_plan
 
     family_node: dict[str, str] = {}
     maker: dict[str, str] = {}
@@ -285,13 +286,35 @@ def build_state_graph(run_dir: str | Path, cases: Iterable[str]) -> dict[str, An
     return sg.settle_claim(graph, cases, recovered=recovered)
 
 
+def production_ns(rec: Any, case: str) -> float:
+    """Production length run so far [ns]: the furthest step a completed production attempt reached (the
+    segment is continuous from step 0), times its time step."""
+    ends = [float(a.get("target_step") or 0) * float(a.get("dt_ps") or 0.0) / 1000.0 for a in rec.attempts()
+            if a.get("case") == case and a.get("stage") == "production" and a.get("status") == "completed"]
+    return max(ends, default=0.0)
+
+
+def remaining_ns(rec: Any, case: str, budget_ns: float | None) -> float:
+    """What the budget still allows ``case`` [ns]: the smaller of the case's and the study's remainders
+    (``budget_ns`` caps the study's total below its registered 300 ns)."""
+    study = min(STUDY_BUDGET_NS, budget_ns) if budget_ns is not None else STUDY_BUDGET_NS
+    return max(0.0, min(CASE_BUDGET_NS - rec.committed_ns(case), study - rec.committed_ns()))
+
+
 def record_state_graph(run_dir: str | Path, cases: Iterable[str]) -> dict[str, Any]:
     """Build the graph and write ``run_record/state_graph.json`` (returns the working form); the decisions
-    and projections of the graph recorded before stay on the nodes they were made for."""
+    of the graph recorded before stay on the nodes they were made for; every SI result gets its projection."""
     from mdbench.record import RunRecord
 
+    cases = list(cases)
+    rec = RunRecord(run_dir)
     graph = carry_over(build_state_graph(run_dir, cases), sg.read_graph(run_dir))
-    sg.write_graph(RunRecord(run_dir), graph)
+    # what more sampling would buy, also where the study ran a fixed length: every SI result projected against
+    # the registered budget (the run's production so far plus what the case and the study still allow)
+    done = {c: production_ns(rec, c) for c in cases}
+    project_graph(graph, {c: load_results(run_dir, c) for c in cases}, done,
+                  budget_ns={c: done[c] + remaining_ns(rec, c, None) for c in cases})
+    sg.write_graph(rec, graph)
     return graph
 
 

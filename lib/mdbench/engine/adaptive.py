@@ -21,29 +21,13 @@ log = logging.getLogger(__name__)
 MAX_ROUNDS = 50
 
 
-def production_ns(rec: Any, case: str) -> float:
-    """Production length run so far [ns]: the furthest step a completed production attempt reached (the
-    segment is continuous from step 0), times its time step."""
-    ends = [float(a.get("target_step") or 0) * float(a.get("dt_ps") or 0.0) / 1000.0 for a in rec.attempts()
-            if a.get("case") == case and a.get("stage") == "production" and a.get("status") == "completed"]
-    return max(ends, default=0.0)
-
-
-def remaining_ns(rec: Any, case: str, budget_ns: float | None) -> float:
-    """What the budget still allows ``case`` [ns]: the smaller of the case's and the study's remainders
-    (``budget_ns`` caps the study's total below its registered 300 ns)."""
-    from mdbench.record import CASE_BUDGET_NS, STUDY_BUDGET_NS  # noqa: PLC0415 - engine start-up
-
-    study = min(STUDY_BUDGET_NS, budget_ns) if budget_ns is not None else STUDY_BUDGET_NS
-    return max(0.0, min(CASE_BUDGET_NS - rec.committed_ns(case), study - rec.committed_ns()))
-
-
 def decide_and_record(run_dir: str | Path, case: str, cases: list[str], *, budget_ns: float | None = None
                       ) -> dict[str, Any]:
     """Build the graph, project every SI result, decide for ``case``, record the decision (event + graph)."""
     from mdbench.analysis import observables as registry  # noqa: PLC0415
     from mdbench.analysis.projection import decide, project_graph  # noqa: PLC0415
-    from mdbench.analysis.study_state import build_state_graph, carry_over, load_results  # noqa: PLC0415
+    from mdbench.analysis.study_state import (build_state_graph, carry_over, load_results,  # noqa: PLC0415
+                                              production_ns, remaining_ns)
     from mdbench.record import RunRecord  # noqa: PLC0415
     from mdbench.record.state_graph import read_graph, write_graph  # noqa: PLC0415
 
