@@ -616,7 +616,7 @@ def make_sandbox(ws: Workspace, *, user: str | int | None, no_network: bool, pyt
     writable = tuple(p for p in (ws.host("/logs/agent"), ws.host("/logs/artifacts"), ws.tmp, ws.home,
                                   ws.host("/installed-agent"))
                      if p.is_dir())
-    # beyond minimal_root (which keeps /opt and /var): where other checkouts and scratch copies often lie
+    # beyond minimal_root (which hides /var, /opt, homes, /work): where other checkouts and scratch copies often lie
     hidden = tuple(dict.fromkeys([*(h for h in hide if h.is_absolute()), *EXTRA_HIDDEN]))
     return Sandbox(user=host_user, no_network=no_net, hidden=hidden, readonly=tuple(dict.fromkeys(readonly)),
                    writable=writable, python=python, loopback_listen=ports, path_prepend=prepend)
