@@ -29,6 +29,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from mdbench.analysis.blocks import N_BLOCKS
 from mdbench.analysis.observables import RDF, REGISTRY, audit_group, family
 from mdbench.analysis.states import M
 from mdbench.audit.codes import CODES, rule
@@ -37,7 +38,6 @@ from mdbench.audit.runread import Entry, group_entries, match_target, target_ent
 
 #: Words of another tool's result name that make it an RDF (beside the registry's name of the RDF family).
 _RDF_WORDS = frozenset({"gr", "minimum", "rmin"})
-N_BLOCKS = 4
 
 
 @dataclass(frozen=True)
