@@ -8,6 +8,7 @@ room is not built yet (exit status 2) is reported plainly and skipped; any other
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import subprocess
 import sys
@@ -17,12 +18,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def step(title: str, args: list[str]) -> int:
+#: The dry run's line with the study's expected wall time ("expected wall time 23 min 10 s" / "1 h 05 min").
+_EXPECTED = re.compile(r"expected wall time (?:(\d+) h )?(\d+) min(?: (\d+) s)?")
+ELAPSED_S: dict[str, float] = {}
+
+
+def step(title: str, args: list[str], capture: list[str] | None = None) -> int:
     exe = shutil.which("mdbench", path=str(Path(sys.executable).parent)) or "mdbench"
     print(f"\n=== {title}\n$ mdbench {' '.join(args)}", flush=True)
     started = time.monotonic()
-    code = subprocess.call([exe, *args], cwd=ROOT)
-    elapsed = time.monotonic() - started
+    if capture is None:
+        code = subprocess.call([exe, *args], cwd=ROOT)
+    else:  # shown as it comes and kept for the summary
+        proc = subprocess.Popen([exe, *args], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        for line in proc.stdout:
+            print(line, end="", flush=True)
+            capture.append(line)
+        code = proc.wait()
+    elapsed = ELAPSED_S[title] = time.monotonic() - started
     if code == 2:
         print(f"--- {title}: not built yet (skipped)", flush=True)
     elif code != 0:
@@ -42,12 +55,18 @@ def main() -> int:
     bundle = f"outputs/bundles/{args.preset}"
     audit = f"outputs/audits/{Path(run).name}"
     report = f"outputs/reports/{Path(run).name}.html"
+    study = ["--preset", args.preset, "--systems", *args.systems, "--out", run]
+    estimate: list[str] = []
+    # first: what the study will cost on this machine (measured once per machine, then from its history)
+    if step("Plan: ns per case and expected wall time on this machine", ["study", "run", *study, "--dry-run"],
+            capture=estimate) != 0:
+        return 1
     plan = [
         # rebuilt every time: the bundle is a pure function of the preset and the project's files, and one left by
         # an older checkout (another force-field model) would make the audit's Sim1 compare against stale files
         ("Agent input bundle", ["bundle", "build", "--preset", args.preset, "--out", bundle, "--overwrite"]),
         ("Study: setup → minimisation → equilibration → production → analysis → comparison",
-         ["study", "run", "--preset", args.preset, "--systems", *args.systems, "--out", run]),
+         ["study", "run", *study]),
         ("Run-record validation", ["record", "validate", run]),
         ("SAEO audit", ["audit", run, "--bundle", bundle, "--out", audit]),
         ("HTML report", ["report", audit, "--out", report]),
@@ -56,6 +75,13 @@ def main() -> int:
         code = step(title, cmd)
         if code not in (0, 2):
             return code
+    expected = next((m for m in map(_EXPECTED.search, estimate) if m), None)
+    took = next((v for k, v in ELAPSED_S.items() if k.startswith("Study")), None)
+    if expected and took:
+        hours, minutes, seconds = (int(g or 0) for g in expected.groups())
+        planned = 3600 * hours + 60 * minutes + seconds
+        print(f"\nStudy: {took / 60:.1f} min against the estimate of {planned / 60:.1f} min "
+              f"(measured ÷ estimated = {took / planned:.2f})")
     print(f"\nRun directory: {run}\nAudit:         {audit}/saeo.json, {audit}/findings.md\nReport:        {report}")
     return 0
 

@@ -8,6 +8,7 @@ locks (:mod:`filelock`), they work across the processes of a local pool and the 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import random
@@ -40,6 +41,48 @@ def default_thread_cap() -> int:
     return max(1, min(cap, CONTRACT_THREAD_CAP))
 
 
+class IdleCpus:
+    """Idle CPUs of the whole machine between two readings of ``/proc/stat`` (idle + iowait time over all time).
+
+    The thread slots know only mdbench's own jobs; another user's work (or our own niced analysis) shows here.
+    A job takes more threads only where this many CPUs are idle, so a grown mdrun never shares its cores (an
+    OpenMP mdrun whose threads wait on a busy core runs slower with more threads than with fewer).
+    ``None`` where ``/proc/stat`` cannot be read (then the slots alone decide).
+    """
+
+    def __init__(self) -> None:
+        self._last = self._read()
+
+    @staticmethod
+    def _read() -> tuple[float, float] | None:
+        try:
+            fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+            values = [float(v) for v in fields]
+        except (OSError, ValueError, IndexError):
+            return None
+        return values[3] + (values[4] if len(values) > 4 else 0.0), sum(values[:8])
+
+    def sample(self) -> float | None:
+        """Idle CPUs (e.g. 0.9) since the previous sample (or since construction)."""
+        now = self._read()
+        last, self._last = self._last, now
+        if now is None or last is None or now[1] <= last[1]:
+            return None
+        ncpu = os.cpu_count() or 1
+        return ncpu * (now[0] - last[0]) / (now[1] - last[1])
+
+
+def idle_cpus(interval_s: float = 0.5) -> float | None:
+    """Idle CPUs of the machine measured over ``interval_s`` [s] (:class:`IdleCpus`)."""
+    probe = IdleCpus()
+    time.sleep(interval_s)
+    return probe.sample()
+
+
+#: Part of a CPU that may be busy and still count as free when a job grows (timer ticks, the driver itself).
+IDLE_MARGIN_CPUS = 0.25
+
+
 class ThreadSlots:
     """Counting semaphore of CPU threads shared by all processes using the same ``lock_dir``.
 
@@ -64,6 +107,95 @@ class ThreadSlots:
 
     def _locks(self) -> list[FileLock]:
         return [FileLock(str(self.lock_dir / f"slot_{i:02d}.lock")) for i in range(self.cap)]
+
+    # -------------------------------------------------------------------------------- demand and fair share
+    @contextmanager
+    def demand(self, key: str) -> Iterator[None]:
+        """Register one case's demand for MD threads while the ``with`` block runs (a held lock file
+        ``demand/<hash>.lock``; a killed holder releases it). ``key`` names the case, e.g. ``run_dir:case``."""
+        folder = self.lock_dir / "demand"
+        folder.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha256(key.encode()).hexdigest()[:16]
+        lock = FileLock(str(folder / f"{name}.lock"))
+        lock.acquire()
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def active_demands(self) -> int:
+        """How many cases hold a demand right now (probing each demand lock without waiting)."""
+        folder = self.lock_dir / "demand"
+        if not folder.is_dir():
+            return 0
+        active = 0
+        for path in folder.glob("*.lock"):
+            lock = FileLock(str(path))
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                active += 1
+            else:
+                lock.release()
+        return active
+
+    def fair_share(self) -> int:
+        """Threads one case may use now: ``cap // active demands``, at least 1 (the whole cap with no demand)."""
+        return max(1, self.cap // max(1, self.active_demands()))
+
+    @contextmanager
+    def acquire_share(self, timeout_s: float | None = None) -> Iterator[list[int]]:
+        """Hold the fair share of slots (or as many as are free, at least one) for the ``with`` block.
+
+        Waits while no slot is free. Yields the held slot indices; their number is the thread count to use.
+        """
+        locks = self._locks()
+        start = time.monotonic()
+        while True:
+            want = self.fair_share()
+            if want > 1:  # more than one thread only onto CPUs that are really idle
+                idle = idle_cpus()
+                if idle is not None:
+                    want = max(1, min(want, int(idle + IDLE_MARGIN_CPUS)))
+            held: list[int] = []
+            order = list(range(self.cap))
+            random.shuffle(order)
+            for i in order:
+                try:
+                    locks[i].acquire(timeout=0)
+                except Timeout:
+                    continue
+                held.append(i)
+                if len(held) == want:
+                    break
+            if held:
+                break
+            if timeout_s is not None and time.monotonic() - start > timeout_s:
+                raise MdbenchError(f"waited {timeout_s} s for a free thread of {self.cap}")
+            time.sleep(self.poll_s * (1 + random.random()))
+        log.debug("holding thread slots %s (fair share %d)", held, want)
+        try:
+            yield sorted(held)
+        finally:
+            for i in held:
+                locks[i].release()
+
+    def rebalance_due(self, holding: int, idle: float | None = None) -> int | None:
+        """The thread count a job holding ``holding`` slots should continue with, when it differs from what it
+        holds and it can get it now: more when the fair share grew and slots are free (a case finished), fewer
+        when the fair share fell below what it holds and no slot is free (a case arrived and waits). ``None``
+        when it should go on as it is. ``idle`` (idle CPUs of the machine lately, :class:`IdleCpus`) bounds a
+        growth: only onto CPUs nobody else uses."""
+        share = self.fair_share()
+        if share == holding:
+            return None
+        free = self.cap - self.in_use()
+        if share > holding:
+            grow = min(share, holding + free)
+            if idle is not None:
+                grow = min(grow, holding + int(idle + IDLE_MARGIN_CPUS))
+            return grow if grow > holding else None
+        return share if free == 0 else None
 
     def in_use(self) -> int:
         """How many slots other holders hold right now (probing each lock without waiting)."""

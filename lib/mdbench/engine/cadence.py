@@ -80,8 +80,11 @@ class CheckpointCadence:
 
 def measured_speed(rec, case: str) -> float | None:
     """Steps per minute of the case's latest MD attempt that completed steps (None before any)."""
-    walls = {e["payload"].get("attempt_id"): e["payload"].get("wall_s") for e in rec.events()
-             if e.get("type") == "mdrun_finished"}
+    walls: dict = {}
+    for e in rec.events():  # an attempt run in slices (threads following the work) has one event per slice
+        if e.get("type") == "mdrun_finished":
+            key = e["payload"].get("attempt_id")
+            walls[key] = (walls.get(key) or 0.0) + float(e["payload"].get("wall_s") or 0.0)
     for attempt in reversed(rec.attempts()):
         wall = walls.get(attempt["id"])
         if attempt.get("case") == case and attempt.get("completed_steps", 0) > 0 and wall and wall > 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -40,6 +41,19 @@ def build_jobs(out: Path, systems: list[str], preset: str, engine: str, threads:
     return jobs
 
 
+def _threads_option(value) -> int:
+    """``--threads``: ``auto`` → 0 (:data:`mdbench.engine.runner.FOLLOW_THE_WORK`), else a positive integer."""
+    if isinstance(value, int) or str(value).strip().lower() != "auto":
+        try:
+            number = int(value)
+        except ValueError:
+            raise click.BadParameter(f"{value!r} is neither auto nor a whole number of threads, e.g. --threads 2")
+        if number < 1:
+            raise click.BadParameter(f"{number} threads: give at least 1, or auto")
+        return number
+    return 0
+
+
 def _preset_and_bundle(preset: str | None, bundle: Path | None) -> tuple[str, str]:
     """(preset name, bundle path or "") for a study: a bundle is verified and sets the size unless --preset does."""
     if bundle is None:
@@ -72,9 +86,15 @@ def _preset_and_bundle(preset: str | None, bundle: Path | None) -> tuple[str, st
               help="Slurm profile YAML for --executor slurm (queue, cores, memory, GPUs, walltime, modules).")
 @click.option("--engine", type=click.Choice(["auto", "cli", "gmxapi"]), default="auto", show_default=True,
               help="GROMACS adapter: gmxapi when usable (auto), or the gmx command line.")
-@click.option("--threads", type=int, default=1, show_default=True, help="Threads per mdrun (all jobs together stay "
-              "within MDBENCH_THREAD_CAP, default the core count, at most 16).")
-@click.option("--workers", type=int, default=None, help="Systems run in parallel (default: cores // threads).")
+@click.option("--threads", default="auto", show_default=True, callback=lambda _c, _p, v: _threads_option(v),
+              help="Threads per mdrun: auto (threads follow the work: every case starts at once, each mdrun takes "
+                   "the fair share of the free cores and takes more at its next checkpoint when a case finishes) or "
+                   "a fixed number. All jobs together stay within MDBENCH_THREAD_CAP (default the core count, "
+                   "at most 16).")
+@click.option("--workers", type=int, default=None, help="Systems run in parallel (default: all with --threads auto, "
+              "else cores // threads).")
+@click.option("--dry-run", is_flag=True, help="Print the plan: ns per case and the expected wall time on this "
+              "machine (measured ns/day of earlier runs, else a short benchmark of each case), then stop.")
 @click.option("--seed", type=int, default=2026, show_default=True, help="Packing and velocity seed.")
 @click.option("--force", is_flag=True, help="Rerun stages whose inputs did not change.")
 @click.option("--analysis/--no-analysis", default=True, show_default=True,
@@ -89,18 +109,16 @@ def _preset_and_bundle(preset: str | None, bundle: Path | None) -> tuple[str, st
               "(default the registered 300 ns; 100 ns per case).")
 @click.argument("more_systems", nargs=-1)
 def run(preset: str | None, bundle: Path | None, systems: tuple[str, ...], out: Path, executor: str, engine: str,
-        threads: int, workers: int | None, seed: int, force: bool, analysis: bool, through: str, quiet: bool,
-        until: str, budget_ns: float | None, more_systems: tuple[str, ...]) -> None:
+        threads: int, workers: int | None, dry_run: bool, seed: int, force: bool, analysis: bool, through: str,
+        quiet: bool, until: str, budget_ns: float | None, more_systems: tuple[str, ...]) -> None:
     """Run setup → production (→ analysis → comparison) per system; prints ns done / ns planned.
 
     Interrupted anywhere (Ctrl-C, a kill, a machine going down), the same command resumes: finished stages
     are skipped, MD continues from its last checkpoint, and what the interruption left is set aside and
     recorded.
     """
-    import os  # noqa: PLC0415
-
     from mdbench.engine.progress import ProgressWatcher, planned_ns  # noqa: PLC0415
-    from mdbench.engine.runner import get_runner  # noqa: PLC0415
+    from mdbench.engine.runner import FOLLOW_THE_WORK, get_runner  # noqa: PLC0415
     from mdbench.engine.stages import load_preset  # noqa: PLC0415
     from mdbench.engine.threads import default_thread_cap  # noqa: PLC0415
     from mdbench.errors import InputError  # noqa: PLC0415
@@ -120,6 +138,14 @@ def run(preset: str | None, bundle: Path | None, systems: tuple[str, ...], out: 
         cap = default_thread_cap()
     if threads > cap:
         raise InputError(f"--threads {threads} exceeds the thread cap {cap} (MDBENCH_THREAD_CAP, max 16)")
+    from mdbench.engine.estimate import estimate_study, format_plan, record_run_history  # noqa: PLC0415
+
+    if dry_run:
+        preset, bundle_arg = _preset_and_bundle(preset, bundle)
+        click.echo(format_plan(estimate_study(names, preset, cap=cap, threads=threads, bundle=bundle_arg,
+                                              analysis=analysis and THROUGH[through] is None,
+                                              echo=(lambda _m: None) if quiet else click.echo)))
+        return
     from mdbench.cli import check_out  # noqa: PLC0415
 
     check_out(out)
@@ -128,10 +154,16 @@ def run(preset: str | None, bundle: Path | None, systems: tuple[str, ...], out: 
     analysis = analysis and THROUGH[through] is None
     stages = STUDY_STAGES[:THROUGH[through]] + (ANALYSIS_STAGES if analysis else ())
     jobs = build_jobs(out, names, preset, engine, threads, seed, stages=stages, bundle=bundle_arg)
-    workers = workers or max(1, min(len(names), cap // threads, os.cpu_count() or 1))
+    workers = workers or (len(names) if threads == FOLLOW_THE_WORK else
+                          max(1, min(len(names), cap // threads, os.cpu_count() or 1)))
     planned = planned_ns(load_preset(preset))
+    plan = None
+    if not quiet and executor == "local":  # the ETA follows the plan's schedule where this machine has a history
+        plan = estimate_study(names, preset, cap=cap, threads=threads, bundle=bundle_arg, analysis=analysis,
+                              benchmark=False)
+        click.echo(format_plan(plan).splitlines()[0] if plan is None else format_plan(plan))
     # one display: the watcher's overall bar in ns of MD and a line per system (no per-stage count bar)
-    with ProgressWatcher(out, names, planned, verbose=not quiet, last_stage=stages[-1]):
+    with ProgressWatcher(out, names, planned, verbose=not quiet, last_stage=stages[-1], plan=plan):
         results = run_jobs(jobs, executor=executor, workers=workers, force=force, verbose=False,
                            slurm_profile=profile)
     if analysis:  # the comparison needs every system's analysis, so it runs after them
@@ -147,6 +179,8 @@ def run(preset: str | None, bundle: Path | None, systems: tuple[str, ...], out: 
                                        analysis_jobs=lambda cases: build_jobs(out, cases, preset, engine, threads,
                                                                               seed, stages=ANALYSIS_STAGES),
                                        compare_stage=COMPARE_STAGE)
+    if executor == "local":  # this run's MD speeds, for the next estimate on this machine
+        record_run_history(out, names, preset, bundle_arg)
     failed = 0
     click.echo(f"{'system':6s} {'stage':24s} status")
     for r in results:

@@ -507,6 +507,13 @@ class MdrunOffload:
         args, self.pinning = pin_args(slots, threads, uses_gpu=self.plan.uses_gpu, mode=self.pin_mode)
         return args
 
+    def thread_args(self, slots: Sequence[int]) -> list[str]:
+        """Every CPU-thread option of one mdrun, from the thread slots it holds: one thread-MPI rank with
+        ``len(slots)`` OpenMP threads (``-nt n -ntomp n``) and the pinning of those slots. The one place the
+        runners take ``-nt``/``-ntomp``/``-pin`` from."""
+        threads = len(slots)
+        return ["-nt", str(threads), "-ntomp", str(threads), *self.pin_args(slots, threads)]
+
     def mdrun_args(self) -> list[str]:
         """The offload options (``-nb gpu -pme gpu -bonded gpu -update gpu`` or fewer; none when CPU-only),
         and ``-reprod`` under ``MDBENCH_REPRODUCIBLE=1``.

@@ -79,7 +79,7 @@ def _meminfo_GiB() -> tuple[float, float]:
     return kb.get("MemTotal", 0) / 2**20, kb.get("MemAvailable", 0) / 2**20
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -123,7 +123,7 @@ def hardware_audit(run_dir: str | Path, gmx: str, thread_cap: int) -> HardwareAu
 
     build = gromacs_build_info(gmx)
     return HardwareAudit(
-        cpu_model=_cpu_model(),
+        cpu_model=cpu_model(),
         logical_cpus=os.cpu_count() or 1,
         usable_cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
         load_average_1_5_15=list(os.getloadavg()) if hasattr(os, "getloadavg") else [],

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from mdbench.engine.estimate import simulate
 from mdbench.engine.segments import log_last_step
 
 _SEGMENT_OF_KIND = {"nvt": ("equil", "nvt"), "npt": ("equil", "npt"), "production": ("prod", "prod")}
@@ -167,13 +168,41 @@ class Rate:
         return max(0.0, remaining_ns) / ns_per_day * 86400.0
 
 
-def overall_line(progress: dict[str, SystemProgress], ns_per_day: float | None) -> tuple[float, float, str]:
-    """(done ns, total ns, postfix) of the overall bar: every system's MD, extensions included."""
+def overall_line(progress: dict[str, SystemProgress], ns_per_day: float | None, plan=None
+                 ) -> tuple[float, float, str]:
+    """(done ns, total ns, postfix) of the overall bar: every system's MD, extensions included.
+
+    With the study's ``plan`` (:class:`mdbench.engine.estimate.StudyPlan`) the ETA is the plan's schedule of
+    what remains (:func:`plan_eta_s`): it knows that a case's cores go to the others when it finishes, so it
+    stays honest when threads change; without one it is the remaining ns at the measured ns/day."""
     done = sum(p.done_ns for p in progress.values())
     total = sum(p.planned_ns for p in progress.values())
-    eta = Rate.eta_s(total - done, ns_per_day)
+    eta = plan_eta_s(plan, progress, ns_per_day) if plan is not None else None
+    if eta is None:
+        eta = Rate.eta_s(total - done, ns_per_day)
     rate = f"{ns_per_day:.2f} ns/day" if ns_per_day else "measuring ns/day"
     return done, total, f"{rate}, ETA {_duration(eta) if eta is not None else '—'}"
+
+
+def plan_eta_s(plan, progress: dict[str, SystemProgress], ns_per_day: float | None) -> float | None:
+    """Seconds left by the plan's model: each case's remaining MD (planned − done, extensions included) and
+    its analysis, scheduled by the plan's policy, at the plan's speeds scaled by the measured ÷ planned
+    ns/day of the whole study (no scaling before a rate is measured)."""
+    planned_rate = sum(c.md_ns for c in plan.costs) / max(plan.schedule.md_end_s, 1e-9) * 86400.0
+    scale = min(4.0, max(0.25, ns_per_day / planned_rate)) if ns_per_day and planned_rate > 0 else 1.0
+    left = []
+    for cost in plan.costs:
+        p = progress.get(cost.case)
+        if p is None or p.status == "done":
+            continue
+        steps = max(0.0, p.planned_ns - p.done_ns) * 1000.0 / cost.dt_ps
+        started = p.done_ns > 0 or not (p.status == "queued" or "setup" in p.status or "minimize" in p.status)
+        left.append(replace(cost, md_steps={"production": steps} if p.done_ns > 0 else cost.md_steps,
+                            steps_per_s={k: float(v) * scale for k, v in cost.steps_per_s.items()},
+                            setup_s=0.0 if started else cost.setup_s, minimize_s=0.0 if started else cost.minimize_s))
+    if not left:
+        return 0.0
+    return simulate(left, plan.cap, policy=plan.policy, analysis=plan.analysis).total_s
 
 
 class ProgressWatcher:
@@ -193,11 +222,13 @@ class ProgressWatcher:
         Polling interval [s].
     last_stage : str or None
         The stage after which a system is ``done``.
+    plan : mdbench.engine.estimate.StudyPlan, optional
+        The study's plan; its schedule gives the ETA (:func:`plan_eta_s`).
     """
 
     def __init__(self, run_dir: str | Path, systems: list[str], planned: float, verbose: bool = True,
-                 interval_s: float = 2.0, last_stage: str | None = None):
-        self.run_dir, self.systems, self.planned = Path(run_dir), systems, planned
+                 interval_s: float = 2.0, last_stage: str | None = None, plan=None):
+        self.run_dir, self.systems, self.planned, self.plan = Path(run_dir), systems, planned, plan
         self.verbose, self.interval_s, self.last_stage = verbose, interval_s, last_stage
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -206,7 +237,8 @@ class ProgressWatcher:
 
     def _draw(self) -> None:
         progress = all_progress(self.run_dir, self.systems, self.planned, last_stage=self.last_stage)
-        done, total, postfix = overall_line(progress, self._rate.update(sum(p.done_ns for p in progress.values())))
+        done, total, postfix = overall_line(progress, self._rate.update(sum(p.done_ns for p in progress.values())),
+                                            self.plan)
         self._set(self._bars["__all__"], done, total, postfix)
         for s in self.systems:
             p = progress[s]

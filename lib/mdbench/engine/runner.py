@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from mdbench.engine.gpu import MdrunOffload
-from mdbench.engine.threads import ThreadSlots
+from mdbench.engine.threads import IdleCpus, ThreadSlots
 from mdbench.errors import MdbenchError
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,16 @@ def find_gmx() -> str:
     raise EngineUnavailable("GROMACS not found: put `gmx` on PATH or set MDBENCH_GMX to the gmx binary")
 
 
+#: ``threads`` value meaning "follow the work": the fair share of the machine-wide cap, re-balanced at
+#: checkpoint boundaries (:meth:`Runner.mdrun`).
+FOLLOW_THE_WORK = 0
+#: A running mdrun checks every this many seconds whether its share changed [s] (``$MDBENCH_REBALANCE_POLL_S``) …
+REBALANCE_POLL_S = 5.0
+#: … and is never stopped for a re-balance before it has run this long [s] (a restart costs ~1 s;
+#: ``$MDBENCH_MIN_SLICE_S``).
+MIN_SLICE_S = 20.0
+
+
 class Runner(ABC):
     """The GROMACS operations the stages need.
 
@@ -113,11 +124,17 @@ class Runner(ABC):
     @abstractmethod
     def mdrun(self, tpr: Path, deffnm: str, *, threads: int = 1, cpi: Path | None = None,
               cpt_min: float = 15.0, extra: Sequence[str] = (), nsteps: int | None = None,
-              on_start: Callable[[subprocess.Popen], None] | None = None) -> CommandResult:
-        """Run ``tpr`` with output names ``deffnm`` using exactly ``threads`` threads (``-nt``/``-ntomp``).
+              on_start: Callable[[subprocess.Popen], None] | None = None, rebalance: bool = False
+              ) -> CommandResult:
+        """Run ``tpr`` with output names ``deffnm`` using ``threads`` threads (``-nt``/``-ntomp``).
+
+        ``threads=0`` (:data:`FOLLOW_THE_WORK`): the fair share of the machine-wide cap at the start
+        (:meth:`~mdbench.threads.ThreadSlots.acquire_share`); with ``rebalance`` the call also stops mdrun at
+        its next checkpoint (SIGTERM) when that share has changed (a case finished or arrived) and returns with
+        ``extra["rebalance"]`` = the thread count to continue with — the caller continues from the checkpoint.
 
         ``cpi`` resumes from a checkpoint with ``-append``; ``cpt_min`` is the checkpoint wall interval
-        [min]. The call waits for ``threads`` slots of the machine-wide cap before starting.
+        [min]. The call waits for its slots of the machine-wide cap before starting.
         """
 
     def tool(self, args: Sequence[str], cwd: Path, name: str, stdin: str | None = None) -> CommandResult:
@@ -174,6 +191,55 @@ def run_logged(argv: Sequence[str], cwd: Path, name: str, *, stdin: str | None =
     return result
 
 
+class _Rebalancer:
+    """Watches a running mdrun for a change of its fair share and stops it at its next checkpoint.
+
+    GROMACS on SIGTERM finishes the current step block, writes a checkpoint and exits, so the caller can
+    continue the segment from that checkpoint (``-cpi … -append``) with the new thread count.
+    """
+
+    def __init__(self, slots, threads: int):
+        self.slots, self.threads = slots, threads
+        self.requested: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def chain(self, on_start: Callable[[subprocess.Popen], None] | None) -> Callable[[subprocess.Popen], None]:
+        def started(proc: subprocess.Popen) -> None:
+            if on_start is not None:
+                on_start(proc)
+            self._thread = threading.Thread(target=self._watch, args=(proc,), daemon=True)
+            self._thread.start()
+        return started
+
+    def _watch(self, proc: subprocess.Popen) -> None:
+        start = time.monotonic()
+        poll_s = float(os.environ.get("MDBENCH_REBALANCE_POLL_S", REBALANCE_POLL_S))
+        min_slice_s = float(os.environ.get("MDBENCH_MIN_SLICE_S", MIN_SLICE_S))
+        cpus = IdleCpus()
+        while not self._stop.wait(poll_s):
+            idle = cpus.sample()
+            if proc.poll() is not None:
+                return
+            if time.monotonic() - start < min_slice_s:
+                continue
+            try:
+                wanted = self.slots.rebalance_due(self.threads, idle)
+            except OSError:  # a lock folder being cleaned: ask again at the next poll
+                continue
+            if wanted is not None:
+                log.info("threads follow the work: stopping mdrun (pid %s) at its next checkpoint to continue "
+                         "with %d threads instead of %d", proc.pid, wanted, self.threads)
+                self.requested = wanted
+                proc.send_signal(signal.SIGTERM)
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
 class CliRunner(Runner):
     """GROMACS through the ``gmx`` command line (subprocesses)."""
 
@@ -198,22 +264,34 @@ class CliRunner(Runner):
 
     def mdrun(self, tpr: Path, deffnm: str, *, threads: int = 1, cpi: Path | None = None,
               cpt_min: float = 15.0, extra: Sequence[str] = (), nsteps: int | None = None,
-              on_start: Callable[[subprocess.Popen], None] | None = None) -> CommandResult:
+              on_start: Callable[[subprocess.Popen], None] | None = None, rebalance: bool = False
+              ) -> CommandResult:
         tpr = Path(tpr)
         offload = MdrunOffload(self.gmx, tpr)  # GPU tasks, the study-wide GPU lock, pinning (engine/gpu.py)
-        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-        with offload.exclusive(), self.slots.acquire(threads) as held:
-            argv = [self.gmx, "mdrun", "-s", tpr.name, "-deffnm", deffnm, "-nt", str(threads),
-                    "-ntomp", str(threads), *offload.pin_args(held, threads), "-cpt", f"{cpt_min:g}"]
+        follow = threads == FOLLOW_THE_WORK
+        with offload.exclusive(), self._hold(threads) as held:
+            threads = len(held)
+            argv = [self.gmx, "mdrun", "-s", tpr.name, "-deffnm", deffnm, *offload.thread_args(held),
+                    "-cpt", f"{cpt_min:g}"]
             if cpi is not None:
                 argv += ["-cpi", str(cpi), "-append"]
             if nsteps is not None:
                 argv += ["-nsteps", str(nsteps)]
             argv += offload.mdrun_args() + list(extra)
+            watch = _Rebalancer(self.slots, threads) if follow and rebalance else None
             res = run_logged(argv, cwd=tpr.parent, name=deffnm + ".mdrun", threads=threads,
-                             engine=self.name, env=env, on_start=on_start)
+                             engine=self.name, env=dict(os.environ, OMP_NUM_THREADS=str(threads)),
+                             on_start=watch.chain(on_start) if watch else on_start)
+            if watch is not None:
+                watch.stop()
+                if watch.requested is not None:
+                    res.extra["rebalance"] = watch.requested
         res.extra["resources"] = offload.resources(res.wall_s, threads, tpr.parent / f"{deffnm}.log")
         return res
+
+    def _hold(self, threads: int):
+        """The slots of one mdrun: exactly ``threads``, or the fair share for :data:`FOLLOW_THE_WORK`."""
+        return self.slots.acquire_share() if threads == FOLLOW_THE_WORK else self.slots.acquire(threads)
 
 
 class GmxapiRunner(CliRunner):
@@ -235,12 +313,13 @@ class GmxapiRunner(CliRunner):
 
     def mdrun(self, tpr: Path, deffnm: str, *, threads: int = 1, cpi: Path | None = None,
               cpt_min: float = 15.0, extra: Sequence[str] = (), nsteps: int | None = None,
-              on_start: Callable[[subprocess.Popen], None] | None = None) -> CommandResult:  # pragma: no cover
+              on_start: Callable[[subprocess.Popen], None] | None = None, rebalance: bool = False
+              ) -> CommandResult:  # pragma: no cover
+        """As :meth:`CliRunner.mdrun`; gmxapi gives no process to stop, so a call never re-balances."""
         import gmxapi  # noqa: PLC0415 - optional dependency
 
         tpr = Path(tpr)
-        runtime = {"-nt": str(threads), "-ntomp": str(threads), "-pin": "off", "-cpt": f"{cpt_min:g}",
-                   "-deffnm": deffnm}
+        runtime = {"-pin": "off", "-cpt": f"{cpt_min:g}", "-deffnm": deffnm}
         if cpi is not None:
             runtime.update({"-cpi": str(cpi), "-append": ""})
         if nsteps is not None:
@@ -248,8 +327,9 @@ class GmxapiRunner(CliRunner):
         offload = MdrunOffload(self.gmx, tpr)
         start = time.monotonic()
         cwd = os.getcwd()
-        with offload.exclusive(), self.slots.acquire(threads) as held:
-            pairs = offload.pin_args(held, threads) + offload.mdrun_args()
+        with offload.exclusive(), self._hold(threads) as held:
+            threads = len(held)
+            pairs = offload.thread_args(held) + offload.mdrun_args()
             runtime.update(dict(zip(pairs[::2], pairs[1::2])))
             try:
                 os.chdir(tpr.parent)

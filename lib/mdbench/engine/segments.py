@@ -36,7 +36,7 @@ from typing import Callable
 
 from mdbench.engine.cadence import CheckpointCadence, measured_speed, register_cadence
 from mdbench.engine.recovery import set_aside_outputs
-from mdbench.engine.runner import EngineError, Runner
+from mdbench.engine.runner import FOLLOW_THE_WORK, EngineError, Runner
 from mdbench.record.atomic import atomic_write_text
 from mdbench.record.steps import superseded_by
 
@@ -232,7 +232,8 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
     parent, relation : str or None
         Lineage of the first attempt (later attempts of the same segment name their predecessor).
     threads : int
-        Threads for mdrun (held against the machine-wide cap).
+        Threads for mdrun (held against the machine-wide cap); ``0``: threads follow the work (slices of one
+        attempt, :func:`_run_slices`; each slice's threads in the ledger row's ``resources.slices``).
     cpt_min : float, optional
         Checkpoint wall interval [min]; by default the registered ``cadence`` sets it per attempt.
     cadence : CheckpointCadence, optional
@@ -275,17 +276,58 @@ def run_segment(rec, runner: Runner, case: str, tpr: str | Path, deffnm: str, *,
             on_start(proc)
 
     try:
-        res = runner.mdrun(tpr, deffnm, threads=threads, cpi=cpi.name if cpi else None, cpt_min=cpt_min,
-                           on_start=started)
+        res, slices = _run_slices(rec, runner, case, tpr, deffnm, attempt_id, cpi, start_step, target_step,
+                                  dt_ps=dt_ps, threads=threads, cpt_min=cpt_min, cpt_rule=cpt_rule, on_start=started)
     except BaseException as exc:
         done, found = _steps_done(runner, seg_dir, deffnm, dt_ps)
         rec.complete(attempt_id, completed_steps=max(0, done - start_step), status="interrupted",
                      end_step=max(done, start_step), end_step_evidence=found,
                      reason=f"mdrun call aborted in the driver ({type(exc).__name__}: {exc})")
         raise
-    rec.append_event("mdrun_finished", {"case": case, "attempt_id": attempt_id, **_mdrun_summary(rec, res),
-                                         "checkpoint_interval_min": cpt_min, "checkpoint_rule": cpt_rule})
-    return _close_attempt(rec, runner, res, attempt_id, seg_dir, deffnm, dt_ps, start_step, target_step)
+    return _close_attempt(rec, runner, _joined(res, slices), attempt_id, seg_dir, deffnm, dt_ps, start_step,
+                          target_step)
+
+
+def _run_slices(rec, runner: Runner, case: str, tpr: Path, deffnm: str, attempt_id: str, cpi: Path | None,
+                start_step: int, target_step: int, *, dt_ps: float, threads: int, cpt_min: float, cpt_rule: str,
+                on_start: Callable) -> tuple:
+    """Run one attempt as mdrun slices: one slice, unless threads follow the work and the share changes —
+    then each slice continues from the last one's checkpoint with the new thread count. Returns the last
+    mdrun's result and the slices (start and end step, threads, wall time), each also an ``mdrun_finished``."""
+    seg_dir = tpr.parent
+    slices: list[dict] = []
+    while True:
+        slice_start = start_step if not slices else slices[-1]["end_step"]
+        res = runner.mdrun(tpr, deffnm, threads=threads, cpi=cpi.name if cpi else None, cpt_min=cpt_min,
+                           on_start=on_start, rebalance=threads == FOLLOW_THE_WORK)
+        rebalanced = res.extra.get("rebalance")
+        done = _steps_done(runner, seg_dir, deffnm, dt_ps)[0] if rebalanced else None
+        slices.append({"start_step": slice_start, "end_step": done, "threads": res.threads,
+                       "wall_s": round(res.wall_s, 3)})
+        rec.append_event("mdrun_finished", {"case": case, "attempt_id": attempt_id, **_mdrun_summary(rec, res),
+                                             "slice": len(slices), "checkpoint_interval_min": cpt_min,
+                                             "checkpoint_rule": cpt_rule,
+                                             **({"rebalance_to_threads": rebalanced} if rebalanced else {})})
+        if not rebalanced or done is None or done >= target_step or done <= slice_start:
+            return res, slices
+        cpi = seg_dir / f"{deffnm}.cpt"  # continue the same attempt with the new share
+
+
+def _joined(last, slices: list[dict]):
+    """The attempt's result over all its slices: the last mdrun's, with the wall time of all and, in the
+    ledger's ``resources``, each slice's steps and threads. A slice stopped for a re-balance exits non-zero
+    (GROMACS after SIGTERM); the attempt is judged by the last slice and the steps its files show."""
+    if len(slices) == 1:
+        return last
+    last.wall_s = sum(s["wall_s"] for s in slices)
+    resources = dict(last.extra.get("resources") or {})
+    resources["cpu_hours"] = round(sum(s["wall_s"] * s["threads"] for s in slices) / 3600.0, 6)
+    resources["threads"] = max(s["threads"] for s in slices)
+    resources["slices"] = slices
+    last.extra["resources"] = resources
+    if last.extra.get("rebalance"):  # the last slice itself was stopped after reaching the target
+        last.returncode = 0
+    return last
 
 
 

@@ -13,6 +13,7 @@ import multiprocessing
 import os
 from collections import OrderedDict
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -23,6 +24,7 @@ from mdbench.choices import EXECUTORS as _EXECUTOR_REGISTRY
 from mdbench.choices import load_executor
 from mdbench.errors import InputError
 from mdbench.execute.stage import StageResult, prepare_parameters, run_stage
+from mdbench.threads import ThreadSlots
 from mdbench.yamlio import load_yaml
 
 log = logging.getLogger(__name__)
@@ -45,19 +47,56 @@ def _chains(jobs: list[Job]) -> list[list[Job]]:
     return list(grouped.values())
 
 
-def run_chain(chain: list[Job], force: bool = False) -> list[dict[str, Any]]:
-    """Run the stages of one system in order; after a failure the rest are ``not_reached``."""
+#: Niceness of the stages after a chain's last MD stage (its analysis) when the chain runs in a worker
+#: process: they use the CPU the MD leaves (nice 19 gets ~1.5 % of a core that an mdrun thread wants, CFS
+#: weights 15 vs 1024), so analysis overlaps MD without slowing it.
+AFTER_MD_NICENESS = 19
+
+
+def runs_md(job: Job) -> bool:
+    """A stage runs MD when its template declares the ``threads`` parameter (minimisation, equilibration,
+    production); its chain holds an MD demand on the machine-wide thread slots until its last such stage."""
+    return "threads" in job.params
+
+
+def run_chain(chain: list[Job], force: bool = False, nice_after_md: bool = False) -> list[dict[str, Any]]:
+    """Run the stages of one system in order; after a failure the rest are ``not_reached``.
+
+    While MD stages remain, the chain holds its case's demand on the thread slots
+    (:meth:`~mdbench.threads.ThreadSlots.demand`), so that an mdrun asking for the fair share gets
+    ``cap // cases with MD ahead``; after its last MD stage the rest runs at :data:`AFTER_MD_NICENESS` when
+    ``nice_after_md`` (a worker process that runs this one chain only, as the local pool's do).
+    """
     results: list[dict[str, Any]] = []
     failed = False
-    for job in chain:
-        if failed:
-            results.append(StageResult(job.run_dir, job.system, job.stage, "not_reached",
-                                       error="an earlier stage of this system failed").to_dict())
-            continue
-        result = run_stage(job.run_dir, job.system, job.stage, job.params, force=force)
-        failed = result.status == "failed"
-        results.append(result.to_dict())
+    last_md = max((i for i, job in enumerate(chain) if runs_md(job)), default=-1)
+    with ExitStack() as demand:
+        if last_md >= 0:
+            demand.enter_context(ThreadSlots().demand(f"{Path(chain[0].run_dir).resolve()}:{chain[0].system}"))
+        for index, job in enumerate(chain):
+            if index == last_md + 1 and last_md >= 0:
+                demand.close()
+                if nice_after_md:
+                    _lower_priority_in_worker()
+            if failed:
+                results.append(StageResult(job.run_dir, job.system, job.stage, "not_reached",
+                                           error="an earlier stage of this system failed").to_dict())
+                continue
+            result = run_stage(job.run_dir, job.system, job.stage, job.params, force=force)
+            failed = result.status == "failed"
+            results.append(result.to_dict())
     return results
+
+
+def _lower_priority_in_worker() -> None:
+    """``nice`` this process to :data:`AFTER_MD_NICENESS` when it is a worker (never the caller's own process,
+    whose priority could not be raised again)."""
+    if multiprocessing.parent_process() is None or not hasattr(os, "nice"):
+        return
+    try:
+        os.nice(max(0, AFTER_MD_NICENESS - os.nice(0)))
+    except OSError:  # not permitted here: the analysis runs at normal priority
+        pass
 
 
 def run_local(chains: list[list[Job]], workers: int, force: bool, on_done: Callable[[list[dict]], None],
@@ -67,8 +106,10 @@ def run_local(chains: list[list[Job]], workers: int, force: bool, on_done: Calla
             on_done(run_chain(chain, force))
         return
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(chains)), mp_context=context) as pool:
-        futures = [pool.submit(run_chain, chain, force) for chain in chains]
+    # one chain per worker process: a worker niced for its chain's analysis never runs another chain's MD
+    with ProcessPoolExecutor(max_workers=min(workers, len(chains)), mp_context=context,
+                             max_tasks_per_child=1) as pool:
+        futures = [pool.submit(run_chain, chain, force, True) for chain in chains]
         for future in as_completed(futures):
             on_done(future.result())
 
