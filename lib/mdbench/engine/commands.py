@@ -181,14 +181,19 @@ def run(preset: str | None, bundle: Path | None, systems: tuple[str, ...], out: 
                                        compare_stage=COMPARE_STAGE)
     if executor == "local":  # this run's MD speeds, for the next estimate on this machine
         record_run_history(out, names, preset, bundle_arg)
+    sys.exit(_summary(out, names, results, planned, stages[-1]))
+
+
+def _summary(out: Path, names: list[str], results: list, planned: float, last_stage: str) -> int:
+    """Print each stage's status and each case's ns charged / planned; the exit status (1 when any failed)."""
+    from mdbench.engine.progress import system_progress  # noqa: PLC0415
+
     failed = 0
     click.echo(f"{'system':6s} {'stage':24s} status")
     for r in results:
         click.echo(f"{r.system:6s} {r.stage:24s} {r.status}" + (f"  ({r.error})" if r.error else ""))
         failed += r.status in ("failed", "not_reached")
-    from mdbench.engine.progress import system_progress  # noqa: PLC0415
-
     for s in names:
-        p = system_progress(out, s, planned, last_stage=stages[-1])
+        p = system_progress(out, s, planned, last_stage=last_stage)
         click.echo(f"{s:6s} {p.done_ns:.4f} / {p.planned_ns:.4f} ns charged/planned; last stage {p.stage}: {p.state}")
-    sys.exit(1 if failed else 0)
+    return 1 if failed else 0
