@@ -18,9 +18,14 @@ its measured time.
 ``MDBENCH_ROOT``), so the comparison fits a shorter session; the policy's gain does not depend on the length
 as long as each stage is long against a restart (~1 s).
 
+``--scale-plan`` prints, without running anything, the simulated schedule of four paper-size cases on 16 cores
+(DE, HCE, LHCE and a second LHCE; speeds of this machine's tiny history scaled by the atom count): both policies,
+their wall time and the cores' busy share while MD runs — whether the policy keeps every core busy at scale.
+
 Usage::
 
     python benchmarks/study_throughput.py --preset tiny --out /tmp/throughput [--md-scale 0.5] [--json F]
+    python benchmarks/study_throughput.py --scale-plan [--cores 16]
 """
 
 from __future__ import annotations
@@ -142,15 +147,61 @@ def run_arm(name: str, base: Path, out: Path, preset: str, systems: list[str], t
     return row
 
 
+#: Atoms per molecule of the force field (Li⁺, FSI⁻ N S2 O4 F2, DMC C3H6O3, TTE C5H4F8O).
+ATOMS = {"Li": 1, "FSI": 9, "DMC": 12, "TTE": 18}
+
+
+def scale_plan(cores: int) -> None:
+    """Four paper-size cases on ``cores`` cores, both policies simulated (speeds from the tiny history)."""
+    from dataclasses import replace
+
+    from mdbench.engine import estimate as E
+    from mdbench.engine.runner import find_gmx
+    from mdbench.engine.stages import load_preset
+
+    history = E.read_history(E.machine_key(find_gmx()), "tiny")
+    if not all(E._complete(history.get(c)) for c in ("DE", "HCE", "LHCE")):
+        raise SystemExit("no tiny history on this machine yet: run `mdbench study run --preset tiny --dry-run` first")
+    tiny = {c.case: c for c in E.plan_costs(["DE", "HCE", "LHCE"], "tiny", cores, history=history)}
+    paper = load_preset("paper")
+    costs = []
+    for name, case in (("DE", "DE"), ("HCE", "HCE"), ("LHCE", "LHCE"), ("LHCE-2", "LHCE")):
+        natoms = sum(ATOMS[m] * n for m, n in paper["counts"][case].items())
+        small = tiny[case]
+        factor = small.natoms / natoms
+        steps = {k: round(v * paper["protocol"][key] / load_preset("tiny")["protocol"][key])
+                 for (k, key) in (("nvt", "equilibration_nvt_ps"), ("npt", "equilibration_npt_ps"),
+                                  ("production", "production_ps")) for v in [small.md_steps[k]]}
+        costs.append(replace(small, case=name, natoms=natoms, md_steps=steps,
+                             steps_per_s={"1": small.speed(1) * factor},
+                             setup_s=small.setup_s / factor, minimize_s=small.minimize_s / factor,
+                             analysis_s=small.analysis_s / factor))
+    print(f"four paper-size cases on {cores} cores (speeds: this machine's tiny history × atoms ratio; "
+          f"{E.DEFAULT_EFFICIENCY} per thread doubling):")
+    for label, sched in (("threads follow the work", E.simulate(costs, cores, policy="follow")),
+                         ("--threads 1 (the old default)", E.simulate(costs, cores, policy="fixed", threads=1)),
+                         (f"--threads {cores // 4}", E.simulate(costs, cores, policy="fixed", threads=cores // 4))):
+        print(f"  {label:30s} {sched.total_s / 86400:6.2f} days; MD ends after {sched.md_end_s / 86400:6.2f} days; "
+              f"cores busy {100 * sched.busy_fraction_during_md:5.1f} % while MD runs; threads "
+              f"{ {c: v for c, v in sched.threads_used.items()} }")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="tiny")
     parser.add_argument("--systems", nargs="+", default=["DE", "HCE", "LHCE"])
-    parser.add_argument("--out", type=Path, required=True, help="Scratch folder for the base run and both arms.")
+    parser.add_argument("--out", type=Path, help="Scratch folder for the base run and both arms.")
     parser.add_argument("--md-scale", type=float, default=1.0, help="Factor on every MD length of the preset.")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--json", type=Path, default=None, help="Write the result here.")
+    parser.add_argument("--scale-plan", action="store_true", help="Only print the simulated paper-size plan.")
+    parser.add_argument("--cores", type=int, default=16, help="Cores of the --scale-plan machine.")
     args = parser.parse_args()
+    if args.scale_plan:
+        scale_plan(args.cores)
+        return 0
+    if args.out is None:
+        parser.error("--out is required (a scratch folder for the base run and both arms)")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     env = dict(os.environ)
     root = None

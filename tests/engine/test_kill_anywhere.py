@@ -149,7 +149,8 @@ SHELL_DYNAMICS = "analysis/56_shell_dynamics"
 @pytest.fixture(scope="module")
 def recovered_production(micro_de_equilibrated, bundle, tmp_path_factory) -> tuple[Path, dict]:
     """The issue's reproduction: ``study run --no-analysis`` killed (SIGKILL, whole tree) at 65 % of
-    production and run again; validated and audited at that point; then the study run to its end."""
+    production and run again (with ``--threads auto``: a resume with another thread count); validated and
+    audited at that point; then the study run to its end."""
     base = tmp_path_factory.mktemp("prodkill")
     run = base / "R"
     shutil.copytree(micro_de_equilibrated, run, symlinks=True)
@@ -157,7 +158,8 @@ def recovered_production(micro_de_equilibrated, bundle, tmp_path_factory) -> tup
     kill = K.run_and_kill(argv, run, K.mdrun_at("prod", "prod", 0.65, STEPS["prod"], "study/40_production"),
                           signal.SIGKILL)
     info = {"kill": kill, "measured": _measure_segment(run, "prod"), "errors_after_kill": _errors(run)}
-    res = K.run_to_end(argv, run)
+    # resumed with another thread policy: threads follow the work (the whole machine for the one case)
+    res = K.run_to_end(K.study_argv(run, "--no-analysis", "--threads", "auto"), run)
     assert res.returncode == 0, (base / "R.driver.log").read_text()[-3000:]
     cli = subprocess.run([sys.executable, "-m", "mdbench.cli", "record", "validate", str(run)], capture_output=True,
                          text=True)

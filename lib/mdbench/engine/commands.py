@@ -180,7 +180,10 @@ def run(preset: str | None, bundle: Path | None, systems: tuple[str, ...], out: 
                                                                               seed, stages=ANALYSIS_STAGES),
                                        compare_stage=COMPARE_STAGE)
     if executor == "local":  # this run's MD speeds, for the next estimate on this machine
-        record_run_history(out, names, preset, bundle_arg)
+        try:
+            record_run_history(out, names, preset, bundle_arg)
+        except (OSError, ValueError, KeyError) as exc:  # a history is a convenience: never fail the study on it
+            click.echo(f"note: the MD speed history was not updated ({exc})", err=True)
     sys.exit(_summary(out, names, results, planned, stages[-1]))
 
 
