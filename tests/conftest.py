@@ -1,8 +1,11 @@
-"""Suite-wide test configuration: simulation seeds from ``MDBENCH_TEST_SEED`` (see ``tests/_testseed.py``)."""
+"""Suite-wide test configuration: simulation seeds from ``MDBENCH_TEST_SEED`` (see ``tests/_testseed.py``), and
+the MD speed history of the suite's runs kept out of the user's own (``MDBENCH_CACHE_DIR``)."""
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # _testseed, for every room's fixtures
 
 import _testseed  # noqa: E402
+
+# every `study run` records its MD speeds for the next estimate (mdbench.engine.estimate): the suite's go to a
+# folder of their own, set before any test spawns the CLI
+os.environ.setdefault("MDBENCH_CACHE_DIR", tempfile.mkdtemp(prefix="mdbench-test-cache-"))
 
 
 def pytest_report_header(config: pytest.Config) -> str:
