@@ -151,15 +151,48 @@ def repeated_pairs(x: np.ndarray, box: np.ndarray, threshold_nm: float, max_pair
         return _exact_repeats(x, box, threshold_nm, max_pairs)
     screen = x[:, np.linspace(0, x.shape[1] - 1, min(SCREEN_CENTRES, x.shape[1])).astype(int)]
     out: list[tuple[int, int]] = []
-    for j in range(1, x.shape[0]):
-        cand = np.flatnonzero(_rms_to(screen, j, box, slice(0, j)) < 2.0 * threshold_nm)
-        if cand.size == 0:
-            continue
-        for i in cand[_rms_to(x, j, box, cand) < threshold_nm]:
-            out.append((int(i), j))
+    for i, j in _screened_pairs(screen, box, 2.0 * threshold_nm):
+        if _rms_to(x, j, box, np.asarray([i]))[0] < threshold_nm:
+            out.append((i, j))
             if len(out) >= max_pairs:
-                return out
+                break
     return out
+
+
+#: Pairs of frames whose single coordinate is compared at once (memory of one block of the screen).
+_PAIR_BLOCK = 1 << 20
+
+
+def _screened_pairs(screen: np.ndarray, box: np.ndarray, limit_nm: float) -> Any:
+    """(i, j), i < j, in order of j then i, whose rms distance over the ``screen`` centres (minimum image in
+    frame j's box, as :func:`_rms_to`) is below ``limit_nm``.
+
+    An rms over s centres below the limit needs every one of their 3s coordinate differences below
+    ``limit_nm`` × √s: the pairs are narrowed coordinate by coordinate on that bound (one number per pair,
+    a few candidates left after two or three coordinates), and the survivors' rms computed as :func:`_rms_to`
+    does — the same pairs as comparing every pair on all screen centres, at a fraction of the work."""
+    n_frames, n_centres = screen.shape[0], screen.shape[1]
+    bound = limit_nm * math.sqrt(n_centres) * (1 + 1e-9)   # the slack covers the rounding of the mean
+    coords = [(c, k) for c in range(n_centres) for k in range(3)]
+    j0 = 1
+    while j0 < n_frames:
+        rows = max(1, min(n_frames - j0, _PAIR_BLOCK // j0))
+        js = np.arange(j0, j0 + rows)
+        jj, ii = np.nonzero(np.arange(j0 + rows - 1)[None, :] < js[:, None])  # every earlier frame of each row
+        jj = js[jj]
+        for c, k in coords:
+            if ii.size == 0:
+                break
+            d = _min_image(screen[ii, c, k] - screen[jj, c, k], box[jj, k])
+            keep = np.abs(d) < bound
+            ii, jj = ii[keep], jj[keep]
+            if ii.size <= 64:
+                break
+        if ii.size:
+            d = _min_image(screen[ii] - screen[jj], box[jj][:, None, :])
+            close = np.sqrt(np.mean(np.sum(d * d, axis=-1), axis=-1)) < limit_nm
+            yield from zip(ii[close].tolist(), jj[close].tolist())
+        j0 += rows
 
 
 def _exact_repeats(x: np.ndarray, box: np.ndarray, grid_nm: float, max_pairs: int) -> list[tuple[int, int]]:
