@@ -351,7 +351,8 @@ def test_the_record_validator_run_by_the_child_reports_what_the_serial_audit_rep
                                                                                      monkeypatch):
     """The record validator is the child's task once its cases are done: a record with a line that does not
     parse and a row its schema refuses gives the same E3 and findings as the serial audit, and the child (not
-    the parent) validated it."""
+    the parent) validated it; a child that dies while validating leaves it to the parent, with the same
+    verdicts."""
     from mdbench.audit import core
 
     with open(run_copy / "run_record/events.jsonl", "a", encoding="utf-8") as fh:
@@ -375,3 +376,15 @@ def test_the_record_validator_run_by_the_child_reports_what_the_serial_audit_rep
     codes = {f["code"] for f in child["findings"]}
     assert any(c.startswith("record_") and c != "record_malformed" for c in codes), codes
     assert child["items"]["E3"]["final"] < 1
+
+    def dies_in_the_child(run_path):
+        if os.getpid() != parent:
+            os._exit(3)                                               # killed while validating, no line written
+        who.write_text(str(os.getpid()))
+        return real(run_path)
+
+    parent = os.getpid()
+    monkeypatch.setattr(core, "_record_findings", dies_in_the_child)
+    audit_run(run_copy, bundle, tmp_path / "died", reanalysis=True)
+    assert int(who.read_text()) == parent                             # the parent validated instead
+    assert _verdicts(serial) == _verdicts(saeo(tmp_path / "died"))

@@ -412,7 +412,7 @@ class Reanalyses:
             if not self._read_line():
                 break
         if name in self._task_values:
-            return self._task_values.pop(name)
+            return self._task_values[name]
         return self.tasks[name]()
 
     def _kill_child(self) -> None:
