@@ -306,7 +306,7 @@ def _case_pass(run: RunData, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: 
     # the record validator needs the run directory alone: where a child analyses, it validates once its cases
     # are done (the parent has the last assessments to do meanwhile)
     tasks = {"record": functools.partial(_record_findings_doc, run_path)}
-    with Reanalyses(fs, speculative, out, tasks=tasks) as canonical:  # shared with a child process where a second CPU is free
+    with Reanalyses(fs, speculative, out, tasks=tasks) as canonical:  # with a child where a second CPU is free
         for case in run.cases:
             n0 = len(fs.findings)
             s4, st.prods[case] = simulation.check_production(run, case, decode=not reanalysis)
