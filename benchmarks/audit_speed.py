@@ -9,7 +9,7 @@ Measures in this one process, on a run directory that is only read (outputs go t
 
 1. the audit without reanalysis (``audit_run(..., reanalysis=False)``) — target < 30 s for a tiny study;
 2. one canonical analysis of each case's production files (``mdbench.analysis.pipeline.analyze_files`` on
-   links to the same tpr/xtc/edr, the guard of the registration in force, a fresh output folder, numbers
+   the same tpr and links to the same xtc/edr, the guard of the registration in force, a fresh output folder, numbers
    only as the audit computes them: ``figures=False``) — the baseline; the same with figures (what
    ``mdbench analyze-files`` does by default) is printed beside it;
 3. the audit with reanalysis — target ≤ 1.2 × (2) — as ``mdbench audit`` runs it (where a second CPU is free,
@@ -110,8 +110,10 @@ def main(argv: list[str] | None = None) -> int:
         for case, (tpr, xtc, edr, guard) in prods.items():
             work = tmp / f"analysis{n}" / case
             (work / "inputs").mkdir(parents=True)
-            links = []
-            for f in (tpr, xtc, edr):
+            # the run input by its own path (issue 48: a run input is never read through a link); the
+            # trajectory and energy file through links, so that MDAnalysis' offset cache lands here
+            links = [os.path.realpath(tpr)]
+            for f in (xtc, edr):
                 os.symlink(os.path.realpath(f), work / "inputs" / f.name)
                 links.append(str(work / "inputs" / f.name))
             analyze_files(*links, str(work), guard_ps=guard, figures=figures)

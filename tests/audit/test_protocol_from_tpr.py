@@ -22,7 +22,8 @@ import _runbuilder as rb
 from _audit_helpers import saeo
 from _testseed import seed_for
 from mdbench.audit import audit_run
-from mdbench.audit.production_protocol import differences, frozen_protocol, parse_inputrec
+from mdbench.audit.gmx_dump import parse_inputrec
+from mdbench.audit.production_protocol import differences, frozen_protocol
 from mdbench.record import RunRecord
 
 pytestmark = pytest.mark.gromacs

@@ -345,3 +345,46 @@ def test_a_fifo_in_place_of_the_trajectory_blocks_neither_the_child_nor_the_audi
     doc = saeo(tmp_path / "a")
     assert judgment(doc, "Sim4", CASE)["rating"] == 0
     assert {o["state"] for o in doc["observables"] if o["case"] == CASE} == {"invalid_upstream"}
+
+
+def test_the_record_validator_run_by_the_child_reports_what_the_serial_audit_reports(run_copy, bundle, tmp_path,
+                                                                                     monkeypatch):
+    """The record validator is the child's task once its cases are done: a record with a line that does not
+    parse and a row its schema refuses gives the same E3 and findings as the serial audit, and the child (not
+    the parent) validated it; a child that dies while validating leaves it to the parent, with the same
+    verdicts."""
+    from mdbench.audit import core
+
+    with open(run_copy / "run_record/events.jsonl", "a", encoding="utf-8") as fh:
+        fh.write('{"not json\n{"event": 17, "t": "yesterday"}\n')
+    monkeypatch.setenv(reanalysis.SERIAL_ENV, "1")
+    audit_run(run_copy, bundle, tmp_path / "serial", reanalysis=True)
+    monkeypatch.delenv(reanalysis.SERIAL_ENV)
+    who = tmp_path / "validated_by"
+    real = core._record_findings
+
+    def record_findings(run_path):
+        who.write_text(str(os.getpid()))
+        return real(run_path)
+
+    monkeypatch.setattr(core, "_record_findings", record_findings)
+    monkeypatch.setattr(reanalysis, "_can_fork", lambda: True)
+    audit_run(run_copy, bundle, tmp_path / "child", reanalysis=True)
+    serial, child = saeo(tmp_path / "serial"), saeo(tmp_path / "child")
+    assert int(who.read_text()) != os.getpid()                        # the child validated the record
+    assert _verdicts(serial) == _verdicts(child)
+    codes = {f["code"] for f in child["findings"]}
+    assert any(c.startswith("record_") and c != "record_malformed" for c in codes), codes
+    assert child["items"]["E3"]["final"] < 1
+
+    def dies_in_the_child(run_path):
+        if os.getpid() != parent:
+            os._exit(3)                                               # killed while validating, no line written
+        who.write_text(str(os.getpid()))
+        return real(run_path)
+
+    parent = os.getpid()
+    monkeypatch.setattr(core, "_record_findings", dies_in_the_child)
+    audit_run(run_copy, bundle, tmp_path / "died", reanalysis=True)
+    assert int(who.read_text()) == parent                             # the parent validated instead
+    assert _verdicts(serial) == _verdicts(saeo(tmp_path / "died"))

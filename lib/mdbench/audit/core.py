@@ -18,7 +18,7 @@ import os
 import re
 import stat
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -122,6 +122,20 @@ def _record_findings(run_path: Path) -> tuple[list[Finding], list[Finding]]:
                              item="E3"))
         refs.append(extra[-1])
     return extra, refs
+
+
+def _record_findings_doc(run_path: Path) -> dict[str, Any]:
+    """:func:`_record_findings` as JSON (the reanalysis child's task): every finding, and the indices of those
+    that are not parse findings."""
+    extra, refs = _record_findings(run_path)
+    at = {id(f): i for i, f in enumerate(extra)}
+    return {"extra": [asdict(f) for f in extra], "refs": [at[id(f)] for f in refs]}
+
+
+def _record_findings_from(doc: dict[str, Any]) -> tuple[list[Finding], list[Finding]]:
+    """:func:`_record_findings` from :func:`_record_findings_doc`."""
+    extra = [Finding(**f) for f in doc["extra"]]
+    return extra, [extra[i] for i in doc["refs"]]
 
 
 def _upstream(run: RunData, case: str, s4: Judgment) -> str | None:
@@ -289,7 +303,10 @@ def _case_pass(run: RunData, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: 
     speculative = {case: functools.partial(_reanalysis_job, run, case) for case in run.cases} if reanalysis else {}
     per_case: dict[str, list[Judgment]] = {}
     sim4_found: dict[str, list[Finding]] = {}  # what each first Sim4 noted (replaced if it runs again)
-    with Reanalyses(fs, speculative, out) as canonical:  # shared with a child process where a second CPU is free
+    # the record validator needs the run directory alone: where a child analyses, it validates once its cases
+    # are done (the parent has the last assessments to do meanwhile)
+    tasks = {"record": functools.partial(_record_findings_doc, run_path)}
+    with Reanalyses(fs, speculative, out, tasks=tasks) as canonical:  # with a child where a second CPU is free
         for case in run.cases:
             n0 = len(fs.findings)
             s4, st.prods[case] = simulation.check_production(run, case, decode=not reanalysis)
@@ -305,7 +322,9 @@ def _case_pass(run: RunData, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: 
         for case in run.cases:  # Sim3 reads the equilibration energy files meanwhile, E3 the record, E2 hashes
             per_case[case].insert(2, simulation.check_equilibration(run, bundle, case))
             gate_checks.reevaluate_registered_gate(run, case)  # the registered gate, kept for record_checks.amend
-        st.extra, st.refs = _record_findings(run_path)
+        record_in_child = canonical.in_background
+        if not record_in_child:
+            st.extra, st.refs = _record_findings(run_path)
         if canonical.in_background and isinstance(run.artifacts, dict):
             fs.prefetch_sha256(str(p) for p in run.artifacts)
         if canonical.in_background:  # while the child still analyses: the gate / force-field / production
@@ -326,6 +345,8 @@ def _case_pass(run: RunData, fs: RunFS, bundle: Any, bundle_dir: Any, run_path: 
             st.findings += production_protocol.apply(run, bundle, case, st.prods[case], per_case[case])  # Sim1/Sim4 from the tpr
             st.judgments += per_case[case]
             _assess(run, bundle, case, canon, out, st)
+        if record_in_child:
+            st.extra, st.refs = _record_findings_from(canonical.task("record"))
     return st
 
 

@@ -1,6 +1,11 @@
 """A run's ``.tpr`` and checkpoint read with ``gmx dump`` (a reader: nothing from the run is executed; output
 bounded, a timeout, only regular files): run parameters, LJ parameters and charges, the checkpoint's time; cached
-per run and prefetched in threads while the reanalysis runs."""
+per run and prefetched in threads while the reanalysis runs.
+
+One ``gmx dump -s`` per run input serves every check that reads it (:class:`TprDump`): the force-field checks
+(:mod:`mdbench.audit.production_checks`, :mod:`mdbench.audit.frozen_ff`), the thermostat target, and the
+protocol and frame-time checks (:mod:`mdbench.audit.production_protocol`,
+:mod:`mdbench.audit.trajectory_integrity`) through its parsed ``inputrec`` header."""
 
 from __future__ import annotations
 
@@ -10,7 +15,8 @@ import re
 import shutil
 import subprocess
 import tempfile
-from typing import Any
+from typing import Any, NamedTuple
+
 from mdbench.audit.runread import RunData
 from mdbench.audit.simulation import _pick
 
@@ -77,7 +83,52 @@ def _bounded_output(argv: list[str], max_bytes: int, timeout_s: float) -> tuple[
     return b"".join(chunks), None if killed else rc
 
 
-def _dump(run: RunData, rel: str) -> tuple[dict[str, str], tuple | None, dict | None]:
+class TprDump(NamedTuple):
+    """What one ``gmx dump -s`` of a run input says (:func:`_dump_now`)."""
+
+    #: run parameters of the header (``ref-t``, ``tcoupl``, ``pcoupl``, ``nsteps``, ``dt``, ``tinit``), as printed
+    params: dict[str, str]
+    #: (the LJ parameter matrix, the atom types and charges of the molecule types), as printed; None unparsed
+    fingerprint: tuple | None
+    #: the force field by atom-type name (:func:`parse_dump_topology`); None unparsed
+    force_field: dict | None
+    #: every parameter of the ``inputrec`` header (:func:`parse_inputrec`); empty when not dumped
+    inputrec: dict[str, Any]
+
+
+_LINE = re.compile(r"^\s{3}([A-Za-z][\w-]*)\s*(?:=|:)\s*(.*?)\s*$")
+_MATRIX_ROW0 = re.compile(r"^\s*(compressibility|ref-p)\[\s*0\]=\{\s*([-+0-9.eE]+)", re.M)
+
+
+def parse_inputrec(text: str) -> dict[str, Any]:
+    """Parameters of a ``gmx dump -s`` inputrec header: name (lower case) → text, or a list of floats for
+    the per-coupling-group ``ref-t``/``tau-t`` and the first diagonal element of ``ref-p``/``compressibility``."""
+    head = text.split("\nheader:", 1)[0].split("\ntopology:", 1)[0]
+    out: dict[str, Any] = {}
+    for line in head.splitlines():
+        m = _LINE.match(line)
+        if m is None:
+            continue
+        key, val = m.group(1).lower(), m.group(2)
+        if key in ("ref-t", "tau-t"):
+            try:
+                out[key] = [float(x) for x in val.split()]
+            except ValueError:
+                continue
+        elif val and not val.endswith(":"):
+            out.setdefault(key, val)
+    for name, v in _MATRIX_ROW0.findall(head):
+        out[name.lower()] = [float(v)]
+    return out
+
+
+def tpr_dump(run: RunData, rel: str) -> TprDump:
+    """The ``gmx dump -s`` of a run input: run once per audit and file (:func:`_dump_now`), or taken from its
+    :func:`prefetch`."""
+    return _dump(run, rel)
+
+
+def _dump(run: RunData, rel: str) -> TprDump:
     """:func:`_dump_now`, or the result of its :func:`prefetch`."""
     cache = run.fs.__dict__.setdefault("_tpr_dump", {})
     fut = run.fs.__dict__.get("_tpr_dump_futures", {}).pop(rel, None)
@@ -91,12 +142,14 @@ def _dump(run: RunData, rel: str) -> tuple[dict[str, str], tuple | None, dict | 
     return cache[rel]
 
 
-def _dump_now(run: RunData, rel: str) -> tuple[dict[str, str], tuple | None, dict | None]:
-    """(run parameters, force-field fingerprint) of a ``.tpr`` by ``gmx dump -s`` (a reader, 60 s, its output
-    capped); ({}, None) when GROMACS is unavailable or the file does not parse. The fingerprint is (the LJ
-    parameter matrix, the atom types and charges of the molecule types), as printed; the third element is
-    the force field by atom-type name (:func:`parse_dump_topology`)."""
+def _dump_now(run: RunData, rel: str) -> TprDump:
+    """The :class:`TprDump` of a ``.tpr`` by ``gmx dump -s`` (a reader, 60 s, its output capped at
+    :data:`MAX_DUMP_BYTES`); empty parameters and no fingerprint when GROMACS is unavailable or the file does
+    not parse. The fingerprint is (the LJ parameter matrix, the atom types and charges of the molecule types),
+    as printed; the force field by atom-type name is :func:`parse_dump_topology`'s. The ``inputrec`` header
+    is parsed from whatever was printed (it comes first: a dump stopped at the cap still has it)."""
     params: dict[str, str] = {}
+    inputrec: dict[str, Any] = {}
     finger = ff = None
     path = run.fs.resolve(rel)
     gmx = shutil.which("gmx")
@@ -107,13 +160,14 @@ def _dump_now(run: RunData, rel: str) -> tuple[dict[str, str], tuple | None, dic
             head, _, topo = text.partition("topology:")
             for m in _DUMP_LINE.finditer(head):
                 params.setdefault(m.group(1).replace("_", "-"), m.group(2))
+            inputrec = parse_inputrec(text)
             if rc == 0 and len(raw) <= MAX_DUMP_BYTES and topo:
                 moltypes = topo.split("moltype (", 1)[-1] if "moltype (" in topo else topo
                 finger = (tuple(_LJ.findall(topo)), tuple(_ATOM.findall(moltypes)))
                 ff = parse_dump_topology(topo)
         except (OSError, subprocess.SubprocessError) as exc:
             log.info("gmx dump of %s failed: %s", rel, exc)
-    return params, finger, ff
+    return TprDump(params, finger, ff, inputrec)
 
 
 def _equil_tpr(run: RunData, case: str) -> str | None:

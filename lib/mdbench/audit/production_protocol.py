@@ -1,10 +1,9 @@
 """Sim1/Sim4 from the production run input, parameter by parameter, against the frozen protocol (issue 45).
 
 The physics a production ran with is in its ``.tpr``, not in the ``.mdp`` a run keeps beside it: the run
-input is read with ``gmx dump -s`` (a reader; only its ``inputrec`` header, the first
-:data:`MAX_HEAD_BYTES` of the output — the process is stopped there, so a large system costs no more) and
-every physics-relevant parameter of :file:`params/audit/protocol_tolerances.yaml` is compared with the
-frozen protocol of the case:
+input is read with ``gmx dump -s`` (a reader; its ``inputrec`` header, from the one dump of the run input the
+force-field checks read too: :func:`mdbench.audit.gmx_dump.tpr_dump`) and every physics-relevant parameter
+of :file:`params/audit/protocol_tolerances.yaml` is compared with the frozen protocol of the case:
 
 * the bundle's ``protocols/production.yaml`` (the engine's protocol format, ``extends`` resolved in the
   bundle), else
@@ -18,7 +17,8 @@ A difference that changes the model (non-bonded treatment, PME, constraints) is 
 compressibility, ensemble) ``protocol_state_point_differs`` (Sim4 = 0); an output interval coarser than the
 protocol's ``protocol_output_coarser`` (Sim4 ≤ ½). Each message gives both values. Molecule counts and
 order are Sim1's (:func:`mdbench.audit.simulation.check_setup`), every charge and LJ parameter the frozen
-force field's (:mod:`mdbench.audit.frozen_ff`). Cost: one ``gmx dump`` of ≤ 1 MiB per case (≈ 10 ms).
+force field's (:mod:`mdbench.audit.frozen_ff`). Cost: no ``gmx dump`` of its own (the header of the dump the
+force-field checks run, prefetched beside the reanalysis).
 """
 
 from __future__ import annotations
@@ -26,15 +26,13 @@ from __future__ import annotations
 import logging
 import math
 import re
-import shutil
-import subprocess
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from mdbench.audit import codes
 from mdbench.audit.codes import CODES
-from mdbench.audit.gmx_dump import _bounded_output, _regular
+from mdbench.audit.gmx_dump import tpr_dump
 from mdbench.audit.model import Check, Evidence, Finding, Judgment, cap
 from mdbench.engine.protocols import load_protocol, mdp_options
 from mdbench.engine.stages import cutoff_overrides, load_preset, preset_timing
@@ -44,10 +42,6 @@ from mdbench.yamlio import load_yaml
 log = logging.getLogger(__name__)
 
 TOLERANCES = PARAMS_DIR / "audit" / "protocol_tolerances.yaml"
-#: Bytes of ``gmx dump -s`` output read (the inputrec header); the dump is stopped after them.
-MAX_HEAD_BYTES = 1 << 20
-_LINE = re.compile(r"^\s{3}([A-Za-z][\w-]*)\s*(?:=|:)\s*(.*?)\s*$")
-_MATRIX_ROW0 = re.compile(r"^\s*(compressibility|ref-p)\[\s*0\]=\{\s*([-+0-9.eE]+)", re.M)
 #: The codes of this check, in the order their findings are reported (items and caps: their rows in ``codes.RULES``).
 CODES_ORDER = ("protocol_model_differs", "protocol_state_point_differs", "protocol_output_coarser")
 
@@ -59,44 +53,11 @@ def tolerances() -> dict[str, dict[str, Any]]:
     return {str(k).lower(): dict(v) for k, v in (data.get("parameters") or {}).items()}
 
 
-def parse_inputrec(text: str) -> dict[str, Any]:
-    """Parameters of a ``gmx dump -s`` inputrec header: name (lower case) → text, or a list of floats for
-    the per-coupling-group ``ref-t``/``tau-t`` and the first diagonal element of ``ref-p``/``compressibility``."""
-    head = text.split("\nheader:", 1)[0].split("\ntopology:", 1)[0]
-    out: dict[str, Any] = {}
-    for line in head.splitlines():
-        m = _LINE.match(line)
-        if m is None:
-            continue
-        key, val = m.group(1).lower(), m.group(2)
-        if key in ("ref-t", "tau-t"):
-            try:
-                out[key] = [float(x) for x in val.split()]
-            except ValueError:
-                continue
-        elif val and not val.endswith(":"):
-            out.setdefault(key, val)
-    for name, v in _MATRIX_ROW0.findall(head):
-        out[name.lower()] = [float(v)]
-    return out
-
-
 def dump_inputrec(run: Any, rel: str) -> dict[str, Any]:
-    """:func:`parse_inputrec` of a run input (``gmx dump -s``, the audit's bounded runner), cached per audit;
-    empty when GROMACS is unavailable or the file is not a regular file inside the run."""
-    cache = run.fs.__dict__.setdefault("_inputrec", {})
-    if rel in cache:
-        return cache[rel]
-    path, gmx = run.fs.resolve(rel), shutil.which("gmx")
-    params: dict[str, Any] = {}
-    if path is not None and gmx is not None and _regular(path):
-        try:
-            raw, _rc = _bounded_output([gmx, "-quiet", "-nocopyright", "dump", "-s", str(path)], MAX_HEAD_BYTES, 60.0)
-            params = parse_inputrec(raw[:MAX_HEAD_BYTES].decode("utf-8", "replace"))
-        except (OSError, subprocess.SubprocessError) as exc:
-            log.info("gmx dump of %s failed: %s", rel, exc)
-    cache[rel] = params
-    return params
+    """The ``inputrec`` header of a run input (:func:`mdbench.audit.gmx_dump.parse_inputrec` of its one
+    ``gmx dump -s`` per audit); empty when GROMACS is unavailable or the file is not a regular file inside
+    the run."""
+    return tpr_dump(run, rel).inputrec
 
 
 def _norm_key(k: str) -> str:

@@ -14,6 +14,10 @@ created exclusively: each case is analysed by one process). Otherwise, or when t
 than tqdm's monitor (a fork would copy their locks), each reanalysis runs in the parent when its result is first
 asked for. All paths give the same numbers: the same function on the same files.
 ``MDBENCH_AUDIT_SERIAL=1`` forces the serial path.
+
+A child that has worked through its cases then runs the audit's *tasks* (checks that need only the run
+directory, e.g. the record validator): the parent, left with the assessments of the last cases, takes their
+values from the child (:meth:`Reanalyses.task`), or computes them itself where no child ran them.
 """
 
 from __future__ import annotations
@@ -216,10 +220,16 @@ class Reanalyses:
         The audit directory; each case's reanalysis goes to ``out/reanalysis/<case>`` (:func:`case_dir`).
     background : bool or None
         Force (True) or forbid (False) the child process; None decides by :func:`_can_fork`.
+    tasks : dict, optional
+        Name → callable returning a JSON value, from the run directory alone: a child runs them after its
+        cases; :meth:`task` gives the value.
     """
 
-    def __init__(self, run_fs: RunFS, jobs: dict[str, JobSpec], out: Path, background: bool | None = None):
+    def __init__(self, run_fs: RunFS, jobs: dict[str, JobSpec], out: Path, background: bool | None = None,
+                 tasks: dict[str, Callable[[], Any]] | None = None):
         self.run_fs, self.jobs, self.out = run_fs, dict(jobs), out
+        self.tasks = dict(tasks or {})
+        self._task_values: dict[str, Any] = {}   # task → the value a child sent
         # case → (results, record, findings, key of the job it was analysed for)
         self._done: dict[str, tuple[Any | None, dict[str, Any], list[Finding], str]] = {}
         self._pid: int | None = None
@@ -308,6 +318,9 @@ class Reanalyses:
                                "from_file": from_file, "canon": None if from_file else canon, "job": job_key(job)}
                         pipe.write(json.dumps(msg, default=str) + "\n")
                         pipe.flush()
+                    for name, fn in self.tasks.items():  # its cases done: the audit's tasks
+                        pipe.write(json.dumps({"task": name, "value": fn()}) + "\n")
+                        pipe.flush()
             except BaseException:  # noqa: BLE001 - the parent sees the missing lines and analyses those cases itself
                 code = 1
             finally:
@@ -336,6 +349,9 @@ class Reanalyses:
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         msg = json.loads(line)
+        if "task" in msg:
+            self._task_values[msg["task"]] = msg["value"]
+            return True
         if msg.get("job") == job_key(None):
             self._done[msg["case"]] = (None, {"case": msg["case"], "status": "skipped"}, [], msg["job"])
             return True
@@ -389,6 +405,16 @@ class Reanalyses:
             got = self._done[case]
         return got[:3]
 
+    def task(self, name: str) -> Any:
+        """The value of the task ``name``: the child's, once it has sent it (the parent waits for a child that
+        is still running), else computed here."""
+        while name not in self._task_values and self._pid is not None:
+            if not self._read_line():
+                break
+        if name in self._task_values:
+            return self._task_values[name]
+        return self.tasks[name]()
+
     def _kill_child(self) -> None:
         """End the child now, whatever it is doing, and reap it."""
         if self._pid is None:
@@ -417,7 +443,7 @@ class Reanalyses:
         pid, self._pid = self._pid, None
         self._close_pipe()
         try:
-            if any(c not in self._done for c in self._queue):
+            if any(c not in self._done for c in self._queue) or any(t not in self._task_values for t in self.tasks):
                 os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         except (ChildProcessError, ProcessLookupError):

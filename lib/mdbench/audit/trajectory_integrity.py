@@ -20,8 +20,9 @@ Whether the trajectory, log, checkpoint and ledger cover the same time is
 
 Each failure names the frames (index and time) and lowers Sim4 to 0 (times not those of the run input,
 frames repeated, a splice); where the run recorded the production valid, E5 is capped at ½. Cost: one header
-walk of the xtc and F²/2 × 8 centre comparisons (F frames; ≈ 0.7 s for 2000 frames under load); no frame is
-decoded twice.
+walk of the xtc and the F²/2 frame pairs narrowed one coordinate at a time before the 8-centre screen
+(:func:`_screened_pairs`; F frames: 2 ms for 400, 0.2 s for 2000); no frame is decoded twice, and the run
+input's ``dt`` and output interval come from the one ``gmx dump`` the force-field checks run.
 """
 
 from __future__ import annotations
@@ -151,15 +152,48 @@ def repeated_pairs(x: np.ndarray, box: np.ndarray, threshold_nm: float, max_pair
         return _exact_repeats(x, box, threshold_nm, max_pairs)
     screen = x[:, np.linspace(0, x.shape[1] - 1, min(SCREEN_CENTRES, x.shape[1])).astype(int)]
     out: list[tuple[int, int]] = []
-    for j in range(1, x.shape[0]):
-        cand = np.flatnonzero(_rms_to(screen, j, box, slice(0, j)) < 2.0 * threshold_nm)
-        if cand.size == 0:
-            continue
-        for i in cand[_rms_to(x, j, box, cand) < threshold_nm]:
-            out.append((int(i), j))
+    for i, j in _screened_pairs(screen, box, 2.0 * threshold_nm):
+        if _rms_to(x, j, box, np.asarray([i]))[0] < threshold_nm:
+            out.append((i, j))
             if len(out) >= max_pairs:
-                return out
+                break
     return out
+
+
+#: Pairs of frames whose single coordinate is compared at once (memory of one block of the screen).
+_PAIR_BLOCK = 1 << 20
+
+
+def _screened_pairs(screen: np.ndarray, box: np.ndarray, limit_nm: float) -> Any:
+    """(i, j), i < j, in order of j then i, whose rms distance over the ``screen`` centres (minimum image in
+    frame j's box, as :func:`_rms_to`) is below ``limit_nm``.
+
+    An rms over s centres below the limit needs every one of their 3s coordinate differences below
+    ``limit_nm`` × √s: the pairs are narrowed coordinate by coordinate on that bound (one number per pair,
+    a few candidates left after two or three coordinates), and the survivors' rms computed as :func:`_rms_to`
+    does — the same pairs as comparing every pair on all screen centres, at a fraction of the work."""
+    n_frames, n_centres = screen.shape[0], screen.shape[1]
+    bound = limit_nm * math.sqrt(n_centres) * (1 + 1e-9)   # the slack covers the rounding of the mean
+    coords = [(c, k) for c in range(n_centres) for k in range(3)]
+    j0 = 1
+    while j0 < n_frames:
+        rows = max(1, min(n_frames - j0, _PAIR_BLOCK // j0))
+        js = np.arange(j0, j0 + rows)
+        jj, ii = np.nonzero(np.arange(j0 + rows - 1)[None, :] < js[:, None])  # every earlier frame of each row
+        jj = js[jj]
+        for c, k in coords:
+            if ii.size == 0:
+                break
+            d = _min_image(screen[ii, c, k] - screen[jj, c, k], box[jj, k])
+            keep = np.abs(d) < bound
+            ii, jj = ii[keep], jj[keep]
+            if ii.size <= 64:
+                break
+        if ii.size:
+            d = _min_image(screen[ii] - screen[jj], box[jj][:, None, :])
+            close = np.sqrt(np.mean(np.sum(d * d, axis=-1), axis=-1)) < limit_nm
+            yield from zip(ii[close].tolist(), jj[close].tolist())
+        j0 += rows
 
 
 def _exact_repeats(x: np.ndarray, box: np.ndarray, grid_nm: float, max_pairs: int) -> list[tuple[int, int]]:
