@@ -388,3 +388,17 @@ def test_the_record_validator_run_by_the_child_reports_what_the_serial_audit_rep
     audit_run(run_copy, bundle, tmp_path / "died", reanalysis=True)
     assert int(who.read_text()) == parent                             # the parent validated instead
     assert _verdicts(serial) == _verdicts(saeo(tmp_path / "died"))
+
+
+def test_a_reanalysis_whose_tpr_is_not_in_the_topology_cache_reads_the_run_file(built, tmp_path):
+    """The reanalysis links the case's files into the audit folder; a run input .tpr is never read through a link,
+    so the tpr it analyses is the run's own file — also when the process-wide topology cache (4 entries) no longer
+    holds it (a fifth case, or the parent analysing a case Sim4 did not read)."""
+    from mdbench.analysis.reduce import topology
+
+    topology._TOPOLOGY_CACHE.clear()
+    findings: list = []
+    files = tuple(f"cases/{CASE}/prod/prod.{ext}" for ext in ("tpr", "xtc", "edr"))
+    canon, info, _ = reanalysis._reanalyse(RunFS(built[0]), CASE, files, tmp_path, None, findings)
+    assert info["status"] == "ok" and findings == [] and canon is not None, (info, findings)
+    assert (tmp_path / "reanalysis" / CASE / "inputs" / "prod.tpr").is_symlink()  # kept for the window re-fits

@@ -109,7 +109,8 @@ def _reanalyse(run_fs: RunFS, case: str, files: tuple[str, str, str], out: Path,
         if dst.is_symlink() or dst.exists():
             dst.unlink()
         os.symlink(os.path.realpath(real), dst)  # offsets caches land here, not in the run directory
-        args.append(str(dst))
+        # the tpr is read as a run input, which never follows a link: give it the run's own (checked) file
+        args.append(os.path.realpath(real) if dst.suffix == ".tpr" else str(dst))
     t0 = time.perf_counter()
     try:
         # numbers only: the audit compares values and diagnostics, it draws no figures (most of an analysis' time)
