@@ -284,6 +284,8 @@ def read_history(machine: dict, preset: str, bundle: str = "") -> dict[str, dict
 
 
 def _append_history(entries: list[dict]) -> None:
+    if not entries:
+        return
     path = history_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
