@@ -80,7 +80,7 @@ def _extend(run: Path, case: str, total_ps: float, preset: str) -> str:
 
 
 def _summary(run: Path, wall_s: float) -> dict:
-    from mdbench.engine.adaptive import production_ns
+    from mdbench.analysis.study_state import production_ns
     from mdbench.record import RunRecord
 
     rec = RunRecord(run)
@@ -93,7 +93,8 @@ def _summary(run: Path, wall_s: float) -> dict:
 
 def compare(base: Path, budget_ns: float, preset: str, work: Path) -> dict:
     """Both arms from copies of ``base`` under the MD cap ``budget_ns``."""
-    from mdbench.engine.adaptive import production_ns, run_until_earned
+    from mdbench.analysis.study_state import production_ns
+    from mdbench.engine.adaptive import run_until_earned
     from mdbench.record import RunRecord
 
     fixed = _copy(base, work / "fixed")
@@ -114,7 +115,7 @@ def compare(base: Path, budget_ns: float, preset: str, work: Path) -> dict:
 
 def accuracy(bases: list[Path], factor: float, preset: str, work: Path) -> list[dict]:
     """Projected vs obtained half-width after extending each case of each base run ``factor``-fold."""
-    from mdbench.engine.adaptive import production_ns
+    from mdbench.analysis.study_state import production_ns
     from mdbench.record import RunRecord
 
     rows = []
@@ -136,17 +137,85 @@ def accuracy(bases: list[Path], factor: float, preset: str, work: Path) -> list[
     return rows
 
 
+def prefix_accuracy(trajectories: list[Path], first_ps: float, factor: float) -> list[dict]:
+    """Projected vs obtained half-widths of D (each species) and sigma_NE from prefixes of long productions.
+
+    Each path is a folder with ``prod.tpr`` and ``prod.xtc`` (a case's ``prod/`` or a plain mdrun folder). An
+    extension continues the same trajectory, so the first ``first_ps`` of a trajectory of ``factor`` x that
+    length *is* the first segment: the registered D estimator (:func:`mdbench.analysis.diffusion.self_diffusion`,
+    registered settings, guard 0) on the prefix gives the first half-width and the projection, on the whole
+    trajectory the obtained one — without rerunning MD or the full analysis. sigma_NE's block values are
+    sum_i N_i z_i^2 D_i over the ions' block D's (the constant e^2/(V k T) cancels in the ratio).
+    Each row has the ratio obtained/projected of two rules: ``ratio_sqrt`` (the result's own four-block hw
+    x (T/T')^1/2, the rule before) and ``ratio`` (the half-width pooled over the case's D and, for sigma_NE,
+    propagated from its ions' D: :func:`mdbench.analysis.projection.pooled_half_width`, x (T/T')^1/2).
+    """
+    import numpy as np
+
+    from mdbench.analysis.blocks import block_estimate
+    from mdbench.analysis.diffusion import self_diffusion
+    from mdbench.analysis.projection import pooled_half_width
+    from mdbench.analysis.reduce.onepass import reduce_files
+    from mdbench.analysis.settings import AnalysisSettings
+
+    s = AnalysisSettings()
+    rows = []
+    for folder in trajectories:
+        rd = reduce_files(folder / "prod.tpr", folder / "prod.xtc")
+        case = folder.parent.name if folder.name == "prod" else folder.name
+        t = rd.time_ps - rd.time_ps[0]
+        lengths = {"first": first_ps, "long": first_ps * factor}
+        if t[-1] < lengths["long"] - 1e-6:
+            print(f"{folder}: {t[-1]:.0f} ps < {lengths['long']:.0f} ps, skipped", file=sys.stderr)
+            continue
+        res: dict[str, dict] = {}
+        for key, length in lengths.items():
+            sl = t <= length + 1e-6
+            res[key] = {sp: self_diffusion(rd.species_com_nm(sp)[sl], rd.time_ps[sl], species=sp,
+                                           system_com_nm=rd.system_com_nm[sl], guard_ps=0.0, n_blocks=s.n_blocks,
+                                           beta_range=s.diffusion_beta_range,
+                                           min_window_decades=s.diffusion_min_decades,
+                                           max_lag_fraction=s.diffusion_max_lag_fraction,
+                                           max_relative_half_width=s.diffusion_max_rel_half_width,
+                                           trend_alpha=s.block_trend_alpha) for sp in rd.species}
+        counts = {sp: int(np.sum(rd.species_mask(sp))) for sp in rd.species}
+        ions = rd.ions()
+        w = {sp: counts[sp] * rd.species_charge_e[sp] ** 2 for sp in ions}
+        ne0, ne1 = ({"value": sum(w[sp] * res[k][sp].D.whole for sp in ions),
+                     "blocks": [sum(w[sp] * res[k][sp].D.blocks[i] for sp in ions) for i in range(s.n_blocks)]}
+                    for k in ("first", "long"))
+        first = {"system": {"n_molecules": counts, "charges_e": {sp: rd.species_charge_e[sp] for sp in rd.species}},
+                 "windows": {"n_blocks": s.n_blocks},
+                 "observables": {f"self_diffusion/{sp}": {"value": d.D.whole,
+                                                          "uncertainty": {"half_width_95": d.D.half_width_95}}
+                                 for sp, d in res["first"].items()}}
+        first["observables"]["conductivity/sigma_NE"] = {"value": ne0["value"]}
+        hw_ne = {k: block_estimate(v["value"], v["blocks"], "1").half_width_95 for k, v in (("first", ne0),
+                                                                                           ("long", ne1))}
+        for name, hw0, hw1 in [*((f"self_diffusion/{sp}", d.D.half_width_95, res["long"][sp].D.half_width_95)
+                                 for sp, d in res["first"].items()),
+                               ("conductivity/sigma_NE", hw_ne["first"], hw_ne["long"])]:
+            pooled = pooled_half_width(first, name)
+            projected = (pooled[0] if pooled else hw0) / math.sqrt(factor)
+            rows.append({"run": str(folder), "case": case, "result": name, "hw_first": hw0,
+                         "hw_projected": projected, "hw_obtained": hw1, "ratio": hw1 / projected,
+                         "ratio_sqrt": hw1 / (hw0 / math.sqrt(factor)),
+                         "n_molecules": counts.get(name.rsplit("/", 1)[-1])})
+    return rows
+
+
 def _print_accuracy(rows: list[dict]) -> None:
     print(f"{'run':>10s} {'case':5s} {'result':34s} {'projected':>10s} {'obtained':>10s} ratio")
     for r in rows:
         print(f"{Path(r['run']).name[-10:]:>10s} {r['case']:5s} {r['result']:34s} {r['hw_projected']:10.3g} "
               f"{r['hw_obtained']:10.3g} {r['ratio']:.2f}")
-    for label, prefix in (("D", "self_diffusion/"), ("sigma_NE", "conductivity/sigma_NE")):
-        ratios = [r["ratio"] for r in rows if r["result"].startswith(prefix)]
-        if ratios:
-            within = sum(1 / 1.5 <= x <= 1.5 for x in ratios)
-            print(f"{label}: median ratio {statistics.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}, "
-                  f"{within}/{len(ratios)} within a factor 1.5")
+    for key, rule in (("ratio_sqrt", "hw (T/T')^1/2"), ("ratio", "pooled D, sigma_NE propagated")):
+        for label, prefix in (("D", "self_diffusion/"), ("sigma_NE", "conductivity/sigma_NE")):
+            ratios = [r[key] for r in rows if r["result"].startswith(prefix) and key in r]
+            if ratios:
+                within = sum(1 / 1.5 <= x <= 1.5 for x in ratios)
+                print(f"{rule:32s} {label:8s}: median ratio {statistics.median(ratios):.2f}, range "
+                      f"{min(ratios):.2f}-{max(ratios):.2f}, {within}/{len(ratios)} within a factor 1.5")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,6 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     a = sub.add_parser("accuracy")
     a.add_argument("bases", type=Path, nargs="+")
     a.add_argument("--factor", type=float, default=4.0)
+    pre = sub.add_parser("prefix")
+    pre.add_argument("trajectories", type=Path, nargs="+", help="folders with prod.tpr and prod.xtc")
+    pre.add_argument("--first-ps", type=float, default=40.0)
+    pre.add_argument("--factor", type=float, default=4.0)
+    pre.add_argument("--json", type=Path, default=None)
     for s in (c, a):
         s.add_argument("--preset", default="micro")
         s.add_argument("--json", type=Path, default=None, help="also write the numbers here")
@@ -171,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{arm}: MD {s['md_ns']:.3f} ns, wall {s['wall_s']:.0f} s, production ns "
                       + ", ".join(f"{c} {v['production_ns']:.3f}" for c, v in s["cases"].items()))
                 print(f"  D states: {d_states}")
+        elif args.cmd == "prefix":
+            out = prefix_accuracy(args.trajectories, args.first_ps, args.factor)
+            _print_accuracy(out)
         else:
             out = accuracy(args.bases, args.factor, args.preset, Path(tmp))
             _print_accuracy(out)

@@ -40,11 +40,15 @@ from mdbench.record.state_graph import topological_order
 #: The rule recorded with every projection (and registered with the decisions).
 PROJECTION_RULE = (
     "precision: T_C = T (hw/b)^2 (block-mean variance ~ 1/block length; b = the registered bound stated with "
-    "the check), range from the 68 % chi-square interval of a 4-block standard deviation; diffusive window: "
+    "the check), range from the 68 % chi-square interval of a 4-block standard deviation; for D the relative "
+    "block variance times the molecule count pooled over the case's species (k(n-1) dof), and sigma_NE's "
+    "half-width propagated from its ions' pooled D; diffusive window: "
     "beta extrapolated linearly in ln t to the band's lower edge, window of the registered decades below "
     "max_lag_fraction x block length; a failing trend, plateau or other check: not projectable (not "
     "credible); a derived result: the largest of its inputs' projections and its own"
 )
+#: Results whose block half-width is pooled over the case's species (:func:`pooled_relative_half_widths`).
+D_PREFIX = "self_diffusion/"
 _BOUND = re.compile(r"accepted <= ([0-9.eE+-]+)(%)?( of \|value\|)?(?: or <= ([0-9.eE+-]+))?")
 
 
@@ -61,18 +65,94 @@ def _window_ps(obs: dict[str, Any], case_windows: dict[str, Any]) -> tuple[float
     return float(win.get("guard_ps") or rng[0] or 0.0), length + float(win.get("dt_ps") or 0.0), n
 
 
-def half_width_range_factor(n_blocks: int) -> tuple[float, float]:
-    """(low, high) factors on a block half-width: the 68 % interval of σ given s from ``n_blocks`` blocks.
+def half_width_range_factor(n_blocks: int, dof: int | None = None) -> tuple[float, float]:
+    """(low, high) factors on a block half-width: the 68 % interval of σ given s from ``n_blocks`` blocks
+    (or from a pooled variance with ``dof`` degrees of freedom).
 
     >>> lo, hi = half_width_range_factor(4)
     >>> round(lo, 2), round(hi, 2)
     (0.76, 1.89)
+    >>> [round(x, 2) for x in half_width_range_factor(4, dof=9)]
+    [0.83, 1.35]
     """
-    nu = max(1, n_blocks - 1)
+    nu = max(1, dof if dof is not None else n_blocks - 1)
     return math.sqrt(nu / stats.chi2.ppf(0.84, nu)), math.sqrt(nu / stats.chi2.ppf(0.16, nu))
 
 
-def precision_length(length_ps: float, half_width: float, bound: float, n_blocks: int
+def pooled_relative_half_widths(doc: dict[str, Any]) -> dict[str, tuple[float, int]]:
+    """Species → (relative 95 % half-width of its D, degrees of freedom): the case's D block variances pooled.
+
+    The block value of D is the slope of the MSD averaged over the N molecules of the species, fitted over the
+    same lag window in blocks of the same length for every species of the case; the relative variance of an
+    MSD at lag t from a window T is ~ 2t/(3T) per molecule whatever D is (Qian, Sheetz & Elson, Biophys. J. 60,
+    910 (1991)), so (hw/D)^2 N estimates one constant per case. Its mean over the k species is a pooled
+    variance with k (n_blocks - 1) degrees of freedom instead of n_blocks - 1: the relative half-width of
+    species i is then (mean_j (hw_j/D_j)^2 N_j / N_i)^1/2. Four blocks alone scatter a half-width by a factor
+    0.76-1.89 (68 %); pooled over three species (9 dof), 0.83-1.35. Species without a finite D, half-width or
+    molecule count are left out; fewer than two: {}.
+
+    >>> doc = {"system": {"n_molecules": {"A": 10, "B": 40}}, "windows": {"n_blocks": 4}, "observables": {
+    ...     "self_diffusion/A": {"value": 1.0, "uncertainty": {"half_width_95": 0.4}},
+    ...     "self_diffusion/B": {"value": 2.0, "uncertainty": {"half_width_95": 0.2}}}}
+    >>> {k: (round(v, 3), dof) for k, (v, dof) in pooled_relative_half_widths(doc).items()}
+    {'A': (0.316, 6), 'B': (0.158, 6)}
+    """
+    counts = ((doc.get("system") or {}).get("n_molecules") or {}) if isinstance(doc.get("system"), dict) else {}
+    n_blocks = int(((doc.get("windows") or {}) if isinstance(doc.get("windows"), dict) else {}).get("n_blocks") or 4)
+    terms: dict[str, tuple[float, int]] = {}
+    for name, obs in (doc.get("observables") or {}).items():
+        if not (isinstance(name, str) and name.startswith(D_PREFIX) and isinstance(obs, dict)):
+            continue
+        sp = name[len(D_PREFIX):]
+        unc = obs.get("uncertainty") if isinstance(obs.get("uncertainty"), dict) else {}
+        value, hw, n = _f(obs.get("value")), _f(unc.get("half_width_95")), _f(counts.get(sp))
+        if value and hw is not None and n and n > 0:
+            terms[sp] = ((hw / value) ** 2 * n, int(n))
+    if len(terms) < 2:
+        return {}
+    c = math.fsum(t for t, _ in terms.values()) / len(terms)
+    dof = len(terms) * max(1, n_blocks - 1)
+    return {sp: (math.sqrt(c / n), dof) for sp, (_, n) in terms.items()}
+
+
+def sigma_ne_half_width(doc: dict[str, Any], pooled: dict[str, tuple[float, int]]) -> tuple[float, int] | None:
+    """(95 % half-width of sigma_NE, degrees of freedom) propagated from its ions' pooled D half-widths.
+
+    sigma_NE = e^2/(V k T) sum_i N_i z_i^2 D_i, so its relative half-width is
+    (sum_i (N_i z_i^2 D_i r_i)^2)^1/2 / sum_i N_i z_i^2 D_i with r_i the ions' relative D half-widths
+    (:func:`pooled_relative_half_widths`; the ions' D taken independent). None without every ion's pooled D.
+    """
+    system = doc.get("system") if isinstance(doc.get("system"), dict) else {}
+    charges, counts = system.get("charges_e") or {}, system.get("n_molecules") or {}
+    obs = doc.get("observables") or {}
+    ne = _f((obs.get("conductivity/sigma_NE") or {}).get("value")) if isinstance(obs, dict) else None
+    ions = [sp for sp, z in charges.items() if _f(z)]
+    if ne is None or not ions or any(sp not in pooled for sp in ions):
+        return None
+    w = {sp: float(counts.get(sp) or 0) * float(charges[sp]) ** 2 * (_f((obs.get(D_PREFIX + sp) or {}).get("value"))
+                                                                     or 0.0) for sp in ions}
+    total = math.fsum(w.values())
+    if not total > 0:
+        return None
+    rel = math.sqrt(math.fsum((w[sp] * pooled[sp][0]) ** 2 for sp in ions)) / total
+    return rel * abs(ne), min(pooled[sp][1] for sp in ions)
+
+
+def pooled_half_width(doc: dict[str, Any], name: str) -> tuple[float, int] | None:
+    """(95 % half-width, degrees of freedom) of ``name`` from the case's pooled D variances: D of a species
+    (:func:`pooled_relative_half_widths`) or sigma_NE (:func:`sigma_ne_half_width`); None for other results
+    or where pooling is not possible."""
+    pooled = pooled_relative_half_widths(doc)
+    if name == "conductivity/sigma_NE":
+        return sigma_ne_half_width(doc, pooled)
+    value = _f(((doc.get("observables") or {}).get(name) or {}).get("value"))
+    if name.startswith(D_PREFIX) and name[len(D_PREFIX):] in pooled and value is not None:
+        rel, dof = pooled[name[len(D_PREFIX):]]
+        return rel * abs(value), dof
+    return None
+
+
+def precision_length(length_ps: float, half_width: float, bound: float, n_blocks: int, dof: int | None = None
                      ) -> tuple[float, float, float]:
     """(T_C, low, high) [ps]: the analysed length at which the half-width of ``n_blocks`` blocks meets ``bound``.
 
@@ -80,7 +160,7 @@ def precision_length(length_ps: float, half_width: float, bound: float, n_blocks
     160.0
     """
     t_c = length_ps * (half_width / bound) ** 2
-    lo, hi = half_width_range_factor(n_blocks)
+    lo, hi = half_width_range_factor(n_blocks, dof)
     return t_c, t_c * lo ** 2, t_c * hi ** 2
 
 
@@ -135,9 +215,11 @@ def _diffusive_length(obs: dict[str, Any], settings: dict[str, Any], n_blocks: i
 
 
 def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], production_ns: float,
-                   case_windows: dict[str, Any] | None = None) -> dict[str, Any]:
+                   case_windows: dict[str, Any] | None = None, pooled: tuple[float, int] | None = None
+                   ) -> dict[str, Any]:
     """The projection of one SI result of results.json (its entry ``obs``, the recorded ``reason``, the
-    case's ``windows``).
+    case's ``windows``; ``pooled``: (half-width, degrees of freedom) to project the precision from instead
+    of the result's own four-block half-width — D and sigma_NE, :func:`pooled_half_width`).
 
     Returns ``{"ns_to_C", "ns_to_C_low", "ns_to_C_high", "credible", "limiting_check", "basis", "rule"}``:
     the *total* production length [ns] projected to earn the result (None when not projectable).
@@ -159,8 +241,13 @@ def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], p
             bound = _bound(detail, value)
             if bound is None:
                 return {**out, "limiting_check": check, "basis": f"{check}: registered bound not stated"}
-            t_c, lo, hi = precision_length(length, hw, bound, n)
-            need.append((t_c, lo, hi, check, f"{check}: hw {hw:.3g} -> bound {bound:.3g}"))
+            if pooled is not None:
+                t_c, lo, hi = precision_length(length, pooled[0], bound, n, dof=pooled[1])
+                need.append((t_c, lo, hi, check, f"{check}: hw {hw:.3g} (pooled over the case's D: "
+                                                 f"{pooled[0]:.3g}, {pooled[1]} dof) -> bound {bound:.3g}"))
+            else:
+                t_c, lo, hi = precision_length(length, hw, bound, n)
+                need.append((t_c, lo, hi, check, f"{check}: hw {hw:.3g} -> bound {bound:.3g}"))
         elif spread is not None and float(spread.group(2)) > 0:  # a spread of block-like estimates: as precision
             t_c, lo, hi = precision_length(length, float(spread.group(1)), float(spread.group(2)), n)
             need.append((t_c, lo, hi, check, f"{check}: spread {spread.group(1)} -> {spread.group(2)}"))
@@ -205,7 +292,8 @@ def project_graph(graph: dict[str, Any], results: dict[str, dict[str, Any]], pro
         doc = results.get(case) or {}
         obs = (doc.get("observables") or {}).get(node["name"]) or {}
         proj = project_result(obs, node["own_reason"], doc.get("settings") or {}, production_ns.get(case, 0.0),
-                              doc.get("windows") if isinstance(doc.get("windows"), dict) else {})
+                              doc.get("windows") if isinstance(doc.get("windows"), dict) else {},
+                              pooled=pooled_half_width(doc, node["name"]))
         if node["own_state"] != "SI" or node["own_reason"].startswith("input "):  # SI only through an input (rule 8)
             proj = {**proj, "ns_to_C": production_ns.get(case, 0.0), "credible": True, "basis": "own checks pass"}
         for src in derived.get(nid, ()):
