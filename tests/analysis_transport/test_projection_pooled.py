@@ -1,5 +1,4 @@
-"""The projected half-width of D pooled over the case's species, and sigma_NE's propagated from its ions' D
-(issue 46: projection accuracy). Synthetic block values drawn as the per-molecule MSD scaling predicts; the
+"""The projected half-width of D pooled over the case's species (issue 46: projection accuracy). Synthetic block values drawn as the per-molecule MSD scaling predicts; the
 seed follows MDBENCH_TEST_SEED and the assertions hold with wide margins for any seed."""
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ import pytest
 
 from mdbench.analysis.blocks import block_estimate
 from mdbench.analysis.projection import (half_width_range_factor, pooled_half_width, pooled_relative_half_widths,
-                                         project_result, sigma_ne_half_width)
+                                         project_result)
 
 from _testseed import seed_for
 
@@ -57,19 +56,14 @@ def test_pooled_half_width_scatters_less_than_a_species_own_four_blocks():
     assert half_width_range_factor(4, dof=9)[1] < half_width_range_factor(4)[1]
 
 
-def test_sigma_ne_half_width_propagates_the_ions_pooled_d():
+def test_only_d_is_pooled_and_only_with_two_species_or_more():
     doc, _ = _doc({"LI": np.array([1.0, 2.0, 3.0, 2.0]) * 1e-10, "FSI": np.array([3.0, 4.0, 5.0, 4.0]) * 1e-10,
                    "DMC": np.array([5.0, 6.0, 7.0, 6.5]) * 1e-10})
-    pooled = pooled_relative_half_widths(doc)
-    hw, dof = sigma_ne_half_width(doc, pooled)
-    w = {sp: COUNTS[sp] * CHARGES[sp] ** 2 * doc["observables"][f"self_diffusion/{sp}"]["value"] for sp in ("LI", "FSI")}
-    expected = math.hypot(*(w[sp] * pooled[sp][0] for sp in w))  # in units of sigma_NE / (e^2/VkT)
-    assert hw == pytest.approx(expected * doc["observables"]["conductivity/sigma_NE"]["value"] / sum(w.values()))
-    assert dof == 9 and pooled_half_width(doc, "conductivity/sigma_NE") == (hw, dof)
-    # without every ion's D there is nothing to propagate; nor a pooled D with one species
-    assert sigma_ne_half_width(doc, {k: v for k, v in pooled.items() if k != "FSI"}) is None
+    assert pooled_half_width(doc, "conductivity/sigma_NE") is None  # its own D's windows: not the self-diffusion's
     one = {**doc, "observables": {"self_diffusion/LI": doc["observables"]["self_diffusion/LI"]}}
     assert pooled_relative_half_widths(one) == {} and pooled_half_width(one, "self_diffusion/LI") is None
+    no_count = {**doc, "system": {"n_molecules": {"LI": 8}}}
+    assert pooled_half_width(no_count, "self_diffusion/LI") is None
 
 
 def test_the_precision_projection_uses_the_pooled_half_width():

@@ -10,7 +10,11 @@ the window that meets the registered bound b is
 
 where b is the bound the analysis states with the check (``accepted <= 20% of |value|`` → 0.2·|value|;
 ``accepted <= 0.1`` → 0.1). The half-width itself comes from n = 4 blocks: its 68 % interval is
-s·[√(ν/χ²₀.₈₄,ν), √(ν/χ²₀.₁₆,ν)] with ν = n − 1, which gives the projection's range.
+s·[√(ν/χ²₀.₈₄,ν), √(ν/χ²₀.₁₆,ν)] with ν = n − 1, which gives the projection's range. That scatter, not the
+scaling, dominated the projection's error (issue 46). For D the half-width projected from is therefore the
+case's pooled one (:func:`pooled_relative_half_widths`: the relative block variance of an MSD slope times the
+molecule count is one constant per case, Qian, Sheetz & Elson, Biophys. J. 60, 910 (1991)), with
+ν = k(n − 1) for k species.
 
 **Diffusive window** (``diffusive_window`` failed). The registered rule needs a run of lags with
 β = d ln MSD / d ln t within its band over ``min_window_decades``, below ``max_lag_fraction`` of the block
@@ -41,8 +45,7 @@ from mdbench.record.state_graph import topological_order
 PROJECTION_RULE = (
     "precision: T_C = T (hw/b)^2 (block-mean variance ~ 1/block length; b = the registered bound stated with "
     "the check), range from the 68 % chi-square interval of a 4-block standard deviation; for D the relative "
-    "block variance times the molecule count pooled over the case's species (k(n-1) dof), and sigma_NE's "
-    "half-width propagated from its ions' pooled D; diffusive window: "
+    "block variance times the molecule count pooled over the case's species (k(n-1) dof); diffusive window: "
     "beta extrapolated linearly in ln t to the band's lower edge, window of the registered decades below "
     "max_lag_fraction x block length; a failing trend, plateau or other check: not projectable (not "
     "credible); a derived result: the largest of its inputs' projections and its own"
@@ -115,38 +118,17 @@ def pooled_relative_half_widths(doc: dict[str, Any]) -> dict[str, tuple[float, i
     return {sp: (math.sqrt(c / n), dof) for sp, (_, n) in terms.items()}
 
 
-def sigma_ne_half_width(doc: dict[str, Any], pooled: dict[str, tuple[float, int]]) -> tuple[float, int] | None:
-    """(95 % half-width of sigma_NE, degrees of freedom) propagated from its ions' pooled D half-widths.
-
-    sigma_NE = e^2/(V k T) sum_i N_i z_i^2 D_i, so its relative half-width is
-    (sum_i (N_i z_i^2 D_i r_i)^2)^1/2 / sum_i N_i z_i^2 D_i with r_i the ions' relative D half-widths
-    (:func:`pooled_relative_half_widths`; the ions' D taken independent). None without every ion's pooled D.
-    """
-    system = doc.get("system") if isinstance(doc.get("system"), dict) else {}
-    charges, counts = system.get("charges_e") or {}, system.get("n_molecules") or {}
-    obs = doc.get("observables") or {}
-    ne = _f((obs.get("conductivity/sigma_NE") or {}).get("value")) if isinstance(obs, dict) else None
-    ions = [sp for sp, z in charges.items() if _f(z)]
-    if ne is None or not ions or any(sp not in pooled for sp in ions):
-        return None
-    w = {sp: float(counts.get(sp) or 0) * float(charges[sp]) ** 2 * (_f((obs.get(D_PREFIX + sp) or {}).get("value"))
-                                                                     or 0.0) for sp in ions}
-    total = math.fsum(w.values())
-    if not total > 0:
-        return None
-    rel = math.sqrt(math.fsum((w[sp] * pooled[sp][0]) ** 2 for sp in ions)) / total
-    return rel * abs(ne), min(pooled[sp][1] for sp in ions)
-
-
 def pooled_half_width(doc: dict[str, Any], name: str) -> tuple[float, int] | None:
-    """(95 % half-width, degrees of freedom) of ``name`` from the case's pooled D variances: D of a species
-    (:func:`pooled_relative_half_widths`) or sigma_NE (:func:`sigma_ne_half_width`); None for other results
-    or where pooling is not possible."""
-    pooled = pooled_relative_half_widths(doc)
-    if name == "conductivity/sigma_NE":
-        return sigma_ne_half_width(doc, pooled)
+    """(95 % half-width, degrees of freedom) of the result ``name`` from the case's pooled D variances
+    (:func:`pooled_relative_half_widths`): D of a species; None for other results or where pooling is not
+    possible.
+
+    sigma_NE is not pooled: the collective-transport estimator fits its own D's over lags [0.05, 0.25] x block
+    length, not the self-diffusion windows, so the self-diffusion half-widths do not carry over (propagating
+    them gave 2.5-6x sigma_NE's own half-width on micro; docs/performance.md, issue 46)."""
     value = _f(((doc.get("observables") or {}).get(name) or {}).get("value"))
-    if name.startswith(D_PREFIX) and name[len(D_PREFIX):] in pooled and value is not None:
+    pooled = pooled_relative_half_widths(doc) if name.startswith(D_PREFIX) else {}
+    if name[len(D_PREFIX):] in pooled and value is not None:
         rel, dof = pooled[name[len(D_PREFIX):]]
         return rel * abs(value), dof
     return None
@@ -219,7 +201,7 @@ def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], p
                    ) -> dict[str, Any]:
     """The projection of one SI result of results.json (its entry ``obs``, the recorded ``reason``, the
     case's ``windows``; ``pooled``: (half-width, degrees of freedom) to project the precision from instead
-    of the result's own four-block half-width — D and sigma_NE, :func:`pooled_half_width`).
+    of the result's own four-block half-width — D, :func:`pooled_half_width`).
 
     Returns ``{"ns_to_C", "ns_to_C_low", "ns_to_C_high", "credible", "limiting_check", "basis", "rule"}``:
     the *total* production length [ns] projected to earn the result (None when not projectable).
