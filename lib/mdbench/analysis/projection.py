@@ -47,7 +47,9 @@ PROJECTION_RULE = (
     "the check), range from the 68 % chi-square interval of a 4-block standard deviation; for D the relative "
     "block variance times the molecule count pooled over the case's species (k(n-1) dof); diffusive window: "
     "beta extrapolated linearly in ln t to the band's lower edge, window of the registered decades below "
-    "max_lag_fraction x block length; a failing trend, plateau or other check: not projectable (not "
+    "max_lag_fraction x block length; collective regime (sigma, ionicity, t+): the registered charge-MSD "
+    "window's start (f_lo x block length) past the latest lag at which an ion's MSD beta reaches the band; "
+    "a failing trend, plateau or other check: not projectable (not "
     "credible); a derived result: the largest of its inputs' projections and its own"
 )
 #: Results whose block half-width is pooled over the case's species (:func:`pooled_relative_half_widths`).
@@ -176,32 +178,74 @@ def _failing(obs: dict[str, Any], reason: str) -> dict[str, str]:
 _SPREAD = re.compile(r"plateaus ([0-9.eE+-]+) \(<= ([0-9.eE+-]+)\)")
 
 
-def _diffusive_length(obs: dict[str, Any], settings: dict[str, Any], n_blocks: int) -> tuple[float, str] | None:
+def _beta_onset(obs: dict[str, Any], beta_lo: float) -> float | None:
+    """Lag [ps] where the MSD exponent β of a D result reaches ``beta_lo``: the window's start where β is
+    already there, else β extrapolated linearly in ln t from the window's (β_min, β_max); None without a
+    rising β."""
     win = obs.get("window") if isinstance(obs.get("window"), dict) else {}
     lo, hi = _f(win.get("lo_ps")), _f(win.get("hi_ps"))
     b_min, b_max, dec = _f(win.get("beta_min")), _f(win.get("beta_max")), _f(win.get("decades"))
+    if None in (lo, hi, b_min, b_max) or not dec:
+        return None
+    if b_min >= beta_lo:
+        return lo
+    slope = (b_max - b_min) / dec
+    if slope <= 0.01:
+        return None
+    return hi * 10 ** ((beta_lo - b_max) / slope)
+
+
+def _diffusive_length(obs: dict[str, Any], settings: dict[str, Any], n_blocks: int) -> tuple[float, str] | None:
     band = settings.get("diffusion_beta_range") or [0.9, 1.1]
     need_dec = _f(settings.get("diffusion_min_decades")) or 0.9
     frac = _f(settings.get("diffusion_max_lag_fraction")) or 0.5
-    if None in (lo, hi, b_min, b_max) or not dec:
+    win = obs.get("window") if isinstance(obs.get("window"), dict) else {}
+    t_band = _f(win.get("lo_ps")) if win.get("found") else _beta_onset(obs, float(band[0]))
+    if t_band is None:
         return None
-    if win.get("found") and b_min >= band[0]:
-        t_band = lo
-    else:
-        slope = (b_max - b_min) / dec
-        if slope <= 0.01:
-            return None
-        t_band = hi * 10 ** ((float(band[0]) - b_max) / slope)
     t_hi = t_band * 10 ** need_dec
     return n_blocks * t_hi / frac, f"diffusive window from {t_band:.3g} ps needs lags to {t_hi:.3g} ps"
 
 
+_COLLECTIVE = re.compile(r"charge-MSD beta ([0-9.eE+-]+|nan) over .*accepted \(([0-9.eE+-]+), ([0-9.eE+-]+)\)")
+_LAG_FRACTIONS = re.compile(r"lags \[([0-9.eE+-]+), ([0-9.eE+-]+)\] x block length")
+
+
+def collective_length(doc: dict[str, Any], detail: str, n_blocks: int) -> tuple[float, str] | None:
+    """(T_C [ps], basis): the analysed length at which the collective-regime check (the charge MSD's β over
+    the registered lags [f_lo, f_hi] x block length within its band) is projected to pass; None when not
+    projectable.
+
+    The charge MSD of an electrolyte turns diffusive no earlier than its ions' own MSDs: the onset is the
+    latest lag at which an ion's MSD exponent reaches the band's lower edge (:func:`_beta_onset`, from the
+    ion's self-diffusion window), and the registered window starts past it when f_lo x T/n >= onset, so
+    T_C = n onset / f_lo. A log-linear extrapolation, as for the diffusive window (range: a factor 3).
+    """
+    m = _COLLECTIVE.search(detail or "")
+    onsager = doc.get("onsager") if isinstance(doc.get("onsager"), dict) else {}
+    rule = str(((onsager.get("window") or {}) if isinstance(onsager.get("window"), dict) else {}).get("rule") or "")
+    f = _LAG_FRACTIONS.search(rule)
+    system = doc.get("system") if isinstance(doc.get("system"), dict) else {}
+    ions = [sp for sp, z in (system.get("charges_e") or {}).items() if _f(z)]
+    if m is None or f is None or not ions or not float(f.group(1)) > 0:
+        return None
+    onsets = [_beta_onset(((doc.get("observables") or {}).get(D_PREFIX + sp) or {}), float(m.group(2)))
+              for sp in ions]
+    if any(t is None for t in onsets):
+        return None
+    onset = max(onsets)
+    return (n_blocks * onset / float(f.group(1)),
+            f"collective regime: the ions' MSD beta reaches {m.group(2)} at {onset:.3g} ps; the registered window "
+            f"starts at {f.group(1)} x block length")
+
+
 def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], production_ns: float,
-                   case_windows: dict[str, Any] | None = None, pooled: tuple[float, int] | None = None
-                   ) -> dict[str, Any]:
+                   case_windows: dict[str, Any] | None = None, pooled: tuple[float, int] | None = None,
+                   doc: dict[str, Any] | None = None) -> dict[str, Any]:
     """The projection of one SI result of results.json (its entry ``obs``, the recorded ``reason``, the
     case's ``windows``; ``pooled``: (half-width, degrees of freedom) to project the precision from instead
-    of the result's own four-block half-width — D, :func:`pooled_half_width`).
+    of the result's own four-block half-width — D, :func:`pooled_half_width`; ``doc``: the case's results.json,
+    for the collective regime of sigma, the ionicity and t+, :func:`collective_length`).
 
     Returns ``{"ns_to_C", "ns_to_C_low", "ns_to_C_high", "credible", "limiting_check", "basis", "rule"}``:
     the *total* production length [ns] projected to earn the result (None when not projectable).
@@ -239,6 +283,12 @@ def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], p
                 return {**out, "limiting_check": check, "basis": "diffusive window: beta does not rise towards the "
                                                                   "band within the lags: not projectable"}
             need.append((d[0], d[0] / 3.0, d[0] * 3.0, check, d[1]))  # a log-linear extrapolation: a factor 3
+        elif check == "collective_regime" and doc is not None:
+            d = collective_length(doc, detail, n)
+            if d is None:
+                return {**out, "limiting_check": check, "basis": "collective regime: the ions' MSD beta does not "
+                                                                  "rise towards the band: not projectable"}
+            need.append((d[0], d[0] / 3.0, d[0] * 3.0, check, d[1]))
         else:
             return {**out, "limiting_check": check, "basis": f"{check} cannot be projected from one segment"}
     t_c, lo, hi, check, basis = max(need)
@@ -275,7 +325,7 @@ def project_graph(graph: dict[str, Any], results: dict[str, dict[str, Any]], pro
         obs = (doc.get("observables") or {}).get(node["name"]) or {}
         proj = project_result(obs, node["own_reason"], doc.get("settings") or {}, production_ns.get(case, 0.0),
                               doc.get("windows") if isinstance(doc.get("windows"), dict) else {},
-                              pooled=pooled_half_width(doc, node["name"]))
+                              pooled=pooled_half_width(doc, node["name"]), doc=doc)
         if node["own_state"] != "SI" or node["own_reason"].startswith("input "):  # SI only through an input (rule 8)
             proj = {**proj, "ns_to_C": production_ns.get(case, 0.0), "credible": True, "basis": "own checks pass"}
         for src in derived.get(nid, ()):
