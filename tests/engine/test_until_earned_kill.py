@@ -40,9 +40,10 @@ pytestmark = [needs_gmx, pytest.mark.gromacs, pytest.mark.slow, pytest.mark.time
 PROTO = load_preset("micro")["protocol"]
 DT_PS = PROTO["dt_fs"] / 1000.0
 FIRST_STEPS = round(PROTO["production_ps"] / DT_PS)
-#: The study's MD cap [ns]: the micro study commits 0.09 ns (equilibration 50 ps, production 40 ps) before the
-#: first decision; 35 ps are left: one extension of at least 20 ps (half the production), then little or none.
-BUDGET_NS = 0.125
+#: MD left for extensions [ns] under the study's cap: one extension of at least 20 ps (half the production),
+#: then little or none. The cap is the equilibrated snapshot's MD (its gate may have extended the NPT
+#: segment) plus the first production plus this.
+EXTENSION_ROOM_NS = 0.035
 
 
 def _decisions(run: Path) -> list[dict]:
@@ -65,7 +66,8 @@ def _extension_running(run: Path, procs: list[psutil.Process]) -> str | None:
 def test_until_earned_killed_during_an_extension_resumes(micro_de_equilibrated, tmp_path):
     run = tmp_path / "R"
     shutil.copytree(micro_de_equilibrated, run, symlinks=True)
-    argv = K.study_argv(run, "--until", "earned", "--budget-ns", str(BUDGET_NS))
+    budget_ns = RunRecord(run).committed_ns() + PROTO["production_ps"] / 1000 + EXTENSION_ROOM_NS
+    argv = K.study_argv(run, "--until", "earned", "--budget-ns", f"{budget_ns:.6f}")
     kill = K.run_and_kill(argv, run, K.KillPoint("study/40_production", _extension_running), signal.SIGKILL,
                           timeout_s=3000.0)
     assert "gmx" in kill.processes, kill
@@ -103,6 +105,6 @@ def test_until_earned_killed_during_an_extension_resumes(micro_de_equilibrated, 
     assert after[0]["payload"]["production_ns"] == pytest.approx(finished_ns, abs=1e-9), after[0]["payload"]
     assert [d["id"] for d in _decisions(run)] == sorted(d["id"] for d in _decisions(run))
     # the cap held (the steps the kill made mdrun compute twice aside: the budget counts compute)
-    assert rec.committed_ns() - acc.superseded_steps * DT_PS / 1000 <= BUDGET_NS + 1e-6
+    assert rec.committed_ns() - acc.superseded_steps * DT_PS / 1000 <= budget_ns + 1e-6
     events = [json.loads(line) for line in (run / "run_record" / "events.jsonl").read_text().splitlines()]
     assert judge_production_decisions(events, sg.read_graph(run))["findings"] == []

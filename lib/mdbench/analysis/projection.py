@@ -14,7 +14,7 @@ s·[√(ν/χ²₀.₈₄,ν), √(ν/χ²₀.₁₆,ν)] with ν = n − 1, whi
 scaling, dominated the projection's error (issue 46). For D the half-width projected from is therefore the
 case's pooled one (:func:`pooled_relative_half_widths`: the relative block variance of an MSD slope times the
 molecule count is one constant per case, Qian, Sheetz & Elson, Biophys. J. 60, 910 (1991)), with
-ν = k(n − 1) for k species.
+ν = k(n − 1) for k species, times the median of s/σ for n blocks (:func:`pooled_half_width`).
 
 **Diffusive window** (``diffusive_window`` failed). The registered rule needs a run of lags with
 β = d ln MSD / d ln t within its band over ``min_window_decades``, below ``max_lag_fraction`` of the block
@@ -45,7 +45,8 @@ from mdbench.record.state_graph import topological_order
 PROJECTION_RULE = (
     "precision: T_C = T (hw/b)^2 (block-mean variance ~ 1/block length; b = the registered bound stated with "
     "the check), range from the 68 % chi-square interval of a 4-block standard deviation; for D the relative "
-    "block variance times the molecule count pooled over the case's species (k(n-1) dof); diffusive window: "
+    "block variance times the molecule count pooled over the case's species (k(n-1) dof), projected as the "
+    "median half-width n blocks will give; diffusive window: "
     "beta extrapolated linearly in ln t to the band's lower edge, window of the registered decades below "
     "max_lag_fraction x block length; collective regime (sigma, ionicity, t+): the registered charge-MSD "
     "window's start (f_lo x block length) past the latest lag at which an ion's MSD beta reaches the band; "
@@ -125,15 +126,28 @@ def pooled_half_width(doc: dict[str, Any], name: str) -> tuple[float, int] | Non
     (:func:`pooled_relative_half_widths`): D of a species; None for other results or where pooling is not
     possible.
 
-    sigma_NE is not pooled: the collective-transport estimator fits its own D's over lags [0.05, 0.25] x block
-    length, not the self-diffusion windows, so the self-diffusion half-widths do not carry over (propagating
-    them gave 2.5-6x sigma_NE's own half-width on micro; docs/performance.md, issue 46)."""
+    The half-width returned is the *median* of the one n blocks will give (what the registered check will
+    read): the pooled variance estimates σ² itself, while n blocks give s with s²/σ² ~ χ²(n−1)/(n−1), whose
+    median is 0.888 for n = 4 (for a result's own four-block s no such factor: the s it has and the s it will
+    get are draws of the same law). sigma_NE is not pooled: the collective-transport estimator fits its own
+    D's over lags [0.05, 0.25] x block length, not the self-diffusion windows, so their half-widths do not
+    carry over (propagated, they gave 2.5-6x sigma_NE's own half-width on micro; docs/performance.md).
+
+    >>> doc = {"system": {"n_molecules": {"A": 10, "B": 40}}, "windows": {"n_blocks": 4}, "observables": {
+    ...     "self_diffusion/A": {"value": 1.0, "uncertainty": {"half_width_95": 0.4}},
+    ...     "self_diffusion/B": {"value": 2.0, "uncertainty": {"half_width_95": 0.2}}}}
+    >>> hw, dof = pooled_half_width(doc, "self_diffusion/A")
+    >>> round(hw, 3), dof
+    (0.281, 6)
+    """
     value = _f(((doc.get("observables") or {}).get(name) or {}).get("value"))
     pooled = pooled_relative_half_widths(doc) if name.startswith(D_PREFIX) else {}
-    if name[len(D_PREFIX):] in pooled and value is not None:
-        rel, dof = pooled[name[len(D_PREFIX):]]
-        return rel * abs(value), dof
-    return None
+    if name[len(D_PREFIX):] not in pooled or value is None:
+        return None
+    rel, dof = pooled[name[len(D_PREFIX):]]
+    windows = doc.get("windows") if isinstance(doc.get("windows"), dict) else {}
+    nu = max(1, int(windows.get("n_blocks") or 4) - 1)
+    return rel * abs(value) * math.sqrt(stats.chi2.ppf(0.5, nu) / nu), dof
 
 
 def precision_length(length_ps: float, half_width: float, bound: float, n_blocks: int, dof: int | None = None
