@@ -17,13 +17,16 @@ production and analysis done); BASE is copied, never changed.
     Prints the ratio obtained/projected per result and its distribution; target: within a factor 1.5 for D and
     σ_NE.
 
-Measured (micro preset, one base run of the three cases, 40 ps production extended 4-fold to 160 ps, on a
-shared 2-core machine under load; 2026-12-05): obtained/projected half-width — D (10 species-cases) median 1.46,
-range 0.28-3.84, 4/10 within a factor 1.5; sigma_NE (3) median 2.29, range 0.94-2.92, 1/3 within 1.5; sigma
-0.49-1.00; eta 0.67-4.36. The target (within 1.5 for D and sigma_NE) is not met at micro: a four-block
-half-width alone scatters by a factor 0.76-1.89 (68 %), and in 10 ps blocks D's fit window is still
-sub-diffusive, so the estimate itself changes with the length (hw falls slower than T^-1/2, median > 1). The
-tiny runs below are the measurement that counts.
+Measured: docs/performance.md, "Production until earned (issue 46)": with the rule before (own four-block
+hw x (T/T')^1/2) D was within a factor 1.5 in 30/63 results (micro seed 2026 extended and reanalysed, micro
+seeds 101-104 and tiny by ``prefix``), with the pooled D half-width (:func:`mdbench.analysis.projection.
+pooled_half_width`) in 35/63 (the four-block scatter of the obtained half-width alone caps it near 64 %);
+sigma_NE 1/3 before and after on the extended micro run (its collective fit window grows with the block).
+
+``prefix DIR [DIR …] --first-ps T --factor K``
+    The same ratio from prefixes of long productions (folders with prod.tpr and prod.xtc): the registered D
+    estimator on the first T ps and on all K T ps of each; no MD and no full analysis (see
+    :func:`prefix_accuracy`).
 
 ``compare`` on the same micro base with a 0.73 ns cap (under load): fixed 0.730 ns MD, 252 s, 70 C / 87 SI
 results; earned 0.621 ns MD, 213 s, 75 C / 82 SI (DE extended three times to 0.182 ns, LHCE once to 0.088 ns,
@@ -35,6 +38,7 @@ Examples (the lead's tiny runs; micro is what a loaded 2-core machine affords)::
     mdbench study run --preset tiny --out /tmp/tiny_base --seed 11
     python benchmarks/adaptive_sampling.py compare /tmp/tiny_base --budget-ns 6 --preset tiny
     python benchmarks/adaptive_sampling.py accuracy /tmp/tiny_base /tmp/tiny_base2 --factor 4 --preset tiny
+    python benchmarks/adaptive_sampling.py prefix /tmp/tiny_base/cases/*/prod --first-ps 100 --factor 4
 """
 
 from __future__ import annotations

@@ -131,7 +131,7 @@ def pooled_half_width(doc: dict[str, Any], name: str) -> tuple[float, int] | Non
     median is 0.888 for n = 4 (for a result's own four-block s no such factor: the s it has and the s it will
     get are draws of the same law). sigma_NE is not pooled: the collective-transport estimator fits its own
     D's over lags [0.05, 0.25] x block length, not the self-diffusion windows, so their half-widths do not
-    carry over (propagated, they gave 2.5-6x sigma_NE's own half-width on micro; docs/performance.md).
+    carry over (propagated, they gave 2.6-6x sigma_NE's own half-width on micro; docs/performance.md).
 
     >>> doc = {"system": {"n_molecules": {"A": 10, "B": 40}}, "windows": {"n_blocks": 4}, "observables": {
     ...     "self_diffusion/A": {"value": 1.0, "uncertainty": {"half_width_95": 0.4}},
