@@ -42,3 +42,26 @@ def test_sigma_projection_names_the_collective_regime():
     assert p["ns_to_C"] == pytest.approx(4.0) and p["ns_to_C_low"] < 4.0 < p["ns_to_C_high"]
     # without the case's results the regime cannot be projected (as before)
     assert not project_result(obs, reason, {}, 0.04)["credible"]
+
+
+def test_hostile_results_give_no_projection_and_no_crash():
+    """A results.json of the wrong shapes (a hostile or broken run): pooled and collective projections are
+    absent, never an exception."""
+    from mdbench.analysis.projection import pooled_half_width
+
+    bad = [{"system": [], "observables": "x", "windows": {"n_blocks": "many"}},
+           {"system": {"n_molecules": [1, 2], "charges_e": "LI"}, "onsager": {"window": []}},
+           {"system": {"n_molecules": {"LI": True, "FSI": 1e300}, "charges_e": {"LI": 1, "FSI": -1}},
+            "windows": {"n_blocks": 1e9}, "onsager": {"window": {"rule": "lags [0, 0.25] x block length"}},
+            "observables": {"self_diffusion/LI": {"value": 1e-300, "uncertainty": {"half_width_95": 1e300},
+                                                  "window": {"lo_ps": 1, "hi_ps": 2, "decades": 1e-300,
+                                                             "beta_min": 0.0, "beta_max": 1e-3}},
+                            "self_diffusion/FSI": {"value": "fast"}}}]
+    for doc in bad:
+        assert collective_length(doc, DETAIL, 4) is None
+        for name in ("self_diffusion/LI", "conductivity/sigma_NE"):
+            out = pooled_half_width(doc, name)
+            assert out is None or (out[0] >= 0 and out[1] >= 3)
+    # a beta that barely rises is not extrapolated over astronomically many decades (17 here): not projectable
+    assert collective_length(_doc((0.1, 0.12), (0.85, 0.9)), DETAIL, 4) is None
+    assert collective_length(_doc((0.1, 0.3), (0.85, 0.9)), DETAIL, 4) is not None

@@ -103,10 +103,10 @@ def pooled_relative_half_widths(doc: dict[str, Any]) -> dict[str, tuple[float, i
     >>> {k: (round(v, 3), dof) for k, (v, dof) in pooled_relative_half_widths(doc).items()}
     {'A': (0.316, 6), 'B': (0.158, 6)}
     """
-    counts = ((doc.get("system") or {}).get("n_molecules") or {}) if isinstance(doc.get("system"), dict) else {}
-    n_blocks = int(((doc.get("windows") or {}) if isinstance(doc.get("windows"), dict) else {}).get("n_blocks") or 4)
+    counts = _dict(_dict(doc.get("system")).get("n_molecules"))
+    n_blocks = _n_blocks(doc)
     terms: dict[str, tuple[float, int]] = {}
-    for name, obs in (doc.get("observables") or {}).items():
+    for name, obs in _dict(doc.get("observables")).items():
         if not (isinstance(name, str) and name.startswith(D_PREFIX) and isinstance(obs, dict)):
             continue
         sp = name[len(D_PREFIX):]
@@ -140,14 +140,23 @@ def pooled_half_width(doc: dict[str, Any], name: str) -> tuple[float, int] | Non
     >>> round(hw, 3), dof
     (0.281, 6)
     """
-    value = _f(((doc.get("observables") or {}).get(name) or {}).get("value"))
+    value = _f(_dict(_dict(doc.get("observables")).get(name)).get("value"))
     pooled = pooled_relative_half_widths(doc) if name.startswith(D_PREFIX) else {}
     if name[len(D_PREFIX):] not in pooled or value is None:
         return None
     rel, dof = pooled[name[len(D_PREFIX):]]
-    windows = doc.get("windows") if isinstance(doc.get("windows"), dict) else {}
-    nu = max(1, int(windows.get("n_blocks") or 4) - 1)
+    nu = max(1, _n_blocks(doc) - 1)
     return rel * abs(value) * math.sqrt(stats.chi2.ppf(0.5, nu) / nu), dof
+
+
+def _dict(x: Any) -> dict[str, Any]:
+    return x if isinstance(x, dict) else {}
+
+
+def _n_blocks(doc: dict[str, Any]) -> int:
+    """The case's block count (results.json ``windows``; the registered 4 where it is not a small integer)."""
+    n = _f(_dict(doc.get("windows")).get("n_blocks"))
+    return int(n) if n is not None and 2 <= n <= 1000 and n == int(n) else 4
 
 
 def precision_length(length_ps: float, half_width: float, bound: float, n_blocks: int, dof: int | None = None
@@ -204,9 +213,8 @@ def _beta_onset(obs: dict[str, Any], beta_lo: float) -> float | None:
     if b_min >= beta_lo:
         return lo
     slope = (b_max - b_min) / dec
-    if slope <= 0.01:
-        return None
-    return hi * 10 ** ((beta_lo - b_max) / slope)
+    decades = (beta_lo - b_max) / slope if slope > 0.01 else math.inf
+    return hi * 10 ** decades if decades <= 12 else None  # beyond 12 decades: no credible extrapolation
 
 
 def _diffusive_length(obs: dict[str, Any], settings: dict[str, Any], n_blocks: int) -> tuple[float, str] | None:
@@ -236,14 +244,12 @@ def collective_length(doc: dict[str, Any], detail: str, n_blocks: int) -> tuple[
     T_C = n onset / f_lo. A log-linear extrapolation, as for the diffusive window (range: a factor 3).
     """
     m = _COLLECTIVE.search(detail or "")
-    onsager = doc.get("onsager") if isinstance(doc.get("onsager"), dict) else {}
-    rule = str(((onsager.get("window") or {}) if isinstance(onsager.get("window"), dict) else {}).get("rule") or "")
-    f = _LAG_FRACTIONS.search(rule)
-    system = doc.get("system") if isinstance(doc.get("system"), dict) else {}
-    ions = [sp for sp, z in (system.get("charges_e") or {}).items() if _f(z)]
-    if m is None or f is None or not ions or not float(f.group(1)) > 0:
+    f = _LAG_FRACTIONS.search(str(_dict(_dict(doc.get("onsager")).get("window")).get("rule") or ""))
+    ions = [sp for sp, z in _dict(_dict(doc.get("system")).get("charges_e")).items() if _f(z)]
+    if m is None or f is None or not ions or _f(f.group(1)) is None or not float(f.group(1)) > 0 \
+            or _f(m.group(2)) is None:
         return None
-    onsets = [_beta_onset(((doc.get("observables") or {}).get(D_PREFIX + sp) or {}), float(m.group(2)))
+    onsets = [_beta_onset(_dict(_dict(doc.get("observables")).get(D_PREFIX + sp)), float(m.group(2)))
               for sp in ions]
     if any(t is None for t in onsets):
         return None
