@@ -10,7 +10,11 @@ the window that meets the registered bound b is
 
 where b is the bound the analysis states with the check (``accepted <= 20% of |value|`` → 0.2·|value|;
 ``accepted <= 0.1`` → 0.1). The half-width itself comes from n = 4 blocks: its 68 % interval is
-s·[√(ν/χ²₀.₈₄,ν), √(ν/χ²₀.₁₆,ν)] with ν = n − 1, which gives the projection's range.
+s·[√(ν/χ²₀.₈₄,ν), √(ν/χ²₀.₁₆,ν)] with ν = n − 1, which gives the projection's range. That scatter, not the
+scaling, dominated the projection's error (issue 46). For D the half-width projected from is therefore the
+case's pooled one (:func:`pooled_relative_half_widths`: the relative block variance of an MSD slope times the
+molecule count is one constant per case, Qian, Sheetz & Elson, Biophys. J. 60, 910 (1991)), with
+ν = k(n − 1) for k species, times the median of s/σ for n blocks (:func:`pooled_half_width`).
 
 **Diffusive window** (``diffusive_window`` failed). The registered rule needs a run of lags with
 β = d ln MSD / d ln t within its band over ``min_window_decades``, below ``max_lag_fraction`` of the block
@@ -40,11 +44,17 @@ from mdbench.record.state_graph import topological_order
 #: The rule recorded with every projection (and registered with the decisions).
 PROJECTION_RULE = (
     "precision: T_C = T (hw/b)^2 (block-mean variance ~ 1/block length; b = the registered bound stated with "
-    "the check), range from the 68 % chi-square interval of a 4-block standard deviation; diffusive window: "
+    "the check), range from the 68 % chi-square interval of a 4-block standard deviation; for D the relative "
+    "block variance times the molecule count pooled over the case's species (k(n-1) dof), projected as the "
+    "median half-width n blocks will give; diffusive window: "
     "beta extrapolated linearly in ln t to the band's lower edge, window of the registered decades below "
-    "max_lag_fraction x block length; a failing trend, plateau or other check: not projectable (not "
+    "max_lag_fraction x block length; collective regime (sigma, ionicity, t+): the registered charge-MSD "
+    "window's start (f_lo x block length) past the latest lag at which an ion's MSD beta reaches the band; "
+    "a failing trend, plateau or other check: not projectable (not "
     "credible); a derived result: the largest of its inputs' projections and its own"
 )
+#: Results whose block half-width is pooled over the case's species (:func:`pooled_relative_half_widths`).
+D_PREFIX = "self_diffusion/"
 _BOUND = re.compile(r"accepted <= ([0-9.eE+-]+)(%)?( of \|value\|)?(?: or <= ([0-9.eE+-]+))?")
 
 
@@ -61,18 +71,95 @@ def _window_ps(obs: dict[str, Any], case_windows: dict[str, Any]) -> tuple[float
     return float(win.get("guard_ps") or rng[0] or 0.0), length + float(win.get("dt_ps") or 0.0), n
 
 
-def half_width_range_factor(n_blocks: int) -> tuple[float, float]:
-    """(low, high) factors on a block half-width: the 68 % interval of σ given s from ``n_blocks`` blocks.
+def half_width_range_factor(n_blocks: int, dof: int | None = None) -> tuple[float, float]:
+    """(low, high) factors on a block half-width: the 68 % interval of σ given s from ``n_blocks`` blocks
+    (or from a pooled variance with ``dof`` degrees of freedom).
 
     >>> lo, hi = half_width_range_factor(4)
     >>> round(lo, 2), round(hi, 2)
     (0.76, 1.89)
+    >>> [round(x, 2) for x in half_width_range_factor(4, dof=9)]
+    [0.83, 1.35]
     """
-    nu = max(1, n_blocks - 1)
+    nu = max(1, dof if dof is not None else n_blocks - 1)
     return math.sqrt(nu / stats.chi2.ppf(0.84, nu)), math.sqrt(nu / stats.chi2.ppf(0.16, nu))
 
 
-def precision_length(length_ps: float, half_width: float, bound: float, n_blocks: int
+def pooled_relative_half_widths(doc: dict[str, Any]) -> dict[str, tuple[float, int]]:
+    """Species → (relative 95 % half-width of its D, degrees of freedom): the case's D block variances pooled.
+
+    The block value of D is the slope of the MSD averaged over the N molecules of the species, fitted over the
+    same lag window in blocks of the same length for every species of the case; the relative variance of an
+    MSD at lag t from a window T is ~ 2t/(3T) per molecule whatever D is (Qian, Sheetz & Elson, Biophys. J. 60,
+    910 (1991)), so (hw/D)^2 N estimates one constant per case. Its mean over the k species is a pooled
+    variance with k (n_blocks - 1) degrees of freedom instead of n_blocks - 1: the relative half-width of
+    species i is then (mean_j (hw_j/D_j)^2 N_j / N_i)^1/2. Four blocks alone scatter a half-width by a factor
+    0.76-1.89 (68 %); pooled over three species (9 dof), 0.83-1.35. Species without a finite D, half-width or
+    molecule count are left out; fewer than two: {}.
+
+    >>> doc = {"system": {"n_molecules": {"A": 10, "B": 40}}, "windows": {"n_blocks": 4}, "observables": {
+    ...     "self_diffusion/A": {"value": 1.0, "uncertainty": {"half_width_95": 0.4}},
+    ...     "self_diffusion/B": {"value": 2.0, "uncertainty": {"half_width_95": 0.2}}}}
+    >>> {k: (round(v, 3), dof) for k, (v, dof) in pooled_relative_half_widths(doc).items()}
+    {'A': (0.316, 6), 'B': (0.158, 6)}
+    """
+    counts = _dict(_dict(doc.get("system")).get("n_molecules"))
+    n_blocks = _n_blocks(doc)
+    terms: dict[str, tuple[float, int]] = {}
+    for name, obs in _dict(doc.get("observables")).items():
+        if not (isinstance(name, str) and name.startswith(D_PREFIX) and isinstance(obs, dict)):
+            continue
+        sp = name[len(D_PREFIX):]
+        unc = obs.get("uncertainty") if isinstance(obs.get("uncertainty"), dict) else {}
+        value, hw, n = _f(obs.get("value")), _f(unc.get("half_width_95")), _f(counts.get(sp))
+        if value and hw is not None and n and n > 0:
+            terms[sp] = ((hw / value) ** 2 * n, int(n))
+    if len(terms) < 2:
+        return {}
+    c = math.fsum(t for t, _ in terms.values()) / len(terms)
+    dof = len(terms) * max(1, n_blocks - 1)
+    return {sp: (math.sqrt(c / n), dof) for sp, (_, n) in terms.items()}
+
+
+def pooled_half_width(doc: dict[str, Any], name: str) -> tuple[float, int] | None:
+    """(95 % half-width, degrees of freedom) of the result ``name`` from the case's pooled D variances
+    (:func:`pooled_relative_half_widths`): D of a species; None for other results or where pooling is not
+    possible.
+
+    The half-width returned is the *median* of the one n blocks will give (what the registered check will
+    read): the pooled variance estimates σ² itself, while n blocks give s with s²/σ² ~ χ²(n−1)/(n−1), whose
+    median is 0.888 for n = 4 (for a result's own four-block s no such factor: the s it has and the s it will
+    get are draws of the same law). sigma_NE is not pooled: the collective-transport estimator fits its own
+    D's over lags [0.05, 0.25] x block length, not the self-diffusion windows, so their half-widths do not
+    carry over (propagated, they gave 2.6-6x sigma_NE's own half-width on micro; docs/performance.md).
+
+    >>> doc = {"system": {"n_molecules": {"A": 10, "B": 40}}, "windows": {"n_blocks": 4}, "observables": {
+    ...     "self_diffusion/A": {"value": 1.0, "uncertainty": {"half_width_95": 0.4}},
+    ...     "self_diffusion/B": {"value": 2.0, "uncertainty": {"half_width_95": 0.2}}}}
+    >>> hw, dof = pooled_half_width(doc, "self_diffusion/A")
+    >>> round(hw, 3), dof
+    (0.281, 6)
+    """
+    value = _f(_dict(_dict(doc.get("observables")).get(name)).get("value"))
+    pooled = pooled_relative_half_widths(doc) if name.startswith(D_PREFIX) else {}
+    if name[len(D_PREFIX):] not in pooled or value is None:
+        return None
+    rel, dof = pooled[name[len(D_PREFIX):]]
+    nu = max(1, _n_blocks(doc) - 1)
+    return rel * abs(value) * math.sqrt(stats.chi2.ppf(0.5, nu) / nu), dof
+
+
+def _dict(x: Any) -> dict[str, Any]:
+    return x if isinstance(x, dict) else {}
+
+
+def _n_blocks(doc: dict[str, Any]) -> int:
+    """The case's block count (results.json ``windows``; the registered 4 where it is not a small integer)."""
+    n = _f(_dict(doc.get("windows")).get("n_blocks"))
+    return int(n) if n is not None and 2 <= n <= 1000 and n == int(n) else 4
+
+
+def precision_length(length_ps: float, half_width: float, bound: float, n_blocks: int, dof: int | None = None
                      ) -> tuple[float, float, float]:
     """(T_C, low, high) [ps]: the analysed length at which the half-width of ``n_blocks`` blocks meets ``bound``.
 
@@ -80,7 +167,7 @@ def precision_length(length_ps: float, half_width: float, bound: float, n_blocks
     160.0
     """
     t_c = length_ps * (half_width / bound) ** 2
-    lo, hi = half_width_range_factor(n_blocks)
+    lo, hi = half_width_range_factor(n_blocks, dof)
     return t_c, t_c * lo ** 2, t_c * hi ** 2
 
 
@@ -114,30 +201,71 @@ def _failing(obs: dict[str, Any], reason: str) -> dict[str, str]:
 _SPREAD = re.compile(r"plateaus ([0-9.eE+-]+) \(<= ([0-9.eE+-]+)\)")
 
 
-def _diffusive_length(obs: dict[str, Any], settings: dict[str, Any], n_blocks: int) -> tuple[float, str] | None:
+def _beta_onset(obs: dict[str, Any], beta_lo: float) -> float | None:
+    """Lag [ps] where the MSD exponent β of a D result reaches ``beta_lo``: the window's start where β is
+    already there, else β extrapolated linearly in ln t from the window's (β_min, β_max); None without a
+    rising β."""
     win = obs.get("window") if isinstance(obs.get("window"), dict) else {}
     lo, hi = _f(win.get("lo_ps")), _f(win.get("hi_ps"))
     b_min, b_max, dec = _f(win.get("beta_min")), _f(win.get("beta_max")), _f(win.get("decades"))
+    if None in (lo, hi, b_min, b_max) or not dec:
+        return None
+    if b_min >= beta_lo:
+        return lo
+    slope = (b_max - b_min) / dec
+    decades = (beta_lo - b_max) / slope if slope > 0.01 else math.inf
+    return hi * 10 ** decades if decades <= 12 else None  # beyond 12 decades: no credible extrapolation
+
+
+def _diffusive_length(obs: dict[str, Any], settings: dict[str, Any], n_blocks: int) -> tuple[float, str] | None:
     band = settings.get("diffusion_beta_range") or [0.9, 1.1]
     need_dec = _f(settings.get("diffusion_min_decades")) or 0.9
     frac = _f(settings.get("diffusion_max_lag_fraction")) or 0.5
-    if None in (lo, hi, b_min, b_max) or not dec:
+    win = obs.get("window") if isinstance(obs.get("window"), dict) else {}
+    t_band = _f(win.get("lo_ps")) if win.get("found") else _beta_onset(obs, float(band[0]))
+    if t_band is None:
         return None
-    if win.get("found") and b_min >= band[0]:
-        t_band = lo
-    else:
-        slope = (b_max - b_min) / dec
-        if slope <= 0.01:
-            return None
-        t_band = hi * 10 ** ((float(band[0]) - b_max) / slope)
     t_hi = t_band * 10 ** need_dec
     return n_blocks * t_hi / frac, f"diffusive window from {t_band:.3g} ps needs lags to {t_hi:.3g} ps"
 
 
+_COLLECTIVE = re.compile(r"charge-MSD beta ([0-9.eE+-]+|nan) over .*accepted \(([0-9.eE+-]+), ([0-9.eE+-]+)\)")
+_LAG_FRACTIONS = re.compile(r"lags \[([0-9.eE+-]+), ([0-9.eE+-]+)\] x block length")
+
+
+def collective_length(doc: dict[str, Any], detail: str, n_blocks: int) -> tuple[float, str] | None:
+    """(T_C [ps], basis): the analysed length at which the collective-regime check (the charge MSD's β over
+    the registered lags [f_lo, f_hi] x block length within its band) is projected to pass; None when not
+    projectable.
+
+    The charge MSD of an electrolyte turns diffusive no earlier than its ions' own MSDs: the onset is the
+    latest lag at which an ion's MSD exponent reaches the band's lower edge (:func:`_beta_onset`, from the
+    ion's self-diffusion window), and the registered window starts past it when f_lo x T/n >= onset, so
+    T_C = n onset / f_lo. A log-linear extrapolation, as for the diffusive window (range: a factor 3).
+    """
+    m = _COLLECTIVE.search(detail or "")
+    f = _LAG_FRACTIONS.search(str(_dict(_dict(doc.get("onsager")).get("window")).get("rule") or ""))
+    ions = [sp for sp, z in _dict(_dict(doc.get("system")).get("charges_e")).items() if _f(z)]
+    if m is None or f is None or not ions or _f(f.group(1)) is None or not float(f.group(1)) > 0 \
+            or _f(m.group(2)) is None:
+        return None
+    onsets = [_beta_onset(_dict(_dict(doc.get("observables")).get(D_PREFIX + sp)), float(m.group(2)))
+              for sp in ions]
+    if any(t is None for t in onsets):
+        return None
+    onset = max(onsets)
+    return (n_blocks * onset / float(f.group(1)),
+            f"collective regime: the ions' MSD beta reaches {m.group(2)} at {onset:.3g} ps; the registered window "
+            f"starts at {f.group(1)} x block length")
+
+
 def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], production_ns: float,
-                   case_windows: dict[str, Any] | None = None) -> dict[str, Any]:
+                   case_windows: dict[str, Any] | None = None, pooled: tuple[float, int] | None = None,
+                   doc: dict[str, Any] | None = None) -> dict[str, Any]:
     """The projection of one SI result of results.json (its entry ``obs``, the recorded ``reason``, the
-    case's ``windows``).
+    case's ``windows``; ``pooled``: (half-width, degrees of freedom) to project the precision from instead
+    of the result's own four-block half-width — D, :func:`pooled_half_width`; ``doc``: the case's results.json,
+    for the collective regime of sigma, the ionicity and t+, :func:`collective_length`).
 
     Returns ``{"ns_to_C", "ns_to_C_low", "ns_to_C_high", "credible", "limiting_check", "basis", "rule"}``:
     the *total* production length [ns] projected to earn the result (None when not projectable).
@@ -159,8 +287,13 @@ def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], p
             bound = _bound(detail, value)
             if bound is None:
                 return {**out, "limiting_check": check, "basis": f"{check}: registered bound not stated"}
-            t_c, lo, hi = precision_length(length, hw, bound, n)
-            need.append((t_c, lo, hi, check, f"{check}: hw {hw:.3g} -> bound {bound:.3g}"))
+            if pooled is not None:
+                t_c, lo, hi = precision_length(length, pooled[0], bound, n, dof=pooled[1])
+                need.append((t_c, lo, hi, check, f"{check}: hw {hw:.3g} (pooled over the case's D: "
+                                                 f"{pooled[0]:.3g}, {pooled[1]} dof) -> bound {bound:.3g}"))
+            else:
+                t_c, lo, hi = precision_length(length, hw, bound, n)
+                need.append((t_c, lo, hi, check, f"{check}: hw {hw:.3g} -> bound {bound:.3g}"))
         elif spread is not None and float(spread.group(2)) > 0:  # a spread of block-like estimates: as precision
             t_c, lo, hi = precision_length(length, float(spread.group(1)), float(spread.group(2)), n)
             need.append((t_c, lo, hi, check, f"{check}: spread {spread.group(1)} -> {spread.group(2)}"))
@@ -170,6 +303,12 @@ def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], p
                 return {**out, "limiting_check": check, "basis": "diffusive window: beta does not rise towards the "
                                                                   "band within the lags: not projectable"}
             need.append((d[0], d[0] / 3.0, d[0] * 3.0, check, d[1]))  # a log-linear extrapolation: a factor 3
+        elif check == "collective_regime" and doc is not None:
+            d = collective_length(doc, detail, n)
+            if d is None:
+                return {**out, "limiting_check": check, "basis": "collective regime: the ions' MSD beta does not "
+                                                                  "rise towards the band: not projectable"}
+            need.append((d[0], d[0] / 3.0, d[0] * 3.0, check, d[1]))
         else:
             return {**out, "limiting_check": check, "basis": f"{check} cannot be projected from one segment"}
     t_c, lo, hi, check, basis = max(need)
@@ -205,7 +344,8 @@ def project_graph(graph: dict[str, Any], results: dict[str, dict[str, Any]], pro
         doc = results.get(case) or {}
         obs = (doc.get("observables") or {}).get(node["name"]) or {}
         proj = project_result(obs, node["own_reason"], doc.get("settings") or {}, production_ns.get(case, 0.0),
-                              doc.get("windows") if isinstance(doc.get("windows"), dict) else {})
+                              doc.get("windows") if isinstance(doc.get("windows"), dict) else {},
+                              pooled=pooled_half_width(doc, node["name"]), doc=doc)
         if node["own_state"] != "SI" or node["own_reason"].startswith("input "):  # SI only through an input (rule 8)
             proj = {**proj, "ns_to_C": production_ns.get(case, 0.0), "credible": True, "basis": "own checks pass"}
         for src in derived.get(nid, ()):

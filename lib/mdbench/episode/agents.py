@@ -4,7 +4,11 @@
   bundle's cases, force field and geometries: ``mdbench study run --bundle agent_input``), runs the study in
   its working directory and writes the run directory and the terminal claim. Its protocol choices (lengths,
   gates, estimators) are the pipeline's own. Its audit must match what its record claims: it proves the
-  audit can award full marks.
+  audit can award full marks. ``--until earned [--budget-ns N]`` (shorthand ``--agent oracle:earned``) runs
+  the study as ``mdbench study run --until earned``: production extended segment by segment while a required
+  SI result is projected earned within the budget (issue 46). The default stays ``fixed`` (the preset's
+  production length): an episode has a wall-clock limit, and earned production may extend towards the
+  registered 100 ns per case, far past a micro or tiny episode's time; give ``--budget-ns`` to cap it.
 * ``mdbench-null-agent`` — writes nothing and exits 0: every case is ``not_reached``, there is no claim.
 * ``mdbench-buggy-agent KIND`` — the oracle followed by one scripted defect of seed §4.3
   (:mod:`mdbench.episode.defects`).
@@ -68,8 +72,29 @@ def share_readable(out: Path) -> int:
     return changed
 
 
-def run_oracle(bundle: Path, out: Path, threads: int, systems: tuple[str, ...] = CASES, seed: int = 2026) -> int:
-    """Verify the bundle, then ``mdbench study run --bundle`` into ``out``; 0 once a terminal claim exists.
+#: How long the oracle produces: the preset's length, or until each result is earned (``study run --until``).
+UNTIL = ("fixed", "earned")
+
+
+def study_command(bundle: Path, out: Path, threads: int, systems: tuple[str, ...] = CASES, seed: int = 2026,
+                  until: str = "fixed", budget_ns: float | None = None) -> list[str]:
+    """The oracle's ``mdbench study run`` command line (``until``/``budget_ns``: ``--until``/``--budget-ns``)."""
+    if until not in UNTIL:
+        raise ValueError(f"until must be one of {UNTIL}, not {until!r}")
+    workers = max(1, min(len(systems), threads))
+    per_job = max(1, threads // workers)
+    cmd = [sys.executable, "-m", "mdbench.cli", "study", "run", "--bundle", str(bundle), "--out", str(out),
+           "--systems", *systems, "--threads", str(per_job), "--workers", str(workers), "--seed", str(seed),
+           "--quiet"]
+    if until == "earned":
+        cmd += ["--until", "earned"] + (["--budget-ns", f"{budget_ns:g}"] if budget_ns is not None else [])
+    return cmd
+
+
+def run_oracle(bundle: Path, out: Path, threads: int, systems: tuple[str, ...] = CASES, seed: int = 2026,
+               until: str = "fixed", budget_ns: float | None = None) -> int:
+    """Verify the bundle, then ``mdbench study run --bundle`` (:func:`study_command`) into ``out``; 0 once a
+    terminal claim exists.
 
     The study's own exit status is 1 whenever a stage or observable ends unresolved; for an agent that is
     a scientific outcome recorded in its claim, not a crash, so the oracle exits 0 when it wrote the claim.
@@ -82,11 +107,7 @@ def run_oracle(bundle: Path, out: Path, threads: int, systems: tuple[str, ...] =
     except InputError as exc:
         print(f"mdbench-oracle: input integrity check failed, stopping: {exc}", file=sys.stderr)
         return 3
-    workers = max(1, min(len(systems), threads))
-    per_job = max(1, threads // workers)
-    cmd = [sys.executable, "-m", "mdbench.cli", "study", "run", "--bundle", str(bundle), "--out", str(out),
-           "--systems", *systems, "--threads", str(per_job), "--workers", str(workers), "--seed", str(seed),
-           "--quiet"]
+    cmd = study_command(bundle, out, threads, systems, seed, until, budget_ns)
     print("mdbench-oracle:", " ".join(cmd[2:]), flush=True)
     code = subprocess.call(cmd)
     _write_cost(out, "mdbench-oracle")
@@ -113,13 +134,22 @@ def _oracle_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="threads in total (default $MDBENCH_THREADS)")
     p.add_argument("--systems", nargs="+", default=list(CASES), choices=CASES)
     p.add_argument("--seed", type=int, default=2026)
+    p.add_argument("--until", choices=UNTIL, default="fixed",
+                   help="fixed: the preset's production length (default); earned: extend production while a "
+                        "required result is projected earned within the budget (mdbench study run --until earned)")
+    p.add_argument("--budget-ns", type=float, default=None,
+                   help="with --until earned: cap on the study's MD [ns] (default the registered 300 ns)")
     return p
 
 
 def oracle_main(argv: list[str] | None = None) -> int:
     """``mdbench-oracle``."""
     args = _oracle_parser("mdbench-oracle").parse_args(argv)
-    return run_oracle(args.bundle, args.out.resolve(), args.threads or _threads(), tuple(args.systems), args.seed)
+    if args.budget_ns is not None and (args.until != "earned" or not args.budget_ns > 0):
+        print("mdbench-oracle: --budget-ns needs --until earned and a positive number of ns", file=sys.stderr)
+        return 2
+    return run_oracle(args.bundle, args.out.resolve(), args.threads or _threads(), tuple(args.systems), args.seed,
+                      args.until, args.budget_ns)
 
 
 def null_main(argv: list[str] | None = None) -> int:
@@ -144,7 +174,8 @@ def buggy_main(argv: list[str] | None = None) -> int:
         _write_cost(out, "mdbench-buggy-agent")
         print(f"mdbench-buggy-agent: replayed {args.from_run}", flush=True)
     else:
-        code = run_oracle(args.bundle, out, args.threads or _threads(), tuple(args.systems), args.seed)
+        code = run_oracle(args.bundle, out, args.threads or _threads(), tuple(args.systems), args.seed,
+                          args.until, args.budget_ns)
         if code != 0:
             return code
     changed = apply_defect(out, args.kind)

@@ -41,7 +41,8 @@ def prepare_cmd(preset: str, out: Path, bundle_dir: Path | None, config: tuple[s
 @episode.command("run")
 @click.argument("ep", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.option("--agent", default=None,
-              help="Agent command line, or oracle | null | buggy:<kind> (tplus_convention, float32_volume, "
+              help="Agent command line, or oracle | oracle:earned (production until earned) | null | buggy:<kind> "
+                   "(tplus_convention, float32_volume, "
                    "clean_claim). Not needed with --harness.")
 @click.option("--harness", default=None, help="Launch a coding-agent harness by name (docs/harnesses.md).")
 @click.option("--model", default=None, help="Model the harness uses.")

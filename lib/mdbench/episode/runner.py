@@ -137,7 +137,8 @@ class EpisodeInterrupted(Exception):
 
 
 def resolve_agent(spec: str) -> list[str]:
-    """The argv of an agent: a reference shorthand (``oracle``, ``null``, ``buggy:<kind>``) or a command line.
+    """The argv of an agent: a reference shorthand (``oracle``, ``oracle:earned`` — the oracle with ``--until
+    earned`` —, ``null``, ``buggy:<kind>``) or a command line.
 
     Raises
     ------
@@ -149,16 +150,21 @@ def resolve_agent(spec: str) -> list[str]:
         raise InputError("--agent is empty; give a command line or oracle | null | buggy:<kind>")
     name, _, arg = spec.partition(":")
     if name in REFERENCE_AGENTS and " " not in spec:
+        options: list[str] = []
         if name == "buggy":
             from mdbench.episode.defects import DEFECTS  # noqa: PLC0415
 
             if arg not in DEFECTS:
                 raise InputError(f"unknown buggy kind {arg!r}; choose one of {', '.join(sorted(DEFECTS))}")
+            options = [arg]
+        elif name == "oracle" and arg == "earned":  # the oracle producing until earned (issue 46)
+            options = ["--until", "earned"]
         elif arg:
-            raise InputError(f"agent {name!r} takes no ':{arg}'")
+            raise InputError(f"agent {name!r} takes no ':{arg}'"
+                             + ("; the oracle takes ':earned' (production until earned)" if name == "oracle" else ""))
         script = Path(sys.executable).parent / REFERENCE_AGENTS[name]
         argv = [str(script)] if script.is_file() else [sys.executable, "-m", "mdbench.episode.agents", name]
-        return argv + ([arg] if arg else [])
+        return argv + options
     try:
         argv = shlex.split(spec)
     except ValueError as exc:
