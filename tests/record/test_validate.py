@@ -90,3 +90,33 @@ def test_malformed_snapshot_named_with_line(tmp_path):
 
 def test_missing_record(tmp_path):
     assert [str(f) for f in validate_run(tmp_path)] == ["run_record:0: missing: no run_record/ directory in the run directory"]
+
+
+def test_a_segment_file_changed_under_an_open_attempt_is_a_warning_naming_it(tmp_path):
+    """An extension killed while mdrun appended to the segment's recorded files: its attempt is still open, so
+    the changed hash is expected (the rerun closes the attempt and records the files again) — a warning. The
+    same change with every attempt closed is an error, and so is a changed file of another segment."""
+    rec = RunRecord(tmp_path)
+    seg = tmp_path / "cases" / "DE" / "prod"
+    seg.mkdir(parents=True)
+    for name in ("prod.xtc", "other.xtc"):
+        (seg / name).write_bytes(b"frames")
+    first = rec.reserve("DE", planned_steps=10, dt_ps=0.002, kind="production", stage="40_production",
+                        segment="cases/DE/prod/prod", start_step=0, target_step=10)
+    event = rec.append_event("mdrun_finished", {"attempt_id": first})
+    for name in ("prod.xtc", "other.xtc"):
+        rec.add_artifact(f"cases/DE/prod/{name}", producer_event=event["id"])
+    rec.complete(first, completed_steps=10, status="completed", end_step=10)
+    for name in ("prod.xtc", "other.xtc"):
+        (seg / name).write_bytes(b"frames and more")  # mdrun appending
+    closed = [str(f) for f in validate_run(tmp_path) if f.severity == "error"]
+    assert any("prod.xtc: sha256 mismatch" in m for m in closed) and any("other.xtc" in m for m in closed)
+    extension = rec.reserve("DE", planned_steps=10, dt_ps=0.002, kind="production", stage="40_production",
+                            parent=first, relation="extension", segment="cases/DE/prod/prod", start_step=10,
+                            target_step=20)
+    findings = validate_run(tmp_path)
+    errors = [str(f) for f in findings if f.severity == "error"]
+    warnings = [str(f) for f in findings if f.severity == "warning"]
+    assert [m for m in errors if "prod.xtc" in m and "other" not in m] == []
+    assert any("other.xtc: sha256 mismatch" in m for m in errors)  # not an output of the open segment
+    assert any("prod.xtc" in m and extension in m and "is open" in m for m in warnings), warnings

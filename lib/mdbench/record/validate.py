@@ -290,9 +290,27 @@ def _read_snapshots(record_dir: Path, readable, add) -> dict[str, object]:
     return snapshots
 
 
-def _check_artifacts(run_dir: Path, inventory: dict, seen_ids: set[int], check_hashes: bool, add) -> None:
+#: What ``mdrun -deffnm`` appends to while a segment runs (``engine.segments``).
+_SEGMENT_OUTPUTS = (".xtc", ".edr", ".log", ".cpt", ".trr")
+
+
+def _open_segments(rows: list[tuple[int, dict]]) -> dict[str, str]:
+    """Run-relative segment (``mdrun -deffnm`` path) → id of its attempt still ``reserved`` (an mdrun was
+    writing it when its process died; the stage's rerun closes the attempt and records the files again)."""
+    latest: dict[str, dict] = {}
+    for _line, row in rows:
+        if isinstance(row.get("id"), str):
+            latest[row["id"]] = row
+    return {str(row["segment"]): attempt_id for attempt_id, row in latest.items()
+            if row.get("status") == "reserved" and isinstance(row.get("segment"), str)}
+
+
+def _check_artifacts(run_dir: Path, inventory: dict, seen_ids: set[int], check_hashes: bool, add,
+                     open_segments: dict[str, str] | None = None) -> None:
     """Each inventory entry inside the run directory, readable, present, with an existing producer event and
-    (``check_hashes``) its recorded sha256."""
+    (``check_hashes``) its recorded sha256. A changed output of a segment whose attempt is still open (an
+    extension killed while mdrun appended to it) is a warning that names the attempt, not an error."""
+    open_segments = open_segments or {}
     for rel, entry in inventory.items():
         target = run_dir / str(rel)
         if not _inside(run_dir, target):
@@ -317,6 +335,13 @@ def _check_artifacts(run_dir: Path, inventory: dict, seen_ids: set[int], check_h
                 add(ARTIFACTS, 0, f"{rel}: cannot be read ({exc.strerror})", code="unreadable")
                 continue
             if digest != entry["sha256"]:
+                path = Path(str(rel))
+                attempt = open_segments.get(str(path.with_suffix(""))) if path.suffix in _SEGMENT_OUTPUTS else None
+                if attempt is not None:
+                    add(ARTIFACTS, 0, f"{rel}: changed since recorded while attempt {attempt} of its segment is open "
+                        "(mdrun was appending to it); rerun the stage to close the attempt and record it again",
+                        severity="warning")
+                    continue
                 add(ARTIFACTS, 0, f"{rel}: sha256 mismatch (recorded {entry['sha256'][:12]}…, file {digest[:12]}…)")
 
 
@@ -356,7 +381,7 @@ def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Find
     snapshots = _read_snapshots(record_dir, readable, add)
     inventory = snapshots.get(ARTIFACTS)
     if isinstance(inventory, dict):
-        _check_artifacts(run_dir, inventory, seen_ids, check_hashes, add)
+        _check_artifacts(run_dir, inventory, seen_ids, check_hashes, add, _open_segments(parsed[ATTEMPTS]))
     terminal = snapshots.get(TERMINAL)
     observables = snapshots.get(OBSERVABLES)
     if isinstance(terminal, dict) and isinstance(terminal.get("observables"), dict) and isinstance(observables, dict):
