@@ -144,19 +144,70 @@ class ThreadSlots:
         return max(1, self.cap // max(1, self.active_demands()))
 
     @contextmanager
+    def _ticket(self) -> Iterator[Path]:
+        """A place in the queue of jobs asking for their share: a held lock file ``queue/<ns>-<pid>-<rand>.lock``
+        (the name orders the queue; a killed holder's file is found unheld and removed by the next reader)."""
+        folder = self.lock_dir / "queue"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{time.time_ns():020d}-{os.getpid()}-{random.randrange(1 << 30):09d}.lock"
+        lock = FileLock(str(path))
+        lock.acquire()
+        try:
+            yield path
+        finally:
+            lock.release()
+            path.unlink(missing_ok=True)
+
+    def _ahead_of(self, ticket: Path) -> int:
+        """Jobs still waiting that asked before ``ticket``."""
+        ahead = 0
+        for path in sorted(ticket.parent.glob("*.lock")):
+            if path.name >= ticket.name:
+                break
+            lock = FileLock(str(path))
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                ahead += 1
+            else:  # its holder is gone
+                lock.release()
+                path.unlink(missing_ok=True)
+        return ahead
+
+    @contextmanager
     def acquire_share(self, timeout_s: float | None = None) -> Iterator[list[int]]:
         """Hold the fair share of slots (or as many as are free, at least one) for the ``with`` block.
 
-        Waits while no slot is free. Yields the held slot indices; their number is the thread count to use.
+        Waits while no slot is free, first come first served: a job that asked earlier and still waits goes
+        first (a job that just released its slots cannot take them back before a case that has waited). Yields
+        the held slot indices; their number is the thread count to use.
         """
+        with self._ticket() as ticket:
+            held_now = self._take_share(ticket, timeout_s)
+        try:
+            yield held_now[1]
+        finally:
+            for i in held_now[1]:
+                held_now[0][i].release()
+
+    def _take_share(self, ticket: Path, timeout_s: float | None) -> tuple[list[FileLock], list[int]]:
         locks = self._locks()
         start = time.monotonic()
         while True:
+            ahead = self._ahead_of(ticket)
+            free = self.cap - self.in_use() if ahead else self.cap
+            if ahead and free <= ahead:  # the free slots go to those who asked first
+                if timeout_s is not None and time.monotonic() - start > timeout_s:
+                    raise MdbenchError(f"waited {timeout_s} s for a free thread of {self.cap}")
+                time.sleep(self.poll_s * (1 + random.random()))
+                continue
             want = self.fair_share()
             if want > 1:  # more than one thread only onto CPUs that are really idle
                 idle = idle_cpus()
                 if idle is not None:
                     want = max(1, min(want, int(idle + IDLE_MARGIN_CPUS)))
+            if ahead:  # leave one slot for each job ahead
+                want = max(1, min(want, free - ahead))
             held: list[int] = []
             order = list(range(self.cap))
             random.shuffle(order)
@@ -169,16 +220,11 @@ class ThreadSlots:
                 if len(held) == want:
                     break
             if held:
-                break
+                log.debug("holding thread slots %s (fair share %d)", held, want)
+                return locks, sorted(held)
             if timeout_s is not None and time.monotonic() - start > timeout_s:
                 raise MdbenchError(f"waited {timeout_s} s for a free thread of {self.cap}")
             time.sleep(self.poll_s * (1 + random.random()))
-        log.debug("holding thread slots %s (fair share %d)", held, want)
-        try:
-            yield sorted(held)
-        finally:
-            for i in held:
-                locks[i].release()
 
     def rebalance_due(self, holding: int, idle: float | None = None) -> int | None:
         """The thread count a job holding ``holding`` slots should continue with, when it differs from what it

@@ -60,6 +60,29 @@ def test_rebalance_grows_onto_free_idle_slots_and_shrinks_for_a_waiting_case(tmp
         assert slots.rebalance_due(2, idle=0.0) == 1  # B waits and nothing is free: give one back
 
 
+def test_a_waiting_case_gets_the_freed_slot_before_the_one_that_freed_it(tmp_path, monkeypatch):
+    """First come, first served: the case whose mdrun just ended and asks again at once (its next stage) does
+    not take its slot back from a case that has been waiting (the demo's HCE waited 5 min that way)."""
+    monkeypatch.setattr(threads_mod, "idle_cpus", lambda interval_s=0.5: 0.0)
+    slots = ThreadSlots(cap=1, lock_dir=tmp_path, poll_s=0.05)
+    order: list[str] = []
+
+    def waiting_case():
+        with slots.acquire_share():
+            order.append("waiting")
+            time.sleep(0.2)
+
+    with slots.acquire_share():
+        other = threading.Thread(target=waiting_case)
+        other.start()
+        time.sleep(0.5)  # the other case is queued now
+    with slots.acquire_share():  # at once, as the next stage of the same case would
+        order.append("releasing")
+    other.join()
+    assert order == ["waiting", "releasing"]
+    assert list((tmp_path / "queue").glob("*.lock")) == []  # tickets are removed
+
+
 def test_idle_cpus_reads_the_machine():
     idle = threads_mod.idle_cpus(0.2)
     if idle is None:

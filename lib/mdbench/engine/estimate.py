@@ -7,12 +7,13 @@ Per case it needs the MD speed at each thread count and the cost of the work aro
   ``~/.cache/mdbench``): the steps/s of every mdrun slice of earlier runs of the same preset and case, on the
   same CPU model and GROMACS version (:func:`record_run_history`, called after each ``study run``). Where there is
   none, a **short benchmark of the case's own system** measures them: the setup and minimisation stages in a
-  scratch folder, then ``mdrun -nsteps`` :data:`BENCH_STEPS` of the case's NVT input at one thread and at the
-  thread cap (:func:`benchmark_cases`); the result joins the history.
+  scratch folder, then ``mdrun -nsteps`` :data:`BENCH_STEPS` of the case's NVT input at one thread (the cases
+  side by side, as the study runs them) and at the thread cap (one at a time) (:func:`benchmark_cases`); the
+  result joins the history.
 * **Setup and minimisation** wall times come from the same benchmark; **analysis** from
   :data:`ANALYSIS_S_PER_STAGE` plus :data:`ANALYSIS_S_PER_FRAME_ATOM` × frames × atoms (measured on the tiny demo:
-  ~60 s a case for 401 frames of ~2,000 atoms); each MD stage adds :data:`STAGE_OVERHEAD_S` (kernel start,
-  grompp, the gate).
+  ~60 s a case for 401 frames of ~2,000 atoms); each MD stage adds its :data:`STAGE_OVERHEAD_S` (kernel
+  start, grompp, the gate, the production's file checks).
 
 :func:`simulate` then plays the schedule event by event, for the policy the study runs:
 
@@ -62,8 +63,10 @@ BENCH_STEPS = 1000
 #: Efficiency per doubling of threads when only one thread count was measured (2 threads on the tiny LHCE box
 #: ran 1.85 × one thread on the 2-core development machine, 2026-12-05).
 DEFAULT_EFFICIENCY = 0.9
-#: Wall time each MD stage adds around its mdrun: kernel start, grompp, gate, records [s].
-STAGE_OVERHEAD_S = 10.0
+#: Wall time each MD stage adds around its mdrun: kernel start, grompp, gate, records, and for the production the
+#: NPT mean-volume box and the consistency checks of its files [s] (the tiny demo of 2026-12-05: NVT 7, NPT 7,
+#: production 20 before + 9 after its mdrun).
+STAGE_OVERHEAD_S = {"nvt": 7.0, "npt": 7.0, "production": 29.0}
 #: Analysis of one case: per analysis stage (kernel start, records) [s] …
 ANALYSIS_S_PER_STAGE = 4.0
 #: … plus this per trajectory frame and atom [s] (tiny demo: ~32 s for 401 frames × ~2,000 atoms).
@@ -174,7 +177,7 @@ def _phases(cost: CaseCost, analysis: bool) -> list[list]:
     # the minimisation is an mdrun too (threads from the same slots): its one-thread time as steps
     phases: list[list] = [["cpu", cost.setup_s], ["md", cost.minimize_s * cost.speed(1)]]
     for name, _key, _prot in MD_STAGES:
-        phases += [["cpu", STAGE_OVERHEAD_S], ["md", float(cost.md_steps.get(name, 0))]]
+        phases += [["cpu", STAGE_OVERHEAD_S[name]], ["md", float(cost.md_steps.get(name, 0))]]
     if analysis:
         phases.append(["analysis", cost.analysis_s])
     return [p for p in phases if p[1] > 0]
@@ -374,6 +377,7 @@ def benchmark_cases(cases: list[str], preset: str, *, cap: int, bundle: str = ""
         t_start = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, min(cap, len(cases)))) as pool:
             built = dict(zip(cases, pool.map(build, cases)))
+        tprs = {}
         for case in cases:
             wd = case_dir(scratch, case) / "bench"
             wd.mkdir(parents=True, exist_ok=True)
@@ -381,8 +385,16 @@ def benchmark_cases(cases: list[str], preset: str, *, cap: int, bundle: str = ""
             write_mdp(nvt, wd / "bench.mdp", cutoff_overrides(pre), timing=timing, seed=seed)
             runner.grompp(wd / "bench.mdp", (case_dir(scratch, case) / "em" / "em.gro").resolve(), top.resolve(),
                           wd / "bench.tpr")
-            speeds = {str(k): round(_mdrun_speed(runner, wd / "bench.tpr", f"bench{k}", k, timing.dt_ps), 3)
-                      for k in sorted({1, cap})}
+            tprs[case] = wd / "bench.tpr"
+        # one thread: the cases side by side, as the study runs them (two one-thread mdruns on two cores share
+        # caches and memory bandwidth: each ran ~10 % slower than alone in the tiny demo)
+        with ThreadPoolExecutor(max_workers=max(1, min(cap, len(cases)))) as pool:
+            one = dict(zip(cases, pool.map(lambda c: _mdrun_speed(runner, tprs[c], "bench1", 1, timing.dt_ps),
+                                           cases)))
+        for case in cases:  # the whole cap: one case at a time, as the last case of a study runs
+            speeds = {"1": round(one[case], 3)}
+            if cap > 1:
+                speeds[str(cap)] = round(_mdrun_speed(runner, tprs[case], f"bench{cap}", cap, timing.dt_ps), 3)
             out[case] = {**built[case], "steps_per_s": speeds}
         echo(f"estimate: measured in {time.monotonic() - t_start:.0f} s")
     finally:
