@@ -41,6 +41,23 @@ def default_thread_cap() -> int:
     return max(1, min(cap, CONTRACT_THREAD_CAP))
 
 
+def _grab(locks: list[FileLock], want: int) -> list[int]:
+    """Take up to ``want`` of the free ``locks`` without waiting, in random order (two waiting jobs never keep
+    picking the same ones); returns the indices taken."""
+    held: list[int] = []
+    order = list(range(len(locks)))
+    random.shuffle(order)
+    for i in order:
+        try:
+            locks[i].acquire(timeout=0)
+        except Timeout:
+            continue
+        held.append(i)
+        if len(held) == want:
+            break
+    return held
+
+
 class IdleCpus:
     """Idle CPUs of the whole machine between two readings of ``/proc/stat`` (idle + iowait time over all time).
 
@@ -208,17 +225,7 @@ class ThreadSlots:
                     want = max(1, min(want, int(idle + IDLE_MARGIN_CPUS)))
             if ahead:  # leave one slot for each job ahead
                 want = max(1, min(want, free - ahead))
-            held: list[int] = []
-            order = list(range(self.cap))
-            random.shuffle(order)
-            for i in order:
-                try:
-                    locks[i].acquire(timeout=0)
-                except Timeout:
-                    continue
-                held.append(i)
-                if len(held) == want:
-                    break
+            held = _grab(locks, want)
             if held:
                 log.debug("holding thread slots %s (fair share %d)", held, want)
                 return locks, sorted(held)
@@ -272,23 +279,12 @@ class ThreadSlots:
                                f"lower the job's threads or raise MDBENCH_THREAD_CAP (max {CONTRACT_THREAD_CAP})")
         locks = self._locks()
         start = time.monotonic()
-        held: list[int] = []
         while True:
-            order = list(range(self.cap))
-            random.shuffle(order)
-            for i in order:
-                try:
-                    locks[i].acquire(timeout=0)
-                except Timeout:
-                    continue
-                held.append(i)
-                if len(held) == threads:
-                    break
+            held = _grab(locks, threads)
             if len(held) == threads:
                 break
             for i in held:
                 locks[i].release()
-            held = []
             if timeout_s is not None and time.monotonic() - start > timeout_s:
                 raise MdbenchError(f"waited {timeout_s} s for {threads} free threads of {self.cap}")
             time.sleep(self.poll_s * (1 + random.random()))
