@@ -90,9 +90,14 @@ def test_the_eta_follows_the_plan_and_is_zero_when_done():
     planned = costs[0].md_ns
     fresh = {c: SystemProgress(c, 0.0, planned, "setup", "not_reached", "queued") for c in ("DE", "HCE", "LHCE")}
     assert plan_eta_s(plan, fresh, None) == pytest.approx(plan.schedule.total_s, rel=1e-6)
+    # a rate measured over the setup alone (almost no MD yet) does not stretch the ETA
+    assert plan_eta_s(plan, fresh, 1.0) == pytest.approx(plan.schedule.total_s, rel=1e-6)
     half = {c: SystemProgress(c, planned / 2, planned, "equilibration", "valid", "running production")
             for c in ("DE", "HCE", "LHCE")}
     assert plan_eta_s(plan, half, None) < 0.6 * plan.schedule.total_s
+    # half done at half the planned speed: the rest takes longer than planned
+    planned_rate = sum(c.md_ns for c in costs) / plan.schedule.md_end_s * 86400.0
+    assert plan_eta_s(plan, half, planned_rate / 2) > 1.5 * plan_eta_s(plan, half, planned_rate)
     # one case done: the others' remaining MD runs on more threads, so the ETA is below a fixed-rate guess
     two_left = dict(half, DE=SystemProgress("DE", planned, planned, "production", "valid", "done"))
     assert plan_eta_s(plan, two_left, None) < plan_eta_s(plan, half, None)

@@ -187,9 +187,13 @@ def overall_line(progress: dict[str, SystemProgress], ns_per_day: float | None, 
 def plan_eta_s(plan, progress: dict[str, SystemProgress], ns_per_day: float | None) -> float | None:
     """Seconds left by the plan's model: each case's remaining MD (planned − done, extensions included) and
     its analysis, scheduled by the plan's policy, at the plan's speeds scaled by the measured ÷ planned
-    ns/day of the whole study (no scaling before a rate is measured)."""
+    ns/day of the whole study (no scaling before a tenth of the MD is done: until then the measured rate is
+    mostly the setup's)."""
     planned_rate = sum(c.md_ns for c in plan.costs) / max(plan.schedule.md_end_s, 1e-9) * 86400.0
-    scale = min(4.0, max(0.25, ns_per_day / planned_rate)) if ns_per_day and planned_rate > 0 else 1.0
+    done = sum(p.done_ns for p in progress.values()) / max(sum(p.planned_ns for p in progress.values()), 1e-12)
+    # the measured rate includes the setup before any MD: trust it once a tenth of the MD is done
+    scale = (min(4.0, max(0.25, ns_per_day / planned_rate)) if ns_per_day and planned_rate > 0 and done >= 0.1
+             else 1.0)
     left = []
     for cost in plan.costs:
         p = progress.get(cost.case)
