@@ -41,6 +41,16 @@ def default_thread_cap() -> int:
     return max(1, min(cap, CONTRACT_THREAD_CAP))
 
 
+def _held(lock: FileLock) -> bool:
+    """Whether someone holds ``lock`` now (one try without waiting; released again at once if it was free)."""
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return True
+    lock.release()
+    return False
+
+
 def _grab(locks: list[FileLock], want: int) -> list[int]:
     """Take up to ``want`` of the free ``locks`` without waiting, in random order (two waiting jobs never keep
     picking the same ones); returns the indices taken."""
@@ -145,16 +155,7 @@ class ThreadSlots:
         folder = self.lock_dir / "demand"
         if not folder.is_dir():
             return 0
-        active = 0
-        for path in folder.glob("*.lock"):
-            lock = FileLock(str(path))
-            try:
-                lock.acquire(timeout=0)
-            except Timeout:
-                active += 1
-            else:
-                lock.release()
-        return active
+        return sum(_held(FileLock(str(path))) for path in folder.glob("*.lock"))
 
     def fair_share(self) -> int:
         """Threads one case may use now: ``cap // active demands``, at least 1 (the whole cap with no demand)."""
@@ -181,13 +182,9 @@ class ThreadSlots:
         for path in sorted(ticket.parent.glob("*.lock")):
             if path.name >= ticket.name:
                 break
-            lock = FileLock(str(path))
-            try:
-                lock.acquire(timeout=0)
-            except Timeout:
+            if _held(FileLock(str(path))):
                 ahead += 1
             else:  # its holder is gone
-                lock.release()
                 path.unlink(missing_ok=True)
         return ahead
 
@@ -252,15 +249,7 @@ class ThreadSlots:
 
     def in_use(self) -> int:
         """How many slots other holders hold right now (probing each lock without waiting)."""
-        busy = 0
-        for lock in self._locks():
-            try:
-                lock.acquire(timeout=0)
-            except Timeout:
-                busy += 1
-            else:
-                lock.release()
-        return busy
+        return sum(_held(lock) for lock in self._locks())
 
     @contextmanager
     def acquire(self, threads: int, timeout_s: float | None = None) -> Iterator[list[int]]:
