@@ -41,7 +41,7 @@ def default_thread_cap() -> int:
     return max(1, min(cap, CONTRACT_THREAD_CAP))
 
 
-def _held(lock: FileLock) -> bool:
+def lock_is_held(lock: FileLock) -> bool:
     """Whether someone holds ``lock`` now (one try without waiting; released again at once if it was free)."""
     try:
         lock.acquire(timeout=0)
@@ -155,7 +155,7 @@ class ThreadSlots:
         folder = self.lock_dir / "demand"
         if not folder.is_dir():
             return 0
-        return sum(_held(FileLock(str(path))) for path in folder.glob("*.lock"))
+        return sum(lock_is_held(FileLock(str(path))) for path in folder.glob("*.lock"))
 
     def fair_share(self) -> int:
         """Threads one case may use now: ``cap // active demands``, at least 1 (the whole cap with no demand)."""
@@ -182,7 +182,7 @@ class ThreadSlots:
         for path in sorted(ticket.parent.glob("*.lock")):
             if path.name >= ticket.name:
                 break
-            if _held(FileLock(str(path))):
+            if lock_is_held(FileLock(str(path))):
                 ahead += 1
             else:  # its holder is gone
                 path.unlink(missing_ok=True)
@@ -249,7 +249,7 @@ class ThreadSlots:
 
     def in_use(self) -> int:
         """How many slots other holders hold right now (probing each lock without waiting)."""
-        return sum(_held(lock) for lock in self._locks())
+        return sum(lock_is_held(lock) for lock in self._locks())
 
     @contextmanager
     def acquire(self, threads: int, timeout_s: float | None = None) -> Iterator[list[int]]:

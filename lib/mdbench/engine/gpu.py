@@ -39,6 +39,7 @@ from typing import Iterator, Sequence
 from filelock import FileLock, Timeout
 
 from mdbench.errors import MdbenchError
+from mdbench.threads import lock_is_held
 
 log = logging.getLogger(__name__)
 
@@ -359,13 +360,7 @@ class GpuLock:
 
     def is_held(self) -> bool:
         """True when a job (this one included) holds the lock right now."""
-        lock = FileLock(str(self.path))
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            return True
-        lock.release()
-        return False
+        return lock_is_held(FileLock(str(self.path)))
 
     @contextmanager
     def hold(self, timeout_s: float | None = None) -> Iterator[float]:
