@@ -39,6 +39,7 @@ from typing import Any
 from scipy import stats
 
 from mdbench.analysis.blocks import _json_float as _f  # finite float, else None
+from mdbench.analysis.observables import SELF_DIFFUSION
 from mdbench.record.state_graph import topological_order
 
 #: The rule recorded with every projection (and registered with the decisions).
@@ -54,7 +55,7 @@ PROJECTION_RULE = (
     "credible); a derived result: the largest of its inputs' projections and its own"
 )
 #: Results whose block half-width is pooled over the case's species (:func:`pooled_relative_half_widths`).
-D_PREFIX = "self_diffusion/"
+D_PREFIX = SELF_DIFFUSION.key("")
 _BOUND = re.compile(r"accepted <= ([0-9.eE+-]+)(%)?( of \|value\|)?(?: or <= ([0-9.eE+-]+))?")
 
 
