@@ -68,6 +68,17 @@ def test_a_multi_thread_speed_slower_than_one_thread_is_not_used():
     assert _cost("DE", 400.0, 740.0).speed(2) == 740.0
 
 
+def test_the_one_thread_benchmark_never_measures_a_case_alone():
+    """Three cases on two cores: the third is measured beside a partner run, not alone (alone it has the
+    caches to itself and ran 5-10 % faster than in the study)."""
+    order = E.side_by_side_order(["DE", "HCE", "LHCE"], 2)
+    assert [c for c, measured in order if measured] == ["DE", "HCE", "LHCE"]
+    assert len(order) % 2 == 0 and order[-1] == ("DE", False)
+    assert E.side_by_side_order(["DE", "HCE"], 2) == [("DE", True), ("HCE", True)]
+    assert E.side_by_side_order(["DE"], 16) == [("DE", True)]  # one case: nothing to pair with
+    assert len(E.side_by_side_order(["A", "B", "C", "D", "E"], 4)) == 8
+
+
 def test_history_merges_per_case_and_skips_garbage(tmp_path, monkeypatch):
     monkeypatch.setenv("MDBENCH_CACHE_DIR", str(tmp_path))
     machine = {"cpu_model": "x", "logical_cpus": 2, "gromacs": "2022", "simd": "SSE4.1"}

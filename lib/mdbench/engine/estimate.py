@@ -8,7 +8,8 @@ Per case it needs the MD speed at each thread count and the cost of the work aro
   same CPU model and GROMACS version (:func:`record_run_history`, called after each ``study run``). Where there is
   none, a **short benchmark of the case's own system** measures them: the setup and minimisation stages in a
   scratch folder, then ``mdrun -nsteps`` :data:`BENCH_STEPS` of the case's NVT input at one thread (the cases
-  side by side, as the study runs them) and at the thread cap (one at a time) (:func:`benchmark_cases`); the
+  side by side, as the study runs them, none alone) and :data:`BENCH_STEPS_CAP` at the thread cap (one at a
+  time) (:func:`benchmark_cases`); the
   result joins the history.
 * **Setup and minimisation** wall times come from the same benchmark; **analysis** from
   :data:`ANALYSIS_S_PER_STAGE` plus :data:`ANALYSIS_S_PER_FRAME_ATOM` × frames × atoms (measured on the tiny demo:
@@ -58,8 +59,12 @@ from mdbench.record import RunRecord
 
 log = logging.getLogger(__name__)
 
-#: MD steps of the benchmark of one case at one thread count.
-BENCH_STEPS = 1000
+#: MD steps of the benchmark of one case at one thread, the cases side by side. Long enough for two mdruns to
+#: share caches and memory bandwidth the way a study's do: 1,000 steps ran 5–10 % faster than the sustained
+#: one-thread speed of the tiny demo (2026-12-05), which left the plan 8 % short.
+BENCH_STEPS = 5000
+#: MD steps of the benchmark at the thread cap (one case at a time; the speed-up per thread, not the cache).
+BENCH_STEPS_CAP = 1500
 #: Efficiency per doubling of threads when only one thread count was measured (2 threads on the tiny LHCE box
 #: ran 1.85 × one thread on the 2-core development machine, 2026-12-05).
 DEFAULT_EFFICIENCY = 0.9
@@ -338,29 +343,38 @@ def record_run_history(run_dir: str | Path, cases: list[str], preset: str, bundl
 
 
 # -------------------------------------------------------------------------------------------------- benchmark
-def _mdrun_speed(runner, tpr: Path, deffnm: str, threads: int, dt_ps: float) -> float:
-    """steps/s of ``BENCH_STEPS`` steps of ``tpr`` at ``threads`` threads (GROMACS' own Performance line,
-    which leaves out the start-up; the wall time when the line is missing)."""
-    res = runner.mdrun(tpr, deffnm, threads=threads, nsteps=BENCH_STEPS, extra=["-notunepme"])
+def _mdrun_speed(runner, tpr: Path, deffnm: str, threads: int, dt_ps: float, nsteps: int = BENCH_STEPS) -> float:
+    """steps/s of ``nsteps`` steps of ``tpr`` at ``threads`` threads (GROMACS' own Performance line, which
+    leaves out the start-up; the wall time when the line is missing)."""
+    res = runner.mdrun(tpr, deffnm, threads=threads, nsteps=nsteps, extra=["-notunepme"])
     if not res.ok:
-
         raise EngineError(f"benchmark mdrun of {tpr} failed", res.argv, res.returncode, res.console_path)
     found = _PERF_RE.findall((tpr.parent / f"{deffnm}.log").read_text(errors="replace"))
     if found:
         return float(found[-1]) * 1000.0 / dt_ps / 86400.0
-    return BENCH_STEPS / max(res.wall_s, 1e-6)
+    return nsteps / max(res.wall_s, 1e-6)
+
+
+def side_by_side_order(cases: list[str], width: int) -> list[tuple[str, bool]]:
+    """The one-thread benchmark's runs, ``width`` at a time: every case once (``True``: its measurement), padded
+    with repeats of the first cases (``False``: a partner only) so that no case runs alone in the last round —
+    a case alone has the caches to itself and runs faster than it will in the study."""
+    width = max(1, min(width, len(cases)))
+    runs = [(c, True) for c in cases]
+    pad = (-len(cases)) % width
+    return runs + [(cases[i % len(cases)], False) for i in range(pad)]
 
 
 def benchmark_cases(cases: list[str], preset: str, *, cap: int, bundle: str = "", seed: int = 2026,
                     echo: Callable[[str], None] = print) -> dict[str, dict]:
     """Measure each case on this machine in a scratch folder: setup and minimisation wall times, and the MD
-    speed of :data:`BENCH_STEPS` steps of its NVT input at one thread and at ``cap`` threads. The scratch folder
-    is removed; the numbers are returned and appended to the history."""
+    speed of its NVT input at one thread (side by side, :data:`BENCH_STEPS`) and at ``cap`` threads. The
+    scratch folder is removed; the numbers are returned and appended to the history."""
 
     runner = get_runner("cli")
     pre = load_preset(preset)
     nvt = load_protocol("nvt")
-    timing = preset_timing(nvt, pre, "equilibration_nvt_ps", BENCH_STEPS * nvt.timing.dt_ps)
+    timing = preset_timing(nvt, pre, "equilibration_nvt_ps", max(BENCH_STEPS, BENCH_STEPS_CAP) * nvt.timing.dt_ps)
     scratch = Path(tempfile.mkdtemp(prefix="mdbench-estimate-"))
     out: dict[str, dict] = {}
     try:
@@ -373,7 +387,8 @@ def benchmark_cases(cases: list[str], preset: str, *, cap: int, bundle: str = ""
                     "minimize_s": round(time.monotonic() - t1, 2)}
 
         echo(f"estimate: no MD speed of {', '.join(cases)} ({preset}) on this machine yet; measuring each case "
-             f"(setup, minimisation, {BENCH_STEPS} MD steps at 1 and {cap} threads) …")
+             f"(setup, minimisation, {BENCH_STEPS} MD steps at 1 thread side by side and {BENCH_STEPS_CAP} at "
+             f"{cap}) …")
         t_start = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, min(cap, len(cases)))) as pool:
             built = dict(zip(cases, pool.map(build, cases)))
@@ -387,14 +402,18 @@ def benchmark_cases(cases: list[str], preset: str, *, cap: int, bundle: str = ""
                           wd / "bench.tpr")
             tprs[case] = wd / "bench.tpr"
         # one thread: the cases side by side, as the study runs them (two one-thread mdruns on two cores share
-        # caches and memory bandwidth: each ran ~10 % slower than alone in the tiny demo)
-        with ThreadPoolExecutor(max_workers=max(1, min(cap, len(cases)))) as pool:
-            one = dict(zip(cases, pool.map(lambda c: _mdrun_speed(runner, tprs[c], "bench1", 1, timing.dt_ps),
-                                           cases)))
+        # caches and memory bandwidth: each ran ~10 % slower than alone in the tiny demo), none alone
+        width = max(1, min(cap, len(cases)))
+        order = side_by_side_order(cases, width)
+        with ThreadPoolExecutor(max_workers=width) as pool:
+            speeds_1 = list(pool.map(lambda run: _mdrun_speed(runner, tprs[run[0]], "bench1" if run[1] else
+                                                              "bench1_partner", 1, timing.dt_ps), order))
+        one = {case: v for (case, measured), v in zip(order, speeds_1) if measured}
         for case in cases:  # the whole cap: one case at a time, as the last case of a study runs
             speeds = {"1": round(one[case], 3)}
             if cap > 1:
-                speeds[str(cap)] = round(_mdrun_speed(runner, tprs[case], f"bench{cap}", cap, timing.dt_ps), 3)
+                speeds[str(cap)] = round(_mdrun_speed(runner, tprs[case], f"bench{cap}", cap, timing.dt_ps,
+                                                      BENCH_STEPS_CAP), 3)
             out[case] = {**built[case], "steps_per_s": speeds}
         echo(f"estimate: measured in {time.monotonic() - t_start:.0f} s")
     finally:
