@@ -73,11 +73,11 @@ def _hw(o: dict) -> float | None:
     return float(hw) if isinstance(hw, (int, float)) and math.isfinite(hw) else None
 
 
-def _extend(run: Path, case: str, total_ps: float, preset: str) -> str:
+def _extend(run: Path, case: str, total_ps: float, preset: str, threads: int = 1) -> str:
     from mdbench.analysis.pipeline import load_or_analyze_case
     from mdbench.engine.stages import produce
 
-    report = produce(run, case, preset=preset, engine="cli", production_ps=total_ps)
+    report = produce(run, case, preset=preset, engine="cli", threads=threads, production_ps=total_ps)
     if report.state == "valid":
         load_or_analyze_case(run, case, preset=preset, force=True)
     return report.state
@@ -95,8 +95,9 @@ def _summary(run: Path, wall_s: float) -> dict:
     return out
 
 
-def compare(base: Path, budget_ns: float, preset: str, work: Path) -> dict:
-    """Both arms from copies of ``base`` under the MD cap ``budget_ns``."""
+def compare(base: Path, budget_ns: float, preset: str, work: Path, threads: int = 0) -> dict:
+    """Both arms from copies of ``base`` under the MD cap ``budget_ns``, the cases one after the other in both,
+    each mdrun at ``threads`` (0: the study's default, the fair share of the machine's cores)."""
     from mdbench.analysis.study_state import production_ns
     from mdbench.engine.adaptive import run_until_earned
     from mdbench.record import RunRecord
@@ -106,11 +107,12 @@ def compare(base: Path, budget_ns: float, preset: str, work: Path) -> dict:
     rec = RunRecord(fixed)
     share = max(0.0, budget_ns - rec.committed_ns()) / len(CASES)
     for case in CASES:
-        _extend(fixed, case, (production_ns(rec, case) + share) * 1000.0, preset)
+        _extend(fixed, case, (production_ns(rec, case) + share) * 1000.0, preset, threads)
     arms = {"fixed": _summary(fixed, time.perf_counter() - t0)}
     earned = _copy(base, work / "earned")
     t0 = time.perf_counter()
-    decisions = run_until_earned(earned, CASES, preset=preset, engine="cli", budget_ns=budget_ns, echo=print)
+    decisions = run_until_earned(earned, CASES, preset=preset, engine="cli", threads=threads, budget_ns=budget_ns,
+                                 echo=print)
     arms["earned"] = _summary(earned, time.perf_counter() - t0)
     arms["earned"]["decisions"] = [{k: d[k] for k in ("case", "action", "target_ns", "targets", "never_extended",
                                                       "reason")} for d in decisions]
@@ -234,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("compare")
     c.add_argument("base", type=Path)
     c.add_argument("--budget-ns", type=float, required=True)
+    c.add_argument("--threads", type=int, default=0, help="threads per mdrun (0: the fair share, the study's default)")
     a = sub.add_parser("accuracy")
     a.add_argument("bases", type=Path, nargs="+")
     a.add_argument("--factor", type=float, default=4.0)
@@ -245,10 +248,13 @@ def main(argv: list[str] | None = None) -> int:
     for s in (c, a):
         s.add_argument("--preset", default="micro")
         s.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+        s.add_argument("--work", type=Path, default=None, help="keep the arms' run folders here (default: removed)")
     args = p.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="mdbench-adaptive-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mdbench-adaptive-") as scratch:
+        tmp = args.work or Path(scratch)
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         if args.cmd == "compare":
-            out = compare(args.base, args.budget_ns, args.preset, Path(tmp))
+            out = compare(args.base, args.budget_ns, args.preset, Path(tmp), args.threads)
             for arm, s in out.items():
                 d_states = {c: {n: o["state"] for n, o in v["observables"].items() if n.startswith("self_diffusion/")}
                             for c, v in s["cases"].items()}

@@ -128,6 +128,8 @@ def test_a_segment_takes_a_finished_cases_cores_at_its_next_checkpoint(water_run
     slices = attempt["resources"]["slices"]
     assert [s["threads"] for s in slices][:2] == [1, 2], slices
     assert attempt["completed_steps"] == 8000 and attempt["end_step"] == 8000
+    assert slices[-1]["end_step"] == 8000  # every slice says where it ended, the last one too
+    assert all(a["end_step"] == b["start_step"] for a, b in zip(slices, slices[1:]))
     events = [e["payload"] for e in RunRecord(water_run).events() if e["type"] == "mdrun_finished"]
     assert [e["slice"] for e in events] == list(range(1, len(slices) + 1))
     assert events[0]["rebalance_to_threads"] == 2

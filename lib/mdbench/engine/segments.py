@@ -309,6 +309,8 @@ def _run_slices(rec, runner: Runner, case: str, tpr: Path, deffnm: str, attempt_
                                              "checkpoint_rule": cpt_rule,
                                              **({"rebalance_to_threads": rebalanced} if rebalanced else {})})
         if not rebalanced or done is None or done >= target_step or done <= slice_start:
+            if len(slices) > 1 and slices[-1]["end_step"] is None:  # the ledger's resources.slices: every end
+                slices[-1]["end_step"] = _steps_done(runner, seg_dir, deffnm, dt_ps)[0]
             return res, slices
         cpi = seg_dir / f"{deffnm}.cpt"  # continue the same attempt with the new share
 
