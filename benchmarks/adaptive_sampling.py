@@ -33,10 +33,16 @@ results; earned 0.621 ns MD, 213 s, 75 C / 82 SI (DE extended three times to 0.1
 HCE stopped at once: its D projected at 1.45-4.87 ns, beyond the cap). No D became C in either arm at micro; every
 stop recorded the results out of reach with their projected ns; no extension targeted an F or M result.
 
+``compare`` on a tiny ``make demo`` run, 4 ns cap, idle machine (docs/performance.md, "fixed vs --until earned on
+the tiny study"): fixed 4.002 ns, 1,395 s, 74 C / 83 SI; earned 3.891 ns, 1,370 s, 64 C / 93 SI (DE to 2.14 ns,
+LHCE to 0.6 ns, HCE stopped at once). D stays SI everywhere (diffusive window: DE Li+ and FSI- projected at
+4-7 ns, the rest beyond the seed's budget); 1 of 4 targeted results earned; DE's structural results drift over
+2 ns, so their 100 ps blocks had under-stated the uncertainty.
+
 Examples (the lead's tiny runs; micro is what a loaded 2-core machine affords)::
 
     mdbench study run --preset tiny --out /tmp/tiny_base --seed 11
-    python benchmarks/adaptive_sampling.py compare /tmp/tiny_base --budget-ns 6 --preset tiny
+    python benchmarks/adaptive_sampling.py compare /tmp/tiny_base --budget-ns 4 --preset tiny --work /tmp/cmp
     python benchmarks/adaptive_sampling.py accuracy /tmp/tiny_base /tmp/tiny_base2 --factor 4 --preset tiny
     python benchmarks/adaptive_sampling.py prefix /tmp/tiny_base/cases/*/prod --first-ps 100 --factor 4
 """

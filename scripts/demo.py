@@ -21,6 +21,13 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The dry run's line with the study's expected wall time ("expected wall time 23 min 10 s" / "1 h 05 min").
 _EXPECTED = re.compile(r"expected wall time (?:(\d+) h )?(\d+) min(?: (\d+) s)?")
 ELAPSED_S: dict[str, float] = {}
+#: The demo's steps after the study (bundle, record validation, audit, HTML report) [s]: 18-22 s on the tiny
+#: demo of 2026-12-05 (report 13-15 s, audit 4-5 s, validation 1-2 s).
+AFTER_STUDY_S = 25.0
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
 
 
 def step(title: str, args: list[str], capture: list[str] | None = None) -> int:
@@ -61,6 +68,14 @@ def main() -> int:
     if step("Plan: ns per case and expected wall time on this machine", ["study", "run", *study, "--dry-run"],
             capture=estimate) != 0:
         return 1
+    expected = next((m for m in map(_EXPECTED.search, estimate) if m), None)
+    planned = None
+    if expected:
+        hours, minutes, seconds = (int(g or 0) for g in expected.groups())
+        planned = 3600 * hours + 60 * minutes + seconds
+        done_by = time.time() + planned + AFTER_STUDY_S
+        print(f"\nThe demo from here: the study and ~{AFTER_STUDY_S:.0f} s of audit and report: expected to end by "
+              f"{_clock(done_by)} (in {(planned + AFTER_STUDY_S) / 60:.1f} min)", flush=True)
     plan = [
         # rebuilt every time: the bundle is a pure function of the preset and the project's files, and one left by
         # an older checkout (another force-field model) would make the audit's Sim1 compare against stale files
@@ -75,13 +90,12 @@ def main() -> int:
         code = step(title, cmd)
         if code not in (0, 2):
             return code
-    expected = next((m for m in map(_EXPECTED.search, estimate) if m), None)
     took = next((v for k, v in ELAPSED_S.items() if k.startswith("Study")), None)
-    if expected and took:
-        hours, minutes, seconds = (int(g or 0) for g in expected.groups())
-        planned = 3600 * hours + 60 * minutes + seconds
+    if planned and took:
         print(f"\nStudy: {took / 60:.1f} min against the estimate of {planned / 60:.1f} min "
               f"(measured ÷ estimated = {took / planned:.2f})")
+        print(f"The demo ended at {_clock(time.time())}, expected by {_clock(done_by)} "
+              f"({abs(time.time() - done_by):.0f} s {'early' if time.time() <= done_by else 'late'})")
     print(f"\nRun directory: {run}\nAudit:         {audit}/saeo.json, {audit}/findings.md\nReport:        {report}")
     return 0
 

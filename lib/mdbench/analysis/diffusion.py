@@ -196,8 +196,8 @@ def select_diffusive_window(lag_ps: np.ndarray, msd_nm2: np.ndarray, *,
     Returns
     -------
     DiffusiveWindow
-        ``found`` False when no run spans ``min_window_decades`` (the longest run is still returned;
-        an empty run gives nan bounds).
+        ``found`` False when no run spans ``min_window_decades`` (the longest run is still returned; where
+        no run spans two grid points, the last half decade of lags; an empty curve gives nan bounds).
     """
     beta_range = registered(beta_range, "diffusion_beta_range")
     min_window_decades = registered(min_window_decades, "diffusion_min_decades")
@@ -225,9 +225,11 @@ def select_diffusive_window(lag_ps: np.ndarray, msd_nm2: np.ndarray, *,
             i = j + 1
         else:
             i += 1
-    if best_dec < 0:
-        # no lag with beta in range: report the fallback window (last half decade of lags) so that a value
-        # exists, flagged not found (the regime check fails -> SI, not a numerical failure)
+    if best_dec <= 0:
+        # no lag with beta in range, or only isolated ones (a run of one grid point spans no lags to fit: the
+        # tiny DE's DMC at 2.14 ns had its window at [106, 106] ps and no value): report the fallback window
+        # (last half decade of lags) so that a value exists, flagged not found (the regime check fails -> SI,
+        # not a numerical failure)
         if g.size == 0:
             return DiffusiveWindow(float("nan"), float("nan"), 0.0, float("nan"), float("nan"), False, rule)
         hi = float(lag[-1])
@@ -235,7 +237,7 @@ def select_diffusive_window(lag_ps: np.ndarray, msd_nm2: np.ndarray, *,
         inside = (g >= lo) & (g <= hi)
         b = beta[inside] if inside.any() else beta
         return DiffusiveWindow(lo, hi, math.log10(hi / lo), float(np.nanmin(b)), float(np.nanmax(b)), False,
-                               rule + "; no lag qualified: fallback window = last half decade of lags")
+                               rule + "; no run of lags qualified: fallback window = last half decade of lags")
     i, j = best
     b = beta[i:j + 1]
     return DiffusiveWindow(float(g[i]), float(g[j]), float(best_dec), float(b.min()), float(b.max()),
