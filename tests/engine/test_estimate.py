@@ -148,3 +148,9 @@ def test_dry_run_measures_once_then_plans_from_the_history_and_writes_nothing(tm
     assert second.returncode == 0 and "measuring" not in second.stdout
     row = next(line for line in second.stdout.splitlines() if line.strip().startswith("DE"))
     assert "benchmark" in row and " 0.090 " in row  # micro plans 10 + 40 + 40 ps
+
+
+def test_a_denser_study_box_runs_slower_than_the_packed_benchmark_box():
+    assert E.density_speed_factor(1.00, 1.15) == pytest.approx(1.15 ** -E.PAIR_COST_EXPONENT, abs=1e-4)
+    assert E.density_speed_factor(1.00, 1.15) < 1.0 < E.density_speed_factor(1.2, 1.0)
+    assert E.density_speed_factor(0.0, 1.15) == 1.0 == E.density_speed_factor(1.0, float("nan"))

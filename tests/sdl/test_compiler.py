@@ -68,7 +68,10 @@ def test_public_ids_are_salted_per_compile(vapdiff, small_spec):
     assert a.roles == b.roles                                   # the same experiments …
     assert set(a.public_ids.values()).isdisjoint(b.public_ids.values())   # … under unrelated ids
     for ledger_id, pub in a.public_ids.items():
-        assert ledger_id.split("_")[-1] not in pub             # no CSV row number in the public id
+        # no CSV row number in the public id: a leak shows in both compiles; one random hex id holds a 4-digit row
+        # number by chance about once in 10^4 ids ('0831' in 'Xd4e58a0831' failed CI once)
+        row = ledger_id.split("_")[-1]
+        assert not (row in pub and row in b.public_ids[ledger_id])
         assert a.ledger_id(pub) == ledger_id
     assert a.sha256 != b.sha256                                # a different compile is a different assignment
 

@@ -384,11 +384,8 @@ def _expected_density(case: str) -> float:
 
 def density_speed_factor(benchmark_density: float, study_density: float) -> float:
     """The MD speed at ``study_density`` over the speed measured at ``benchmark_density`` [g/cm^3]:
-    (ρ_bench / ρ_study)^:data:`PAIR_COST_EXPONENT` (1 where either is not a positive number).
-
-    >>> round(density_speed_factor(1.00, 1.15), 3)
-    0.907
-    """
+    (ρ_bench / ρ_study)^:data:`PAIR_COST_EXPONENT` (1 where either is not a positive number); the tiny DE,
+    packed at 1.00 and expected at 1.15 g/cm^3, runs at 0.907 of its benchmark speed."""
     if not (benchmark_density > 0 and study_density > 0):
         return 1.0
     return round((benchmark_density / study_density) ** PAIR_COST_EXPONENT, 4)
