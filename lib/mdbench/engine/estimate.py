@@ -56,6 +56,7 @@ from mdbench.engine.hardware import cpu_model
 from mdbench.engine.protocols import load_protocol, write_mdp
 from mdbench.engine.runner import EngineError, find_gmx, get_runner
 from mdbench.engine.stages import case_dir, cutoff_overrides, load_preset, preset_timing
+from mdbench.errors import InputError
 from mdbench.inputs.cases import load_case
 from mdbench.record import RunRecord
 
@@ -378,7 +379,7 @@ def _expected_density(case: str) -> float:
     """The case's expected density [g/cm^3] from params/systems; 0 (no scaling) where it has none."""
     try:
         return float(load_case(case).expected_density_g_cm3)
-    except Exception:  # noqa: BLE001 - a case outside params/systems: the benchmark's density stands
+    except InputError:  # a case outside params/systems: the benchmark's density stands
         return 0.0
 
 
