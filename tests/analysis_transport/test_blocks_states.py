@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from mdbench.analysis import states
-from mdbench.analysis.blocks import T_975_DOF3, block_estimate, block_windows, statistical_inefficiency
+from mdbench.analysis.blocks import (T_975_DOF3, block_estimate, block_windows, frame_mean_estimate,
+                                     statistical_inefficiency)
 from mdbench.errors import InputError
 
 from .conftest import ou_series
@@ -115,3 +116,18 @@ def test_si_reason_carries_the_numbers_that_failed():
     assert d.state == "SI" and "block_precision (95 % half-width 0.4 = 40% of |value|)" in d.reason
     d = states.classify_observable(values=[1.0], not_estimable="sigma = 2e-08 +- 5e-08 S/m")
     assert d.state == "not_estimable" and d.reason.startswith("not estimable: sigma")
+
+
+def test_frame_mean_estimate_records_the_series_correlation_time(rng):
+    """A frame average carries τ = (g − 1)/2 · Δt of its series over the analysed window: for an
+    Ornstein–Uhlenbeck series of correlation time τ sampled every Δt, g = (1 + a)/(1 − a), a = e^(−Δt/τ)."""
+    dt, tau = 0.5, 4.0
+    x = ou_series(rng, 80_000, 1.0, tau, dt)
+    win = block_windows(np.arange(x.size) * dt, guard_ps=100.0)
+    est = frame_mean_estimate(x, win, "u")
+    a = math.exp(-dt / tau)
+    assert est.correlation_time_ps == pytest.approx(((1 + a) / (1 - a) - 1) / 2 * dt, rel=0.15)
+    assert est.to_dict()["uncertainty"]["correlation_time_ps"] == pytest.approx(est.correlation_time_ps)
+    same = block_estimate(x[win.whole].mean(), [x[b].mean() for b in win.blocks], "u")
+    assert est.whole == pytest.approx(same.whole) and est.half_width_95 == pytest.approx(same.half_width_95)
+    assert "correlation_time_ps" not in same.to_dict()["uncertainty"]  # not a frame average: nothing claimed

@@ -57,6 +57,20 @@ def test_extension_spent_on_an_F_result_is_O3_zero(run_copy, bundle, tmp_path):
     assert o3 == rule("extension_on_unearnable").lowers["O3"] == 0.0
 
 
+def test_extension_for_blocks_shorter_than_the_correlation_time_is_O3_zero(run_copy, bundle, tmp_path):
+    """The decision's own inputs say the blocks were shorter than 3 correlation times of the result's series:
+    its projection was not credible (``projection.blocks_outlast_correlation``), whatever flag it carries."""
+    _base(run_copy, bundle, tmp_path)
+    rec = RunRecord(run_copy)
+    block = RNG.uniform(20.0, 100.0)
+    target = {**_si(RNG.uniform(0.1, 0.9)), "node": f"observable:{rb.CASE}/coordination/SOL:O@first_min",
+              "block_length_ps": block, "correlation_time_ps": block / RNG.uniform(0.5, 2.9)}
+    _decision(rec, "extend", [target], production_ns=0.04, remaining_ns=1.0)
+    rec.append_event("production_extension", {"case": rb.CASE, "extension": 1})
+    o3, found = _audit(run_copy, bundle, tmp_path / "planted")
+    assert found == {"extension_on_unearnable"} and o3 == 0.0
+
+
 def test_extension_without_a_decision_caps_O3_at_half(run_copy, bundle, tmp_path):
     base = _base(run_copy, bundle, tmp_path)
     RunRecord(run_copy).append_event("production_extension", {"case": rb.CASE, "extension": 1})

@@ -36,7 +36,9 @@ def test_oracle_audit_has_no_F_or_M_and_equals_the_direct_audit(oracle_episode, 
     assert result["score"] == pytest.approx(direct.composite_final, abs=1e-3)
     assert {i: s.final for i, s in direct.episode_items.items()} == result["audit"]["items"]
     # inputs untouched; the oracle read its cases and force field from agent_input/
-    assert result["agent_input_intact"] and result["input_integrity"]["checked_files"] == 26
+    bundle_files = len((oracle_episode / "bundle" / "bundle_checksums.sha256").read_text().splitlines())
+    # every listed file, the checksum list itself and PROMPT.md
+    assert result["agent_input_intact"] and result["input_integrity"]["checked_files"] == bundle_files + 2
     for case in ("DE", "HCE", "LHCE"):
         build = json.loads((oracle_episode / "workspace" / "cases" / case / "setup" / "build.json").read_text())
         assert build["inputs"]["bundle"] == str((oracle_episode / "workspace" / "agent_input").resolve())

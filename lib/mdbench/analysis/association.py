@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
-from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate
+from mdbench.analysis.blocks import BlockEstimate, BlockWindows, frame_mean_estimate
 from mdbench.analysis.coordination import distinct_keys
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement, new_figure
 from mdbench.analysis.observables import ASSOCIATION
@@ -181,10 +181,6 @@ def association(rd: ReducedTrajectory, windows: BlockWindows, anion: str, channe
     trend_alpha = registered(trend_alpha, "block_trend_alpha")
     fr = association_frames(rd, anion, channels, cutoff_nm)
 
-    def est(x: np.ndarray, unit: str) -> BlockEstimate:
-        return block_estimate(float(x[windows.whole].mean()), [float(x[b].mean()) for b in windows.blocks],
-                              unit, block_ranges_ps=windows.block_ranges_ps)
-
     whole_frames = range(*windows.whole.indices(rd.n_frames))
     n_max = max(s.size for s in fr.size_counts)
     tot = np.zeros(n_max)
@@ -194,9 +190,9 @@ def association(rd: ReducedTrajectory, windows: BlockWindows, anion: str, channe
     return AssociationResult(
         cation="+".join(rd.centre_species), anion=anion, channels=list(channels), cutoff_nm=float(cutoff_nm),
         cutoff_rule=cutoff_rule,
-        fractions={c: est(v, "fraction of anions") for c, v in fr.class_fraction.items()},
-        anions_per_cation=est(fr.anions_per_cation, "anions per cation"),
-        largest_cluster_fraction=est(fr.largest_cluster_fraction, "fraction of ions"),
+        fractions={c: frame_mean_estimate(v, windows, "fraction of anions") for c, v in fr.class_fraction.items()},
+        anions_per_cation=frame_mean_estimate(fr.anions_per_cation, windows, "anions per cation"),
+        largest_cluster_fraction=frame_mean_estimate(fr.largest_cluster_fraction, windows, "fraction of ions"),
         cluster_size_fraction={int(s): float(v) for s, v in enumerate(tot) if v > 0},
         n_cations=int(np.unique(rd.centre_mol).size), n_anions=int(np.sum(rd.mol_species == anion)),
         fraction_max_half_width=fraction_max_half_width, trend_alpha=trend_alpha,

@@ -173,6 +173,11 @@ class BlockEstimate:
         Definition of the uncertainty.
     block_ranges_ps : list of tuple of float, optional
         Time range of each block [ps].
+    correlation_time_ps : float, optional
+        Integrated correlation time τ = (g − 1)/2 · Δt [ps] of the per-frame series the value averages, over
+        the whole analysed interval (:func:`frame_mean_estimate`); None for a value that is not a frame
+        average (a fit, a correlation function). The block half-width falls as 1/√(block length) only for
+        blocks much longer than τ (:mod:`mdbench.analysis.projection`).
     """
 
     whole: float
@@ -183,6 +188,7 @@ class BlockEstimate:
     half_width_95: float = float("nan")
     definition: str = BLOCK_DEFINITION
     block_ranges_ps: list[tuple[float, float]] | None = None
+    correlation_time_ps: float | None = None
 
     @property
     def finite(self) -> bool:
@@ -197,16 +203,20 @@ class BlockEstimate:
         return float(self.half_width_95 / abs(self.whole))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict: value, unit, uncertainty with its definition, blocks."""
+        """JSON-safe dict: value, unit, uncertainty with its definition (and the series' correlation time
+        where it is a frame average), blocks."""
+        unc: dict[str, Any] = {
+            "half_width_95": _json_float(self.half_width_95),
+            "block_mean": _json_float(self.mean),
+            "block_std": _json_float(self.std),
+            "definition": self.definition,
+        }
+        if self.correlation_time_ps is not None:
+            unc["correlation_time_ps"] = _json_float(self.correlation_time_ps)
         return {
             "value": _json_float(self.whole),
             "unit": self.unit,
-            "uncertainty": {
-                "half_width_95": _json_float(self.half_width_95),
-                "block_mean": _json_float(self.mean),
-                "block_std": _json_float(self.std),
-                "definition": self.definition,
-            },
+            "uncertainty": unc,
             "blocks": [_json_float(b) for b in self.blocks],
             "block_ranges_ps": None if self.block_ranges_ps is None else [list(r) for r in self.block_ranges_ps],
         }
@@ -261,6 +271,32 @@ def blocked(estimator: Callable[[slice], float], windows: BlockWindows, unit: st
     """
     return block_estimate(estimator(windows.whole), [estimator(s) for s in windows.blocks], unit,
                           block_ranges_ps=windows.block_ranges_ps)
+
+
+def frame_mean_estimate(per_frame: Any, windows: BlockWindows, unit: str) -> BlockEstimate:
+    """Whole-interval and block means of a per-frame series, with the series' correlation time.
+
+    Parameters
+    ----------
+    per_frame : array_like, shape (F,)
+        One value per frame of the frames ``windows`` index (e.g. the CIP fraction of each frame).
+    windows : BlockWindows
+        From :func:`block_windows`.
+    unit : str
+        Unit of the values.
+
+    Returns
+    -------
+    BlockEstimate
+        As :func:`block_estimate`, with ``correlation_time_ps`` = (g − 1)/2 · Δt, g the
+        :func:`statistical_inefficiency` of the series over the whole analysed interval.
+    """
+    x = as_float64(per_frame, "per_frame").ravel()
+    est = block_estimate(float(x[windows.whole].mean()), [float(x[b].mean()) for b in windows.blocks], unit,
+                         block_ranges_ps=windows.block_ranges_ps)
+    g = statistical_inefficiency(x[windows.whole])
+    est.correlation_time_ps = (g - 1.0) / 2.0 * float(windows.dt_ps) if math.isfinite(g) else None
+    return est
 
 
 def statistical_inefficiency(values: Any, *, mintime: int = 3) -> float:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from mdbench.analysis.adequacy import PrecisionBound, adequacy_checks
-from mdbench.analysis.blocks import BlockEstimate, BlockWindows, block_estimate
+from mdbench.analysis.blocks import BlockEstimate, BlockWindows, frame_mean_estimate
 from mdbench.analysis.estimator import Estimate, EstimatorBase, Measurement
 from mdbench.analysis.reduce import ReducedTrajectory
 from mdbench.analysis.settings import registered
@@ -155,9 +155,7 @@ def coordination(rd: ReducedTrajectory, windows: BlockWindows, partner: str, cha
     with the given thresholds)."""
     trend_alpha = registered(trend_alpha, "block_trend_alpha")
     per_frame = cn_per_frame(rd, channels, cutoff_nm)
-    est = block_estimate(float(per_frame[windows.whole].mean()),
-                         [float(per_frame[b].mean()) for b in windows.blocks], "molecules per centre",
-                         block_ranges_ps=windows.block_ranges_ps)
+    est = frame_mean_estimate(per_frame, windows, "molecules per centre")
     return CoordinationResult(partner, list(channels), float(cutoff_nm), cutoff_rule, est, n_sites_integral,
                               n_sites_upper_bound, max_rel_half_width=max_rel_half_width,
                               abs_half_width_ok=abs_half_width_ok, trend_alpha=trend_alpha)
@@ -180,8 +178,7 @@ def shell_abundance(rd: ReducedTrajectory, windows: BlockWindows,
     total = sum(float(v[windows.whole].mean()) for v in counts.values())
     out = {}
     for sp, v in counts.items():
-        est = block_estimate(float(v[windows.whole].mean()), [float(v[b].mean()) for b in windows.blocks],
-                             "molecules per centre", block_ranges_ps=windows.block_ranges_ps)
+        est = frame_mean_estimate(v, windows, "molecules per centre")
         out[sp] = {"molecules_per_centre": est.to_dict(), "channels": by_species[sp],
                    "cutoffs_nm": {c: cutoffs_nm[c] for c in by_species[sp]},
                    "fraction_of_shell": (float(est.whole) / total) if total > 0 else None}

@@ -22,6 +22,18 @@ length. Where no such run exists, β is extrapolated linearly in ln t from the f
 (β_min, β_max) to the band's lower edge; the window needs t_hi = t_band·10^decades ≤ f·T/n, so
 T_C = n·t_hi / f. Without a rising β this is not credible.
 
+**Blocks against the correlation time.** The 1/(block length) scaling holds only for blocks much longer
+than the integrated correlation time τ of what they average. For an exponentially correlated series the
+variance of a mean over L is (2τσ²/L)·f(L/τ), f(x) = 1 − (1 − e^(−x))/x, so blocks of L understate the
+asymptotic variance by the factor f: 0.57 at 2 τ, 0.68 at 3 τ, 0.90 at 10 τ. Where the result records τ of its
+per-frame series (``uncertainty.correlation_time_ps`` of a frame average, ``diagnostics.correlation_time_ps``
+of a thermodynamic average; pymbar's estimator over the analysed window), the precision projection divides
+T_C by f(L/τ) (the half-width the blocks would show once they outlast τ; conservative, as f → 1 at T_C), and
+is credible only when a block is at least :data:`MIN_BLOCK_CORRELATION_TIMES` × τ long
+(:func:`blocks_outlast_correlation`): below, the blocks mostly measure the series' slow drift, the factor is
+steep in τ, and τ itself, estimated from a window of fewer than 12 τ, is biased low. Otherwise the projection
+is recorded with its length but is not credible, and the decision rule does not extend for it.
+
 Anything else that failed (a trend over the blocks, a plateau that was not found, an RDF minimum that moves)
 cannot be projected from one segment: the projection says so and is not credible. A derived result
 (``derived_from``) needs its inputs: its projection is the largest of theirs and its own.
@@ -52,8 +64,13 @@ PROJECTION_RULE = (
     "max_lag_fraction x block length; collective regime (sigma, ionicity, t+): the registered charge-MSD "
     "window's start (f_lo x block length) past the latest lag at which an ion's MSD beta reaches the band; "
     "a failing trend, plateau or other check: not projectable (not "
-    "credible); a derived result: the largest of its inputs' projections and its own"
+    "credible); a derived result: the largest of its inputs' projections and its own; a precision projection "
+    "of a result whose per-frame correlation time tau is recorded: T_C / f(L/tau), f(x) = 1 - (1 - exp(-x))/x "
+    "for blocks of length L, credible only when a block is at least 3 tau long"
 )
+#: A precision projection is credible only for blocks at least this many correlation times long (their variance
+#: then at least 68 % of its 1/length asymptote, for an exponential correlation, and corrected by that factor).
+MIN_BLOCK_CORRELATION_TIMES = 3.0
 #: Results whose block half-width is pooled over the case's species (:func:`pooled_relative_half_widths`).
 D_PREFIX = SELF_DIFFUSION.key("")
 _BOUND = re.compile(r"accepted <= ([0-9.eE+-]+)(%)?( of \|value\|)?(?: or <= ([0-9.eE+-]+))?")
@@ -152,6 +169,42 @@ def pooled_half_width(doc: dict[str, Any], name: str) -> tuple[float, int] | Non
 
 def _dict(x: Any) -> dict[str, Any]:
     return x if isinstance(x, dict) else {}
+
+
+def correlation_time_ps(obs: dict[str, Any]) -> float | None:
+    """The integrated correlation time [ps] of the per-frame series a result averages, where the analysis
+    recorded it (a frame average's ``uncertainty``, a thermodynamic average's ``diagnostics``); else None."""
+    for where in (_dict(obs.get("uncertainty")), _dict(obs.get("diagnostics"))):
+        tau = _f(where.get("correlation_time_ps"))
+        if tau is not None and tau >= 0:
+            return tau
+    return None
+
+
+def blocks_outlast_correlation(block_length_ps: float | None, tau_ps: float | None) -> bool | None:
+    """Whether blocks of ``block_length_ps`` are at least :data:`MIN_BLOCK_CORRELATION_TIMES` correlation
+    times ``tau_ps`` long (None when either is unknown: the condition cannot be checked).
+
+    >>> blocks_outlast_correlation(267.0, 77.5), blocks_outlast_correlation(267.0, 90.7)
+    (True, False)
+    """
+    if block_length_ps is None or tau_ps is None or not math.isfinite(block_length_ps) or not math.isfinite(tau_ps):
+        return None
+    return bool(block_length_ps >= MIN_BLOCK_CORRELATION_TIMES * tau_ps)
+
+
+def block_variance_fraction(block_length_ps: float, tau_ps: float | None) -> float:
+    """f(L/τ) = 1 − (1 − e^(−L/τ))/(L/τ): the variance of a mean over blocks of L relative to its 1/L
+    asymptote, for an exponentially correlated series of integrated correlation time τ (1 when τ is 0 or
+    unknown).
+
+    >>> round(block_variance_fraction(30.0, 10.0), 3), block_variance_fraction(30.0, None)
+    (0.683, 1.0)
+    """
+    if tau_ps is None or not tau_ps > 0 or not block_length_ps > 0:
+        return 1.0
+    x = block_length_ps / tau_ps
+    return float(1.0 - (1.0 - math.exp(-x)) / x)
 
 
 def _n_blocks(doc: dict[str, Any]) -> int:
@@ -312,11 +365,24 @@ def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], p
             need.append((d[0], d[0] / 3.0, d[0] * 3.0, check, d[1]))
         else:
             return {**out, "limiting_check": check, "basis": f"{check} cannot be projected from one segment"}
+    tau, block_ps = correlation_time_ps(obs), length / n
+    frac = block_variance_fraction(block_ps, tau)
+    if frac < 1.0:  # the precision lengths as the blocks will scale once they outlast tau
+        need = [(t / frac, lo / frac, hi / frac, c, b + f" (/ f(L/tau) = {frac:.3g}, tau {tau:.3g} ps)")
+                if c.endswith("block_precision") else (t, lo, hi, c, b) for t, lo, hi, c, b in need]
     t_c, lo, hi, check, basis = max(need)
     to_ns = 1e-3
-    return {**out, "ns_to_C": max((guard + t_c) * to_ns, production_ns), "ns_to_C_low": (guard + lo) * to_ns,
-            "ns_to_C_high": (guard + hi) * to_ns, "credible": True, "limiting_check": check,
-            "basis": "; ".join(b for *_, b in need)}
+    out.update(ns_to_C=max((guard + t_c) * to_ns, production_ns), ns_to_C_low=(guard + lo) * to_ns,
+               ns_to_C_high=(guard + hi) * to_ns, credible=True, limiting_check=check,
+               basis="; ".join(b for *_, b in need), block_length_ps=block_ps, correlation_time_ps=tau,
+               half_width_95=hw)
+    precision = any(c.endswith("block_precision") for c in failing)
+    if precision and blocks_outlast_correlation(block_ps, tau) is False:
+        out.update(credible=False, basis=f"blocks of {block_ps:.3g} ps are shorter than "
+                                         f"{MIN_BLOCK_CORRELATION_TIMES:g} correlation times (tau {tau:.3g} ps of the "
+                                         "per-frame series): their variance does not yet fall as 1/length; "
+                                         + out["basis"])
+    return out
 
 
 def project_graph(graph: dict[str, Any], results: dict[str, dict[str, Any]], production_ns: dict[str, float],
@@ -413,7 +479,9 @@ def decide(graph: dict[str, Any], case: str, *, production_ns: float, remaining_
             unknown.append({"node": n["id"], "why": p.get("basis", "no projection")})
         elif p["ns_to_C"] <= production_ns + remaining_ns + 1e-9:
             targets.append({"node": n["id"], "ns_to_C": p["ns_to_C"], "state": n["state"],
-                            "credible": bool(p.get("credible"))})
+                            "credible": bool(p.get("credible")),
+                            **{k: p[k] for k in ("block_length_ps", "correlation_time_ps", "half_width_95")
+                               if p.get(k) is not None}})
         else:
             out_of_reach.append({"node": n["id"], "ns_to_C": p["ns_to_C"]})
     out = {"case": case, "action": "stop", "segment_ns": 0.0, "target_ns": production_ns, "targets": targets,
@@ -444,7 +512,8 @@ def judge_production_decisions(events: list[dict[str, Any]], graph: dict[str, An
 
     * ``extension_without_decision``: a production extension with no ``extend`` decision before it;
     * ``extension_on_unearnable``: an ``extend`` decision whose targets include a result that is not SI (F, M,
-      not_estimable …), not credibly projected, or projected beyond the budget;
+      not_estimable …), not credibly projected (by its flag, or by its recorded block length and correlation
+      time: :func:`blocks_outlast_correlation`, the rule the study decides by), or projected beyond the budget;
     * ``extension_after_unreachable``: an ``extend`` decision all of whose targets an earlier decision of the
       case had found out of reach, with no new production in between;
     * ``unjustified_stop``: a ``stop`` decision although one of its results was projected earned within the
@@ -503,4 +572,6 @@ def _fits(target: dict[str, Any], decision: dict[str, Any]) -> bool:
     ns = _f(target.get("ns_to_C"))
     if target.get("state", "SI") != "SI" or target.get("credible") is False or ns is None:
         return False
+    if blocks_outlast_correlation(_f(target.get("block_length_ps")), _f(target.get("correlation_time_ps"))) is False:
+        return False  # the decision's own inputs say its blocks were shorter than the correlation time
     return ns <= (_f(decision.get("production_ns")) or 0.0) + (_f(decision.get("remaining_ns")) or 0.0) + 1e-9

@@ -500,7 +500,8 @@ RULES: dict[str, Rule] = {r.code: r for r in (
          evidence="run_record/events.jsonl (the extension), run_record/state_graph.json"),
     Rule("extension_on_unearnable", None, {"O3": 0.0}, "O3",
          rule=("an `extend` decision whose targets include a result more sampling cannot earn: not SI (F, M, "
-               "not_estimable…), not credibly projected, or projected beyond the remaining budget"),
+               "not_estimable…), not credibly projected (also: blocks shorter than 3 correlation times of the "
+               "result's series, by the decision's own inputs), or projected beyond the remaining budget"),
          seed=("§5.2: \"Invalid methods or implementation errors require correction rather than additional "
                "sampling\"; \"additional computation may consume resources without improving the scientific "
                "evidence\""),
