@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from mdbench.analysis.projection import (MIN_BLOCK_CORRELATION_TIMES, block_variance_fraction,
+from mdbench.analysis.projection import (MIN_BLOCK_CORRELATION_TIMES, block_variance_fraction, cheapest_first,
                                          blocks_outlast_correlation, decide,
                                          half_width_range_factor, judge_production_decisions, precision_length,
                                          project_graph, project_result)
@@ -177,3 +177,23 @@ def test_short_blocks_understate_the_block_variance_as_the_correction_assumes():
         measured = var_times_length(int(k * tau)) / long_
         assert measured == pytest.approx(block_variance_fraction(k * tau, tau), abs=0.12), k
     assert var_times_length(int(2 * tau)) < 0.75 * long_
+
+
+def test_a_round_decides_the_cheapest_extension_first():
+    """Two cases compete for one study budget: the case whose nearest credible target needs the fewer ns is
+    decided first; a case with nothing reachable goes last; the order among equals is kept."""
+    g = sg.new_graph()
+    results = {}
+    for case, hw in (("FAR", 0.8), ("NEAR", 0.3), ("NONE", 40.0)):  # T_C = 40 ps (hw/0.2)^2
+        sg.add_node(g, f"stage:{case}/production", "stage", "valid", "", case=case)
+        obs, reason = _obs(hw, 1.0, {"block_precision": f"95 % half-width {hw}; accepted <= 20% of |value|"})
+        sg.add_node(g, f"observable:{case}/viscosity", "observable", "SI", reason, case=case, name="viscosity")
+        sg.add_edge(g, f"observable:{case}/viscosity", f"stage:{case}/production", sg.UPSTREAM)
+        results[case] = {"observables": {"viscosity": obs}, "settings": SETTINGS}
+    cases = ["NONE", "FAR", "NEAR"]
+    sg.settle_claim(g, cases)
+    done, left = dict.fromkeys(cases, 0.04), dict.fromkeys(cases, 2.0)
+    project_graph(g, results, done, budget_ns={c: 2.04 for c in cases})
+    assert cheapest_first(g, cases, production_ns=done, remaining_ns=left) == ["NEAR", "FAR", "NONE"]
+    assert cheapest_first(g, ["FAR", "NONE"], production_ns=done, remaining_ns=dict.fromkeys(cases, 0.0)) == [
+        "FAR", "NONE"]  # nothing left to spend: nothing to order by

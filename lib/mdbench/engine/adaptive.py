@@ -15,30 +15,41 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
+from mdbench.analysis import observables as registry
+from mdbench.analysis.pipeline import load_or_analyze_case
+from mdbench.analysis.projection import cheapest_first, decide, project_graph
+from mdbench.analysis.study_state import (build_state_graph, carry_over, load_results, production_ns,
+                                          remaining_ns)
+from mdbench.engine.stages import produce
+from mdbench.execute import Job, run_jobs
+from mdbench.record import RunRecord
+from mdbench.record.state_graph import read_graph, write_graph
+
 log = logging.getLogger(__name__)
 
 #: Production extension rounds per case at most (a guard; the budget ends a study first in practice).
 MAX_ROUNDS = 50
 
 
-def decide_and_record(run_dir: str | Path, case: str, cases: list[str], *, budget_ns: float | None = None
-                      ) -> dict[str, Any]:
-    """Build the graph, project every SI result, decide for ``case``, record the decision (event + graph)."""
-    from mdbench.analysis import observables as registry  # noqa: PLC0415
-    from mdbench.analysis.projection import decide, project_graph  # noqa: PLC0415
-    from mdbench.analysis.study_state import (build_state_graph, carry_over, load_results,  # noqa: PLC0415
-                                              production_ns, remaining_ns)
-    from mdbench.record import RunRecord  # noqa: PLC0415
-    from mdbench.record.state_graph import read_graph, write_graph  # noqa: PLC0415
+def _projected_graph(run_dir: Path, cases: list[str], budget_ns: float | None) -> tuple[dict, dict, dict, set, Any]:
+    """(graph, production so far, budget left, required families, record): the run's state graph as its records
+    stand, every SI result projected against what each case may still run [ns]."""
 
-    run_dir = Path(run_dir)
     rec = RunRecord(run_dir)
     graph = build_state_graph(run_dir, cases)
     done = {c: production_ns(rec, c) for c in cases}
     left = {c: remaining_ns(rec, c, budget_ns) for c in cases}
     project_graph(graph, {c: load_results(run_dir, c) for c in cases}, done,
                   budget_ns={c: done[c] + left[c] for c in cases})
-    required = {e.name for e in registry.REGISTRY if e.required}
+    return graph, done, left, {e.name for e in registry.REGISTRY if e.required}, rec
+
+
+def decide_and_record(run_dir: str | Path, case: str, cases: list[str], *, budget_ns: float | None = None
+                      ) -> dict[str, Any]:
+    """Build the graph, project every SI result, decide for ``case``, record the decision (event + graph)."""
+
+    run_dir = Path(run_dir)
+    graph, done, left, required, rec = _projected_graph(run_dir, cases, budget_ns)
     decision = decide(graph, case, production_ns=done[case], remaining_ns=left[case], required=required)
     event = rec.append_event("production_decision", decision)
     _annotate(graph, decision, event["id"])
@@ -47,6 +58,14 @@ def decide_and_record(run_dir: str | Path, case: str, cases: list[str], *, budge
     write_graph(rec, graph)
     decision["event_id"] = event["id"]
     return decision
+
+
+def round_order(run_dir: str | Path, active: list[str], cases: list[str], *, budget_ns: float | None) -> list[str]:
+    """The ``active`` cases in the order this round decides them (:func:`mdbench.analysis.projection.
+    cheapest_first`: the cheapest credible extension first), from the graph as the records stand."""
+
+    graph, done, left, required, _rec = _projected_graph(Path(run_dir), cases, budget_ns)
+    return cheapest_first(graph, list(active), production_ns=done, remaining_ns=left, required=required)
 
 
 def _annotate(graph: dict[str, Any], decision: dict[str, Any], event_id: int) -> None:
@@ -68,7 +87,6 @@ def _annotate(graph: dict[str, Any], decision: dict[str, Any], event_id: int) ->
 
 def _unfinished_extension(run_dir: Path, case: str) -> float | None:
     """Target length [ps] of an extension recorded but not completed (None: nothing to finish)."""
-    from mdbench.record import RunRecord  # noqa: PLC0415
 
     path = run_dir / "cases" / case / "prod" / "prod.extension.json"
     if not path.is_file():
@@ -92,8 +110,6 @@ def run_until_earned(run_dir: str | Path, cases: list[str], *, preset: str, engi
     interrupted extension, decide (:func:`decide_and_record`), and on ``extend`` run the extension
     (:func:`mdbench.engine.stages.produce` with the new length) and analyse the case again.
     """
-    from mdbench.analysis.pipeline import load_or_analyze_case  # noqa: PLC0415
-    from mdbench.engine.stages import produce  # noqa: PLC0415
 
     run_dir = Path(run_dir)
     decisions: list[dict[str, Any]] = []
@@ -101,13 +117,14 @@ def run_until_earned(run_dir: str | Path, cases: list[str], *, preset: str, engi
     for _ in range(MAX_ROUNDS):
         if not active:
             break
-        for case in list(active):
+        for case in active:
             pending = _unfinished_extension(run_dir, case)
             if pending:
                 echo(f"{case}: finishing the interrupted extension to {pending / 1000:.4g} ns")
                 produce(run_dir, case, preset=preset, engine=engine, threads=threads, seed=seed,
                         production_ps=pending)
                 load_or_analyze_case(run_dir, case, preset=preset, force=True)
+        for case in round_order(run_dir, active, cases, budget_ns=budget_ns):
             d = decide_and_record(run_dir, case, cases, budget_ns=budget_ns)
             decisions.append(d)
             echo(f"{case}: {d['action']} — {d['reason']}")
@@ -131,7 +148,6 @@ def extend_until_earned(out: Path, cases: list[str], *, preset: str, engine: str
     extended cases (``analysis_jobs(cases)``: the study command's jobs) and the comparison (``compare_stage``)
     again, so their notebooks and the terminal claim follow the new production; returns the executor's results
     of those reruns."""
-    from mdbench.execute import Job, run_jobs  # noqa: PLC0415
 
     decisions = run_until_earned(out, cases, preset=preset, engine=engine, threads=threads, seed=seed,
                                  budget_ns=budget_ns, echo=echo)
