@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mdbench.analysis.projection import (MIN_BLOCK_CORRELATION_TIMES, block_variance_fraction, cheapest_first,
-                                         blocks_outlast_correlation, decide,
+                                         blocks_outlast_correlation, decide, half_width_rose,
                                          half_width_range_factor, judge_production_decisions, precision_length,
                                          project_graph, project_result)
 from mdbench.record import state_graph as sg
@@ -197,3 +197,60 @@ def test_a_round_decides_the_cheapest_extension_first():
     assert cheapest_first(g, cases, production_ns=done, remaining_ns=left) == ["NEAR", "FAR", "NONE"]
     assert cheapest_first(g, ["FAR", "NONE"], production_ns=done, remaining_ns=dict.fromkeys(cases, 0.0)) == [
         "FAR", "NONE"]  # nothing left to spend: nothing to order by
+
+
+def _four_block_half_widths(x: np.ndarray) -> np.ndarray:
+    return x.reshape(x.shape[0], 4, -1).mean(axis=2).std(axis=1, ddof=1)
+
+
+def test_a_half_width_that_rose_after_an_extension_flags_a_slow_mode_at_the_stated_rate():
+    """q = (hw'/hw)(T'/T)^1/2 after extending 4x: white noise (blocks >> tau) exceeds the threshold in ~5 % of
+    runs (the first window is a prefix of the second, as in a study); a slow mode (tau = 2 x the first window's
+    length) in about half of them."""
+    rng = np.random.default_rng(5)
+    reps, t = 3000, 200
+
+    def rate(x: np.ndarray) -> float:
+        h0, h1 = _four_block_half_widths(x[:, :t]), _four_block_half_widths(x)
+        flags = [half_width_rose({"half_width_95": a, "analysed_ps": t}, {"half_width_95": b, "analysed_ps": 4 * t,
+                                                                          "n_blocks": 4}) for a, b in zip(h0, h1)]
+        return float(np.mean([f is not None for f in flags]))
+
+    assert rate(rng.normal(size=(reps, 4 * t))) < 0.07
+    a = math.exp(-1.0 / (2 * t))
+    y = np.empty((reps, 4 * t))
+    y[:, 0] = rng.normal(size=reps)
+    noise = rng.normal(scale=math.sqrt(1 - a * a), size=(reps, 4 * t))
+    for i in range(1, 4 * t):
+        y[:, i] = a * y[:, i - 1] + noise[:, i]
+    assert rate(y) > 0.35
+    same = {"half_width_95": 0.1, "analysed_ps": 100.0}
+    assert half_width_rose(same, {"half_width_95": 0.3, "analysed_ps": 110.0}) is None  # window barely grew
+    assert half_width_rose(same, {"half_width_95": 0.05, "analysed_ps": 400.0}) is None  # fell as expected
+    assert half_width_rose("junk", {"half_width_95": "x"}) is None
+
+
+def test_the_decision_and_the_audit_do_not_extend_for_a_half_width_that_rose():
+    g, results = _graph(40.0)
+    obs, reason = _cip_like(0.5)  # blocks of 20 tau: the correlation-time condition holds
+    sg.add_node(g, "observable:A/association/FSI/CIP", "observable", "SI", reason, case="A",
+                name="association/FSI/CIP")
+    sg.add_edge(g, "observable:A/association/FSI/CIP", "stage:A/production", sg.UPSTREAM)
+    sg.settle_claim(g, ["A"])
+    results["A"]["observables"]["association/FSI/CIP"] = obs
+    before = {"association/FSI/CIP": {"half_width_95": 0.05, "analysed_ps": 10.0, "n_blocks": 4}}  # now 0.3 at 40 ps
+    project_graph(g, results, {"A": 0.04}, budget_ns={"A": 100.0}, history={"A": before})
+    p = g["nodes"]["observable:A/association/FSI/CIP"]["projection"]
+    assert not p["credible"] and p["half_width_rose"] == pytest.approx(0.3 / 0.05 * 2) and "since the last decision" in p["basis"]
+    assert decide(g, "A", production_ns=0.04, remaining_ns=99.9)["action"] == "stop"
+    project_graph(g, results, {"A": 0.04}, budget_ns={"A": 100.0})  # no history: a target again
+    d = decide(g, "A", production_ns=0.04, remaining_ns=99.9)
+    assert d["action"] == "extend"
+    now = {"association/FSI/CIP": {"half_width_95": 0.3, "analysed_ps": 40.0, "n_blocks": 4}}
+    events = [{"id": 1, "type": "production_decision", "payload": {"case": "A", "action": "stop", "targets": [],
+                                                                   "half_widths": before}},
+              {"id": 2, "type": "production_decision", "payload": {**d, "half_widths": now}},
+              {"id": 3, "type": "production_extension", "payload": {"case": "A"}}]
+    assert [f["code"] for f in judge_production_decisions(events, g)["findings"]] == ["extension_on_unearnable"]
+    events[0]["payload"]["half_widths"] = {}
+    assert judge_production_decisions(events, g)["findings"] == []

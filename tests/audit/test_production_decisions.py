@@ -71,6 +71,24 @@ def test_extension_for_blocks_shorter_than_the_correlation_time_is_O3_zero(run_c
     assert found == {"extension_on_unearnable"} and o3 == 0.0
 
 
+def test_extension_for_a_half_width_that_rose_since_the_last_decision_is_O3_zero(run_copy, bundle, tmp_path):
+    """The decisions' own snapshots say the target's half-width rose against the (T/T')^1/2 expectation beyond
+    two four-block estimates' spread (``projection.half_width_rose``): its projection was not credible."""
+    _base(run_copy, bundle, tmp_path)
+    rec = RunRecord(run_copy)
+    name, t0 = "coordination/SOL:O@first_min", RNG.uniform(50.0, 200.0)
+    hw0 = RNG.uniform(0.02, 0.2)
+    target = {**_si(RNG.uniform(0.1, 0.9)), "node": f"observable:{rb.CASE}/{name}"}
+    for action, targets, hw, t in (("stop", [], hw0, t0), ("extend", [target], hw0 * RNG.uniform(1.7, 3.0), 4 * t0)):
+        rec.append_event("production_decision", {
+            "case": rb.CASE, "action": action, "production_ns": 0.04, "remaining_ns": 1.0, "targets": targets,
+            "out_of_reach": [], "reason": "planted",
+            "half_widths": {name: {"half_width_95": hw, "analysed_ps": t, "n_blocks": 4}}})
+    rec.append_event("production_extension", {"case": rb.CASE, "extension": 1})
+    o3, found = _audit(run_copy, bundle, tmp_path / "planted")
+    assert found == {"extension_on_unearnable"} and o3 == 0.0
+
+
 def test_extension_without_a_decision_caps_O3_at_half(run_copy, bundle, tmp_path):
     base = _base(run_copy, bundle, tmp_path)
     RunRecord(run_copy).append_event("production_extension", {"case": rb.CASE, "extension": 1})

@@ -34,6 +34,13 @@ is credible only when a block is at least :data:`MIN_BLOCK_CORRELATION_TIMES` ×
 steep in τ, and τ itself, estimated from a window of fewer than 12 τ, is biased low. Otherwise the projection
 is recorded with its length but is not credible, and the decision rule does not extend for it.
 
+**The half-width's history.** A τ estimated from a window that does not yet contain the slow mode is too
+short, so the condition above is necessary, not sufficient. The record shows the rest: each decision keeps the
+half-width and analysed length of every result of its case (:func:`half_width_snapshot`); at the next decision,
+a result whose half-width rose against the (T/T′)^½ expectation by more than two four-block estimates allow
+(q = (hw′/hw)·(T′/T)^½ above √F₀.₉₅(n−1, n−1), 3.05 for four blocks: :func:`half_width_rose`) is not credibly
+projected — its blocks are shorter than its slowest relaxation.
+
 Anything else that failed (a trend over the blocks, a plateau that was not found, an RDF minimum that moves)
 cannot be projected from one segment: the projection says so and is not credible. A derived result
 (``derived_from``) needs its inputs: its projection is the largest of theirs and its own.
@@ -66,7 +73,8 @@ PROJECTION_RULE = (
     "a failing trend, plateau or other check: not projectable (not "
     "credible); a derived result: the largest of its inputs' projections and its own; a precision projection "
     "of a result whose per-frame correlation time tau is recorded: T_C / f(L/tau), f(x) = 1 - (1 - exp(-x))/x "
-    "for blocks of length L, credible only when a block is at least 3 tau long"
+    "for blocks of length L, credible only when a block is at least 3 tau long; not credible after an extension "
+    "in which its half-width rose against the (T/T')^1/2 expectation by more than sqrt(F_0.95(n-1, n-1))"
 )
 #: A precision projection is credible only for blocks at least this many correlation times long (their variance
 #: then at least 68 % of its 1/length asymptote, for an exponential correlation, and corrected by that factor).
@@ -385,8 +393,41 @@ def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], p
     return out
 
 
+def half_width_snapshot(doc: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Result name → ``{"half_width_95", "analysed_ps", "n_blocks"}`` of every result of a case's results.json
+    with a finite, positive half-width: what the next decision compares with (:func:`half_width_rose`)."""
+    out: dict[str, dict[str, float]] = {}
+    windows = doc.get("windows") if isinstance(doc.get("windows"), dict) else {}
+    for name, obs in _dict(doc.get("observables")).items():
+        if not isinstance(obs, dict):
+            continue
+        hw, win = _f(_dict(obs.get("uncertainty")).get("half_width_95")), _window_ps(obs, windows)
+        if hw is not None and hw > 0 and win is not None and win[1] > 0:
+            out[str(name)] = {"half_width_95": hw, "analysed_ps": win[1], "n_blocks": win[2]}
+    return out
+
+
+def half_width_rose(before: Any, after: Any) -> float | None:
+    """q = (hw′/hw)·(T′/T)^½ of one result between two decisions when it exceeds what two ``n``-block
+    estimates allow under the (T/T′)^½ scaling (√F₀.₉₅(n−1, n−1): 3.05 for four blocks); None otherwise, or
+    when the analysed window did not grow by a fifth (nothing to compare) or either side is unreadable.
+
+    >>> round(half_width_rose({"half_width_95": 0.089, "analysed_ps": 276.0, "n_blocks": 4},
+    ...                       {"half_width_95": 0.18, "analysed_ps": 1068.0, "n_blocks": 4}), 2)
+    3.98
+    """
+    b, a = _dict(before), _dict(after)
+    hw0, t0, hw1, t1 = (_f(x.get(k)) for x in (b, a) for k in ("half_width_95", "analysed_ps"))
+    n = _f(a.get("n_blocks")) or 4.0
+    if None in (hw0, t0, hw1, t1) or not (hw0 > 0 and t0 > 0 and t1 >= 1.2 * t0) or not 2 <= n <= 1000:
+        return None
+    q = hw1 / hw0 * math.sqrt(t1 / t0)
+    return q if q > math.sqrt(stats.f.ppf(0.95, n - 1, n - 1)) else None
+
+
 def project_graph(graph: dict[str, Any], results: dict[str, dict[str, Any]], production_ns: dict[str, float],
-                  *, budget_ns: dict[str, float]) -> dict[str, Any]:
+                  *, budget_ns: dict[str, float], history: dict[str, dict[str, Any]] | None = None
+                  ) -> dict[str, Any]:
     """Put a projection on every SI observable node of ``graph`` (in place; returns the graph).
 
     Parameters
@@ -397,6 +438,9 @@ def project_graph(graph: dict[str, Any], results: dict[str, dict[str, Any]], pro
         Case → production length so far [ns].
     budget_ns : mapping
         Case → total production length the budget still allows [ns] (what is run plus what remains).
+    history : mapping, optional
+        Case → :func:`half_width_snapshot` its last decision recorded: a result whose half-width rose since
+        (:func:`half_width_rose`) is not credibly projected.
     """
     nodes = graph["nodes"]
     derived: dict[str, list[str]] = {}
@@ -415,6 +459,15 @@ def project_graph(graph: dict[str, Any], results: dict[str, dict[str, Any]], pro
                               pooled=pooled_half_width(doc, node["name"]), doc=doc)
         if node["own_state"] != "SI" or node["own_reason"].startswith("input "):  # SI only through an input (rule 8)
             proj = {**proj, "ns_to_C": production_ns.get(case, 0.0), "credible": True, "basis": "own checks pass"}
+        before = _dict(_dict((history or {}).get(case)).get(node["name"]))
+        q = half_width_rose(before, _dict(half_width_snapshot(
+            {"observables": {node["name"]: obs}, "windows": doc.get("windows")}).get(node["name"])))
+        if q is not None:
+            proj = {**proj, "credible": False, "half_width_rose": q,
+                    "basis": f"half-width {before['half_width_95']:.3g} -> "
+                             f"{_dict(obs.get('uncertainty')).get('half_width_95'):.3g} since the last decision: "
+                             f"{q:.2f}x the (T/T')^1/2 expectation, beyond two 4-block estimates' spread: blocks "
+                             f"shorter than the result's slowest relaxation; " + str(proj.get("basis"))}
         for src in derived.get(nid, ()):
             p = nodes[src].get("projection") or {}
             if nodes[src]["state"] == "SI":
@@ -528,8 +581,10 @@ def judge_production_decisions(events: list[dict[str, Any]], graph: dict[str, An
 
     * ``extension_without_decision``: a production extension with no ``extend`` decision before it;
     * ``extension_on_unearnable``: an ``extend`` decision whose targets include a result that is not SI (F, M,
-      not_estimable …), not credibly projected (by its flag, or by its recorded block length and correlation
-      time: :func:`blocks_outlast_correlation`, the rule the study decides by), or projected beyond the budget;
+      not_estimable …), not credibly projected (by its flag; by its recorded block length and correlation
+      time, :func:`blocks_outlast_correlation`; or by a half-width that rose since the case's previous
+      decision, :func:`half_width_rose` on the decisions' ``half_widths`` — the rules the study decides by),
+      or projected beyond the budget;
     * ``extension_after_unreachable``: an ``extend`` decision all of whose targets an earlier decision of the
       case had found out of reach, with no new production in between;
     * ``unjustified_stop``: a ``stop`` decision although one of its results was projected earned within the
@@ -545,6 +600,7 @@ def judge_production_decisions(events: list[dict[str, Any]], graph: dict[str, An
     findings: list[dict[str, Any]] = []
     last_extend: dict[str, int] = {}
     unreachable: dict[str, set[str]] = {}
+    snapshot: dict[str, dict[str, Any]] = {}  # case → the half-widths its last decision recorded
     for e in events:
         p = e.get("payload") if isinstance(e.get("payload"), dict) else {}
         case = p.get("case")
@@ -558,10 +614,14 @@ def judge_production_decisions(events: list[dict[str, Any]], graph: dict[str, An
             continue
         if e.get("type") != "production_decision":
             continue
+        now, before = _dict(p.get("half_widths")), snapshot.get(case, {}) if isinstance(case, str) else {}
+        if isinstance(case, str) and now:
+            snapshot[case] = now
         if p.get("action") == "extend":
             last_extend[case] = e["id"]
             targets = {str(t.get("node")) for t in _rows(p.get("targets"))}
-            bad = [t for t in _rows(p.get("targets")) if not _fits(t, p)]
+            bad = [t for t in _rows(p.get("targets")) if not _fits(t, p)
+                   or half_width_rose(before.get(_result_name(t)), now.get(_result_name(t))) is not None]
             if bad:
                 findings.append({"code": "extension_on_unearnable", "case": case, "event_id": e["id"],
                                  "message": f"{case}: extension for {', '.join(str(t.get('node')) for t in bad)}, "
@@ -577,6 +637,11 @@ def judge_production_decisions(events: list[dict[str, Any]], graph: dict[str, An
                                             "earned within the budget"})
             unreachable.setdefault(case, set()).update(str(t.get("node")) for t in _rows(p.get("out_of_reach")))
     return {"has_graph": True, "n_decisions": len(decisions), "findings": findings}
+
+
+def _result_name(target: dict[str, Any]) -> str:
+    """``observable:CASE/NAME`` → ``NAME``."""
+    return str(target.get("node") or "").split(":", 1)[-1].partition("/")[2]
 
 
 def _rows(x: Any) -> list[dict[str, Any]]:

@@ -501,7 +501,8 @@ RULES: dict[str, Rule] = {r.code: r for r in (
     Rule("extension_on_unearnable", None, {"O3": 0.0}, "O3",
          rule=("an `extend` decision whose targets include a result more sampling cannot earn: not SI (F, M, "
                "not_estimable…), not credibly projected (also: blocks shorter than 3 correlation times of the "
-               "result's series, by the decision's own inputs), or projected beyond the remaining budget"),
+               "result's series, or a half-width that rose since the case's previous decision beyond two 4-block "
+               "estimates' spread, by the decisions' own inputs), or projected beyond the remaining budget"),
          seed=("§5.2: \"Invalid methods or implementation errors require correction rather than additional "
                "sampling\"; \"additional computation may consume resources without improving the scientific "
                "evidence\""),

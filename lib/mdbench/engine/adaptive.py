@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from mdbench.analysis import observables as registry
 from mdbench.analysis.pipeline import load_or_analyze_case
-from mdbench.analysis.projection import cheapest_first, decide, project_graph
+from mdbench.analysis.projection import cheapest_first, decide, half_width_snapshot, project_graph
 from mdbench.analysis.study_state import (build_state_graph, carry_over, load_results, production_ns,
                                           remaining_ns)
 from mdbench.engine.stages import produce
@@ -39,8 +39,13 @@ def _projected_graph(run_dir: Path, cases: list[str], budget_ns: float | None) -
     graph = build_state_graph(run_dir, cases)
     done = {c: production_ns(rec, c) for c in cases}
     left = {c: remaining_ns(rec, c, budget_ns) for c in cases}
+    history = {}  # case → the half-widths its last decision recorded
+    for e in rec.events():
+        p = e.get("payload") if e.get("type") == "production_decision" else None
+        if isinstance(p, dict) and p.get("case") in cases and isinstance(p.get("half_widths"), dict):
+            history[p["case"]] = p["half_widths"]
     project_graph(graph, {c: load_results(run_dir, c) for c in cases}, done,
-                  budget_ns={c: done[c] + left[c] for c in cases})
+                  budget_ns={c: done[c] + left[c] for c in cases}, history=history)
     return graph, done, left, {e.name for e in registry.REGISTRY if e.required}, rec
 
 
@@ -51,6 +56,7 @@ def decide_and_record(run_dir: str | Path, case: str, cases: list[str], *, budge
     run_dir = Path(run_dir)
     graph, done, left, required, rec = _projected_graph(run_dir, cases, budget_ns)
     decision = decide(graph, case, production_ns=done[case], remaining_ns=left[case], required=required)
+    decision["half_widths"] = half_width_snapshot(load_results(run_dir, case))  # for the next decision's check
     event = rec.append_event("production_decision", decision)
     _annotate(graph, decision, event["id"])
     carry_over(graph, read_graph(run_dir))  # the other cases' decisions stay
