@@ -65,7 +65,8 @@ def test_each_buggy_kind_lands_on_the_item_the_seed_names(buggy_episodes, oracle
     st = {(o["case"], o["observable"]): o["state"] for o in doc["observables"]}
     if kind == "tplus_convention":  # a definition error, not sampling: F wherever L+- makes the formulas differ
         assert [c for c in ("DE", "HCE", "LHCE") if st[(c, "transference_number")] == "F"]
-        assert "mixed-convention" in doc["items"]["A2"]["reason"] or "mixed-up" in doc["items"]["A2"]["reason"]
+        # the finding's code, not the item's wording (the reason is shortened where several cases add to it)
+        assert "tplus_mixed_convention" in {f["code"] for f in doc["findings"]}, doc["items"]["A2"]["reason"]
         assert items["O2"] == 0.0  # the F was labelled SI / C by the agent
     elif kind == "float32_volume":  # non-finite blocks in every case: σ and t+ F, block stability impossible
         assert all(st[(c, g)] == "F" for c in ("DE", "HCE", "LHCE") for g in ("conductivity", "transference_number"))

@@ -301,6 +301,19 @@ def remaining_ns(rec: Any, case: str, budget_ns: float | None) -> float:
     return max(0.0, min(CASE_BUDGET_NS - rec.committed_ns(case), study - rec.committed_ns()))
 
 
+def decision_history(rec: Any, cases: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Case → the result half-widths its last ``production_decision`` recorded (``half_widths``), for the
+    projection's history rule (:func:`mdbench.analysis.projection.half_width_rose`); cases never decided are
+    absent."""
+    cases = set(cases)
+    history: dict[str, dict[str, Any]] = {}
+    for e in rec.events():
+        p = e.get("payload") if e.get("type") == "production_decision" else None
+        if isinstance(p, dict) and p.get("case") in cases and isinstance(p.get("half_widths"), dict):
+            history[p["case"]] = p["half_widths"]
+    return history
+
+
 def record_state_graph(run_dir: str | Path, cases: Iterable[str]) -> dict[str, Any]:
     """Build the graph and write ``run_record/state_graph.json`` (returns the working form); the decisions
     of the graph recorded before stay on the nodes they were made for; every SI result gets its projection."""
@@ -313,7 +326,8 @@ def record_state_graph(run_dir: str | Path, cases: Iterable[str]) -> dict[str, A
     # the registered budget (the run's production so far plus what the case and the study still allow)
     done = {c: production_ns(rec, c) for c in cases}
     project_graph(graph, {c: load_results(run_dir, c) for c in cases}, done,
-                  budget_ns={c: done[c] + remaining_ns(rec, c, None) for c in cases})
+                  budget_ns={c: done[c] + remaining_ns(rec, c, None) for c in cases},
+                  history=decision_history(rec, cases))
     sg.write_graph(rec, graph)
     return graph
 

@@ -18,8 +18,8 @@ from typing import Any, Callable
 from mdbench.analysis import observables as registry
 from mdbench.analysis.pipeline import load_or_analyze_case
 from mdbench.analysis.projection import cheapest_first, decide, half_width_snapshot, project_graph
-from mdbench.analysis.study_state import (build_state_graph, carry_over, load_results, production_ns,
-                                          remaining_ns)
+from mdbench.analysis.study_state import (build_state_graph, carry_over, decision_history, load_results,
+                                          production_ns, remaining_ns)
 from mdbench.engine.stages import produce
 from mdbench.execute import Job, run_jobs
 from mdbench.record import RunRecord
@@ -39,13 +39,8 @@ def _projected_graph(run_dir: Path, cases: list[str], budget_ns: float | None) -
     graph = build_state_graph(run_dir, cases)
     done = {c: production_ns(rec, c) for c in cases}
     left = {c: remaining_ns(rec, c, budget_ns) for c in cases}
-    history = {}  # case → the half-widths its last decision recorded
-    for e in rec.events():
-        p = e.get("payload") if e.get("type") == "production_decision" else None
-        if isinstance(p, dict) and p.get("case") in cases and isinstance(p.get("half_widths"), dict):
-            history[p["case"]] = p["half_widths"]
     project_graph(graph, {c: load_results(run_dir, c) for c in cases}, done,
-                  budget_ns={c: done[c] + left[c] for c in cases}, history=history)
+                  budget_ns={c: done[c] + left[c] for c in cases}, history=decision_history(rec, cases))
     return graph, done, left, {e.name for e in registry.REGISTRY if e.required}, rec
 
 
