@@ -69,6 +69,19 @@ def test_micro_run_graph_propagation_and_claim(tmp_path, micro_de):
     assert set(plan) == {n["estimator"] for n in g["nodes"].values() if n["kind"] == "estimator" and n["case"] == "DE"}
     # the records agree with their graph
     assert graph_findings(run) == []
+    assert not [f for f in validate_run(run) if "state_graph" in f.file]
+
+
+def test_record_validate_reports_a_graph_node_whose_state_is_not_the_recorded_one(tmp_path, micro_de):
+    """``record validate``: an observable node's own state against observables.json (the graph's source)."""
+    run = _run(tmp_path, micro_de)
+    path = run / "run_record" / "state_graph.json"
+    doc = json.loads(path.read_text())
+    node = next(n for n in doc["nodes"] if n["kind"] == "observable" and n["case"] == "DE" and n["own_state"] == "SI")
+    node["own_state"] = node["state"] = "C"  # a graph that calls an SI result C
+    path.write_text(json.dumps(doc))
+    found = [f for f in validate_run(run) if f.file.endswith("state_graph.json")]
+    assert len(found) == 1 and found[0].severity == "error" and node["id"] in found[0].message
 
 
 def test_f_onsager_matrix_makes_sigma_ionicity_and_t_plus_f_and_is_a_finding(tmp_path, micro_de):

@@ -55,6 +55,21 @@ class Finding:
         return f"{self.file}:{self.line}: {self.message}"
 
 
+def _check_graph_states(graph: dict, observables: dict, add) -> None:
+    """Every observable node of the state graph carries, as its ``own_state``, the state ``observables.json``
+    records for that case and result: a graph that says otherwise contradicts the run's own records."""
+    nodes = graph.get("nodes") if isinstance(graph.get("nodes"), list) else []
+    for node in nodes[:100_000]:
+        if not isinstance(node, dict) or node.get("kind") != "observable":
+            continue
+        case, name = node.get("case"), node.get("name")
+        recorded = observables.get(case) if isinstance(case, str) else None
+        entry = recorded.get(name) if isinstance(recorded, dict) and isinstance(name, str) else None
+        if isinstance(entry, dict) and entry.get("state") != node.get("own_state"):
+            add(STATE_GRAPH, 0, f"node {str(node.get('id'))[:120]!r} has own_state {node.get('own_state')!r}, but "
+                f"observables.json records {entry.get('state')!r} for {case}/{name[:120]}")
+
+
 @lru_cache(maxsize=None)
 def load_schema(name: str) -> dict:
     """The JSON Schema ``<name>.schema.json`` shipped with the package."""
@@ -389,6 +404,8 @@ def validate_run(run_dir: str | Path, *, check_hashes: bool = True) -> list[Find
             if case not in observables:
                 add(TERMINAL, 0, f"refers to case {case!r}, which has no entry in observables.json")
     graph = snapshots.get(STATE_GRAPH)
+    if isinstance(graph, dict) and isinstance(observables, dict):
+        _check_graph_states(graph, observables, add)
     if isinstance(graph, dict) and isinstance(terminal, dict) and isinstance(graph.get("claim"), dict):
         claimed, derived = terminal.get("candidate_claimed_outcome"), graph["claim"].get("candidate_claimed_outcome")
         if claimed != derived:
