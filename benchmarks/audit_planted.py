@@ -50,7 +50,7 @@ def _bundle_for(run_dir: Path) -> Path | None:
             continue
         if isinstance(preset, str) and (bundles / preset).is_dir():
             return bundles / preset
-    found = sorted(p for p in bundles.glob("*") if (p / "bundle_checksums.sha256").is_file()) if bundles.is_dir() else []
+    found = sorted(p for p in bundles.glob("*") if (p / "bundle_checksums.sha256").is_file())
     return found[0] if len(found) == 1 else None
 
 

@@ -20,6 +20,7 @@ from mdbench.audit.bundle import load_bundle
 from mdbench.audit.model import UNRESOLVED_STATES
 from mdbench.audit.runread import load_run
 from mdbench.audit.safeio import RunFS
+from mdbench.episode.spec_defects import F_AS_SI, SI_AS_F
 from mdbench.record import RunRecord
 
 RNG = random.Random(seed_for("audit/next-actions"))
@@ -28,11 +29,6 @@ CASES = ("W", "X")
 HONEST = {SI: "extend the production within the remaining budget, or stop with the limitation stated",
           F: "correct the estimator and recompute from the same trajectory",
           "M": "rerun the analysis stage to deliver it", "not_estimable": "stop and report the reason"}
-#: Wording that treats SI as F and F as SI (the third hidden set's defect), drawn from the seed.
-SI_AS_F = ["method must be corrected and recomputed", "fix the estimator implementation and recompute",
-           "the formula needs to be corrected", "repair the analysis code before reuse"]
-F_AS_SI = ["extend sampling by another 2 ns", "run longer to reduce the uncertainty",
-           "more sampling will resolve it", "continue production until the blocks agree"]
 
 
 def _results(case: str) -> dict:
