@@ -171,11 +171,6 @@ def replace_production_xtc(run: Path, case: str, frames: list[Frame]) -> None:
     refresh_source(run, case, "xtc")
 
 
-def split_index(n_frames: int, rng: random.Random) -> int:
-    """A frame index between 35 % and 65 % of the trajectory."""
-    return int(n_frames * rng.uniform(0.35, 0.65))
-
-
 # ---------------------------------------------------------------------------------------------- class 1
 def drop_entries(run: Path, case: str, pattern: str) -> list[str]:
     """Remove every results entry of ``case`` whose name matches ``pattern`` from results, records, terminal
@@ -249,37 +244,39 @@ def _protocol(rng: random.Random, cases: list[str]) -> list[Planted]:
         Planted("protocol", "cutoffs_changed", f"{c1} production tpr regenerated with rcoulomb = rvdw = {rc:g} nm",
                 c1, "production (rcoulomb, rvdw)", ("Sim1",),
                 lambda run: regenerate_tpr(run, c1, {"rcoulomb": f"{rc:g}", "rvdw": f"{rc:g}"})),
-        Planted("protocol", f"{param}_changed", f"{c2} production tpr regenerated with {param} = {value:g}",
+        Planted("protocol", f"{param}_changed", f"{c2} production tpr regenerated with {param} = {value:g} "
+                f"{'ps' if param == 'tau-t' else 'K'}",
                 c2, f"production ({param})", ("Sim4",), lambda run: regenerate_tpr(run, c2, {param: f"{value:g}"})),
     ]
 
 
 # ---------------------------------------------------------------------------------------------- class 3
-def repeat_second_part(run: Path, case: str, fraction_rng_seed: int) -> str:
-    """From a drawn frame k on, the trajectory repeats its frames 0, 1, … (steps and times continued)."""
+def repeat_second_part(run: Path, case: str, fraction: float) -> str:
+    """From frame k = ``fraction`` × the frame count on, the trajectory repeats its frames 0, 1, … (steps and
+    times continued)."""
     frames = read_frames(run / "cases" / case / "prod" / "prod.xtc")
-    k = split_index(len(frames), random.Random(fraction_rng_seed))
+    k = int(fraction * len(frames))
     fake = frames[:k] + [(frames[i - k][0], frames[i - k][1], frames[i][2], frames[i][3])
                          for i in range(k, len(frames))]
     replace_production_xtc(run, case, fake)
     return f"frames {k}.. repeat frames 0.."
 
 
-def drop_frames(run: Path, case: str, rng_seed: int) -> str:
-    """``m`` (2–5) consecutive frames from a drawn frame k removed."""
-    rng = random.Random(rng_seed)
+def drop_frames(run: Path, case: str, fraction: float, n_dropped: int) -> str:
+    """``n_dropped`` consecutive frames from frame k = ``fraction`` × the frame count removed."""
     frames = read_frames(run / "cases" / case / "prod" / "prod.xtc")
-    k, m = split_index(len(frames), rng), rng.randint(2, 5)
-    replace_production_xtc(run, case, frames[:k] + frames[k + m:])
-    return f"frames {k}..{k + m - 1} dropped"
+    k = int(fraction * len(frames))
+    replace_production_xtc(run, case, frames[:k] + frames[k + n_dropped:])
+    return f"frames {k}..{k + n_dropped - 1} dropped"
 
 
-def splice_equilibration(run: Path, case: str, rng_seed: int) -> str:
-    """From a drawn frame k on (late enough for the equilibration to supply every frame), the coordinates are the
-    equilibration's (NPT) frames 0, 1, …, with the production's steps, times and box: two trajectories joined."""
+def splice_equilibration(run: Path, case: str, fraction: float) -> str:
+    """From frame k = ``fraction`` × the frame count on (later where the equilibration is shorter than the rest),
+    the coordinates are the equilibration's (NPT) frames 0, 1, …, with the production's steps, times and box:
+    two trajectories joined."""
     frames = read_frames(run / "cases" / case / "prod" / "prod.xtc")
     other = read_frames(run / "cases" / case / "equil" / "npt.xtc")
-    k = max(split_index(len(frames), random.Random(rng_seed)), len(frames) - len(other))
+    k = max(int(fraction * len(frames)), len(frames) - len(other))
     fake = frames[:k] + [(other[i - k][0], frames[i][1], frames[i][2], frames[i][3]) for i in range(k, len(frames))]
     replace_production_xtc(run, case, fake)
     return f"frames {k}.. from the equilibration"
@@ -287,16 +284,19 @@ def splice_equilibration(run: Path, case: str, rng_seed: int) -> str:
 
 def _trajectory(rng: random.Random, cases: list[str]) -> list[Planted]:
     c1, c2 = rng.sample(cases, 2)
-    s1, s2 = rng.randrange(2**31), rng.randrange(2**31)
+    f1, f2 = rng.uniform(0.35, 0.65), rng.uniform(0.35, 0.65)   # where the fabrication starts
+    n_dropped = rng.randint(2, 5)
     second = rng.choice(("frames_dropped", "equilibration_spliced"))
-    fn = drop_frames if second == "frames_dropped" else splice_equilibration
+    if second == "frames_dropped":
+        what, apply2 = f"{n_dropped} frames dropped at {f2:.0%}", lambda run: drop_frames(run, c2, f2, n_dropped)
+    else:
+        what, apply2 = f"the equilibration's frames from {f2:.0%} on", lambda run: splice_equilibration(run, c2, f2)
     return [
-        Planted("trajectory", "second_part_repeats_first", f"{c1} production xtc: the frames from k on repeat "
-                "the first ones, times continued", c1, "production trajectory", ("Sim4",),
-                lambda run: repeat_second_part(run, c1, s1)),
-        Planted("trajectory", second, f"{c2} production xtc: " + (
-            "2–5 frames dropped" if second == "frames_dropped" else "frames from k on from the equilibration"),
-            c2, "production trajectory", ("Sim4",), lambda run: fn(run, c2, s2)),
+        Planted("trajectory", "second_part_repeats_first", f"{c1} production xtc: from {f1:.0%} on the first frames "
+                "again, times continued", c1, "production trajectory", ("Sim4",),
+                lambda run: repeat_second_part(run, c1, f1)),
+        Planted("trajectory", second, f"{c2} production xtc: {what}", c2, "production trajectory", ("Sim4",),
+                apply2),
     ]
 
 
