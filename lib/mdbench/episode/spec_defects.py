@@ -290,7 +290,7 @@ def _trajectory(rng: random.Random, cases: list[str]) -> list[Planted]:
     if second == "frames_dropped":
         what, apply2 = f"{n_dropped} frames dropped at {f2:.0%}", lambda run: drop_frames(run, c2, f2, n_dropped)
     else:
-        what, apply2 = f"the equilibration's frames from {f2:.0%} on", lambda run: splice_equilibration(run, c2, f2)
+        what, apply2 = f"the equilibration's frames from {f2:.0%} on (later if they are fewer)", lambda run: splice_equilibration(run, c2, f2)
     return [
         Planted("trajectory", "second_part_repeats_first", f"{c1} production xtc: from {f1:.0%} on the first frames "
                 "again, times continued", c1, "production trajectory", ("Sim4",),
