@@ -41,7 +41,7 @@ def _results(case: str) -> dict:
                           "plateau": {"reached": case != "W"}}}  # W: SI
 
 
-def _audit(tmp_path: Path, planted: bool):
+def _audit(tmp_path: Path, planted: bool, members: list[dict] | None = None):
     run = tmp_path / "run"
     rec = RunRecord(run)
     for case in CASES:
@@ -59,7 +59,7 @@ def _audit(tmp_path: Path, planted: bool):
         unresolved.append({"case": a.case, "observable": a.observable, "state": a.state, "reason": a.reason[:100],
                            "next_action": action or HONEST.get(a.state, "stop")})
         rec.set_observable_state(a.case, a.observable, a.state, a.reason[:100])
-    rec.write_terminal("partial", final_stages={}, observables={}, unresolved=unresolved)
+    rec.write_terminal("partial", final_stages={}, observables={}, unresolved=[*(members or []), *unresolved])
     data = load_run(RunFS(run))
     js, _expected = outcome.judge_outcome(data, assessments, list(CASES))
     return {j.item: j for j in js}, outcome.next_action_findings(data, assessments), assessments
@@ -100,3 +100,18 @@ def test_the_analysis_own_next_actions_are_admissible():
     for state, text in NEXT_ACTION.items():
         assert contradicting_action(state, text) is None, (state, text)
     assert set(STATE_ACTIONS) >= UNRESOLVED_STATES
+
+
+def test_a_member_failed_through_its_input_keeps_its_repair_action(tmp_path):
+    """The run's state graph marks a member F because an input of it failed (its action: repair that input), in
+    a group the audit finds SI: the action follows the member's own state, no contradiction; a member entry that
+    declares SI and says to correct the method is found even when it is not the group's first entry."""
+    propagated = {"case": "W", "observable": "viscosity", "item": "observable/viscosity/yeh_hummer", "state": F,
+                  "reason": "input observable:W/self_diffusion/NA is F (a non-finite block)",
+                  "next_action": "stop: deterministic failure reported; repair the estimator or its input before reuse"}
+    got, found, _ = _audit(tmp_path / "a", planted=False, members=[propagated])
+    assert not found and got["O2"].rating == 1.0, found
+    wrong = dict(propagated, state=SI, item="observable/viscosity/second", next_action=RNG.choice(SI_AS_F))
+    got, found, _ = _audit(tmp_path / "b", planted=False, members=[propagated, wrong])
+    assert [(f.case, f.code) for f in found] == [("W", "next_action_contradicts_state")], found
+    assert got["O2"].rating == 0.0

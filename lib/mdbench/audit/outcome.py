@@ -36,8 +36,10 @@ def _run_state(run: RunData, case: str, group: str) -> str | None:
     return None
 
 
-def _listed_unresolved(run: RunData, case: str, group: str) -> dict | None:
+def _listed_entries(run: RunData, case: str, group: str) -> list[dict]:
+    """Every terminal ``unresolved`` entry of ``case``/``group`` (its members' entries included), in order."""
     t = run.terminal if isinstance(run.terminal, dict) else {}
+    out = []
     for u in t.get("unresolved") or []:
         if not isinstance(u, dict):
             continue
@@ -45,8 +47,13 @@ def _listed_unresolved(run: RunData, case: str, group: str) -> dict | None:
             continue
         name = str(u.get("observable", u.get("item", u.get("name", ""))))
         if name == group or group in tokens(name) or set(group.split("_")) <= tokens(name):
-            return u
-    return None
+            out.append(u)
+    return out
+
+
+def _listed_unresolved(run: RunData, case: str, group: str) -> dict | None:
+    listed = _listed_entries(run, case, group)
+    return listed[0] if listed else None
 
 
 def expected_outcome(run: RunData, assessments: list[ObservableAssessment], valid_cases: list[str]) -> str:
@@ -97,21 +104,42 @@ def next_action_conflicts(run: RunData, assessments: list[ObservableAssessment]
                           ) -> list[tuple[ObservableAssessment, str, str]]:
     """(observable, the run's next action, the contradicting kind) for every unresolved observable whose next
     action the seed's state → action table (:data:`mdbench.analysis.states.STATE_ACTIONS`) says treats it as
-    another state: an SI result to be corrected, an F result to be extended. The audit's own state is used."""
+    another state: an SI result to be corrected, an F result to be extended. The audit's own state is used,
+    on the observable's recorded state and on every terminal entry of it (its members').
+
+    An entry that declares another unresolved state than the audit's and whose action is the one that state
+    admits is not a contradiction of actions (a member the run's state graph marks F because an input of it
+    failed, whose action is to repair that input): whether its state is right is
+    :func:`state_disagrees`' question, not this one's."""
     out = []
     for a in assessments:
         if a.state not in UNRESOLVED_STATES:
             continue
-        texts = []
-        for src in (run.run_observable_states(a.case).get(a.observable), _listed_unresolved(run, a.case, a.observable)):
-            if isinstance(src, dict):
-                texts += [str(src[k])[:2000] for k in _ACTION_FIELDS if isinstance(src.get(k), str)]
-        for text in texts:
+        for text in _action_texts(run, a):
             kind = contradicting_action(a.state, text)
             if kind is not None:
                 out.append((a, text, kind))
                 break
     return out
+
+
+def _action_texts(run: RunData, a: ObservableAssessment) -> list[str]:
+    """The next actions the run states for ``a`` (recorded state, then each terminal entry), less those that
+    follow another unresolved state their own entry declares."""
+    texts = []
+    for src in (run.run_observable_states(a.case).get(a.observable), *_listed_entries(run, a.case, a.observable)):
+        if not isinstance(src, dict):
+            continue
+        declared = src.get("state") if isinstance(src.get("state"), str) else None
+        for k in _ACTION_FIELDS:
+            if not isinstance(src.get(k), str):
+                continue
+            text = str(src[k])[:2000]
+            if (declared in UNRESOLVED_STATES and declared != a.state
+                    and contradicting_action(declared, text) is None):
+                continue
+            texts.append(text)
+    return texts
 
 
 def next_action_findings(run: RunData, assessments: list[ObservableAssessment]) -> list[Finding]:
