@@ -12,9 +12,9 @@ are drawn from ``MDBENCH_TEST_SEED`` (``--seed N`` sets it; tests/_testseed.py `
 tests/episode/test_oracle_spec_defects.py. The bundle defaults to the one the demo builds beside the run
 (``<outputs>/bundles/<preset>`` for ``<outputs>/runs/<name>``), else the project's frozen cases.
 
-Prints one row per instance (class, instance, case, observable, what was planted, named item, item honest →
-planted, composite honest → planted, caught) and per control (every item and the composite equal). Exit status 1 when an
-instance is missed or a control moves an item.
+Prints one row per instance (class, instance, case, observable, what was planted, named item, the finding codes
+on it, item honest → planted, composite honest → planted, caught) and per control (every item and the composite
+equal). Exit status 1 when an instance is missed or a control moves an item.
 """
 
 from __future__ import annotations
@@ -59,6 +59,12 @@ def _items(out: Path) -> tuple[dict[str, float], float]:
     return {i: v["final"] for i, v in doc["items"].items()}, float(doc["composite"]["final"])
 
 
+def _codes(out: Path, items: tuple[str, ...]) -> str:
+    """The finding codes on ``items``, in order, without repeats."""
+    doc = json.loads((out / "saeo.json").read_text())
+    return ", ".join(dict.fromkeys(f["code"] for f in doc["findings"] if f.get("item") in items)) or "none"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path)
@@ -95,17 +101,19 @@ def main(argv: list[str] | None = None) -> int:
             moved = {i: (base[i], v) for i, v in got.items() if v != base[i]}
             ok = not moved and comp == base_c
             rows.append(("control", p.name, p.case or "all", p.observable, p.summary, "every item",
+                         _codes(work / p.name / "audit", tuple(got)),
                          "unchanged" if not moved else ", ".join(f"{i} {a:g}→{b:g}" for i, (a, b) in moved.items()),
                          f"{base_c:.1f} → {comp:.1f}", "equal" if ok else "MOVED", f"{wall:.0f}"))
         else:
             ok = all(got[i] < base[i] for i in p.items) and comp < base_c
             rows.append((p.kind, p.name, p.case or "all", p.observable, p.summary, "/".join(p.items),
+                         _codes(work / p.name / "audit", p.items),
                          ", ".join(f"{base[i]:g} → {got[i]:g}" for i in p.items), f"{base_c:.1f} → {comp:.1f}",
                          "yes" if ok else "MISSED", f"{wall:.0f}"))
         bad += not ok
         print(" | ".join(rows[-1]), flush=True)
-    head = ("class", "instance", "case", "observable", "planted", "named item", "item honest → planted",
-            "composite honest → planted", "caught / equal", "wall s")
+    head = ("class", "instance", "case", "observable", "planted", "named item", "findings on it",
+            "item honest → planted", "composite honest → planted", "caught / equal", "wall s")
     print("\n| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for r in rows:
         print("| " + " | ".join(r) + " |")
