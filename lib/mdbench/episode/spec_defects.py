@@ -120,13 +120,14 @@ def drop_records(run: Path, case: str, names: list[str]) -> None:
 
 
 def refresh_source(run: Path, case: str, kind: str) -> None:
-    """Record in the case's results.json the new checksum of its production ``kind`` file (``tpr``, ``xtc``):
-    the agent believes its analysis is of the file it left."""
+    """Record in the case's results.json the new checksum of its production ``kind`` file (``tpr``, ``xtc``),
+    and the results' own in the inventory: the agent believes its analysis is of the file it left."""
     doc = load_results(run, case)
     src = (doc.get("source") or {}).get(kind)
     if isinstance(src, dict):
         src["sha256"] = sha256_file(run / "cases" / case / "prod" / f"prod.{kind}")
         save_results(run, case, doc)
+        RunRecord(run).add_artifact(f"analysis/{case}/results.json")
 
 
 def rewrite_actions(run: Path, case: str, group: str, action: str) -> int:
