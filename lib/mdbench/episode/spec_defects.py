@@ -39,6 +39,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -289,15 +290,17 @@ def _trajectory(rng: random.Random, cases: list[str]) -> list[Planted]:
     n_dropped = rng.randint(2, 5)
     second = rng.choice(("frames_dropped", "equilibration_spliced"))
     if second == "frames_dropped":
-        what, apply2 = f"{n_dropped} frames dropped at {f2:.0%}", lambda run: drop_frames(run, c2, f2, n_dropped)
+        what = f"{n_dropped} frames dropped at {f2:.0%}"
+        apply2 = partial(drop_frames, case=c2, fraction=f2, n_dropped=n_dropped)
     else:
-        what, apply2 = f"the equilibration's frames from {f2:.0%} on (later if they are fewer)", lambda run: splice_equilibration(run, c2, f2)
+        what = f"the equilibration's frames from {f2:.0%} on (later if they are fewer)"
+        apply2 = partial(splice_equilibration, case=c2, fraction=f2)
     return [
         Planted("trajectory", "second_part_repeats_first", f"{c1} production xtc: from {f1:.0%} on the first frames "
-                "again, times continued", c1, "production trajectory", ("Sim4",),
+                "again, times continued", c1, "production xtc (repeated frames)", ("Sim4",),
                 lambda run: repeat_second_part(run, c1, f1)),
-        Planted("trajectory", second, f"{c2} production xtc: {what}", c2, "production trajectory", ("Sim4",),
-                apply2),
+        Planted("trajectory", second, f"{c2} production xtc: {what}", c2,
+                f"production xtc ({'dropped frames' if second == 'frames_dropped' else 'splice'})", ("Sim4",), apply2),
     ]
 
 
