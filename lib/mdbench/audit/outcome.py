@@ -9,6 +9,8 @@ production. Claiming clean/recovered validity while obligations are unresolved r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from itertools import islice
 from typing import Any
 
 from mdbench.analysis.projection import judge_production_decisions
@@ -36,10 +38,13 @@ def _run_state(run: RunData, case: str, group: str) -> str | None:
     return None
 
 
-def _listed_entries(run: RunData, case: str, group: str) -> list[dict]:
+#: At most this many terminal entries of one observable are read for its next actions (a hostile terminal).
+MAX_ACTION_ENTRIES = 256
+
+
+def _listed_entries(run: RunData, case: str, group: str) -> Iterator[dict]:
     """Every terminal ``unresolved`` entry of ``case``/``group`` (its members' entries included), in order."""
     t = run.terminal if isinstance(run.terminal, dict) else {}
-    out = []
     for u in t.get("unresolved") or []:
         if not isinstance(u, dict):
             continue
@@ -47,13 +52,11 @@ def _listed_entries(run: RunData, case: str, group: str) -> list[dict]:
             continue
         name = str(u.get("observable", u.get("item", u.get("name", ""))))
         if name == group or group in tokens(name) or set(group.split("_")) <= tokens(name):
-            out.append(u)
-    return out
+            yield u
 
 
 def _listed_unresolved(run: RunData, case: str, group: str) -> dict | None:
-    listed = _listed_entries(run, case, group)
-    return listed[0] if listed else None
+    return next(_listed_entries(run, case, group), None)
 
 
 def expected_outcome(run: RunData, assessments: list[ObservableAssessment], valid_cases: list[str]) -> str:
@@ -127,7 +130,8 @@ def _action_texts(run: RunData, a: ObservableAssessment) -> list[str]:
     """The next actions the run states for ``a`` (recorded state, then each terminal entry), less those that
     follow another unresolved state their own entry declares."""
     texts = []
-    for src in (run.run_observable_states(a.case).get(a.observable), *_listed_entries(run, a.case, a.observable)):
+    listed = islice(_listed_entries(run, a.case, a.observable), MAX_ACTION_ENTRIES)
+    for src in (run.run_observable_states(a.case).get(a.observable), *listed):
         if not isinstance(src, dict):
             continue
         declared = src.get("state") if isinstance(src.get("state"), str) else None
