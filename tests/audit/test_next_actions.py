@@ -20,6 +20,7 @@ from mdbench.audit.bundle import load_bundle
 from mdbench.audit.model import UNRESOLVED_STATES
 from mdbench.audit.runread import load_run
 from mdbench.audit.safeio import RunFS
+from mdbench.episode.spec_defects import F_AS_SI, SI_AS_F
 from mdbench.record import RunRecord
 
 RNG = random.Random(seed_for("audit/next-actions"))
@@ -28,11 +29,6 @@ CASES = ("W", "X")
 HONEST = {SI: "extend the production within the remaining budget, or stop with the limitation stated",
           F: "correct the estimator and recompute from the same trajectory",
           "M": "rerun the analysis stage to deliver it", "not_estimable": "stop and report the reason"}
-#: Wording that treats SI as F and F as SI (the third hidden set's defect), drawn from the seed.
-SI_AS_F = ["method must be corrected and recomputed", "fix the estimator implementation and recompute",
-           "the formula needs to be corrected", "repair the analysis code before reuse"]
-F_AS_SI = ["extend sampling by another 2 ns", "run longer to reduce the uncertainty",
-           "more sampling will resolve it", "continue production until the blocks agree"]
 
 
 def _results(case: str) -> dict:
@@ -45,7 +41,7 @@ def _results(case: str) -> dict:
                           "plateau": {"reached": case != "W"}}}  # W: SI
 
 
-def _audit(tmp_path: Path, planted: bool):
+def _audit(tmp_path: Path, planted: bool, members: list[dict] | None = None):
     run = tmp_path / "run"
     rec = RunRecord(run)
     for case in CASES:
@@ -63,7 +59,7 @@ def _audit(tmp_path: Path, planted: bool):
         unresolved.append({"case": a.case, "observable": a.observable, "state": a.state, "reason": a.reason[:100],
                            "next_action": action or HONEST.get(a.state, "stop")})
         rec.set_observable_state(a.case, a.observable, a.state, a.reason[:100])
-    rec.write_terminal("partial", final_stages={}, observables={}, unresolved=unresolved)
+    rec.write_terminal("partial", final_stages={}, observables={}, unresolved=[*(members or []), *unresolved])
     data = load_run(RunFS(run))
     js, _expected = outcome.judge_outcome(data, assessments, list(CASES))
     return {j.item: j for j in js}, outcome.next_action_findings(data, assessments), assessments
@@ -104,3 +100,18 @@ def test_the_analysis_own_next_actions_are_admissible():
     for state, text in NEXT_ACTION.items():
         assert contradicting_action(state, text) is None, (state, text)
     assert set(STATE_ACTIONS) >= UNRESOLVED_STATES
+
+
+def test_a_member_failed_through_its_input_keeps_its_repair_action(tmp_path):
+    """The run's state graph marks a member F because an input of it failed (its action: repair that input), in
+    a group the audit finds SI: the action follows the member's own state, no contradiction; a member entry that
+    declares SI and says to correct the method is found even when it is not the group's first entry."""
+    propagated = {"case": "W", "observable": "viscosity", "item": "observable/viscosity/yeh_hummer", "state": F,
+                  "reason": "input observable:W/self_diffusion/NA is F (a non-finite block)",
+                  "next_action": "stop: deterministic failure reported; repair the estimator or its input before reuse"}
+    got, found, _ = _audit(tmp_path / "a", planted=False, members=[propagated])
+    assert not found and got["O2"].rating == 1.0, found
+    wrong = dict(propagated, state=SI, item="observable/viscosity/second", next_action=RNG.choice(SI_AS_F))
+    got, found, _ = _audit(tmp_path / "b", planted=False, members=[propagated, wrong])
+    assert [(f.case, f.code) for f in found] == [("W", "next_action_contradicts_state")], found
+    assert got["O2"].rating == 0.0

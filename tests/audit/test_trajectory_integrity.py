@@ -20,25 +20,10 @@ import _runbuilder as rb
 from _audit_helpers import saeo
 from _testseed import seed_for
 from mdbench.audit import audit_run
+from mdbench.episode.spec_defects import read_frames, write_frames
 from mdbench.record import RunRecord
 
 pytestmark = pytest.mark.gromacs
-
-
-def read_frames(path: Path) -> list[tuple[np.ndarray, np.ndarray, int, float]]:
-    from MDAnalysis.lib.formats.libmdaxdr import XTCFile
-
-    with XTCFile(str(path)) as fh:
-        return [(np.array(f.x), np.array(f.box), int(f.step), float(f.time)) for f in fh]
-
-
-def write_frames(path: Path, frames: list[tuple[np.ndarray, np.ndarray, int, float]]) -> None:
-    from MDAnalysis.lib.formats.libmdaxdr import XTCFile
-
-    path.unlink()
-    with XTCFile(str(path), "w") as fh:
-        for x, box, step, t in frames:
-            fh.write(x, box, step, t)
 
 
 def fabricate(run: Path, frames: list) -> None:

@@ -9,6 +9,8 @@ production. Claiming clean/recovered validity while obligations are unresolved r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from itertools import islice
 from typing import Any
 
 from mdbench.analysis.projection import judge_production_decisions
@@ -36,7 +38,12 @@ def _run_state(run: RunData, case: str, group: str) -> str | None:
     return None
 
 
-def _listed_unresolved(run: RunData, case: str, group: str) -> dict | None:
+#: At most this many terminal entries of one observable are read for its next actions (a hostile terminal).
+MAX_ACTION_ENTRIES = 256
+
+
+def _listed_entries(run: RunData, case: str, group: str) -> Iterator[dict]:
+    """Every terminal ``unresolved`` entry of ``case``/``group`` (its members' entries included), in order."""
     t = run.terminal if isinstance(run.terminal, dict) else {}
     for u in t.get("unresolved") or []:
         if not isinstance(u, dict):
@@ -45,8 +52,11 @@ def _listed_unresolved(run: RunData, case: str, group: str) -> dict | None:
             continue
         name = str(u.get("observable", u.get("item", u.get("name", ""))))
         if name == group or group in tokens(name) or set(group.split("_")) <= tokens(name):
-            return u
-    return None
+            yield u
+
+
+def _listed_unresolved(run: RunData, case: str, group: str) -> dict | None:
+    return next(_listed_entries(run, case, group), None)
 
 
 def expected_outcome(run: RunData, assessments: list[ObservableAssessment], valid_cases: list[str]) -> str:
@@ -97,21 +107,43 @@ def next_action_conflicts(run: RunData, assessments: list[ObservableAssessment]
                           ) -> list[tuple[ObservableAssessment, str, str]]:
     """(observable, the run's next action, the contradicting kind) for every unresolved observable whose next
     action the seed's state → action table (:data:`mdbench.analysis.states.STATE_ACTIONS`) says treats it as
-    another state: an SI result to be corrected, an F result to be extended. The audit's own state is used."""
+    another state: an SI result to be corrected, an F result to be extended. The audit's own state is used,
+    on the observable's recorded state and on every terminal entry of it (its members').
+
+    An entry that declares another unresolved state than the audit's and whose action is the one that state
+    admits is not a contradiction of actions (a member the run's state graph marks F because an input of it
+    failed, whose action is to repair that input): whether its state is right is
+    :func:`state_disagrees`' question, not this one's."""
     out = []
     for a in assessments:
         if a.state not in UNRESOLVED_STATES:
             continue
-        texts = []
-        for src in (run.run_observable_states(a.case).get(a.observable), _listed_unresolved(run, a.case, a.observable)):
-            if isinstance(src, dict):
-                texts += [str(src[k])[:2000] for k in _ACTION_FIELDS if isinstance(src.get(k), str)]
-        for text in texts:
+        for text in _action_texts(run, a):
             kind = contradicting_action(a.state, text)
             if kind is not None:
                 out.append((a, text, kind))
                 break
     return out
+
+
+def _action_texts(run: RunData, a: ObservableAssessment) -> list[str]:
+    """The next actions the run states for ``a`` (recorded state, then each terminal entry), less those that
+    follow another unresolved state their own entry declares."""
+    texts = []
+    listed = islice(_listed_entries(run, a.case, a.observable), MAX_ACTION_ENTRIES)
+    for src in (run.run_observable_states(a.case).get(a.observable), *listed):
+        if not isinstance(src, dict):
+            continue
+        declared = src.get("state") if isinstance(src.get("state"), str) else None
+        for k in _ACTION_FIELDS:
+            if not isinstance(src.get(k), str):
+                continue
+            text = str(src[k])[:2000]
+            if (declared in UNRESOLVED_STATES and declared != a.state
+                    and contradicting_action(declared, text) is None):
+                continue
+            texts.append(text)
+    return texts
 
 
 def next_action_findings(run: RunData, assessments: list[ObservableAssessment]) -> list[Finding]:
