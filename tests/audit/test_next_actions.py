@@ -115,3 +115,14 @@ def test_a_member_failed_through_its_input_keeps_its_repair_action(tmp_path):
     got, found, _ = _audit(tmp_path / "b", planted=False, members=[propagated, wrong])
     assert [(f.case, f.code) for f in found] == [("W", "next_action_contradicts_state")], found
     assert got["O2"].rating == 0.0
+
+
+def test_a_member_that_calls_itself_f_on_its_own_account_is_judged_by_the_audits_state(tmp_path):
+    """The SI-as-F defect written consistently into one terminal member entry (state F, its own reason, the
+    action to correct the method) is still a contradiction: only a state that came through a failed input
+    keeps its own action."""
+    believed = {"case": "W", "observable": "viscosity", "item": "observable/viscosity/member", "state": F,
+                "reason": "the estimator is wrong", "next_action": RNG.choice(SI_AS_F)}
+    got, found, _ = _audit(tmp_path, planted=False, members=[believed])
+    assert [(f.case, f.code) for f in found] == [("W", "next_action_contradicts_state")], found
+    assert got["O2"].rating == 0.0

@@ -110,10 +110,10 @@ def next_action_conflicts(run: RunData, assessments: list[ObservableAssessment]
     another state: an SI result to be corrected, an F result to be extended. The audit's own state is used,
     on the observable's recorded state and on every terminal entry of it (its members').
 
-    An entry that declares another unresolved state than the audit's and whose action is the one that state
-    admits is not a contradiction of actions (a member the run's state graph marks F because an input of it
-    failed, whose action is to repair that input): whether its state is right is
-    :func:`state_disagrees`' question, not this one's."""
+    An entry that declares another unresolved state than the audit's *through a failed input* (its reason
+    ``input …``: a member the run's state graph marks F because an input of it failed) and whose action is the
+    one that state admits is not a contradiction of actions (its action is to repair that input); an entry
+    that declares another state on its own account is judged by the audit's state like every other."""
     out = []
     for a in assessments:
         if a.state not in UNRESOLVED_STATES:
@@ -139,11 +139,17 @@ def _action_texts(run: RunData, a: ObservableAssessment) -> list[str]:
             if not isinstance(src.get(k), str):
                 continue
             text = str(src[k])[:2000]
-            if (declared in UNRESOLVED_STATES and declared != a.state
+            if (declared in UNRESOLVED_STATES and declared != a.state and _through_an_input(src)
                     and contradicting_action(declared, text) is None):
                 continue
             texts.append(text)
     return texts
+
+
+def _through_an_input(entry: dict) -> bool:
+    """The entry's state came to it through a failed input (the state graph's propagation: its reason starts
+    ``input …``), not from its own checks."""
+    return str(entry.get("reason") or "").startswith("input ")
 
 
 def next_action_findings(run: RunData, assessments: list[ObservableAssessment]) -> list[Finding]:
