@@ -46,6 +46,7 @@ from typing import Any, Callable
 import numpy as np
 from MDAnalysis.lib.formats.libmdaxdr import XTCFile
 
+from mdbench.analysis import observables as registry
 from mdbench.analysis import results as results_io
 from mdbench.analysis.states import F, SI
 from mdbench.engine.runner import find_gmx
@@ -65,7 +66,11 @@ F_ACTION = "correct the estimator and recompute from the same trajectory"
 #: LHCE's required Li–O channels (seed: the three separately, each with its RDF and CN).
 LHCE_CHANNELS = ("TTE:O_ether", "DMC:O_carbonyl", "FSI:O")
 #: The observable groups an F can be planted in, by one member entry each (``{sp}``: a species of the case).
-F_TARGETS = {"viscosity": "viscosity", "conductivity": "conductivity/sigma", "self_diffusion": "self_diffusion/LI"}
+F_TARGETS = {registry.VISCOSITY_GROUP.name: registry.VISCOSITY.name, registry.CONDUCTIVITY_GROUP.name: registry.SIGMA,
+             registry.SELF_DIFFUSION_GROUP.name: registry.SELF_DIFFUSION.key("LI")}
+
+#: The results the guard-revision control shows in its sensitivity table.
+GUARD_SENSITIVE = (registry.VISCOSITY.name, registry.SELF_DIFFUSION.key("LI"))
 
 Frame = tuple[np.ndarray, np.ndarray, int, float]
 
@@ -195,7 +200,8 @@ def _coverage(rng: random.Random, cases: list[str]) -> list[Planted]:
     d_case = rng.choice([c for c in ("HCE", "DE") if c in cases])
     species = rng.choice(["LI", "FSI", "DMC"])
     keep_yh = rng.random() < 0.5
-    pattern = rf"self_diffusion/{species}" + ("" if keep_yh else rf"|self_diffusion_yeh_hummer/{species}")
+    pattern = re.escape(registry.SELF_DIFFUSION.key(species)) + (
+        "" if keep_yh else "|" + re.escape(registry.SELF_DIFFUSION_YH.key(species)))
     return [
         Planted("coverage", "lhce_channel_dropped", f"LHCE delivered without its Li–{channel} RDF and CN (residence "
                 "times of the channel kept)", "LHCE", f"coordination ({channel})", ("A1",),
@@ -368,10 +374,10 @@ def add_ne_tplus(run: Path, case: str) -> str:
     obs, q = doc["observables"], doc["system"]["charges_e"]
     cat = next(s for s, z in q.items() if z > 1e-3)
     an = next(s for s, z in q.items() if z < -1e-3)
-    dp, dm = obs[f"self_diffusion/{cat}"], obs[f"self_diffusion/{an}"]
-    name = "transference/barycentric/nernst_einstein"
+    dp, dm = obs[registry.SELF_DIFFUSION.key(cat)], obs[registry.SELF_DIFFUSION.key(an)]
+    name = registry.TRANSFERENCE.key("barycentric/nernst_einstein")
     obs[name] = {
-        "category": "transference", "value": dp["value"] / (dp["value"] + dm["value"]), "unit": "1",
+        "category": registry.TRANSFERENCE.category, "value": dp["value"] / (dp["value"] + dm["value"]), "unit": "1",
         "blocks": [a / (a + b) for a, b in zip(dp["blocks"], dm["blocks"])],
         "label": "Nernst-Einstein transference number (additional result; not the correlated t+)",
         "definition": f"t+_NE = D_{cat} / (D_{cat} + D_{an}) from the self-diffusion coefficients (self terms only)",
@@ -391,7 +397,7 @@ def revise_guard(run: Path, case: str, factor: float) -> None:
     res = run / "analysis" / case / "results.json"
     doc = load_results(run, case)
     superseded = json.loads(json.dumps(doc))
-    for name in ("viscosity", "self_diffusion/LI"):
+    for name in GUARD_SENSITIVE:
         superseded["observables"][name]["value"] *= factor
     results_io.write_results(res.with_name("results_superseded_guard.json"), superseded)
     rec.add_artifact(f"analysis/{case}/results_superseded_guard.json")
@@ -400,7 +406,7 @@ def revise_guard(run: Path, case: str, factor: float) -> None:
                            "superseded_results": f"analysis/{case}/results_superseded_guard.json",
                            "changed_keys": []})
     rows = []
-    for name in ("viscosity", "self_diffusion/LI"):
+    for name in GUARD_SENSITIVE:
         o, s = doc["observables"][name], superseded["observables"][name]
         hw = o["uncertainty"]["half_width_95"]
         rows.append(f"| {name} | {s['value']:.3g} ± {3 * hw:.2g} (original guard) | {o['value']:.4g} ± "
@@ -439,7 +445,7 @@ def _controls(rng: random.Random, cases: list[str]) -> list[Planted]:
     return [
         Planted("control", "honest_copy", "the run copied unchanged", None, "all", (), lambda run: None),
         Planted("control", "ne_tplus_labelled", f"{c_ne}: labelled additional Nernst–Einstein t+ beside the "
-                "correlated t+", c_ne, "transference_number", (), lambda run: add_ne_tplus(run, c_ne)),
+                "correlated t+", c_ne, registry.TRANSFERENCE_GROUP.name, (), lambda run: add_ne_tplus(run, c_ne)),
         Planted("control", "guard_revised", f"{c_guard}: guard revision with revises, evidence, superseded "
                 f"results and the sensitivity table (original × {factor:.3f})", c_guard, "all", (),
                 lambda run: revise_guard(run, c_guard, factor)),
