@@ -314,6 +314,18 @@ def decision_history(rec: Any, cases: Iterable[str]) -> dict[str, dict[str, Any]
     return history
 
 
+def project_run(graph: dict[str, Any], run_dir: str | Path, rec: Any, cases: list[str], budget_ns: float | None
+                ) -> tuple[dict[str, float], dict[str, float]]:
+    """Project every SI result of ``graph`` (in place) against what each case may still run, with the half-width
+    history of the run's decisions; returns (production so far, budget left) per case [ns] (``budget_ns`` caps
+    the study's total, :func:`remaining_ns`)."""
+    done = {c: production_ns(rec, c) for c in cases}
+    left = {c: remaining_ns(rec, c, budget_ns) for c in cases}
+    project_graph(graph, {c: load_results(run_dir, c) for c in cases}, done,
+                  budget_ns={c: done[c] + left[c] for c in cases}, history=decision_history(rec, cases))
+    return done, left
+
+
 def record_state_graph(run_dir: str | Path, cases: Iterable[str]) -> dict[str, Any]:
     """Build the graph and write ``run_record/state_graph.json`` (returns the working form); the decisions
     of the graph recorded before stay on the nodes they were made for; every SI result gets its projection."""
@@ -324,10 +336,7 @@ def record_state_graph(run_dir: str | Path, cases: Iterable[str]) -> dict[str, A
     graph = carry_over(build_state_graph(run_dir, cases), sg.read_graph(run_dir))
     # what more sampling would buy, also where the study ran a fixed length: every SI result projected against
     # the registered budget (the run's production so far plus what the case and the study still allow)
-    done = {c: production_ns(rec, c) for c in cases}
-    project_graph(graph, {c: load_results(run_dir, c) for c in cases}, done,
-                  budget_ns={c: done[c] + remaining_ns(rec, c, None) for c in cases},
-                  history=decision_history(rec, cases))
+    project_run(graph, run_dir, rec, cases, None)
     sg.write_graph(rec, graph)
     return graph
 

@@ -17,9 +17,8 @@ from typing import Any, Callable
 
 from mdbench.analysis import observables as registry
 from mdbench.analysis.pipeline import load_or_analyze_case
-from mdbench.analysis.projection import cheapest_first, decide, half_width_snapshot, project_graph
-from mdbench.analysis.study_state import (build_state_graph, carry_over, decision_history, load_results,
-                                          production_ns, remaining_ns)
+from mdbench.analysis.projection import cheapest_first, decide, half_width_snapshot
+from mdbench.analysis.study_state import build_state_graph, carry_over, load_results, project_run
 from mdbench.engine.stages import produce
 from mdbench.execute import Job, run_jobs
 from mdbench.record import RunRecord
@@ -34,13 +33,9 @@ MAX_ROUNDS = 50
 def _projected_graph(run_dir: Path, cases: list[str], budget_ns: float | None) -> tuple[dict, dict, dict, set, Any]:
     """(graph, production so far, budget left, required families, record): the run's state graph as its records
     stand, every SI result projected against what each case may still run [ns]."""
-
     rec = RunRecord(run_dir)
     graph = build_state_graph(run_dir, cases)
-    done = {c: production_ns(rec, c) for c in cases}
-    left = {c: remaining_ns(rec, c, budget_ns) for c in cases}
-    project_graph(graph, {c: load_results(run_dir, c) for c in cases}, done,
-                  budget_ns={c: done[c] + left[c] for c in cases}, history=decision_history(rec, cases))
+    done, left = project_run(graph, run_dir, rec, cases, budget_ns)
     return graph, done, left, {e.name for e in registry.REGISTRY if e.required}, rec
 
 

@@ -50,7 +50,9 @@ from mdbench.analysis import observables as registry
 from mdbench.analysis import results as results_io
 from mdbench.analysis.states import F, SI
 from mdbench.engine.runner import find_gmx
-from mdbench.episode.defects import CASES, _finish
+from mdbench.episode.defects import CASES, _cases, _finish, _set_state
+from mdbench.episode.defects import _load as load_results
+from mdbench.episode.defects import _save as save_results
 from mdbench.errors import InputError
 from mdbench.record import RunRecord
 from mdbench.record.store import sha256_file
@@ -97,18 +99,10 @@ class Planted:
 
 
 # ----------------------------------------------------------------------------------------------- records
-def load_results(run: Path, case: str) -> dict[str, Any]:
-    return json.loads((run / "analysis" / case / "results.json").read_text(encoding="utf-8"))
-
-
-def save_results(run: Path, case: str, doc: dict[str, Any]) -> None:
-    results_io.write_results(run / "analysis" / case / "results.json", doc)
-
-
 def refinish(run: Path) -> None:
     """Group states, state table, report, inventory and terminal record rewritten from the records (the claim
     the records give, as the pipeline makes it)."""
-    cases = [c for c in CASES if (run / "analysis" / c / "results.json").is_file()]
+    cases = _cases(run)
     claim, _unresolved = results_io.terminal_claim(run, cases)
     _finish(run, cases, claim)
 
@@ -332,11 +326,7 @@ def make_failed(run: Path, case: str, group: str, block: int, action: str) -> st
     reason = f"block {block + 1} of 4 is not finite (numerical failure of the estimator)"
     entry.update(state=F, reason=reason)
     save_results(run, case, doc)
-    previous = (RunRecord(run).observable_states().get(case) or {}).get(name) or {}
-    pointer = name.replace("~", "~0").replace("/", "~1")
-    RunRecord(run).set_observable_state(case, name, F, reason,
-                                        results_ref=f"analysis/{case}/results.json#/observables/{pointer}",
-                                        registration_id=previous.get("registration_id"))
+    _set_state(run, case, name, F, reason)
     refinish(run)
     rewrite_actions(run, case, group, action)
     return name
