@@ -13,6 +13,11 @@ from mdbench.analysis.projection import (MIN_BLOCK_CORRELATION_TIMES, block_vari
                                          project_graph, project_result)
 from mdbench.record import state_graph as sg
 
+from _testseed import seed_for
+
+#: The simulated series of the correlation-time and history tests follow MDBENCH_TEST_SEED.
+SEED = seed_for("analysis/projection-simulations")
+
 WINDOWS = {"guard_ps": 0.0, "whole_range_ps": [0.0, 39.5], "dt_ps": 0.5, "n_blocks": 4}
 SETTINGS = {"diffusion_beta_range": [0.9, 1.1], "diffusion_min_decades": 0.9, "diffusion_max_lag_fraction": 0.5}
 
@@ -159,7 +164,7 @@ def test_short_blocks_understate_the_block_variance_as_the_correction_assumes():
     """Block variance × block length of an AR(1) series (τ = 5 frames) relative to long blocks (40 τ): the
     exponential-correlation factor f(L/τ) the projection divides by (0.57 at 2 τ, 0.68 at 3 τ, 0.90 at 10 τ)
     within the scatter of 3,000 replicas of four blocks each."""
-    rng = np.random.default_rng(11)
+    rng = np.random.default_rng(SEED)
     tau, reps = 5.0, 3000
     a = math.exp(-1.0 / tau)
 
@@ -207,7 +212,7 @@ def test_a_half_width_that_rose_after_an_extension_flags_a_slow_mode_at_the_stat
     """q = (hw'/hw)(T'/T)^1/2 after extending 4x: white noise (blocks >> tau) exceeds the threshold in ~5 % of
     runs (the first window is a prefix of the second, as in a study); a slow mode (tau = 2 x the first window's
     length) in about half of them."""
-    rng = np.random.default_rng(5)
+    rng = np.random.default_rng(SEED + 1)
     reps, t = 3000, 200
 
     def rate(x: np.ndarray) -> float:
