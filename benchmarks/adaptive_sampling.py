@@ -101,20 +101,26 @@ def _summary(run: Path, wall_s: float) -> dict:
     return out
 
 
-def compare(base: Path, budget_ns: float, preset: str, work: Path, threads: int = 0) -> dict:
-    """Both arms from copies of ``base`` under the MD cap ``budget_ns``, the cases one after the other in both,
-    each mdrun at ``threads`` (0: the study's default, the fair share of the machine's cores)."""
+def compare(base: Path, budget_ns: float, preset: str, work: Path, threads: int = 0,
+            arms_run: tuple[str, ...] = ("fixed", "earned")) -> dict:
+    """Both arms (or those in ``arms_run``) from copies of ``base`` under the MD cap ``budget_ns``, the cases
+    one after the other in both, each mdrun at ``threads`` (0: the study's default, the fair share of the
+    machine's cores)."""
     from mdbench.analysis.study_state import production_ns
     from mdbench.engine.adaptive import run_until_earned
     from mdbench.record import RunRecord
 
-    fixed = _copy(base, work / "fixed")
-    t0 = time.perf_counter()
-    rec = RunRecord(fixed)
-    share = max(0.0, budget_ns - rec.committed_ns()) / len(CASES)
-    for case in CASES:
-        _extend(fixed, case, (production_ns(rec, case) + share) * 1000.0, preset, threads)
-    arms = {"fixed": _summary(fixed, time.perf_counter() - t0)}
+    arms: dict[str, dict] = {}
+    if "fixed" in arms_run:
+        fixed = _copy(base, work / "fixed")
+        t0 = time.perf_counter()
+        rec = RunRecord(fixed)
+        share = max(0.0, budget_ns - rec.committed_ns()) / len(CASES)
+        for case in CASES:
+            _extend(fixed, case, (production_ns(rec, case) + share) * 1000.0, preset, threads)
+        arms["fixed"] = _summary(fixed, time.perf_counter() - t0)
+    if "earned" not in arms_run:
+        return arms
     earned = _copy(base, work / "earned")
     t0 = time.perf_counter()
     decisions = run_until_earned(earned, CASES, preset=preset, engine="cli", threads=threads, budget_ns=budget_ns,
@@ -123,6 +129,28 @@ def compare(base: Path, budget_ns: float, preset: str, work: Path, threads: int 
     arms["earned"]["decisions"] = [{k: d[k] for k in ("case", "action", "target_ns", "targets", "never_extended",
                                                       "reason")} for d in decisions]
     return arms
+
+
+def _projected(name: str, hw0: float, value0: float | None, value1: float | None, factor: float,
+               pooled: tuple[float, int] | None) -> float:
+    """The half-width the projection rule expects after a ``factor``-fold extension: (pooled or own) hw x
+    factor^-gamma (:func:`mdbench.analysis.projection.half_width_exponent`); for gamma = 0 (lags that grow with
+    the block) the relative half-width carries over, at the value obtained."""
+    from mdbench.analysis.projection import half_width_exponent
+
+    gamma = half_width_exponent(name)
+    if gamma == 0.0 and value0 and value1 is not None:
+        return hw0 / abs(value0) * abs(value1)
+    return (pooled[0] if pooled else hw0) * factor ** -gamma
+
+
+def _row(run: str, case: str, name: str, first: dict, hw1: float, value1: float | None, factor: float,
+         pooled: tuple[float, int] | None, **extra) -> dict:
+    hw0, value0 = _hw(first), first.get("value")
+    projected = _projected(name, hw0, value0, value1, factor, pooled)
+    return {"run": run, "case": case, "result": name, "hw_first": hw0, "value_first": value0,
+            "hw_projected": projected, "hw_obtained": hw1, "value_obtained": value1, "ratio": hw1 / projected,
+            "ratio_sqrt": hw1 / (hw0 / math.sqrt(factor)), **extra}
 
 
 def accuracy(bases: list[Path], factor: float, preset: str, work: Path) -> list[dict]:
@@ -145,80 +173,83 @@ def accuracy(bases: list[Path], factor: float, preset: str, work: Path) -> list[
             for name, o in before.items():
                 hw0, hw1 = _hw(o), _hw(after.get(name) or {})
                 if hw0 and hw1:
-                    pooled = pooled_half_width(doc, name)
-                    projected = (pooled[0] if pooled else hw0) / math.sqrt(factor)
-                    rows.append({"run": str(base), "case": case, "result": name, "hw_first": hw0,
-                                 "hw_projected": projected, "hw_obtained": hw1, "ratio": hw1 / projected,
-                                 "ratio_sqrt": hw1 / (hw0 / math.sqrt(factor))})
+                    rows.append(_row(str(base), case, name, o, hw1, (after.get(name) or {}).get("value"), factor,
+                                     pooled_half_width(doc, name)))
     return rows
 
 
-def prefix_accuracy(trajectories: list[Path], first_ps: float, factor: float) -> list[dict]:
-    """Projected vs obtained half-widths of D (each species) and sigma_NE from prefixes of long productions.
+def prefix_accuracy(trajectories: list[Path], first_ps: float | list[float], factor: float) -> list[dict]:
+    """Projected vs obtained half-widths of D (each species), sigma_NE and sigma from prefixes of long
+    productions.
 
     Each path is a folder with ``prod.tpr`` and ``prod.xtc`` (a case's ``prod/`` or a plain mdrun folder). An
     extension continues the same trajectory, so the first ``first_ps`` of a trajectory of ``factor`` x that
-    length *is* the first segment: the registered D estimator (:func:`mdbench.analysis.diffusion.self_diffusion`,
-    registered settings, guard 0) on the prefix gives the first half-width and the projection, on the whole
-    trajectory the obtained one — without rerunning MD or the full analysis. sigma_NE's block values are
-    sum_i N_i z_i^2 D_i over the ions' block D's (the constant e^2/(V k T) cancels in the ratio).
-    Each row has the ratio obtained/projected of two rules: ``ratio_sqrt`` (the result's own four-block hw
-    x (T/T')^1/2, the rule before) and ``ratio`` (D: the half-width pooled over the case's species,
-    :func:`mdbench.analysis.projection.pooled_half_width`, x (T/T')^1/2; sigma_NE: as before). sigma_NE here
-    is built from the self-diffusion D's, not the collective estimator's own fit (lags 0.05-0.25 x block):
-    an approximation of the study's sigma_NE; the ``accuracy`` subcommand measures the study's own.
+    length *is* the first segment: the registered estimators (:func:`mdbench.analysis.diffusion.self_diffusion`
+    for D, :func:`mdbench.analysis.onsager.onsager_transport` for sigma_NE and sigma, registered settings,
+    guard 0) on the prefix give the first half-width and the projection, on the whole trajectory the obtained
+    one — without rerunning MD or the full analysis. Each row has the ratio obtained/projected of two rules:
+    ``ratio_sqrt`` (the result's own four-block hw x (T/T')^1/2, the rule before) and ``ratio`` (the
+    projection's rule now: D pooled over the case's species, :func:`mdbench.analysis.projection.
+    pooled_half_width`, x (T/T')^1/2; sigma_NE and sigma, fitted over lags that grow with the block, their
+    relative half-width unchanged). ``first_ps`` may list several first lengths (each one row set).
     """
     import numpy as np
 
-    from mdbench.analysis.blocks import block_estimate
     from mdbench.analysis.diffusion import self_diffusion
+    from mdbench.analysis.observables import SIGMA, SIGMA_NE
+    from mdbench.analysis.onsager import onsager_transport
     from mdbench.analysis.projection import pooled_half_width
     from mdbench.analysis.reduce.onepass import reduce_files
     from mdbench.analysis.settings import AnalysisSettings
 
     s = AnalysisSettings()
     rows = []
+    seen: set[tuple] = set()
     for folder in trajectories:
         rd = reduce_files(folder / "prod.tpr", folder / "prod.xtc")
         case = folder.parent.name if folder.name == "prod" else folder.name
         t = rd.time_ps - rd.time_ps[0]
-        lengths = {"first": first_ps, "long": first_ps * factor}
-        if t[-1] < lengths["long"] - 1e-6:
-            print(f"{folder}: {t[-1]:.0f} ps < {lengths['long']:.0f} ps, skipped", file=sys.stderr)
-            continue
-        res: dict[str, dict] = {}
-        for key, length in lengths.items():
-            sl = t <= length + 1e-6
-            res[key] = {sp: self_diffusion(rd.species_com_nm(sp)[sl], rd.time_ps[sl], species=sp,
-                                           system_com_nm=rd.system_com_nm[sl], guard_ps=0.0, n_blocks=s.n_blocks,
-                                           beta_range=s.diffusion_beta_range,
-                                           min_window_decades=s.diffusion_min_decades,
-                                           max_lag_fraction=s.diffusion_max_lag_fraction,
-                                           max_relative_half_width=s.diffusion_max_rel_half_width,
-                                           trend_alpha=s.block_trend_alpha) for sp in rd.species}
         counts = {sp: int(np.sum(rd.species_mask(sp))) for sp in rd.species}
-        ions = rd.ions()
-        w = {sp: counts[sp] * rd.species_charge_e[sp] ** 2 for sp in ions}
-        ne0, ne1 = ({"value": sum(w[sp] * res[k][sp].D.whole for sp in ions),
-                     "blocks": [sum(w[sp] * res[k][sp].D.blocks[i] for sp in ions) for i in range(s.n_blocks)]}
-                    for k in ("first", "long"))
-        first = {"system": {"n_molecules": counts, "charges_e": {sp: rd.species_charge_e[sp] for sp in rd.species}},
-                 "windows": {"n_blocks": s.n_blocks},
-                 "observables": {f"self_diffusion/{sp}": {"value": d.D.whole,
-                                                          "uncertainty": {"half_width_95": d.D.half_width_95}}
-                                 for sp, d in res["first"].items()}}
-        first["observables"]["conductivity/sigma_NE"] = {"value": ne0["value"]}
-        hw_ne = {k: block_estimate(v["value"], v["blocks"], "1").half_width_95 for k, v in (("first", ne0),
-                                                                                           ("long", ne1))}
-        for name, hw0, hw1 in [*((f"self_diffusion/{sp}", d.D.half_width_95, res["long"][sp].D.half_width_95)
-                                 for sp, d in res["first"].items()),
-                               ("conductivity/sigma_NE", hw_ne["first"], hw_ne["long"])]:
-            pooled = pooled_half_width(first, name)
-            projected = (pooled[0] if pooled else hw0) / math.sqrt(factor)
-            rows.append({"run": str(folder), "case": case, "result": name, "hw_first": hw0,
-                         "hw_projected": projected, "hw_obtained": hw1, "ratio": hw1 / projected,
-                         "ratio_sqrt": hw1 / (hw0 / math.sqrt(factor)),
-                         "n_molecules": counts.get(name.rsplit("/", 1)[-1])})
+        charges = {sp: float(rd.species_charge_e[sp]) for sp in rd.species}
+
+        def estimate(length: float) -> tuple[dict, object]:
+            sl = t <= length + 1e-6
+            d = {sp: self_diffusion(rd.species_com_nm(sp)[sl], rd.time_ps[sl], species=sp,
+                                    system_com_nm=rd.system_com_nm[sl], guard_ps=0.0, n_blocks=s.n_blocks,
+                                    beta_range=s.diffusion_beta_range, min_window_decades=s.diffusion_min_decades,
+                                    max_lag_fraction=s.diffusion_max_lag_fraction,
+                                    max_relative_half_width=s.diffusion_max_rel_half_width,
+                                    trend_alpha=s.block_trend_alpha) for sp in rd.species}
+            o = onsager_transport({sp: rd.species_com_nm(sp)[sl] for sp in rd.species}, charges, rd.time_ps[sl],
+                                  rd.volume_nm3[sl], s.temperature_K or 298.15, system_com_nm=rd.system_com_nm[sl],
+                                  guard_ps=0.0, n_blocks=s.n_blocks, fit_window_fraction=s.onsager_fit_window_fraction,
+                                  beta_range=s.onsager_beta_range,
+                                  self_msd_nm2={sp: [r.msd_nm2, *r.msd_blocks_nm2] for sp, r in d.items()
+                                                if not r.failures})
+            obs = {f"self_diffusion/{sp}": {"value": r.D.whole, "uncertainty": {"half_width_95": r.D.half_width_95}}
+                   for sp, r in d.items()}
+            for name, est in ((SIGMA_NE, o.sigma_NE), (SIGMA, o.sigma)):
+                obs[name] = {"value": est.whole, "uncertainty": {"half_width_95": est.half_width_95}}
+            return obs, o
+
+        for first_len in (first_ps if isinstance(first_ps, list) else [first_ps]):
+            if t[-1] < first_len * factor - 1e-6:
+                print(f"{folder}: {t[-1]:.0f} ps < {first_len * factor:.0f} ps, skipped", file=sys.stderr)
+                continue
+            (obs0, o0), (obs1, o1) = estimate(first_len), estimate(first_len * factor)
+            key = (case, first_len, round(o0.sigma_NE.whole, 12), round(o1.sigma_NE.whole, 12))
+            if key in seen:  # the same trajectory twice (two copies of one run): one row set
+                continue
+            seen.add(key)
+            first = {"system": {"n_molecules": counts, "charges_e": charges}, "windows": {"n_blocks": s.n_blocks},
+                     "observables": obs0}
+            for name, o in obs0.items():
+                hw1 = _hw(obs1[name])
+                if _hw(o) and hw1:
+                    rows.append(_row(str(folder), case, name, o, hw1, obs1[name]["value"], factor,
+                                     pooled_half_width(first, name), first_ps=first_len,
+                                     n_molecules=counts.get(name.rsplit("/", 1)[-1]),
+                                     charge_msd_beta=[o0.charge_msd_beta, o1.charge_msd_beta]))
     return rows
 
 
@@ -227,9 +258,11 @@ def _print_accuracy(rows: list[dict]) -> None:
     for r in rows:
         print(f"{Path(r['run']).name[-10:]:>10s} {r['case']:5s} {r['result']:34s} {r['hw_projected']:10.3g} "
               f"{r['hw_obtained']:10.3g} {r['ratio']:.2f}")
-    for key, rule in (("ratio_sqrt", "hw (T/T')^1/2"), ("ratio", "pooled D (sigma_NE as before)")):
-        for label, prefix in (("D", "self_diffusion/"), ("sigma_NE", "conductivity/sigma_NE")):
-            ratios = [r[key] for r in rows if r["result"].startswith(prefix) and key in r]
+    for key, rule in (("ratio_sqrt", "own hw (T/T')^1/2"), ("ratio", "the projection's rule")):
+        for label, prefix in (("D", "self_diffusion/"), ("sigma_NE", "conductivity/sigma_NE"),
+                              ("sigma", "conductivity/sigma")):
+            ratios = [r[key] for r in rows if (r["result"] == prefix if "sigma" in prefix else
+                                               r["result"].startswith(prefix)) and key in r]
             if ratios:
                 within = sum(1 / 1.5 <= x <= 1.5 for x in ratios)
                 print(f"{rule:32s} {label:8s}: median ratio {statistics.median(ratios):.2f}, range "
@@ -243,12 +276,13 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("base", type=Path)
     c.add_argument("--budget-ns", type=float, required=True)
     c.add_argument("--threads", type=int, default=0, help="threads per mdrun (0: the fair share, the study's default)")
+    c.add_argument("--arm", choices=("both", "fixed", "earned"), default="both", help="run one arm only")
     a = sub.add_parser("accuracy")
     a.add_argument("bases", type=Path, nargs="+")
     a.add_argument("--factor", type=float, default=4.0)
     pre = sub.add_parser("prefix")
     pre.add_argument("trajectories", type=Path, nargs="+", help="folders with prod.tpr and prod.xtc")
-    pre.add_argument("--first-ps", type=float, default=40.0)
+    pre.add_argument("--first-ps", type=float, nargs="+", default=[40.0])
     pre.add_argument("--factor", type=float, default=4.0)
     pre.add_argument("--json", type=Path, default=None)
     for s in (c, a):
@@ -257,10 +291,11 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--work", type=Path, default=None, help="keep the arms' run folders here (default: removed)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="mdbench-adaptive-") as scratch:
-        tmp = args.work or Path(scratch)
+        tmp = getattr(args, "work", None) or Path(scratch)
         Path(tmp).mkdir(parents=True, exist_ok=True)
         if args.cmd == "compare":
-            out = compare(args.base, args.budget_ns, args.preset, Path(tmp), args.threads)
+            out = compare(args.base, args.budget_ns, args.preset, Path(tmp), args.threads,
+                          ("fixed", "earned") if args.arm == "both" else (args.arm,))
             for arm, s in out.items():
                 d_states = {c: {n: o["state"] for n, o in v["observables"].items() if n.startswith("self_diffusion/")}
                             for c, v in s["cases"].items()}

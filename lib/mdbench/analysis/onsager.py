@@ -181,6 +181,9 @@ class OnsagerResult:
         σ/σ_NE (dimensionless).
     self_diffusion_m2_s : dict
         D_i used for σ_NE (same frame and window) [m^2/s].
+    self_diffusion_blocks_m2_s : dict
+        D_i of each block, fitted over the same lags as σ_NE's [m^2/s] (what σ_NE's block values are made
+        of: the projection pools their variances, :func:`mdbench.analysis.projection.pooled_half_width`).
     transference : list of TransferenceEstimate
         t+ in each frame × convention.
     charge_msd_lag_ps, charge_msd_e2nm2 : numpy.ndarray
@@ -233,6 +236,7 @@ class OnsagerResult:
     sampling_checks: dict[str, bool] = field(default_factory=dict)
     check_details: dict[str, str] = field(default_factory=dict)
     precision: dict[str, Any] = field(default_factory=dict)
+    self_diffusion_blocks_m2_s: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def sigma_S_m(self) -> float:
@@ -362,6 +366,8 @@ class OnsagerResult:
             "sigma_NE": sne,
             "ionicity": self.ionicity.to_dict(),
             "self_diffusion_m2_s": {k: _json_float(v) for k, v in self.self_diffusion_m2_s.items()},
+            "self_diffusion_blocks_m2_s": {k: [_json_float(v) for v in b]
+                                           for k, b in self.self_diffusion_blocks_m2_s.items()},
             TRANSFERENCE.name: {te.key: te.to_dict() for te in self.transference},
             "diagnostics": {
                 "charge_msd_beta": _json_float(self.charge_msd_beta),
@@ -768,7 +774,8 @@ def onsager_transport(com_by_species_nm: Mapping[str, Any], charge_by_species_e:
         L_self=whole["L_self"], sigma_ij_S_m=whole["sig_ij"], sigma=sigma, sigma_NE=be("sigma_ne", "S/m"),
         ionicity=ionicity, self_diffusion_m2_s=whole["D"], transference=transference,
         charge_msd_lag_ps=lagM, charge_msd_e2nm2=msd_M, charge_msd_beta=beta_M, barycentre_drift_nm=drift,
-        windows=win, failures=[], sampling_checks=checks, check_details=details, precision=precision)
+        windows=win, failures=[], sampling_checks=checks, check_details=details, precision=precision,
+        self_diffusion_blocks_m2_s={s: [b["D"][s] for b in blocks] for s in species})
 
 
 def _with_checks(inputs: dict[str, Any], checks: Mapping[str, bool], details: Mapping[str, str]) -> dict[str, Any]:

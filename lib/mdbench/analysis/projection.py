@@ -22,6 +22,21 @@ length. Where no such run exists, β is extrapolated linearly in ln t from the f
 (β_min, β_max) to the band's lower edge; the window needs t_hi = t_band·10^decades ≤ f·T/n, so
 T_C = n·t_hi / f. Without a rising β this is not credible.
 
+**Lags that grow with the block** (σ, σ_NE, the ionicity and t+: the collective-transport estimator fits
+over lags [f_lo, f_hi] × block length, ``onsager_fit_window_fraction``). The relative scatter of such a
+block estimate does not fall with length: in the diffusive regime the relative variance of an MSD at lag t
+from a window L is ∝ t/L per molecule (Qian, Sheetz & Elson, Biophys. J. 60, 910 (1991)), constant when
+t ∝ L; in a sub-diffusive (power-law) MSD the block estimate at length L is a statistic of the motion at
+time scale L, equally scale-free. Measured (docs/performance.md, "σ_NE"): the relative half-width of σ_NE
+after 4× the production over the one before, median 1.27 and 13/14 within a factor 2 on tiny productions
+(the (T/T′)^½ rule's projection was off by a median factor 2.5). Its precision is therefore projected at
+the length where the window leaves the sub-diffusive regime, whose scatter is far above the diffusive
+asymptote (:func:`collective_onset_length`: the window's start f_lo × block length past the latest lag at
+which an ion's MSD exponent reaches the registered band; range a factor 3), and, where the window is
+already past it, as not earned by extension at all — more blocks or a registered fixed lag window (a method
+revision) would narrow it. The history rule compares these results' half-widths against no change with
+length (:func:`half_width_exponent`).
+
 **Blocks against the correlation time.** The 1/(block length) scaling holds only for blocks much longer
 than the integrated correlation time τ of what they average. For an exponentially correlated series the
 variance of a mean over L is (2τσ²/L)·f(L/τ), f(x) = 1 − (1 − e^(−x))/x, so blocks of L understate the
@@ -58,7 +73,7 @@ from typing import Any
 from scipy import stats
 
 from mdbench.analysis.blocks import _json_float as _f  # finite float, else None
-from mdbench.analysis.observables import SELF_DIFFUSION
+from mdbench.analysis.observables import CONDUCTIVITY, SELF_DIFFUSION, TRANSFERENCE
 from mdbench.record.state_graph import topological_order
 
 #: The rule recorded with every projection (and registered with the decisions).
@@ -70,17 +85,24 @@ PROJECTION_RULE = (
     "beta extrapolated linearly in ln t to the band's lower edge, window of the registered decades below "
     "max_lag_fraction x block length; collective regime (sigma, ionicity, t+): the registered charge-MSD "
     "window's start (f_lo x block length) past the latest lag at which an ion's MSD beta reaches the band; "
+    "precision of a fit over lags that are a fixed fraction of the block (sigma, sigma_NE, ionicity, t+): "
+    "relative half-width independent of length, projected at the collective-regime length, not earned by "
+    "extension once the window is past it; "
     "a failing trend, plateau or other check: not projectable (not "
     "credible); a derived result: the largest of its inputs' projections and its own; a precision projection "
     "of a result whose per-frame correlation time tau is recorded: T_C / f(L/tau), f(x) = 1 - (1 - exp(-x))/x "
     "for blocks of length L, credible only when a block is at least 3 tau long; not credible after an extension "
-    "in which its half-width rose against the (T/T')^1/2 expectation by more than sqrt(F_0.95(n-1, n-1))"
+    "in which its half-width rose against the (T/T')^1/2 expectation (no change for lags that grow with the "
+    "block) by more than sqrt(F_0.95(n-1, n-1))"
 )
 #: A precision projection is credible only for blocks at least this many correlation times long (their variance
 #: then at least 68 % of its 1/length asymptote, for an exponential correlation, and corrected by that factor).
 MIN_BLOCK_CORRELATION_TIMES = 3.0
 #: Results whose block half-width is pooled over the case's species (:func:`pooled_relative_half_widths`).
 D_PREFIX = SELF_DIFFUSION.key("")
+#: Results the collective-transport estimator fits over lags that are a fixed fraction of the block length
+#: (``onsager_fit_window_fraction``): their relative half-width does not fall with length.
+LAG_FRACTION_PREFIXES = (CONDUCTIVITY.key(""), TRANSFERENCE.key(""))
 _BOUND = re.compile(r"accepted <= ([0-9.eE+-]+)(%)?( of \|value\|)?(?: or <= ([0-9.eE+-]+))?")
 
 
@@ -295,35 +317,73 @@ _COLLECTIVE = re.compile(r"charge-MSD beta ([0-9.eE+-]+|nan) over .*accepted \((
 _LAG_FRACTIONS = re.compile(r"lags \[([0-9.eE+-]+), ([0-9.eE+-]+)\] x block length")
 
 
-def collective_length(doc: dict[str, Any], detail: str, n_blocks: int) -> tuple[float, str] | None:
-    """(T_C [ps], basis): the analysed length at which the collective-regime check (the charge MSD's β over
-    the registered lags [f_lo, f_hi] x block length within its band) is projected to pass; None when not
-    projectable.
+def half_width_exponent(name: str) -> float:
+    """γ in hw(T′) = hw(T)·(T/T′)^γ for the result ``name`` under the registered estimators: ½ (block
+    variance ∝ 1/length), 0 for the results fitted over lags that grow with the block
+    (:data:`LAG_FRACTION_PREFIXES`).
 
-    The charge MSD of an electrolyte turns diffusive no earlier than its ions' own MSDs: the onset is the
-    latest lag at which an ion's MSD exponent reaches the band's lower edge (:func:`_beta_onset`, from the
-    ion's self-diffusion window), and the registered window starts past it when f_lo x T/n >= onset, so
-    T_C = n onset / f_lo. A log-linear extrapolation, as for the diffusive window (range: a factor 3).
+    >>> half_width_exponent("conductivity/sigma_NE"), half_width_exponent("self_diffusion/Li")
+    (0.0, 0.5)
     """
-    m = _COLLECTIVE.search(detail or "")
+    return 0.0 if str(name).startswith(LAG_FRACTION_PREFIXES) else 0.5
+
+
+def collective_onset_length(doc: dict[str, Any], beta_lo: float, n_blocks: int) -> tuple[float, float, str] | None:
+    """(T_C [ps], onset [ps], basis): the analysed length at which the collective-transport estimator's window
+    (lags from f_lo × block length, read from the case's ``onsager.window.rule``) starts past the latest lag
+    at which an ion's MSD exponent reaches ``beta_lo`` (:func:`_beta_onset`, from the ion's self-diffusion
+    window): T_C = n onset / f_lo. None when the rule, an ion's window or a rising exponent is missing.
+
+    The charge MSD of an electrolyte, and the ions' self MSDs over the same lags, turn diffusive no earlier
+    than the ions' own MSDs do. A log-linear extrapolation, as for the diffusive window (range: a factor 3).
+    """
     f = _LAG_FRACTIONS.search(str(_dict(_dict(doc.get("onsager")).get("window")).get("rule") or ""))
     ions = [sp for sp, z in _dict(_dict(doc.get("system")).get("charges_e")).items() if _f(z)]
-    if m is None or f is None or not ions or _f(f.group(1)) is None or not float(f.group(1)) > 0 \
-            or _f(m.group(2)) is None:
+    if f is None or not ions or _f(f.group(1)) is None or not float(f.group(1)) > 0:
         return None
-    onsets = [_beta_onset(_dict(_dict(doc.get("observables")).get(D_PREFIX + sp)), float(m.group(2)))
-              for sp in ions]
+    onsets = [_beta_onset(_dict(_dict(doc.get("observables")).get(D_PREFIX + sp)), beta_lo) for sp in ions]
     if any(t is None for t in onsets):
         return None
     onset = max(onsets)
-    return (n_blocks * onset / float(f.group(1)),
-            f"collective regime: the ions' MSD beta reaches {m.group(2)} at {onset:.3g} ps; the registered window "
-            f"starts at {f.group(1)} x block length")
+    return (n_blocks * onset / float(f.group(1)), onset,
+            f"the ions' MSD beta reaches {beta_lo:g} at {onset:.3g} ps; the registered window starts at "
+            f"{f.group(1)} x block length")
+
+
+def collective_length(doc: dict[str, Any], detail: str, n_blocks: int) -> tuple[float, str] | None:
+    """(T_C [ps], basis): the analysed length at which the collective-regime check (the charge MSD's β over
+    the registered lags [f_lo, f_hi] x block length within its band) is projected to pass
+    (:func:`collective_onset_length` at the band's lower edge stated in the check's ``detail``); None when not
+    projectable.
+    """
+    m = _COLLECTIVE.search(detail or "")
+    if m is None or _f(m.group(2)) is None:
+        return None
+    d = collective_onset_length(doc, float(m.group(2)), n_blocks)
+    return None if d is None else (d[0], "collective regime: " + d[2])
+
+
+def _lag_fraction_precision(doc: dict[str, Any] | None, settings: dict[str, Any], check: str, length: float,
+                            n_blocks: int) -> tuple[float, float, float, str, str] | str:
+    """The precision need of a result fitted over lags that grow with the block (module doc): (T_C, low,
+    high, check, basis), or why it is not earned by extension (a str)."""
+    band = settings.get("onsager_beta_range") or [0.8, 1.2]
+    d = collective_onset_length(doc or {}, float(band[0]), n_blocks) if _f(band[0]) is not None else None
+    if d is None:
+        return (f"{check}: the relative half-width of a fit over lags that grow with the block does not fall with "
+                "length, and the ions' MSD beta does not rise towards the band: not projectable")
+    if d[0] <= length:
+        return (f"{check}: the window is past the sub-diffusive lags ({d[2]}) and the relative half-width of a "
+                "fit over lags that grow with the block does not fall with length: not earned by extension; "
+                "more blocks or a registered fixed lag window (a method revision) would narrow it")
+    return (d[0], d[0] / 3.0, d[0] * 3.0, check,
+            f"{check}: relative half-width independent of length while the window's lags are sub-diffusive; "
+            f"projected where they leave it: {d[2]}")
 
 
 def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], production_ns: float,
                    case_windows: dict[str, Any] | None = None, pooled: tuple[float, int] | None = None,
-                   doc: dict[str, Any] | None = None) -> dict[str, Any]:
+                   doc: dict[str, Any] | None = None, name: str = "") -> dict[str, Any]:
     """The projection of one SI result of results.json (its entry ``obs``, the recorded ``reason``, the
     case's ``windows``; ``pooled``: (half-width, degrees of freedom) to project the precision from instead
     of the result's own four-block half-width — D, :func:`pooled_half_width`; ``doc``: the case's results.json,
@@ -349,7 +409,12 @@ def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], p
             bound = _bound(detail, value)
             if bound is None:
                 return {**out, "limiting_check": check, "basis": f"{check}: registered bound not stated"}
-            if pooled is not None:
+            if half_width_exponent(name) == 0.0:
+                lf = _lag_fraction_precision(doc, settings, check, length, n)
+                if isinstance(lf, str):
+                    return {**out, "limiting_check": check, "basis": lf, "half_width_95": hw}
+                need.append(lf)
+            elif pooled is not None:
                 t_c, lo, hi = precision_length(length, pooled[0], bound, n, dof=pooled[1])
                 need.append((t_c, lo, hi, check, f"{check}: hw {hw:.3g} (pooled over the case's D: "
                                                  f"{pooled[0]:.3g}, {pooled[1]} dof) -> bound {bound:.3g}"))
@@ -377,7 +442,8 @@ def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], p
     frac = block_variance_fraction(block_ps, tau)
     if frac < 1.0:  # the precision lengths as the blocks will scale once they outlast tau
         need = [(t / frac, lo / frac, hi / frac, c, b + f" (/ f(L/tau) = {frac:.3g}, tau {tau:.3g} ps)")
-                if c.endswith("block_precision") else (t, lo, hi, c, b) for t, lo, hi, c, b in need]
+                if c.endswith("block_precision") and half_width_exponent(name) == 0.5 else (t, lo, hi, c, b)
+                for t, lo, hi, c, b in need]
     t_c, lo, hi, check, basis = max(need)
     to_ns = 1e-3
     out.update(ns_to_C=max((guard + t_c) * to_ns, production_ns), ns_to_C_low=(guard + lo) * to_ns,
@@ -385,7 +451,7 @@ def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], p
                basis="; ".join(b for *_, b in need), block_length_ps=block_ps, correlation_time_ps=tau,
                half_width_95=hw)
     precision = any(c.endswith("block_precision") for c in failing)
-    if precision and blocks_outlast_correlation(block_ps, tau) is False:
+    if precision and half_width_exponent(name) == 0.5 and blocks_outlast_correlation(block_ps, tau) is False:
         out.update(credible=False, basis=f"blocks of {block_ps:.3g} ps are shorter than "
                                          f"{MIN_BLOCK_CORRELATION_TIMES:g} correlation times (tau {tau:.3g} ps of the "
                                          "per-frame series): their variance does not yet fall as 1/length; "
@@ -407,10 +473,11 @@ def half_width_snapshot(doc: dict[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
-def half_width_rose(before: Any, after: Any) -> float | None:
-    """q = (hw′/hw)·(T′/T)^½ of one result between two decisions when it exceeds what two ``n``-block
-    estimates allow under the (T/T′)^½ scaling (√F₀.₉₅(n−1, n−1): 3.05 for four blocks); None otherwise, or
+def half_width_rose(before: Any, after: Any, exponent: float = 0.5) -> float | None:
+    """q = (hw′/hw)·(T′/T)^γ of one result between two decisions when it exceeds what two ``n``-block
+    estimates allow under the (T/T′)^γ scaling (√F₀.₉₅(n−1, n−1): 3.05 for four blocks); None otherwise, or
     when the analysed window did not grow by a fifth (nothing to compare) or either side is unreadable.
+    γ = ``exponent``: the result's :func:`half_width_exponent`.
 
     >>> round(half_width_rose({"half_width_95": 0.089, "analysed_ps": 276.0, "n_blocks": 4},
     ...                       {"half_width_95": 0.18, "analysed_ps": 1068.0, "n_blocks": 4}), 2)
@@ -421,7 +488,7 @@ def half_width_rose(before: Any, after: Any) -> float | None:
     n = _f(a.get("n_blocks")) or 4.0
     if None in (hw0, t0, hw1, t1) or not (hw0 > 0 and t0 > 0 and t1 >= 1.2 * t0) or not 2 <= n <= 1000:
         return None
-    q = hw1 / hw0 * math.sqrt(t1 / t0)
+    q = hw1 / hw0 * (t1 / t0) ** exponent
     return q if q > math.sqrt(stats.f.ppf(0.95, n - 1, n - 1)) else None
 
 
@@ -456,17 +523,18 @@ def project_graph(graph: dict[str, Any], results: dict[str, dict[str, Any]], pro
         obs = (doc.get("observables") or {}).get(node["name"]) or {}
         proj = project_result(obs, node["own_reason"], doc.get("settings") or {}, production_ns.get(case, 0.0),
                               doc.get("windows") if isinstance(doc.get("windows"), dict) else {},
-                              pooled=pooled_half_width(doc, node["name"]), doc=doc)
+                              pooled=pooled_half_width(doc, node["name"]), doc=doc, name=node["name"])
         if node["own_state"] != "SI" or node["own_reason"].startswith("input "):  # SI only through an input (rule 8)
             proj = {**proj, "ns_to_C": production_ns.get(case, 0.0), "credible": True, "basis": "own checks pass"}
         before = _dict(_dict((history or {}).get(case)).get(node["name"]))
+        gamma = half_width_exponent(node["name"])
         q = half_width_rose(before, _dict(half_width_snapshot(
-            {"observables": {node["name"]: obs}, "windows": doc.get("windows")}).get(node["name"])))
+            {"observables": {node["name"]: obs}, "windows": doc.get("windows")}).get(node["name"])), gamma)
         if q is not None:
             proj = {**proj, "credible": False, "half_width_rose": q,
                     "basis": f"half-width {before['half_width_95']:.3g} -> "
                              f"{_dict(obs.get('uncertainty')).get('half_width_95'):.3g} since the last decision: "
-                             f"{q:.2f}x the (T/T')^1/2 expectation, beyond two 4-block estimates' spread: blocks "
+                             f"{q:.2f}x the (T/T')^{gamma:g} expectation, beyond two 4-block estimates' spread: blocks "
                              f"shorter than the result's slowest relaxation; " + str(proj.get("basis"))}
         for src in derived.get(nid, ()):
             p = nodes[src].get("projection") or {}
@@ -621,7 +689,8 @@ def judge_production_decisions(events: list[dict[str, Any]], graph: dict[str, An
             last_extend[case] = e["id"]
             targets = {str(t.get("node")) for t in _rows(p.get("targets"))}
             bad = [t for t in _rows(p.get("targets")) if not _fits(t, p)
-                   or half_width_rose(before.get(_result_name(t)), now.get(_result_name(t))) is not None]
+                   or half_width_rose(before.get(_result_name(t)), now.get(_result_name(t)),
+                                      half_width_exponent(_result_name(t))) is not None]
             if bad:
                 findings.append({"code": "extension_on_unearnable", "case": case, "event_id": e["id"],
                                  "message": f"{case}: extension for {', '.join(str(t.get('node')) for t in bad)}, "
