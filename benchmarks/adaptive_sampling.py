@@ -13,17 +13,20 @@ production and analysis done); BASE is copied, never changed.
 
 ``accuracy BASE [BASE2 …] --factor K``
     For D of each species and σ_NE (and σ, η): the half-width projected from the first production T by the
-    block-variance scaling, hw·(T/KT)^½, against the half-width obtained after extending the same run to KT.
+    projection's rule (hw·(T/KT)^½; for σ, σ_NE, fitted over lags that grow with the block, the relative
+    half-width carried over), against the half-width obtained after extending the same run to KT.
     Prints the ratio obtained/projected per result and its distribution; target: within a factor 1.5 for D and
     σ_NE.
 
 Measured: docs/performance.md, "Production until earned (issue 46)": with the rule before (own four-block
 hw x (T/T')^1/2) D was within a factor 1.5 in 30/63 results (micro seed 2026 extended and reanalysed, micro
 seeds 101-104 and tiny by ``prefix``), with the pooled D half-width (:func:`mdbench.analysis.projection.
-pooled_half_width`) in 35/63 (the four-block scatter of the obtained half-width alone caps it near 64 %);
-sigma_NE 1/3 before and after on the extended micro run (its collective fit window grows with the block).
+pooled_half_width`) in 35/63 (the four-block scatter of the obtained half-width alone caps it near 64 %).
+sigma_NE (``prefix`` on seven tiny productions of 0.6-2.14 ns, first 40-500 ps, 13 rows, 2026-12-06): the
+length-independent relative half-width, median 1.31 and 10/13 within a factor 1.5, against median 1.48 and
+6/13 for hw x (T/T')^1/2 (docs/performance.md, "σ_NE and σ").
 
-``prefix DIR [DIR …] --first-ps T --factor K``
+``prefix DIR [DIR …] --first-ps T [T2 …] --factor K``
     The same ratio from prefixes of long productions (folders with prod.tpr and prod.xtc): the registered D
     estimator on the first T ps and on all K T ps of each; no MD and no full analysis (see
     :func:`prefix_accuracy`).

@@ -86,9 +86,17 @@ def test_relative_half_width_of_a_lag_fraction_fit_does_not_fall_with_length():
     """Brownian ions (the diffusive asymptote, Qian et al. 1991): with lags [0.05, 0.25] x block length the
     relative half-width of sigma_NE after a 4x extension is the one before (median ratio ~1); with a fixed lag
     window it halves, the (T/T')^1/2 rule. 100 replicas: the median of a ratio of two four-block half-widths
-    (sd of its log ~0.6) is known to ~0.08 in log."""
+    (sd of its log ~0.6) is known to ~0.08 in log. The history rule, with the exponent of these results, flags
+    about the 5 % it is built for; with the (T/T')^1/2 expectation it would flag a quarter of honest runs."""
     rng = np.random.default_rng(seed_for("lag-fraction-half-width"))
-    grows = [b / a for a, b in (_brownian_ne_rel_half_widths(rng, 1600) for _ in range(100))]
+    pairs = [_brownian_ne_rel_half_widths(rng, 1600) for _ in range(100)]
+    grows = [b / a for a, b in pairs]
     fixed = [b / a for a, b in (_brownian_ne_rel_half_widths(rng, 1600, (2.0, 10.0)) for _ in range(100))]
     assert 0.7 < statistics.median(grows) < 1.43
     assert 0.3 < statistics.median(fixed) < 0.7
+
+    def flagged(exponent: float) -> float:
+        return float(np.mean([half_width_rose({"half_width_95": a, "analysed_ps": 400.0},
+                                              {"half_width_95": b, "analysed_ps": 1600.0, "n_blocks": 4},
+                                              exponent) is not None for a, b in pairs]))
+    assert flagged(half_width_exponent("conductivity/sigma_NE")) < 0.16 < flagged(0.5) + 0.04
