@@ -182,8 +182,8 @@ class OnsagerResult:
     self_diffusion_m2_s : dict
         D_i used for σ_NE (same frame and window) [m^2/s].
     self_diffusion_blocks_m2_s : dict
-        D_i of each block, fitted over the same lags as σ_NE's [m^2/s] (what σ_NE's block values are made
-        of: the projection pools their variances, :func:`mdbench.analysis.projection.pooled_half_width`).
+        D_i of each block, fitted over the same lags as σ_NE's [m^2/s]: what σ_NE's block values are made
+        of, so a reader sees which ion's D drives its block scatter.
     transference : list of TransferenceEstimate
         t+ in each frame × convention.
     charge_msd_lag_ps, charge_msd_e2nm2 : numpy.ndarray
