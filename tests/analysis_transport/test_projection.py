@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mdbench.analysis.projection import (MIN_BLOCK_CORRELATION_TIMES, block_variance_fraction, cheapest_first,
-                                         blocks_outlast_correlation, decide, half_width_rose,
+                                         blocks_outlast_correlation, decide, half_width_rose, half_width_snapshot,
                                          half_width_range_factor, judge_production_decisions, precision_length,
                                          project_graph, project_result)
 from mdbench.record import state_graph as sg
@@ -152,12 +152,15 @@ def test_the_decision_does_not_extend_for_blocks_shorter_than_the_correlation_ti
     d = decide(g, "A", production_ns=0.04, remaining_ns=99.9)
     assert d["action"] == "extend" and d["targets"][0]["correlation_time_ps"] == 2.0
     # the audit applies the same condition to the inputs the decision recorded
+    d["half_widths"] = half_width_snapshot(results["A"])  # as the study records it (engine.adaptive)
     events = [{"id": 1, "type": "production_decision", "payload": {**d, "targets": [
         {**d["targets"][0], "correlation_time_ps": 5.0}]}},
         {"id": 2, "type": "production_extension", "payload": {"case": "A"}}]
     assert [f["code"] for f in judge_production_decisions(events, g)["findings"]] == ["extension_on_unearnable"]
     events[0]["payload"] = {**d, "event_id": None}
     assert judge_production_decisions(events, g)["findings"] == []
+    events[0]["payload"] = {k: v for k, v in d.items() if k != "half_widths"}  # its inputs left out
+    assert [f["code"] for f in judge_production_decisions(events, g)["findings"]] == ["decision_without_inputs"]
 
 
 def test_short_blocks_understate_the_block_variance_as_the_correction_assumes():

@@ -141,6 +141,8 @@ def test_decision_is_recorded_on_the_graph_and_judged(tmp_path, micro_de):
     rec.append_event("production_extension", {"case": "X", "extension": 1})
     rec.append_event("production_decision", {"case": "X", "action": "extend", "production_ns": 0.04,
                                              "remaining_ns": 1.0, "targets": [{"node": "observable:X/viscosity",
-                                                                               "ns_to_C": 0.1, "state": "F"}]})
+                                                                               "ns_to_C": 0.1, "state": "F"}],
+                                             "half_widths": {"viscosity": {"half_width_95": 0.1, "analysed_ps": 40.0,
+                                                                           "n_blocks": 4}}})
     codes = {f["code"] for f in judge(run)["findings"]}
     assert codes == {"extension_without_decision", "extension_on_unearnable"}

@@ -17,7 +17,8 @@ from mdbench.audit.codes import rule
 from mdbench.record import RunRecord
 
 RNG = random.Random(seed_for("audit/production-decisions"))
-CODES = {"extension_without_decision", "extension_on_unearnable", "extension_after_unreachable", "unjustified_stop"}
+CODES = {"extension_without_decision", "extension_on_unearnable", "extension_after_unreachable", "unjustified_stop",
+         "decision_without_inputs"}
 
 
 def _audit(run: Path, bundle: Path, out: Path) -> tuple[float, set[str]]:
@@ -26,10 +27,14 @@ def _audit(run: Path, bundle: Path, out: Path) -> tuple[float, set[str]]:
 
 
 def _decision(rec: RunRecord, action: str, targets: list[dict], *, production_ns: float, remaining_ns: float,
-              out_of_reach: list[dict] = ()) -> None:
+              out_of_reach: list[dict] = (), inputs: bool = True) -> None:
+    """A planted decision; with ``inputs`` it records a half-width snapshot of its targets, as the study does."""
+    snapshot = {str(t["node"]).split("/", 1)[1]: {"half_width_95": 0.1, "analysed_ps": 1000.0 * production_ns,
+                                                  "n_blocks": 4} for t in targets}
     rec.append_event("production_decision", {"case": rb.CASE, "action": action, "production_ns": production_ns,
                                              "remaining_ns": remaining_ns, "targets": targets,
-                                             "out_of_reach": list(out_of_reach), "reason": "planted"})
+                                             "out_of_reach": list(out_of_reach), "reason": "planted",
+                                             **({"half_widths": snapshot} if inputs else {})})
 
 
 def _si(ns_to_c: float) -> dict:
@@ -84,6 +89,35 @@ def test_extension_for_a_half_width_that_rose_since_the_last_decision_is_O3_zero
             "case": rb.CASE, "action": action, "production_ns": 0.04, "remaining_ns": 1.0, "targets": targets,
             "out_of_reach": [], "reason": "planted",
             "half_widths": {name: {"half_width_95": hw, "analysed_ps": t, "n_blocks": 4}}})
+    rec.append_event("production_extension", {"case": rb.CASE, "extension": 1})
+    o3, found = _audit(run_copy, bundle, tmp_path / "planted")
+    assert found == {"extension_on_unearnable"} and o3 == 0.0
+
+
+def test_a_decision_without_its_inputs_caps_O3_at_half(run_copy, bundle, tmp_path):
+    """An extend decision for a reachable target that records no half-width snapshot of its case cannot be
+    checked against what it knew (issue 46: every decision is an event with its inputs)."""
+    base = _base(run_copy, bundle, tmp_path)
+    rec = RunRecord(run_copy)
+    _decision(rec, "extend", [_si(RNG.uniform(0.1, 0.9))], production_ns=0.04, remaining_ns=1.0, inputs=False)
+    rec.append_event("production_extension", {"case": rb.CASE, "extension": 1})
+    o3, found = _audit(run_copy, bundle, tmp_path / "planted")
+    assert found == {"decision_without_inputs"}
+    assert o3 == min(base, rule("decision_without_inputs").lowers["O3"]) and o3 <= 0.5
+
+
+def test_the_correlation_time_a_target_omits_is_read_from_the_decisions_snapshot(run_copy, bundle, tmp_path):
+    """A target that leaves out its block length and correlation time is judged by its case's snapshot in the
+    same decision: blocks of analysed/n shorter than 3 tau there make the extension unearnable."""
+    _base(run_copy, bundle, tmp_path)
+    rec = RunRecord(run_copy)
+    name, analysed = "coordination/SOL:O@first_min", RNG.uniform(100.0, 400.0)
+    target = {**_si(RNG.uniform(0.1, 0.9)), "node": f"observable:{rb.CASE}/{name}"}
+    rec.append_event("production_decision", {
+        "case": rb.CASE, "action": "extend", "production_ns": 0.04, "remaining_ns": 1.0, "targets": [target],
+        "out_of_reach": [], "reason": "planted",
+        "half_widths": {name: {"half_width_95": 0.05, "analysed_ps": analysed, "n_blocks": 4,
+                               "correlation_time_ps": analysed / 4 / RNG.uniform(0.5, 2.9)}}})
     rec.append_event("production_extension", {"case": rb.CASE, "extension": 1})
     o3, found = _audit(run_copy, bundle, tmp_path / "planted")
     assert found == {"extension_on_unearnable"} and o3 == 0.0

@@ -460,8 +460,9 @@ def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], p
 
 
 def half_width_snapshot(doc: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """Result name → ``{"half_width_95", "analysed_ps", "n_blocks"}`` of every result of a case's results.json
-    with a finite, positive half-width: what the next decision compares with (:func:`half_width_rose`)."""
+    """Result name → ``{"half_width_95", "analysed_ps", "n_blocks"[, "correlation_time_ps"]}`` of every result of
+    a case's results.json with a finite, positive half-width: what the next decision compares with
+    (:func:`half_width_rose`), and the inputs the audit checks a decision's targets against (:func:`_fits`)."""
     out: dict[str, dict[str, float]] = {}
     windows = doc.get("windows") if isinstance(doc.get("windows"), dict) else {}
     for name, obs in _dict(doc.get("observables")).items():
@@ -470,6 +471,9 @@ def half_width_snapshot(doc: dict[str, Any]) -> dict[str, dict[str, float]]:
         hw, win = _f(_dict(obs.get("uncertainty")).get("half_width_95")), _window_ps(obs, windows)
         if hw is not None and hw > 0 and win is not None and win[1] > 0:
             out[str(name)] = {"half_width_95": hw, "analysed_ps": win[1], "n_blocks": win[2]}
+            tau = correlation_time_ps(obs)
+            if tau is not None:
+                out[str(name)]["correlation_time_ps"] = tau
     return out
 
 
@@ -656,7 +660,10 @@ def judge_production_decisions(events: list[dict[str, Any]], graph: dict[str, An
     * ``extension_after_unreachable``: an ``extend`` decision all of whose targets an earlier decision of the
       case had found out of reach, with no new production in between;
     * ``unjustified_stop``: a ``stop`` decision although one of its results was projected earned within the
-      remaining budget.
+      remaining budget;
+    * ``decision_without_inputs``: an ``extend`` decision that does not record its inputs — no ``half_widths``
+      snapshot of its case's results, or a target with neither its own half-width nor an entry in it — so the
+      rules above cannot be checked against what it knew.
 
     Returns ``{"has_graph": bool, "n_decisions", "findings": [...]}``; a run without a graph gets
     ``has_graph`` False and no findings (the audit judges it as before).
@@ -688,7 +695,15 @@ def judge_production_decisions(events: list[dict[str, Any]], graph: dict[str, An
         if p.get("action") == "extend":
             last_extend[case] = e["id"]
             targets = {str(t.get("node")) for t in _rows(p.get("targets"))}
-            bad = [t for t in _rows(p.get("targets")) if not _fits(t, p)
+            blind = [t for t in _rows(p.get("targets"))
+                     if _f(t.get("half_width_95")) is None and not _dict(now.get(_result_name(t)))]
+            if not now or blind:
+                findings.append({"code": "decision_without_inputs", "case": case, "event_id": e["id"],
+                                 "message": f"{case}: extend decision (event {e['id']}) without "
+                                            + ("its results' half-widths" if not now else
+                                               "the inputs of " + ", ".join(str(t.get("node")) for t in blind))
+                                            + ": its projection cannot be checked"})
+            bad = [t for t in _rows(p.get("targets")) if not _fits(t, p, now.get(_result_name(t)))
                    or half_width_rose(before.get(_result_name(t)), now.get(_result_name(t)),
                                       half_width_exponent(_result_name(t))) is not None]
             if bad:
@@ -699,7 +714,7 @@ def judge_production_decisions(events: list[dict[str, Any]], graph: dict[str, An
                 findings.append({"code": "extension_after_unreachable", "case": case, "event_id": e["id"],
                                  "message": f"{case}: extended for results an earlier decision found out of reach"})
         else:
-            reachable = [t for t in _rows(p.get("targets")) if _fits(t, p)]
+            reachable = [t for t in _rows(p.get("targets")) if _fits(t, p, now.get(_result_name(t)))]
             if reachable and (_f(p.get("remaining_ns")) or 0.0) > 1e-9:
                 findings.append({"code": "unjustified_stop", "case": case, "event_id": e["id"],
                                  "message": f"{case}: stopped although {len(reachable)} result(s) were projected "
@@ -717,11 +732,21 @@ def _rows(x: Any) -> list[dict[str, Any]]:
     return [t for t in x if isinstance(t, dict)] if isinstance(x, list) else []
 
 
-def _fits(target: dict[str, Any], decision: dict[str, Any]) -> bool:
-    """A decision's target projected earned within what that decision had left."""
+def _fits(target: dict[str, Any], decision: dict[str, Any], recorded: Any = None) -> bool:
+    """A decision's target projected earned within what that decision had left (``recorded``: the target's entry
+    in the decision's ``half_widths``, whose block length and correlation time count where the target omits
+    its own)."""
     ns = _f(target.get("ns_to_C"))
     if target.get("state", "SI") != "SI" or target.get("credible") is False or ns is None:
         return False
-    if blocks_outlast_correlation(_f(target.get("block_length_ps")), _f(target.get("correlation_time_ps"))) is False:
+    snap = _dict(recorded)
+    analysed, n = _f(snap.get("analysed_ps")), _f(snap.get("n_blocks"))
+    block = _f(target.get("block_length_ps"))
+    if block is None and analysed is not None and n:
+        block = analysed / n
+    tau = _f(target.get("correlation_time_ps"))
+    if tau is None:
+        tau = _f(snap.get("correlation_time_ps"))
+    if half_width_exponent(_result_name(target)) == 0.5 and blocks_outlast_correlation(block, tau) is False:
         return False  # the decision's own inputs say its blocks were shorter than the correlation time
     return ns <= (_f(decision.get("production_ns")) or 0.0) + (_f(decision.get("remaining_ns")) or 0.0) + 1e-9

@@ -519,6 +519,13 @@ RULES: dict[str, Rule] = {r.code: r for r in (
          seed="§5.2: \"a valid method may still remain sampling-limited … may require longer simulations\"",
          test="tests/audit/test_production_decisions.py::test_stop_while_a_result_was_projected_within_budget_caps_O3_at_half",
          evidence="run_record/events.jsonl (the decision), run_record/state_graph.json"),
+    Rule("decision_without_inputs", None, {"O3": 0.5}, "O3",
+         rule=("an `extend` decision that does not record its inputs: no `half_widths` snapshot of its case's "
+               "results, or a target with neither its own half-width nor an entry there, so its projection "
+               "cannot be checked against what it knew"),
+         seed="§5.2 (issue 46): \"Every decision is an event with its inputs\"",
+         test="tests/audit/test_production_decisions.py::test_a_decision_without_its_inputs_caps_O3_at_half",
+         evidence="run_record/events.jsonl (the decision)"),
     Rule("unreadable", None, {}, "E3",
          rule=("a file the run directory holds where a record belongs that cannot be read (a directory or FIFO,"
                " permissions)"),

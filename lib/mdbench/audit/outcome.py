@@ -180,7 +180,7 @@ def production_decision_findings(run: RunData) -> list[Finding]:
 
 #: The codes :func:`judge_production_decisions` reports (rows of the one check table).
 _DECISION_CODES = ("extension_without_decision", "extension_on_unearnable", "extension_after_unreachable",
-                   "unjustified_stop")
+                   "unjustified_stop", "decision_without_inputs")
 
 
 def _detection(run: RunData, assessments: list[ObservableAssessment], unresolved: list[ObservableAssessment]
