@@ -27,9 +27,9 @@ over lags [f_lo, f_hi] × block length, ``onsager_fit_window_fraction``). The re
 block estimate does not fall with length: in the diffusive regime the relative variance of an MSD at lag t
 from a window L is ∝ t/L per molecule (Qian, Sheetz & Elson, Biophys. J. 60, 910 (1991)), constant when
 t ∝ L; in a sub-diffusive (power-law) MSD the block estimate at length L is a statistic of the motion at
-time scale L, equally scale-free. Measured (docs/performance.md, "σ_NE"): the relative half-width of σ_NE
-after 4× the production over the one before, median 1.27 and 13/14 within a factor 2 on tiny productions
-(the (T/T′)^½ rule's projection was off by a median factor 2.5). Its precision is therefore projected at
+time scale L, equally scale-free. Measured (docs/performance.md, "σ_NE and σ"): σ_NE's relative half-width
+after 4× the production against the one before, median 1.31, 10/13 within a factor 1.5 and 12/13 within 2 on
+tiny productions (the (T/T′)^½ rule was off by a median factor of about 2.5). Its precision is therefore projected at
 the length where the window leaves the sub-diffusive regime, whose scatter is far above the diffusive
 asymptote (:func:`collective_onset_length`: the window's start f_lo × block length past the latest lag at
 which an ion's MSD exponent reaches the registered band; range a factor 3), and, where the window is
