@@ -40,7 +40,10 @@ stop recorded the results out of reach with their projected ns; no extension tar
 the tiny study"): fixed 4.002 ns, 1,395 s, 74 C / 83 SI; earned 3.891 ns, 1,370 s, 64 C / 93 SI (DE to 2.14 ns,
 LHCE to 0.6 ns, HCE stopped at once). D stays SI everywhere (diffusive window: DE Li+ and FSI- projected at
 4-7 ns, the rest beyond the seed's budget); 1 of 4 targeted results earned; DE's structural results drift over
-2 ns, so their 100 ps blocks had under-stated the uncertainty.
+2 ns, so their 100 ps blocks had under-stated the uncertainty. Rerun with the final rules (correlation time,
+history, cheapest first, lag-fraction precision; 2026-12-06, ``--arm``): fixed 4.002 ns, 1,660 s, 67 C / 90 SI;
+earned 3.205 ns, 959 s, 70 C / 87 SI (LHCE to 0.628 ns, DE to 1.427 ns, then every case stopped with 0.795 ns
+of the cap left: nothing projected earned within it).
 
 Examples (the lead's tiny runs; micro is what a loaded 2-core machine affords)::
 
