@@ -402,6 +402,7 @@ def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], p
     guard, length, n = window
     unc = obs.get("uncertainty") if isinstance(obs.get("uncertainty"), dict) else {}
     hw, value = _f(unc.get("half_width_95")), _f(obs.get("value"))
+    lags_grow = half_width_exponent(name) == 0.0  # sigma, sigma_NE, ionicity, t+: the module doc
     need: list[tuple[float, float, float, str, str]] = []
     for check, detail in failing.items():
         spread = _SPREAD.search(detail)
@@ -409,7 +410,7 @@ def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], p
             bound = _bound(detail, value)
             if bound is None:
                 return {**out, "limiting_check": check, "basis": f"{check}: registered bound not stated"}
-            if half_width_exponent(name) == 0.0:
+            if lags_grow:
                 lf = _lag_fraction_precision(doc, settings, check, length, n)
                 if isinstance(lf, str):
                     return {**out, "limiting_check": check, "basis": lf, "half_width_95": hw}
@@ -442,7 +443,7 @@ def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], p
     frac = block_variance_fraction(block_ps, tau)
     if frac < 1.0:  # the precision lengths as the blocks will scale once they outlast tau
         need = [(t / frac, lo / frac, hi / frac, c, b + f" (/ f(L/tau) = {frac:.3g}, tau {tau:.3g} ps)")
-                if c.endswith("block_precision") and half_width_exponent(name) == 0.5 else (t, lo, hi, c, b)
+                if c.endswith("block_precision") and not lags_grow else (t, lo, hi, c, b)
                 for t, lo, hi, c, b in need]
     t_c, lo, hi, check, basis = max(need)
     to_ns = 1e-3
@@ -451,7 +452,7 @@ def project_result(obs: dict[str, Any], reason: str, settings: dict[str, Any], p
                basis="; ".join(b for *_, b in need), block_length_ps=block_ps, correlation_time_ps=tau,
                half_width_95=hw)
     precision = any(c.endswith("block_precision") for c in failing)
-    if precision and half_width_exponent(name) == 0.5 and blocks_outlast_correlation(block_ps, tau) is False:
+    if precision and not lags_grow and blocks_outlast_correlation(block_ps, tau) is False:
         out.update(credible=False, basis=f"blocks of {block_ps:.3g} ps are shorter than "
                                          f"{MIN_BLOCK_CORRELATION_TIMES:g} correlation times (tau {tau:.3g} ps of the "
                                          "per-frame series): their variance does not yet fall as 1/length; "
